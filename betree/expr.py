@@ -1,0 +1,253 @@
+"""Syntax tree of bexdb's expression language, and a brute-force reference evaluator.
+
+Why: the parser (:mod:`betree.parser`) builds these nodes, normalization
+(:mod:`betree.normal`) turns them into clauses of indexable atoms, and :func:`evaluate`
+gives the meaning of a tree straight from SPEC section 4, with no cleverness at all.  It is
+the oracle the index and the normalizer are tested against, so it stays deliberately
+literal: one ``if`` per form, every atom false on an undefined attribute except
+``a is null`` (true), ``not`` plain Boolean negation.
+
+Nodes are frozen dataclasses: hashable, compared by value, cheap to build (the parser makes
+a few per atom).  Attribute names are ``str``; literals are ``int`` (signed 64-bit),
+``float`` (finite), ``str`` or ``bool``; list literals are tuples.  A flipped comparison
+``3 < a`` is stored as ``a > 3``.
+
+Cost: :func:`evaluate` walks the whole tree, one step per node and one dict lookup per atom
+(list atoms add a scan of the list): fine for tests and for ``explain``, never for matching
+many subscriptions.
+
+>>> evaluate(Compare("price", "<", 10), {"price": 7})
+True
+>>> evaluate(Not(Compare("price", "<", 10)), {})
+True
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from storage.errors import InvalidInput
+
+#: A literal value: int (signed 64-bit), float (finite), str or bool.
+Literal = Union[int, float, str, bool]
+#: An element of a list literal (lists hold numbers or strings, never bools).
+ListItem = Union[int, float, str]
+
+#: Comparison operators after parsing (``<>`` is stored as ``!=``).
+COMPARE_OPS = ("<", "<=", "=", "!=", ">=", ">")
+
+#: ``v op a`` is the same test as ``a FLIP[op] v``.
+FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">=": "<=", ">": "<"}
+
+_OP_FUNCS: dict[str, Callable[[object, object], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "=": operator.eq,
+    "!=": operator.ne,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+
+
+class ExpressionError(InvalidInput):
+    """An expression was rejected: ``column`` (1-based, in code points) and ``reason``.
+
+    ``str(err)`` reads ``column 7: unexpected ")"``; ``err.reason`` is the bare reason.
+    """
+
+    column: int
+
+    def __init__(self, reason: str, column: int, hint: str | None = None) -> None:
+        super().__init__(f"column {column}: {reason}", column, hint)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """``true`` or ``false``."""
+
+    value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """``not child``: plain Boolean negation."""
+
+    child: Node
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    """``c1 and c2 and …`` (two or more children, none of them an ``And``)."""
+
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    """``c1 or c2 or …`` (two or more children, none of them an ``Or``)."""
+
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """``attr op value`` with ``op`` in :data:`COMPARE_OPS`; ``3 < a`` is stored as ``a > 3``."""
+
+    attr: str
+    op: str
+    value: Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Between:
+    """``attr between lo and hi`` (``lo <= a <= hi``), or ``attr not between …``."""
+
+    attr: str
+    lo: ListItem
+    hi: ListItem
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    """``attr in (v, …)`` (scalar membership), or ``attr not in (v, …)``."""
+
+    attr: str
+    values: tuple[ListItem, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Contains:
+    """``value in attr`` (the list attribute contains ``value``), or ``value not in attr``."""
+
+    attr: str
+    value: ListItem
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListOp:
+    """``attr one of (…)`` / ``none of`` / ``all of``: ``op`` is ``one_of``, ``none_of`` or
+    ``all_of``."""
+
+    attr: str
+    op: str
+    values: tuple[ListItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull:
+    """``attr is null`` (undefined), or ``attr is not null`` when ``negated``."""
+
+    attr: str
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IsEmpty:
+    """``attr is empty``: the list attribute is defined and empty."""
+
+    attr: str
+
+
+@dataclass(frozen=True, slots=True)
+class BoolAttr:
+    """A bare ``attr``: the bool attribute is true."""
+
+    attr: str
+
+
+@dataclass(frozen=True, slots=True)
+class StrFunc:
+    """``starts_with(attr, "p")`` / ``ends_with`` / ``contains``: ``func`` names which."""
+
+    func: str
+    attr: str
+    arg: str
+
+
+Node = Union[
+    Const, Not, And, Or, Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr,
+    StrFunc,
+]  # fmt: skip
+
+#: Node types that test one attribute (everything but constants and Boolean connectives).
+ATOM_TYPES = (Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr, StrFunc)
+
+
+def attributes_of(node: Node) -> set[str]:
+    """Names of every attribute the tree mentions."""
+    out: set[str] = set()
+    stack: list[Node] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (And, Or)):
+            stack.extend(n.children)
+        elif isinstance(n, Not):
+            stack.append(n.child)
+        elif not isinstance(n, Const):
+            out.add(n.attr)
+    return out
+
+
+def evaluate(node: Node, event: Mapping[str, object]) -> bool:
+    """The truth of ``node`` on a validated event (SPEC section 4, literally).
+
+    ``event`` maps attribute names to defined values, as returned by
+    ``Schema.validate_event``; an absent key (or ``None``) is an undefined attribute.
+    Numbers compare by exact value (Python compares ``int`` with ``float`` exactly), strings
+    by code point.
+    """
+    if isinstance(node, Const):
+        return node.value
+    if isinstance(node, Not):
+        return not evaluate(node.child, event)
+    if isinstance(node, And):
+        return all(evaluate(c, event) for c in node.children)
+    if isinstance(node, Or):
+        return any(evaluate(c, event) for c in node.children)
+    value = event.get(node.attr)
+    if isinstance(node, IsNull):
+        return (value is not None) if node.negated else (value is None)
+    if value is None:
+        return False  # every other atom is false on an undefined attribute
+    if isinstance(node, Compare):
+        return _OP_FUNCS[node.op](value, node.value)
+    if isinstance(node, Between):
+        inside: bool = node.lo <= value <= node.hi  # type: ignore[operator]
+        return not inside if node.negated else inside
+    if isinstance(node, InList):
+        found = any(value == v for v in node.values)
+        return not found if node.negated else found
+    if isinstance(node, Contains):
+        found = any(x == node.value for x in value)  # type: ignore[attr-defined]
+        return not found if node.negated else found
+    if isinstance(node, ListOp):
+        present = [any(x == v for x in value) for v in node.values]  # type: ignore[attr-defined]
+        if node.op == "one_of":
+            return any(present)
+        if node.op == "none_of":
+            return not any(present)
+        if node.op == "all_of":
+            return all(present)
+        raise ValueError(f"unknown list operator {node.op!r}")
+    if isinstance(node, IsEmpty):
+        return len(value) == 0  # type: ignore[arg-type]
+    if isinstance(node, BoolAttr):
+        return value is True
+    if isinstance(node, StrFunc):
+        if not isinstance(value, str):
+            return False
+        if node.func == "starts_with":
+            return value.startswith(node.arg)
+        if node.func == "ends_with":
+            return value.endswith(node.arg)
+        if node.func == "contains":
+            return node.arg in value
+        raise ValueError(f"unknown string function {node.func!r}")
+    raise TypeError(f"not an expression node: {node!r}")

@@ -1,0 +1,234 @@
+"""Invariant checks of a PB+tree, reporting every violation with its page id.
+
+Two tiers, as in BTrees' ``_check``: a walk from the root carrying key bounds (order,
+separators, equal leaf depth, fill), then whole-structure facts: the leaf chain in both
+directions, each list's order, links and sentinels, every leaf item's three pointers
+against the paper's definitions, each id run where its predicate requires, and page
+accounting (every page of the tree's space reached exactly once).
+
+Cost: reads every page of the tree once; O(n log n) in the number of items.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import TYPE_CHECKING, Any
+
+from pbtree.nodes import GT, HEAD, LIST_NAMES, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
+from storage.errors import BexdbError, CheckFailed
+
+if TYPE_CHECKING:
+    from pbtree.tree import PBTree
+
+
+def _sorted_unique(run: list[int]) -> bool:
+    return all(a < b for a, b in zip(run, run[1:], strict=False))
+
+
+class _Checker:
+    def __init__(self, tree: PBTree) -> None:
+        self.tree = tree
+        self.txn = tree.txn
+        self.rec = tree.record
+        self.space = self.rec["space"]
+        self.errors: list[str] = []
+        self.seen: dict[int, str] = {}
+        self.leaves: list[LeafNode] = []
+
+    def error(self, page: int, message: str) -> None:
+        self.errors.append(f"page {page}: {message}")
+
+    def load(self, page: int, cls: Any, role: str) -> Any:
+        """Load a page once; report revisits, missing and undecodable pages."""
+        if page in self.seen:
+            self.error(page, f"reached twice (as {self.seen[page]} and as {role})")
+            return None
+        self.seen[page] = role
+        try:
+            return self.txn.load(self.space, page, cls)
+        except BexdbError as exc:
+            self.error(page, f"unreadable {role}: {exc}")
+            return None
+
+    # -- tier 1: the B+tree walk ---------------------------------------------------------
+
+    def walk(self, page: int, lo: Any, hi: Any, depth: int, is_root: bool) -> None:
+        rec = self.rec
+        if depth < rec["height"]:
+            node = self.load(page, InternalNode, f"internal node at depth {depth}")
+            if node is None:
+                return
+            self.check_keys(page, node.keys, lo, hi, "separator")
+            if len(node.children) != len(node.keys) + 1:
+                self.error(page, f"{len(node.keys)} separators but {len(node.children)} children")
+            low = 2 if is_root else (rec["internal_cap"] + 1) // 2
+            if not low <= len(node.children) <= rec["internal_cap"]:
+                self.error(
+                    page,
+                    f"{len(node.children)} children outside [{low}, {rec['internal_cap']}]",
+                )
+            bounds = [lo, *node.keys, hi]
+            for i, child in enumerate(node.children):
+                self.walk(child, bounds[i], bounds[i + 1], depth + 1, False)
+            return
+        leaf = self.load(page, LeafNode, "leaf")
+        if leaf is None:
+            return
+        self.leaves.append(leaf)
+        self.check_keys(page, leaf.keys, lo, hi, "key")
+        n = len(leaf.keys)
+        columns = (leaf.eq, leaf.bound, leaf.gtp, leaf.ltp, leaf.nep)
+        if any(len(column) != n for column in columns):
+            self.error(page, "leaf columns differ in length")
+        low = 0 if is_root else rec["leaf_cap"] // 2
+        if not low <= n <= rec["leaf_cap"]:
+            self.error(page, f"{n} items outside [{low}, {rec['leaf_cap']}]")
+        for i in range(min(n, len(leaf.eq), len(leaf.bound))):
+            for name, run in (("=", leaf.eq[i]), ("bound", leaf.bound[i])):
+                if not _sorted_unique(run):
+                    self.error(page, f"item {leaf.keys[i]!r}: {name} ids not sorted and unique")
+
+    def check_keys(self, page: int, keys: list[Any], lo: Any, hi: Any, what: str) -> None:
+        domain = self.rec["domain"]
+        for i, key in enumerate(keys):
+            if (domain == "str") != isinstance(key, str):
+                self.error(page, f"{what} {key!r} is not of the tree's domain {domain!r}")
+                return
+            if i and not keys[i - 1] < key:
+                self.error(page, f"{what}s out of order: {keys[i - 1]!r} then {key!r}")
+            if lo is not None and key < lo:
+                self.error(page, f"{what} {key!r} below the bound {lo!r} from the parent")
+            if hi is not None and key >= hi:
+                self.error(page, f"{what} {key!r} not below the bound {hi!r} from the parent")
+
+    # -- tier 2: whole-structure facts ---------------------------------------------------------
+
+    def chain(self) -> None:
+        """The leaf chain visits the leaves of the walk, in order, linked both ways."""
+        leaves = self.leaves
+        if not leaves:
+            return
+        if self.rec["first"] != leaves[0].page:
+            self.error(leaves[0].page, f"first leaf is {self.rec['first']} in the root record")
+        if self.rec["last"] != leaves[-1].page:
+            self.error(leaves[-1].page, f"last leaf is {self.rec['last']} in the root record")
+        for i, leaf in enumerate(leaves):
+            want_prev = leaves[i - 1].page if i else 0
+            want_next = leaves[i + 1].page if i + 1 < len(leaves) else 0
+            if leaf.prev != want_prev:
+                self.error(leaf.page, f"prev link {leaf.prev}, expected {want_prev}")
+            if leaf.next != want_next:
+                self.error(leaf.page, f"next link {leaf.next}, expected {want_next}")
+        keys = [k for leaf in leaves for k in leaf.keys]
+        for a, b in zip(keys, keys[1:], strict=False):
+            if not a < b:
+                self.error(0, f"leaf chain keys out of order: {a!r} then {b!r}")
+
+    def list_items(self, kind: int) -> list[tuple[Any, int, list[list[int]]]]:
+        """Walk one list head to tail; return its items ``(key, node page, runs)``."""
+        name = LIST_NAMES[kind]
+        head, tail = self.rec["lists"][kind]
+        cap = self.rec["list_cap"]
+        items: list[tuple[Any, int, list[list[int]]]] = []
+        prev, page = 0, head
+        while page:
+            node = self.load(page, ListNode, f"{name} list node")
+            if node is None:
+                return items
+            if node.list_kind != kind:
+                self.error(page, f"in the {name} list but marked as {LIST_NAMES[node.list_kind]}")
+            if node.prev != prev:
+                self.error(page, f"{name} list: prev link {node.prev}, expected {prev}")
+            want = HEAD if page == head else TAIL if page == tail else REAL
+            if node.sentinel != want:
+                self.error(page, f"{name} list: sentinel mark {node.sentinel}, expected {want}")
+            if node.sentinel != REAL and node.keys:
+                self.error(page, f"{name} list: sentinel holds {len(node.keys)} items")
+            if node.sentinel == REAL and not 1 <= len(node.keys) <= cap:
+                self.error(page, f"{name} list: {len(node.keys)} items outside [1, {cap}]")
+            offs, _ = node.flat()
+            if len(offs) != len(node.keys) * node.nparts + 1:
+                self.error(page, f"{name} list: {len(offs)} offsets for {len(node.keys)} items")
+                return items
+            for i, key in enumerate(node.keys):
+                runs = [node.run(i, part) for part in range(node.nparts)]
+                if not any(runs):
+                    self.error(page, f"{name} list item {key!r} holds no ids")
+                if not all(_sorted_unique(run) for run in runs):
+                    self.error(page, f"{name} list item {key!r}: ids not sorted and unique")
+                if items and not items[-1][0] < key:
+                    self.error(page, f"{name} list out of order: {items[-1][0]!r} then {key!r}")
+                items.append((key, page, runs))
+            if page == tail:
+                if node.next:
+                    self.error(page, f"{name} list: tail has a next link {node.next}")
+                return items
+            prev, page = page, node.next
+        self.error(prev, f"{name} list ends without reaching its tail {tail}")
+        return items
+
+    def pointers(self, lists: list[list[tuple[Any, int, list[list[int]]]]]) -> None:
+        """Every leaf item points where the paper defines, and holds what it must."""
+        keyset = {key for leaf in self.leaves for key in leaf.keys}
+        for kind, items in enumerate(lists):
+            for key, page, _ in items:
+                if key not in keyset:
+                    self.error(page, f"{LIST_NAMES[kind]} list key {key!r} has no leaf item")
+        keys = [[item[0] for item in items] for items in lists]
+        pages = [[item[1] for item in items] for items in lists]
+        by_key = [{item[0]: item[2] for item in items} for items in lists]
+        heads = [self.rec["lists"][k][0] for k in (GT, LT, NE)]
+        tail_lt = self.rec["lists"][LT][1]
+        count = 0
+        for leaf in self.leaves:
+            for i, key in enumerate(leaf.keys):
+                where = f"leaf item {key!r}"
+                for kind, column in ((GT, leaf.gtp), (NE, leaf.nep)):
+                    j = bisect_right(keys[kind], key)
+                    want = pages[kind][j - 1] if j else heads[kind]
+                    if column[i] != want:
+                        self.error(
+                            leaf.page,
+                            f"{where}: {LIST_NAMES[kind]} pointer {column[i]}, expected {want}",
+                        )
+                j = bisect_left(keys[LT], key)
+                want = pages[LT][j] if j < len(keys[LT]) else tail_lt
+                if leaf.ltp[i] != want:
+                    self.error(leaf.page, f"{where}: LessThan pointer {leaf.ltp[i]}, expected {want}")
+                gt_runs = by_key[GT].get(key, [[], []])
+                lt_runs = by_key[LT].get(key, [[], []])
+                bound = sorted(set(gt_runs[0]) | set(lt_runs[0]))
+                if leaf.bound[i] != bound:
+                    self.error(
+                        leaf.page,
+                        f"{where}: bound ids {leaf.bound[i]} but the lists hold >= / <= {bound}",
+                    )
+                used = leaf.eq[i] or any(key in by_key[kind] for kind in (GT, LT, NE))
+                if not used:
+                    self.error(leaf.page, f"{where}: no predicate uses it")
+                count += len(leaf.eq[i])
+        count += sum(len(run) for items in lists for _, _, runs in items for run in runs)
+        if count != self.rec["count"]:
+            self.error(0, f"root record counts {self.rec['count']} predicates, found {count}")
+
+    def accounting(self) -> None:
+        stored = set(self.txn.space_pages(self.space))
+        for page in sorted(stored - self.seen.keys()):
+            self.error(page, "orphaned: stored in the tree's space but unreachable")
+        for page in sorted(self.seen.keys() - stored):
+            self.error(page, f"reached as {self.seen[page]} but not stored")
+
+
+def check_tree(tree: PBTree) -> None:
+    """Raise :class:`CheckFailed` listing every broken invariant of ``tree``."""
+    if not tree.exists:
+        return
+    checker = _Checker(tree)
+    checker.walk(checker.rec["root"], None, None, 1, True)
+    checker.chain()
+    lists = [checker.list_items(kind) for kind in (GT, LT, NE)]
+    if not checker.errors:  # pointer facts are meaningless over a broken shape
+        checker.pointers(lists)
+    checker.accounting()
+    if checker.errors:
+        raise CheckFailed(f"PB+tree {tree.name!r}", checker.errors)

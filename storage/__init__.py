@@ -1,0 +1,31 @@
+"""Physical storage: one LMDB environment holding every structure as pages.
+
+Public surface: :func:`open_store`, :class:`Store`, the transaction classes, and the
+error hierarchy.  Only this package imports ``lmdb`` and ``msgpack``.
+"""
+
+from storage.errors import (
+    BexdbError,
+    CheckFailed,
+    CorruptPage,
+    InvalidInput,
+    StoreError,
+    StoreFull,
+    VersionMismatch,
+)
+from storage.store import FORMAT_VERSION, ReadTxn, Store, WriteTxn, open_store
+
+__all__ = [
+    "FORMAT_VERSION",
+    "BexdbError",
+    "CheckFailed",
+    "CorruptPage",
+    "InvalidInput",
+    "ReadTxn",
+    "Store",
+    "StoreError",
+    "StoreFull",
+    "VersionMismatch",
+    "WriteTxn",
+    "open_store",
+]

@@ -1,0 +1,174 @@
+"""Every byte layout bexdb writes: LMDB keys, the page envelope, packed arrays.
+
+This is the one serialization seam of the project (as diskcache's ``Disk``): structures
+above ``storage`` hand over Python values (ints, strings, lists, ``bytes`` of packed
+arrays) and get the same values back; they never see msgpack.
+
+Page value layout (LMDB value in the ``pages`` table)::
+
+    offset 0  u64 big-endian  gen      generation (commit number) that wrote the page
+    offset 8  msgpack array   [kind, kind_version, field, field, ...]
+
+``gen`` sits in a fixed-width header so that a reader can tell whether its decoded copy
+of a page is current by reading 8 bytes, without decoding anything (see
+:mod:`storage.cache`).  ``kind`` and ``kind_version`` say which structure owns the page
+and which revision of its layout; a page of an unknown kind or version is refused with
+:class:`~storage.errors.CorruptPage` / :class:`~storage.errors.VersionMismatch`.
+
+Page key layout (LMDB key in the ``pages`` table)::
+
+    offset 0  u32 big-endian  space    the structure that owns the page
+    offset 4  u64 big-endian  page id  unique in the whole store, never reused
+
+Keys sort by space then page id, so one structure's pages are one contiguous key range:
+its ``check()`` accounts for every page it owns with one cursor walk over keys.
+
+Keys of user-visible tables (subscription ids) are order-preserving bytes: ints are tagged
+``0x01`` followed by the value with its sign bit flipped, big-endian; strings are tagged
+``0x02`` followed by UTF-8 (which sorts by code point).  ``5`` and ``"5"`` stay distinct.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from storage.errors import CorruptPage, InvalidInput, VersionMismatch
+
+#: Page kinds and the layout revision this code reads and writes.  A structure's module
+#: documents the fields of its kinds; bump the version there and here together.
+PAGE_KINDS: dict[int, tuple[str, int]] = {
+    1: ("pbtree.internal", 1),
+    2: ("pbtree.leaf", 1),
+    3: ("pbtree.list", 1),
+    4: ("betree.lnode", 1),
+    5: ("betree.spill", 1),
+    6: ("betree.cdir", 1),
+}
+
+_GEN = struct.Struct(">Q")
+_PAGE_KEY = struct.Struct(">IQ")
+_SPACE = struct.Struct(">I")
+_INT_KEY = struct.Struct(">Q")
+_SIGN = 1 << 63
+_MAX_U64 = (1 << 64) - 1
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def page_key(space: int, page: int) -> bytes:
+    """The LMDB key of ``page`` in ``space``."""
+    return _PAGE_KEY.pack(space, page)
+
+
+def split_page_key(key: bytes) -> tuple[int, int]:
+    """``(space, page)`` of a page key."""
+    space, page = _PAGE_KEY.unpack(key)
+    return space, page
+
+
+def space_prefix(space: int) -> bytes:
+    """The key prefix shared by every page of ``space``."""
+    return _SPACE.pack(space)
+
+
+def encode_page(gen: int, kind: int, fields: list[Any]) -> bytes:
+    """Header plus envelope; ``fields`` hold only ints, floats, strings, bytes, lists."""
+    return _GEN.pack(gen) + _packb([kind, PAGE_KINDS[kind][1], *fields])
+
+
+def page_gen(value: bytes | memoryview) -> int:
+    """The generation in a page's header, read without decoding the envelope (~0.2 µs)."""
+    return int(_GEN.unpack_from(value)[0])
+
+
+def decode_page(page: int, value: bytes | memoryview, kind: int) -> list[Any]:
+    """The fields of a page that must be of ``kind``; refuses anything else.
+
+    Cost: msgpack decodes one Python object per field and per key; packed arrays come
+    back as one ``bytes`` each (see :func:`unpack_u32`).
+    """
+    try:
+        envelope = msgpack.unpackb(value[_GEN.size :], raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise CorruptPage(page, f"undecodable envelope ({exc.__class__.__name__})") from exc
+    if not isinstance(envelope, list) or len(envelope) < 2:
+        raise CorruptPage(page, "envelope is not [kind, version, ...]")
+    found_kind, found_version = envelope[0], envelope[1]
+    if found_kind != kind:
+        want = PAGE_KINDS.get(kind, ("?",))[0]
+        got = PAGE_KINDS.get(found_kind, (f"unknown kind {found_kind!r}",))[0]
+        raise CorruptPage(page, f"expected a {want} page, found {got}")
+    expected = PAGE_KINDS[kind][1]
+    if found_version != expected:
+        raise VersionMismatch(
+            f"page {page}: {PAGE_KINDS[kind][0]} layout version {found_version!r}, "
+            f"this bexdb reads version {expected}",
+            "open the store with the bexdb release that wrote it, or rebuild it",
+        )
+    del envelope[:2]
+    return envelope
+
+
+def pack_u32(values: Any) -> bytes:
+    """Native-order uint32 array bytes from any int sequence or numpy array."""
+    return np.asarray(values, dtype=np.uint32).tobytes()
+
+
+def unpack_u32(data: bytes) -> np.ndarray:
+    """A read-only uint32 array over ``data``, zero-copy."""
+    return np.frombuffer(data, dtype=np.uint32)
+
+
+def pack_u64(values: Any) -> bytes:
+    """Native-order uint64 array bytes (page ids, internal ids)."""
+    return np.asarray(values, dtype=np.uint64).tobytes()
+
+
+def unpack_u64(data: bytes) -> np.ndarray:
+    """A read-only uint64 array over ``data``, zero-copy."""
+    return np.frombuffer(data, dtype=np.uint64)
+
+
+def encode_value(value: Any) -> bytes:
+    """A small record (root, meta, subscription) as msgpack."""
+    return _packb(value)
+
+
+def decode_value(data: bytes | memoryview) -> Any:
+    """Inverse of :func:`encode_value`."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def encode_u64(value: int) -> bytes:
+    """Big-endian u64: order-preserving for non-negative ints (counters, internal ids)."""
+    return _INT_KEY.pack(value)
+
+
+def decode_u64(data: bytes | memoryview) -> int:
+    """Inverse of :func:`encode_u64`."""
+    return int(_INT_KEY.unpack(data)[0])
+
+
+def encode_id(value: int | str) -> bytes:
+    """Order-preserving key for an external id (signed 64-bit int or string)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidInput(f"id must be a string or an integer, not {type(value).__name__}")
+    if isinstance(value, str):
+        return b"\x02" + value.encode("utf-8", "surrogatepass")
+    if not -_SIGN <= value < _SIGN:
+        raise InvalidInput(f"integer id {value} is outside the signed 64-bit range")
+    return b"\x01" + _INT_KEY.pack((value + _SIGN) & _MAX_U64)
+
+
+def decode_id(data: bytes | memoryview) -> int | str:
+    """Inverse of :func:`encode_id`."""
+    raw = bytes(data)
+    if raw[:1] == b"\x02":
+        return raw[1:].decode("utf-8", "surrogatepass")
+    if raw[:1] == b"\x01" and len(raw) == 9:
+        return int(_INT_KEY.unpack(raw[1:])[0]) - _SIGN
+    raise CorruptPage(-1, f"undecodable id key {raw!r}")

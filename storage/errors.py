@@ -1,0 +1,59 @@
+"""The project's small error hierarchy.
+
+Every error bexdb raises on purpose derives from :class:`BexdbError` and carries a
+message and, where one exists, a hint for the fix.  LMDB's own exceptions are
+translated into these once, at the storage edge (:mod:`storage.store`); nothing above
+``storage`` ever sees an ``lmdb.Error``.
+"""
+
+from __future__ import annotations
+
+
+class BexdbError(Exception):
+    """Base of every error bexdb raises on purpose."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+
+class StoreError(BexdbError):
+    """The store cannot be opened, read or written."""
+
+
+class VersionMismatch(StoreError):
+    """The store (or one page) was written by another format version."""
+
+
+class StoreFull(StoreError):
+    """The LMDB map is full and may not grow further."""
+
+
+class CorruptPage(StoreError):
+    """A page could not be decoded or is of an unexpected kind or version."""
+
+    def __init__(self, page: int, reason: str) -> None:
+        super().__init__(f"page {page}: {reason}", "run `bexdb verify` on the store")
+        self.page = page
+        self.reason = reason
+
+
+class CheckFailed(BexdbError):
+    """A structure's ``check()`` found broken invariants; ``violations`` lists them all."""
+
+    def __init__(self, what: str, violations: list[str]) -> None:
+        head = f"{what}: {len(violations)} violation(s)"
+        super().__init__(head + "".join(f"\n  - {v}" for v in violations))
+        self.violations = violations
+
+
+class InvalidInput(BexdbError):
+    """User input (an expression, an event, a key, a schema) is not acceptable."""
+
+    def __init__(self, message: str, column: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.column = column

@@ -1,0 +1,137 @@
+"""Seeded stress tests of the PB+tree against a brute-force model.
+
+Tiny node capacities make splits, merges and re-pointing happen on nearly every step;
+``check()`` runs after every step and the store is closed and reopened between phases.
+Run longer from the command line: ``python -m tests.test_pbtree_stress ITER SEED``.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pbtree import PBTree
+from storage import open_store
+from tests.pbtree_model import CMP, brute_search
+
+OPS = list(CMP)
+
+
+def int_key(rng: random.Random) -> Any:
+    return rng.randint(-30, 30)
+
+
+def float_key(rng: random.Random) -> Any:
+    # ints and floats mix on numeric trees and compare exactly by value
+    return rng.choice([rng.randint(-10, 10), rng.randint(-20, 20) / 2, -0.0, float("inf")])
+
+
+def str_key(rng: random.Random) -> Any:
+    return "".join(rng.choice("ab\u00e9\U0001f600") for _ in range(rng.randint(0, 3)))
+
+
+def probe(rng: random.Random, make: Callable[[random.Random], Any]) -> Any:
+    value = make(rng)
+    if isinstance(value, int | float) and rng.random() < 0.3:
+        value += 0.25  # between keys
+    return value
+
+
+def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int = 4) -> int:
+    """Random interleavings of insert / delete / search; returns searches made."""
+    rng = random.Random(seed)
+    model: set[tuple[str, Any, int]] = set()
+    searches = 0
+    with tempfile.TemporaryDirectory() as path:
+        for phase in range(phases):
+            with open_store(path, cache_pages=64) as store:
+                for _ in range(steps // phases):
+                    with store.write() as txn:
+                        tree = PBTree(txn, "a", leaf_cap=3, internal_cap=3, list_cap=3)
+                        action = rng.random()
+                        # grow in early phases, shrink in the last one
+                        grow = 0.6 if phase < phases - 1 else 0.3
+                        if action < grow or not model:
+                            triple = (rng.choice(OPS), make(rng), rng.randint(0, 40))
+                            added = tree.insert(*triple)
+                            assert added == (triple not in model)
+                            model.add(triple)
+                        elif action < 0.92:
+                            triple = rng.choice(sorted(model, key=repr))
+                            assert tree.delete(*triple)
+                            model.discard(triple)
+                            assert not tree.delete(*triple)
+                        else:
+                            value = probe(rng, make)
+                            assert set(tree.search(value)) == brute_search(model, value)
+                            searches += 1
+                        tree.check()
+                        assert len(tree) == len(model)
+                    with store.read() as txn:
+                        tree = PBTree(txn, "a")
+                        value = probe(rng, make)
+                        assert set(tree.search(value)) == brute_search(model, value)
+                        searches += 1
+            with open_store(path, readonly=True) as store, store.read() as txn:
+                PBTree(txn, "a").check()
+        # shrink to nothing: every page but the sentinels and the root leaf is freed
+        with open_store(path) as store:
+            for triple in sorted(model, key=repr):
+                with store.write() as txn:
+                    tree = PBTree(txn, "a")
+                    assert tree.delete(*triple)
+                    tree.check()
+            with store.read() as txn:
+                tree = PBTree(txn, "a")
+                assert len(tree) == 0
+                assert len(list(txn.space_pages(tree.record["space"]))) == 7
+    return searches
+
+
+@pytest.mark.parametrize(
+    "make,seed", [(int_key, 1), (float_key, 2), (str_key, 3), (int_key, 4)], ids=repr
+)
+def test_stress(make: Callable[[random.Random], Any], seed: int) -> None:
+    assert run(2600, seed, make) > 100
+
+
+def test_aborted_transaction_changes_nothing() -> None:
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=3, internal_cap=3, list_cap=3)
+            for i in range(20):
+                tree.insert(">", i, i)
+        with pytest.raises(RuntimeError), store.write() as txn:
+            tree = PBTree(txn, "a")
+            for i in range(20):
+                tree.delete(">", i, i)
+                tree.insert("<", i + 100, i)
+            raise RuntimeError("abort")
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            tree.check()
+            assert set(tree.search(100)) == set(range(20))
+
+
+def test_many_trees_share_a_store() -> None:
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            PBTree(txn, "price").insert(">=", 10, 1)
+            PBTree(txn, "genre").insert("=", "classics", 2)
+        with store.read() as txn:
+            assert list(PBTree(txn, "price").search(12)) == [1]
+            assert list(PBTree(txn, "genre").search("classics")) == [2]
+            assert list(PBTree(txn, "missing").search(1)) == []
+            PBTree(txn, "price").check()
+            PBTree(txn, "genre").check()
+
+
+if __name__ == "__main__":
+    iterations, seed = int(sys.argv[1]), int(sys.argv[2])
+    for maker in (int_key, float_key, str_key):
+        print(maker.__name__, run(iterations, seed, maker), "searches")
