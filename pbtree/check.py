@@ -6,7 +6,8 @@ directions, each list's order, links and sentinels, every leaf item's three poin
 against the paper's definitions, each id run where its predicate requires, and page
 accounting (every page of the tree's space reached exactly once).
 
-Cost: reads every page of the tree once; O(n log n) in the number of items.
+Cost: reads and decodes every page of the tree once, bypassing the page cache so that
+it sees what is on disk; O(n log n) in the number of items.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class _Checker:
             return None
         self.seen[page] = role
         try:
-            return self.txn.load(self.space, page, cls)
+            return self.txn.load_uncached(self.space, page, cls)
         except BexdbError as exc:
             self.error(page, f"unreadable {role}: {exc}")
             return None

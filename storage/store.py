@@ -105,6 +105,10 @@ class ReadTxn:
         self._cache.publish(page, node, gen, self.gen)
         return node  # type: ignore[no-any-return]
 
+    def load_uncached(self, space: int, page: int, cls: type[N]) -> N:
+        """Decode ``page`` from the snapshot, bypassing the cache (checks, post-mortems)."""
+        return cls.from_fields(page, codec.decode_page(page, self._raw(space, page), cls.KIND))  # type: ignore[no-any-return]
+
     def _raw(self, space: int, page: int) -> memoryview:
         try:
             raw = self._txn.get(codec.page_key(space, page), db=self._pages)
@@ -193,13 +197,18 @@ class WriteTxn(ReadTxn):
             raise CorruptPage(page, "used after it was freed in this transaction")
         return super().load(space, page, cls)
 
+    def load_uncached(self, space: int, page: int, cls: type[N]) -> N:
+        dirty = self._dirty.get(page)
+        if dirty is not None:
+            return dirty[1]  # type: ignore[no-any-return]
+        return super().load_uncached(space, page, cls)
+
     def load_mut(self, space: int, page: int, cls: type[N]) -> N:
         """A private, writable copy of a page, written back at commit."""
         dirty = self._dirty.get(page)
         if dirty is not None:
             return dirty[1]  # type: ignore[no-any-return]
-        raw = self._raw(space, page)
-        node = cls.from_fields(page, codec.decode_page(page, raw, cls.KIND))
+        node = super().load_uncached(space, page, cls)
         self._dirty[page] = (space, node)
         return node  # type: ignore[no-any-return]
 

@@ -1,0 +1,195 @@
+"""The PB+tree checker finds damage done on purpose, and names the page and the fact."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pbtree import PBTree
+from pbtree.nodes import GT, LT, NE, InternalNode, LeafNode, ListNode
+from storage import CheckFailed, CorruptPage, Store, VersionMismatch, WriteTxn, open_store
+from storage import codec
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    """A tree of 40 keys with every operator, small nodes so lists span several pages."""
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
+            for k in range(40):
+                for j, op in enumerate(("<", "<=", "=", "!=", ">=", ">")):
+                    if (k + j) % 3 == 0:
+                        tree.insert(op, k, k * 10 + j)
+            tree.check()
+        yield store
+
+
+def damage(store: Store, harm: Callable[[WriteTxn, PBTree], None]) -> list[str]:
+    """Apply ``harm`` in a transaction, then return the checker's violations."""
+    with store.write() as txn:
+        harm(txn, PBTree(txn, "a"))
+    with store.read() as txn, pytest.raises(CheckFailed) as failed:
+        PBTree(txn, "a").check()
+    return failed.value.violations
+
+
+def mut(txn: WriteTxn, tree: PBTree, page: int, cls: Any) -> Any:
+    return txn.load_mut(tree.record["space"], page, cls)
+
+
+def nth_real(txn: WriteTxn, tree: PBTree, kind: int, n: int) -> ListNode:
+    page = tree.record["lists"][kind][0]
+    for _ in range(n + 1):
+        page = txn.load(tree.record["space"], page, ListNode).next
+    return mut(txn, tree, page, ListNode)
+
+
+def leaf(txn: WriteTxn, tree: PBTree, n: int) -> LeafNode:
+    page = tree.record["first"]
+    for _ in range(n):
+        page = txn.load(tree.record["space"], page, LeafNode).next
+    return mut(txn, tree, page, LeafNode)
+
+
+def test_intact_tree_passes(store: Store) -> None:
+    with store.read() as txn:
+        PBTree(txn, "a").check()
+
+
+def test_cut_list_link(store: Store) -> None:
+    found: dict[str, int] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        node = nth_real(txn, tree, GT, 1)
+        found["page"] = node.page
+        node.next = 0
+
+    violations = damage(store, harm)
+    assert f"page {found['page']}: GreaterThan list ends without reaching its tail" in violations[0]
+    assert any("orphaned" in v for v in violations)
+
+
+def test_broken_back_link(store: Store) -> None:
+    found: dict[str, int] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        node = nth_real(txn, tree, LT, 2)
+        found["page"], found["prev"] = node.page, node.prev
+        node.prev = node.page
+
+    violations = damage(store, harm)
+    want = f"page {found['page']}: LessThan list: prev link {found['page']}, expected {found['prev']}"
+    assert want in violations
+
+
+def test_moved_pointer(store: Store) -> None:
+    found: dict[str, Any] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        node = leaf(txn, tree, 2)
+        found["page"], found["key"], found["was"] = node.page, node.keys[1], node.gtp[1]
+        node.gtp[1] = tree.record["lists"][GT][1]  # the tail: never a GT pointer
+
+    violations = damage(store, harm)
+    tail = None
+    with store.read() as txn:
+        tail = PBTree(txn, "a").record["lists"][GT][1]
+    want = (
+        f"page {found['page']}: leaf item {found['key']!r}: GreaterThan pointer {tail}, "
+        f"expected {found['was']}"
+    )
+    assert violations == [want]
+
+
+def test_inequality_pointer_checked_too(store: Store) -> None:
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        node = leaf(txn, tree, 0)
+        node.nep[0] = tree.record["lists"][NE][1]
+
+    violations = damage(store, harm)
+    assert len(violations) == 1 and "Inequality pointer" in violations[0]
+
+
+def test_swapped_leaf_keys(store: Store) -> None:
+    found: dict[str, Any] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        node = leaf(txn, tree, 1)
+        node.keys[0], node.keys[1] = node.keys[1], node.keys[0]
+        found["page"], found["keys"] = node.page, node.keys[:2]
+
+    violations = damage(store, harm)
+    a, b = found["keys"]
+    assert f"page {found['page']}: keys out of order: {a!r} then {b!r}" in violations
+
+
+def test_separator_bound(store: Store) -> None:
+    found: dict[str, Any] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        root = mut(txn, tree, tree.record["root"], InternalNode)
+        child = mut(txn, tree, root.children[0], InternalNode)
+        child.keys[-1] = root.keys[0] + 100
+        found["page"] = child.page
+
+    violations = damage(store, harm)
+    assert any(v.startswith(f"page {found['page']}: separator") for v in violations)
+
+
+def test_bound_ids_must_mirror_lists(store: Store) -> None:
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        node = leaf(txn, tree, 3)
+        node.bound[0] = [*node.bound[0], 99999]
+
+    violations = damage(store, harm)
+    assert len(violations) == 1 and "bound ids" in violations[0] and "99999" in violations[0]
+
+
+def test_orphaned_page(store: Store) -> None:
+    found: dict[str, int] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        page = txn.alloc()
+        txn.put_new(tree.record["space"], page, LeafNode(page))
+        found["page"] = page
+
+    violations = damage(store, harm)
+    assert violations == [
+        f"page {found['page']}: orphaned: stored in the tree's space but unreachable"
+    ]
+
+
+def test_corrupt_page(store: Store) -> None:
+    with store.read() as txn:
+        tree = PBTree(txn, "a")
+        space = tree.record["space"]
+        page = txn.load(space, tree.record["lists"][NE][0], ListNode).next
+    with store.env.begin(write=True, db=store._pages) as raw:
+        raw.put(codec.page_key(space, page), codec.encode_u64(999) + b"\xc1garbage")
+    with store.read() as txn, pytest.raises(CheckFailed) as failed:
+        PBTree(txn, "a").check()
+    assert any(
+        v.startswith(f"page {page}: unreadable Inequality list node") for v in failed.value.violations
+    )
+
+
+def test_unknown_page_version_is_refused(store: Store) -> None:
+    with store.write() as txn:
+        tree = PBTree(txn, "a")
+        page = tree.record["root"]
+        raw = codec.encode_u64(txn.gen) + codec.encode_value([InternalNode.KIND, 99, [], b""])
+        txn._txn.put(codec.page_key(tree.record["space"], page), raw, db=store._pages)
+    store.cache.clear()
+    with store.read() as txn, pytest.raises(VersionMismatch, match="layout version 99"):
+        txn.load(PBTree(txn, "a").record["space"], page, InternalNode)
+
+
+def test_wrong_page_kind_is_refused(store: Store) -> None:
+    with store.read() as txn:
+        tree = PBTree(txn, "a")
+        with pytest.raises(CorruptPage, match="expected a pbtree.leaf page, found pbtree.list"):
+            txn.load(tree.record["space"], tree.record["lists"][GT][0], LeafNode)

@@ -1,0 +1,185 @@
+"""The page store: codec round trips, meta checks, map growth, cache across commits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pbtree import PBTree
+from pbtree.nodes import LeafNode
+from storage import InvalidInput, StoreError, VersionMismatch, codec, open_store
+from storage.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def path() -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        yield os.path.join(tmp, "store")
+
+
+ids = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.text())
+
+
+@given(ids, ids)
+def test_id_keys_round_trip_and_preserve_order(a: int | str, b: int | str) -> None:
+    ka, kb = codec.encode_id(a), codec.encode_id(b)
+    assert codec.decode_id(ka) == a and type(codec.decode_id(ka)) is type(a)
+    if type(a) is type(b):
+        assert (ka < kb) == (a < b)  # type: ignore[operator]
+    else:  # all ints sort before all strings, and 5 never equals "5"
+        assert (ka < kb) == isinstance(a, int)
+
+
+def test_id_keys_refuse_bad_ids() -> None:
+    for bad in (True, 1.5, None, 1 << 63, -(1 << 63) - 1):
+        with pytest.raises(InvalidInput):
+            codec.encode_id(bad)  # type: ignore[arg-type]
+    assert codec.encode_id(5) != codec.encode_id("5")
+
+
+@given(st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 64) - 1))
+def test_u64_keys_preserve_order(a: int, b: int) -> None:
+    assert (codec.encode_u64(a) < codec.encode_u64(b)) == (a < b)
+    assert codec.decode_u64(codec.encode_u64(a)) == a
+
+
+def test_page_envelope_round_trip() -> None:
+    node = LeafNode(9, 1, 2, [1, 2.5, 3], [[1], [], [7, 8]], [[], [4], []], [1, 2, 3], [4, 5, 6], [7, 8, 9])
+    raw = codec.encode_page(42, LeafNode.KIND, node.to_fields())
+    assert codec.page_gen(raw) == 42
+    back = LeafNode.from_fields(9, codec.decode_page(9, raw, LeafNode.KIND))
+    assert back.to_fields() == node.to_fields()
+    assert back.keys == [1, 2.5, 3] and isinstance(back.keys[0], int)
+
+
+def test_meta_records_settings_and_refuses_other_formats(path: str) -> None:
+    with open_store(path, settings={"pbtree": {"leaf_cap": 5}}) as store:
+        assert store.settings == {"pbtree": {"leaf_cap": 5}}
+    with open_store(path, settings={"ignored": True}) as store:
+        assert store.settings == {"pbtree": {"leaf_cap": 5}}
+        with store.env.begin(write=True, db=store._meta) as txn:
+            txn.put(b"format", codec.encode_value({"format": 99, "settings": {}}))
+    with pytest.raises(VersionMismatch, match="format version 99; this bexdb reads version 1"):
+        open_store(path)
+
+
+def test_missing_store_and_readonly_writes(path: str) -> None:
+    with pytest.raises(StoreError, match="no store at"):
+        open_store(path, readonly=True)
+    open_store(path).close()
+    with open_store(path, readonly=True) as store, pytest.raises(StoreError, match="read-only"):
+        with store.write():
+            pass
+
+
+def test_the_map_grows_when_full(path: str) -> None:
+    with open_store(path, map_size=64 * 1024) as store:
+        with store.write() as txn:
+            for i in range(3000):
+                txn.put(b"r", codec.encode_u64(i), b"x" * 200)
+            tree = PBTree(txn, "a")
+            for i in range(3000):
+                tree.insert("<", i, i)
+        assert store.env.info()["map_size"] > 64 * 1024
+        with store.read() as txn:
+            assert txn.count(b"r") == 3000
+            assert len(PBTree(txn, "a").search(-1)) == 3000
+            PBTree(txn, "a").check()
+
+
+def test_failed_write_leaves_last_commit(path: str) -> None:
+    with open_store(path) as store:
+        with store.write() as txn:
+            txn.put(b"r", b"k", b"1")
+        with pytest.raises(ZeroDivisionError), store.write() as txn:
+            txn.put(b"r", b"k", b"2")
+            txn.put(b"r", b"j", b"3")
+            1 / 0  # noqa: B018
+        with store.read() as txn:
+            assert list(txn.scan(b"r")) == [(b"k", b"1")]
+
+
+def writer(path: str, body: str) -> None:
+    """Run ``body`` in a separate process with ``store`` open on ``path``."""
+    code = "from storage import open_store\nfrom pbtree import PBTree\n"
+    code += f"with open_store({path!r}) as store:\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_cache_stays_correct_across_commits_of_other_processes(path: str) -> None:
+    writer(path, """
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
+            for i in range(50):
+                tree.insert(">", i, i)
+    """)
+    with open_store(path, readonly=True) as store:
+        with store.read() as txn:
+            assert set(PBTree(txn, "a").search(10)) == set(range(10))
+        assert len(store.cache) > 0
+        writer(path, """
+            with store.write() as txn:
+                tree = PBTree(txn, "a")
+                for i in range(5):
+                    tree.delete(">", i, i)
+                tree.insert(">", 3, 1000)
+        """)
+        hits = store.cache.hits
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            assert set(tree.search(10)) == set(range(5, 10)) | {1000}
+            tree.check()
+        assert store.cache.hits > hits  # unchanged pages were reused, changed ones re-read
+
+
+def test_old_snapshot_keeps_its_view(path: str) -> None:
+    with open_store(path) as store:
+        with store.write() as txn:
+            PBTree(txn, "a").insert("=", 1, 1)
+        with store.read() as old:
+            with store.write() as txn:
+                PBTree(txn, "a").insert("=", 1, 2)
+            assert list(PBTree(old, "a").search(1)) == [1]
+            with store.read() as new:
+                assert list(PBTree(new, "a").search(1)) == [1, 2]
+            assert list(PBTree(old, "a").search(1)) == [1]
+
+
+def test_tree_written_by_one_process_is_read_by_another(path: str) -> None:
+    writer(path, """
+        import random
+        rng = random.Random(7)
+        with store.write() as txn:
+            tree = PBTree(txn, "s", leaf_cap=3, internal_cap=3, list_cap=3)
+            for i in range(300):
+                tree.insert(rng.choice(["<", "<=", "=", "!=", ">=", ">"]), rng.choice("abcdefg"), i)
+    """)
+    import random
+
+    from tests.pbtree_model import brute_search
+
+    rng = random.Random(7)
+    model = {(rng.choice(["<", "<=", "=", "!=", ">=", ">"]), rng.choice("abcdefg"), i) for i in range(300)}
+    with open_store(path, readonly=True) as store, store.read() as txn:
+        tree = PBTree(txn, "s")
+        tree.check()
+        for value in ["", "a", "c", "cc", "g", "h"]:
+            assert set(tree.search(value)) == brute_search(model, value)
+
+
+def test_store_is_a_context_manager(path: str) -> None:
+    store: Store
+    with open_store(path) as store:
+        assert store.size_on_disk() > 0
+        assert store.stat()["psize"] >= 4096
