@@ -13,6 +13,7 @@ it sees what is on disk; O(n log n) in the number of items.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from pbtree.nodes import GT, HEAD, LIST_NAMES, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _sorted_unique(run: list[int]) -> bool:
-    return all(a < b for a, b in zip(run, run[1:], strict=False))
+    return all(a < b for a, b in pairwise(run))
 
 
 class _Checker:
@@ -121,7 +122,7 @@ class _Checker:
             if leaf.next != want_next:
                 self.error(leaf.page, f"next link {leaf.next}, expected {want_next}")
         keys = [k for leaf in leaves for k in leaf.keys]
-        for a, b in zip(keys, keys[1:], strict=False):
+        for a, b in pairwise(keys):
             if not a < b:
                 self.error(0, f"leaf chain keys out of order: {a!r} then {b!r}")
 
@@ -195,7 +196,9 @@ class _Checker:
                 j = bisect_left(keys[LT], key)
                 want = pages[LT][j] if j < len(keys[LT]) else tail_lt
                 if leaf.ltp[i] != want:
-                    self.error(leaf.page, f"{where}: LessThan pointer {leaf.ltp[i]}, expected {want}")
+                    self.error(
+                        leaf.page, f"{where}: LessThan pointer {leaf.ltp[i]}, expected {want}"
+                    )
                 gt_runs = by_key[GT].get(key, [[], []])
                 lt_runs = by_key[LT].get(key, [[], []])
                 bound = sorted(set(gt_runs[0]) | set(lt_runs[0]))

@@ -41,7 +41,7 @@ owns ``ids[offs[i*p] : offs[(i+1)*p]]`` where ``p`` is the number of id parts pe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -72,8 +72,8 @@ def _unpack_parts(offs: np.ndarray, ids: np.ndarray) -> list[list[int]]:
 class InternalNode:
     """An internal B+tree node: separator keys and child page ids."""
 
-    KIND = 1
-    __slots__ = ("page", "keys", "children")
+    KIND: ClassVar[int] = 1
+    __slots__ = ("children", "keys", "page")
 
     def __init__(self, page: int, keys: list[Any], children: list[int]) -> None:
         self.page = page
@@ -92,8 +92,8 @@ class InternalNode:
 class LeafNode:
     """An extended leaf: per item the key, ``eq`` and ``bound`` id runs, three pointers."""
 
-    KIND = 2
-    __slots__ = ("page", "prev", "next", "keys", "eq", "bound", "gtp", "ltp", "nep")
+    KIND: ClassVar[int] = 2
+    __slots__ = ("bound", "eq", "gtp", "keys", "ltp", "nep", "next", "page", "prev")
 
     def __init__(
         self,
@@ -195,8 +195,8 @@ class ListNode:
     slice.  Writers mutate per-item runs (:meth:`runs`); the arrays are rebuilt lazily.
     """
 
-    KIND = 3
-    __slots__ = ("page", "list_kind", "sentinel", "prev", "next", "keys", "_runs", "_flat")
+    KIND: ClassVar[int] = 3
+    __slots__ = ("_flat", "_runs", "keys", "list_kind", "next", "page", "prev", "sentinel")
 
     def __init__(
         self,

@@ -355,7 +355,9 @@ class PBTree:
         leaf.next = page
         self._insert_in_parent(path, leaf.page, right.keys[0], page)
 
-    def _insert_in_parent(self, path: list[tuple[int, int]], left: int, sep: Any, right: int) -> None:
+    def _insert_in_parent(
+        self, path: list[tuple[int, int]], left: int, sep: Any, right: int
+    ) -> None:
         txn = self._writer()
         if not path:
             root = txn.alloc()

@@ -17,6 +17,7 @@ never mutated after publication; writers decode private copies (see
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextlib import suppress
 from typing import Any
 
 
@@ -27,7 +28,7 @@ class PageCache:
     threads under the GIL: a lost race costs a redundant decode, never a wrong page.
     """
 
-    __slots__ = ("capacity", "_entries", "hits", "misses")
+    __slots__ = ("_entries", "capacity", "hits", "misses")
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -44,10 +45,8 @@ class PageCache:
         """The entry of ``page`` (marked recently used) or None."""
         entry = self._entries.get(page)
         if entry is not None:
-            try:
+            with suppress(KeyError):  # evicted by another thread in between
                 self._entries.move_to_end(page)
-            except KeyError:  # evicted by another thread in between
-                pass
         return entry
 
     def publish(self, page: int, node: Any, page_gen: int, validated_gen: int) -> None:

@@ -69,6 +69,13 @@ def _lmdb_error(exc: lmdb.Error, path: str) -> StoreError:
     return StoreError(f"store {path}: {exc}")
 
 
+def _counter(txn: lmdb.Transaction, store: Store, name: bytes) -> int:
+    raw = txn.get(name, db=store._meta)
+    if raw is None:
+        raise StoreError(f"store {store.path}: meta record {name.decode()} is missing")
+    return codec.decode_u64(raw)
+
+
 class ReadTxn:
     """A consistent snapshot.  Use through :meth:`Store.read`."""
 
@@ -80,7 +87,7 @@ class ReadTxn:
         self._pages = store._pages
         self._records = store._records
         self._cache = store.cache
-        self.gen = codec.decode_u64(txn.get(b"gen", db=store._meta))
+        self.gen = _counter(txn, store, b"gen")
 
     # -- pages ---------------------------------------------------------------------
 
@@ -109,14 +116,14 @@ class ReadTxn:
         """Decode ``page`` from the snapshot, bypassing the cache (checks, post-mortems)."""
         return cls.from_fields(page, codec.decode_page(page, self._raw(space, page), cls.KIND))  # type: ignore[no-any-return]
 
-    def _raw(self, space: int, page: int) -> memoryview:
+    def _raw(self, space: int, page: int) -> bytes | memoryview:
         try:
             raw = self._txn.get(codec.page_key(space, page), db=self._pages)
         except lmdb.Error as exc:
             raise _lmdb_error(exc, self.store.path) from exc
         if raw is None:
             raise CorruptPage(page, f"missing from space {space}")
-        return raw  # type: ignore[no-any-return]
+        return raw
 
     def page_gen(self, space: int, page: int) -> int:
         """The generation that last wrote a page (for checks and tests)."""
@@ -184,8 +191,8 @@ class WriteTxn(ReadTxn):
         self._dirty: dict[int, tuple[int, Any]] = {}  # page -> (space, node)
         self._freed: dict[int, int] = {}  # page -> space
         self._log: list[tuple[bytes, bytes | None]] = []  # record writes, for replay
-        self._next_page = codec.decode_u64(txn.get(b"next_page", db=store._meta))
-        self._next_space = codec.decode_u64(txn.get(b"next_space", db=store._meta))
+        self._next_page = _counter(txn, store, b"next_page")
+        self._next_space = _counter(txn, store, b"next_space")
 
     # -- pages ---------------------------------------------------------------------
 
@@ -369,7 +376,9 @@ class Store:
     def _begin(self, write: bool) -> lmdb.Transaction:
         for _ in range(2):
             try:
-                return self.env.begin(write=write, buffers=not write)
+                if write:
+                    return self.env.begin(write=True)
+                return self.env.begin(buffers=True)
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)  # another process grew the map: adopt its size
             except lmdb.Error as exc:
@@ -459,8 +468,8 @@ def open_store(
 
 def _check_meta(store: Store, settings: dict[str, Any]) -> None:
     """Create the meta record on a new store; refuse a store of another format."""
-    with store.env.begin(db=store._meta) as txn:
-        raw = txn.get(b"format")
+    with store.env.begin(db=store._meta) as rtxn:
+        raw = rtxn.get(b"format")
     if raw is None:
         if store.readonly:
             raise StoreError(f"{store.path} is not a bexdb store (no meta record)")
@@ -472,8 +481,9 @@ def _check_meta(store: Store, settings: dict[str, Any]) -> None:
                 txn.put(b"next_page", codec.encode_u64(1))
                 txn.put(b"next_space", codec.encode_u64(1))
             raw = txn.get(b"format")
-    meta = codec.decode_value(raw)
-    found = meta.get("format") if isinstance(meta, dict) else None
+    decoded = codec.decode_value(raw) if raw is not None else None
+    meta: dict[str, Any] = decoded if isinstance(decoded, dict) else {}
+    found = meta.get("format")
     if found != FORMAT_VERSION:
         raise VersionMismatch(
             f"store {store.path} has format version {found!r}; this bexdb reads version "

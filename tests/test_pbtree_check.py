@@ -10,8 +10,7 @@ import pytest
 
 from pbtree import PBTree
 from pbtree.nodes import GT, LT, NE, InternalNode, LeafNode, ListNode
-from storage import CheckFailed, CorruptPage, Store, VersionMismatch, WriteTxn, open_store
-from storage import codec
+from storage import CheckFailed, CorruptPage, Store, VersionMismatch, WriteTxn, codec, open_store
 
 
 @pytest.fixture
@@ -82,7 +81,9 @@ def test_broken_back_link(store: Store) -> None:
         node.prev = node.page
 
     violations = damage(store, harm)
-    want = f"page {found['page']}: LessThan list: prev link {found['page']}, expected {found['prev']}"
+    want = (
+        f"page {found['page']}: LessThan list: prev link {found['page']}, expected {found['prev']}"
+    )
     assert want in violations
 
 
@@ -173,7 +174,8 @@ def test_corrupt_page(store: Store) -> None:
     with store.read() as txn, pytest.raises(CheckFailed) as failed:
         PBTree(txn, "a").check()
     assert any(
-        v.startswith(f"page {page}: unreadable Inequality list node") for v in failed.value.violations
+        v.startswith(f"page {page}: unreadable Inequality list node")
+        for v in failed.value.violations
     )
 
 
@@ -184,12 +186,12 @@ def test_unknown_page_version_is_refused(store: Store) -> None:
         raw = codec.encode_u64(txn.gen) + codec.encode_value([InternalNode.KIND, 99, [], b""])
         txn._txn.put(codec.page_key(tree.record["space"], page), raw, db=store._pages)
     store.cache.clear()
-    with store.read() as txn, pytest.raises(VersionMismatch, match="layout version 99"):
+    with store.read() as txn, pytest.raises(VersionMismatch, match=r"layout version 99"):
         txn.load(PBTree(txn, "a").record["space"], page, InternalNode)
 
 
 def test_wrong_page_kind_is_refused(store: Store) -> None:
     with store.read() as txn:
         tree = PBTree(txn, "a")
-        with pytest.raises(CorruptPage, match="expected a pbtree.leaf page, found pbtree.list"):
+        with pytest.raises(CorruptPage, match=r"expected a pbtree\.leaf page, found pbtree\.list"):
             txn.load(tree.record["space"], tree.record["lists"][GT][0], LeafNode)

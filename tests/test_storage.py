@@ -55,7 +55,9 @@ def test_u64_keys_preserve_order(a: int, b: int) -> None:
 
 
 def test_page_envelope_round_trip() -> None:
-    node = LeafNode(9, 1, 2, [1, 2.5, 3], [[1], [], [7, 8]], [[], [4], []], [1, 2, 3], [4, 5, 6], [7, 8, 9])
+    node = LeafNode(
+        9, 1, 2, [1, 2.5, 3], [[1], [], [7, 8]], [[], [4], []], [1, 2, 3], [4, 5, 6], [7, 8, 9]
+    )
     raw = codec.encode_page(42, LeafNode.KIND, node.to_fields())
     assert codec.page_gen(raw) == 42
     back = LeafNode.from_fields(9, codec.decode_page(9, raw, LeafNode.KIND))
@@ -78,9 +80,12 @@ def test_missing_store_and_readonly_writes(path: str) -> None:
     with pytest.raises(StoreError, match="no store at"):
         open_store(path, readonly=True)
     open_store(path).close()
-    with open_store(path, readonly=True) as store, pytest.raises(StoreError, match="read-only"):
-        with store.write():
-            pass
+    with (
+        open_store(path, readonly=True) as store,
+        pytest.raises(StoreError, match="read-only"),
+        store.write(),
+    ):
+        pass
 
 
 def test_the_map_grows_when_full(path: str) -> None:
@@ -113,28 +118,36 @@ def test_failed_write_leaves_last_commit(path: str) -> None:
 def writer(path: str, body: str) -> None:
     """Run ``body`` in a separate process with ``store`` open on ``path``."""
     code = "from storage import open_store\nfrom pbtree import PBTree\n"
-    code += f"with open_store({path!r}) as store:\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    code += f"with open_store({path!r}) as store:\n" + textwrap.indent(
+        textwrap.dedent(body), "    "
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_cache_stays_correct_across_commits_of_other_processes(path: str) -> None:
-    writer(path, """
+    writer(
+        path,
+        """
         with store.write() as txn:
             tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
             for i in range(50):
                 tree.insert(">", i, i)
-    """)
+    """,
+    )
     with open_store(path, readonly=True) as store:
         with store.read() as txn:
             assert set(PBTree(txn, "a").search(10)) == set(range(10))
         assert len(store.cache) > 0
-        writer(path, """
+        writer(
+            path,
+            """
             with store.write() as txn:
                 tree = PBTree(txn, "a")
                 for i in range(5):
                     tree.delete(">", i, i)
                 tree.insert(">", 3, 1000)
-        """)
+        """,
+        )
         hits = store.cache.hits
         with store.read() as txn:
             tree = PBTree(txn, "a")
@@ -157,20 +170,26 @@ def test_old_snapshot_keeps_its_view(path: str) -> None:
 
 
 def test_tree_written_by_one_process_is_read_by_another(path: str) -> None:
-    writer(path, """
+    writer(
+        path,
+        """
         import random
         rng = random.Random(7)
         with store.write() as txn:
             tree = PBTree(txn, "s", leaf_cap=3, internal_cap=3, list_cap=3)
             for i in range(300):
                 tree.insert(rng.choice(["<", "<=", "=", "!=", ">=", ">"]), rng.choice("abcdefg"), i)
-    """)
+    """,
+    )
     import random
 
     from tests.pbtree_model import brute_search
 
     rng = random.Random(7)
-    model = {(rng.choice(["<", "<=", "=", "!=", ">=", ">"]), rng.choice("abcdefg"), i) for i in range(300)}
+    model = {
+        (rng.choice(["<", "<=", "=", "!=", ">=", ">"]), rng.choice("abcdefg"), i)
+        for i in range(300)
+    }
     with open_store(path, readonly=True) as store, store.read() as txn:
         tree = PBTree(txn, "s")
         tree.check()
