@@ -475,8 +475,8 @@ def _check_meta(store: Store, settings: dict[str, Any]) -> None:
             raise StoreError(f"{store.path} is not a bexdb store (no meta record)")
         with store.env.begin(write=True, db=store._meta) as txn:
             if txn.get(b"format") is None:
-                meta = {"format": FORMAT_VERSION, "settings": settings}
-                txn.put(b"format", codec.encode_value(meta))
+                record = {"format": FORMAT_VERSION, "settings": settings}
+                txn.put(b"format", codec.encode_value(record))
                 txn.put(b"gen", codec.encode_u64(0))
                 txn.put(b"next_page", codec.encode_u64(1))
                 txn.put(b"next_space", codec.encode_u64(1))
