@@ -27,14 +27,14 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Union
+from typing import Any
 
 from storage.errors import InvalidInput
 
 #: A literal value: int (signed 64-bit), float (finite), str or bool.
-Literal = Union[int, float, str, bool]
+Scalar = int | float | str | bool
 #: An element of a list literal (lists hold numbers or strings, never bools).
-ListItem = Union[int, float, str]
+ListItem = int | float | str
 
 #: Comparison operators after parsing (``<>`` is stored as ``!=``).
 COMPARE_OPS = ("<", "<=", "=", "!=", ">=", ">")
@@ -42,7 +42,7 @@ COMPARE_OPS = ("<", "<=", "=", "!=", ">=", ">")
 #: ``v op a`` is the same test as ``a FLIP[op] v``.
 FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">=": "<=", ">": "<"}
 
-_OP_FUNCS: dict[str, Callable[[object, object], bool]] = {
+_OP_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
     "<": operator.lt,
     "<=": operator.le,
     "=": operator.eq,
@@ -99,7 +99,7 @@ class Compare:
 
     attr: str
     op: str
-    value: Literal
+    value: Scalar
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +171,10 @@ class StrFunc:
     arg: str
 
 
-Node = Union[
-    Const, Not, And, Or, Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr,
-    StrFunc,
-]  # fmt: skip
+Node = (
+    Const | Not | And | Or | Compare | Between | InList | Contains | ListOp | IsNull | IsEmpty
+    | BoolAttr | StrFunc
+)  # fmt: skip
 
 #: Node types that test one attribute (everything but constants and Boolean connectives).
 ATOM_TYPES = (Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr, StrFunc)
@@ -217,7 +217,7 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
     if value is None:
         return False  # every other atom is false on an undefined attribute
     if isinstance(node, Compare):
-        return _OP_FUNCS[node.op](value, node.value)
+        return bool(_OP_FUNCS[node.op](value, node.value))
     if isinstance(node, Between):
         inside: bool = node.lo <= value <= node.hi  # type: ignore[operator]
         return not inside if node.negated else inside

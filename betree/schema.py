@@ -13,7 +13,8 @@ Cost: :meth:`Schema.validate_event` is one dict lookup and one type check per ev
 (plus one check per list element), and one lookup per attribute declared
 ``allow_undefined: false``; attributes the schema does not know cost one lookup each.
 
->>> s = Schema.from_json({"attributes": {"price": {"type": "int"}, "tags": {"type": "string_list"}}})
+>>> s = Schema.from_json({"attributes": {"price": {"type": "int"},
+...                                        "tags": {"type": "string_list"}}})
 >>> s.validate_event({"price": 26, "tags": ["a", "b"], "other": 1, "missing": None})
 {'price': 26, 'tags': ('a', 'b')}
 """
@@ -25,7 +26,6 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Union
 
 from betree.expr import (
     And,
@@ -51,9 +51,9 @@ from storage.errors import InvalidInput
 TYPES = ("bool", "int", "float", "string", "int_list", "string_list")
 
 #: A subscription id: a string, or an integer in signed 64-bit range.
-SubId = Union[int, str]
+SubId = int | str
 #: A domain hint: a number for numeric attributes, a string for string attributes.
-Bound = Union[int, float, str]
+Bound = int | float | str
 
 _SPEC_KEYS = frozenset(("type", "min", "max", "allow_undefined"))
 
@@ -102,7 +102,7 @@ class Schema:
     validate every attribute and raise :class:`~storage.errors.InvalidInput` naming it.
     """
 
-    __slots__ = ("_attrs", "_required", "_checkers")
+    __slots__ = ("_attrs", "_checkers", "_required")
 
     def __init__(self, specs: Iterable[AttrSpec]) -> None:
         attrs: dict[str, AttrSpec] = {}
@@ -166,10 +166,10 @@ class Schema:
             specs.append(
                 AttrSpec(
                     name,
-                    entry["type"],  # type: ignore[arg-type]  # checked in _check_spec
-                    entry.get("min"),  # type: ignore[arg-type]
-                    entry.get("max"),  # type: ignore[arg-type]
-                    entry.get("allow_undefined", True),  # type: ignore[arg-type]
+                    entry["type"],  # checked in _check_spec
+                    entry.get("min"),
+                    entry.get("max"),
+                    entry.get("allow_undefined", True),
                 )
             )
         return cls(specs)

@@ -86,14 +86,18 @@ class PBTree:
 
     In a write transaction a missing tree is created (capacities from ``caps``, else the
     store's settings, else :data:`DEFAULT_CAPS`); in a read transaction it reads as empty.
+    ``record`` passes a root record the caller already holds for this snapshot (readers
+    matching many events skip one record read per tree).
     """
 
-    def __init__(self, txn: ReadTxn, name: str, **caps: int) -> None:
+    def __init__(
+        self, txn: ReadTxn, name: str, *, record: dict[str, Any] | None = None, **caps: int
+    ) -> None:
         self.txn = txn
         self.name = name
         self._key = name.encode()
         self.pages_read = 0
-        rec = txn.get_obj(NS, self._key)
+        rec = record if record is not None else txn.get_obj(NS, self._key)
         if rec is None and isinstance(txn, WriteTxn):
             rec = self._create(txn, caps)
         self._rec: dict[str, Any] | None = rec

@@ -1,0 +1,94 @@
+"""Grid coordinates: every attribute's domain mapped onto the integers [0, 2**64).
+
+The BE-Tree's c-directory halves an attribute's domain into buckets (seed 000, sec. 4.3);
+its invariance needs a discrete domain with atomic (single-value) buckets.  Each value is
+mapped by a monotone, non-decreasing function ``g`` onto u64 grid coordinates, so that
+``lo <= x <= hi`` implies ``g(lo) <= g(x) <= g(hi)``: an interval enclosed by a bucket in
+grid space contains every value its predicate accepts.
+
+* ``int``: ``x + 2**63``; float bounds round inwards (ceil for lower, floor for upper).
+* ``float``: the IEEE-754 bits made order-preserving (sign flipped, negatives inverted);
+  ``-0.0`` is ``0.0``; an int bound goes through the nearest double (which keeps the
+  enclosure, since no double lies between an int and its nearest double).
+* ``string``: the first 8 bytes of UTF-8, big-endian (prefix order is code-point order).
+* ``bool``: ``False`` 0, ``True`` 1.
+* lists: one atomic bucket (placement under a p-node only says "defined").
+
+The top bucket of every c-directory encloses everything.  Its children halve the
+attribute's *hint range*: the schema's ``min``/``max`` for ints and floats, else the whole
+grid; values outside the hints stay in the top bucket, matching correctly (SPEC sec. 2).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+GRID_MAX = (1 << 64) - 1
+_SIGN = 1 << 63
+_DOUBLE = struct.Struct(">d")
+_U64 = struct.Struct(">Q")
+
+
+def _float_coord(x: float) -> int:
+    if x == 0.0:
+        x = 0.0
+    bits = int(_U64.unpack(_DOUBLE.pack(x))[0])
+    return bits ^ GRID_MAX if bits & _SIGN else bits | _SIGN
+
+
+def coord(kind: str, value: Any, *, upper: bool = False) -> int:
+    """Grid coordinate of ``value`` on an attribute of type ``kind``.
+
+    ``upper`` rounds a non-integral bound of an int attribute down instead of up.
+    """
+    if kind == "int":
+        if isinstance(value, float):
+            if math.isinf(value):
+                return GRID_MAX if value > 0 else 0
+            value = math.floor(value) if upper else math.ceil(value)
+        return min(max(int(value), -_SIGN), _SIGN - 1) + _SIGN
+    if kind == "float":
+        return _float_coord(float(value)) if not isinstance(value, float) else _float_coord(value)
+    if kind == "string":
+        return int(_U64.unpack(value.encode("utf-8")[:8].ljust(8, b"\0"))[0])
+    if kind == "bool":
+        return int(bool(value))
+    return 0
+
+
+def hint_range(kind: str, lo: Any = None, hi: Any = None) -> tuple[int, int]:
+    """The grid range the top bucket's children halve."""
+    if kind == "bool":
+        return 0, 1
+    if kind in ("int_list", "string_list"):
+        return 0, 0
+    if kind in ("int", "float") and lo is not None and hi is not None and lo <= hi:
+        return coord(kind, lo), coord(kind, hi, upper=True)
+    return 0, GRID_MAX
+
+
+def interval(kind: str, lo: Any, lo_inclusive: bool, hi: Any, hi_inclusive: bool) -> tuple[int, int]:
+    """Grid interval enclosing the values of ``lo <(=) x <(=) hi`` (None = unbounded).
+
+    Exclusive bounds move one grid step inwards only where that is exact (ints); elsewhere
+    they stay (a bucket may then enclose a value the predicate rejects — never the
+    reverse).
+    """
+    if kind in ("int_list", "string_list"):
+        return 0, 0
+    glo = 0 if lo is None else coord(kind, lo)
+    ghi = GRID_MAX if hi is None else coord(kind, hi, upper=True)
+    if kind == "int":
+        if lo is not None and not lo_inclusive and lo == math.floor(lo):
+            glo += 1
+        if hi is not None and not hi_inclusive and hi == math.floor(hi):
+            ghi -= 1
+    return glo, ghi
+
+
+def halves(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The two children of the bucket ``[lo, hi]`` (``lo < hi``)."""
+    mid = (lo + hi) // 2
+    return (lo, mid), (mid + 1, hi)

@@ -1,0 +1,439 @@
+"""``Index``: subscriptions in, matches out — the catalog around the BE-Tree and PB+trees.
+
+Records (namespaces of the store's ``records`` table):
+
+* ``bexdb/index``  the root record: BE-Tree space and root, ``max_cap``, ``min_size``,
+  ``max_clauses``, the next subscription and atom ids, the subscription count;
+  ``bexdb/schema`` the schema document (SPEC sec. 2).
+* ``ext``    external id key (:func:`storage.codec.encode_id`) -> internal id (u64).
+* ``sub``    internal id -> ``[external id, expression, clauses, places]``: each clause's
+  atom ids and its places (``[[attr, lo, hi], ...]``, see :mod:`betree.tree`).
+* ``home``   clause id (``sid << 16 | k``) -> the c-node page whose l-node holds it.
+* ``atom``   canonical atom (msgpack of ``Atom.as_tuple()``) -> ``[atom id, refcount]``;
+  ``aid`` atom id -> canonical atom.  Equal atoms share one id (interning).
+* ``direct`` attribute -> ``[[atom id, atom tuple], ...]``: atoms tested per event.
+
+Order atoms (``< <= = != >= >`` and what reduces to them) live in the attribute's PB+tree
+under their atom id, one entry per ``(op, constant)``.  Atom id 0 is always true: it
+stands for an empty conjunction.
+
+Matching: phase 1 marks satisfied atoms in a boolean array (one PB+tree search per event
+attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.tree`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from betree import grid
+from betree.expr import Node
+from betree.normal import (
+    MAX_CLAUSES,
+    Atom,
+    Clause,
+    OrderAtom,
+    TestAtom,
+    atom_from_tuple,
+    to_clauses,
+)
+from betree.parser import compile_expr
+from betree.schema import Schema
+from betree.tree import DEFAULTS, BETree, Places
+from pbtree import PBTree
+from pbtree.tree import NS as PBTREE_NS
+from storage import codec
+from storage.errors import InvalidInput, StoreError
+from storage.store import ReadTxn, Store, WriteTxn, open_store
+
+NS = b"bexdb"
+SubId = int | str
+_SCALAR = ("int", "float", "string")
+_CLAUSE_BITS = 16
+# operator -> the interval (lo, lo inclusive, hi, hi inclusive) of `value op c`
+_BOUNDS = {
+    "=": lambda c: (c, True, c, True),
+    "<": lambda c: (None, False, c, False),
+    "<=": lambda c: (None, False, c, True),
+    ">": lambda c: (c, False, None, False),
+    ">=": lambda c: (c, True, None, False),
+}
+
+
+def clause_id(sid: int, k: int) -> int:
+    return sid << _CLAUSE_BITS | k
+
+
+class Index:
+    """A subscription index in a store directory.
+
+    >>> with Index.open(path, schema=doc) as idx:  # doctest: +SKIP
+    ...     idx.subscribe("s1", 'price between 20 and 40 and genre = "classics"')
+    ...     idx.match({"price": 26, "genre": "classics"})
+    ['s1']
+    """
+
+    def __init__(self, store: Store, schema: Schema) -> None:
+        self.store = store
+        self.schema = schema
+        self._types = {name: spec.type for name, spec in schema.attributes.items()}
+        self._hints = {
+            name: grid.hint_range(spec.type, spec.min, spec.max)
+            for name, spec in schema.attributes.items()
+        }
+        self._snapshot: tuple[int, dict[str, Any]] | None = None
+        self.last_stats: dict[str, int] = {}
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        schema: Mapping[str, Any] | Schema | None = None,
+        *,
+        readonly: bool = False,
+        settings: Mapping[str, int] | None = None,
+        **store_options: Any,
+    ) -> Index:
+        """Open the index in ``path``, creating it (with ``schema``) if missing.
+
+        A new store needs a schema.  An existing store keeps its own schema; passing a
+        different one is an error.  ``settings`` (``max_cap``, ``min_size``,
+        ``max_clauses``) apply to a new store.
+        """
+        given = schema if isinstance(schema, Schema) or schema is None else Schema.from_json(schema)
+        store = open_store(path, readonly=readonly, **store_options)
+        try:
+            with store.read() as txn:
+                stored = txn.get_obj(NS, b"schema")
+            if stored is None:
+                if given is None:
+                    raise InvalidInput(
+                        f"{path} holds no index yet and no schema was given",
+                        hint="pass a schema (SPEC section 2) to create it",
+                    )
+                if readonly:
+                    raise StoreError(f"{path} holds no index", "create it first")
+                cls._create(store, given, dict(settings or {}))
+                current = given
+            else:
+                current = Schema.from_json(stored)
+                if given is not None and given != current:
+                    raise InvalidInput(
+                        f"{path} already has a different schema",
+                        hint="open it without a schema, or rebuild it with `bexdb load`",
+                    )
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, current)
+
+    @staticmethod
+    def _create(store: Store, schema: Schema, settings: dict[str, int]) -> None:
+        options = {**DEFAULTS, "max_clauses": MAX_CLAUSES, **settings}
+        if not 1 <= options["max_clauses"] < 1 << _CLAUSE_BITS:
+            raise InvalidInput(f"max_clauses must be in [1, {1 << _CLAUSE_BITS})")
+        with store.write() as txn:
+            rec = BETree.create(txn, options)
+            rec.update(max_clauses=options["max_clauses"], next_sid=0, next_atom=1, subs=0)
+            txn.put_obj(NS, b"index", rec)
+            txn.put_obj(NS, b"schema", schema.to_json())
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        with self.store.read() as txn:
+            return int(txn.get_obj(NS, b"index")["subs"])
+
+    # -- writing -------------------------------------------------------------------------
+
+    def subscribe(self, ident: SubId, expr: str) -> bool:
+        """Insert (or replace) one subscription, atomically.  True if it was new."""
+        return self.subscribe_many([(ident, expr)])[0]
+
+    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
+        """Insert or replace many subscriptions in one transaction (all or nothing).
+
+        Every expression is compiled before anything is written; an error names the
+        subscription id and changes nothing.
+        """
+        compiled = [(ident, expr, self.compile(ident, expr)) for ident, expr in items]
+        created = []
+        with self.store.write() as txn, self._writer(txn) as w:
+            for ident, expr, clauses in compiled:
+                created.append(w.insert(ident, expr, clauses))
+        return created
+
+    def compile(self, ident: SubId, expr: str) -> list[Clause]:
+        """Type-check and normalize one expression; errors name the subscription."""
+        codec.encode_id(ident)  # validates the id
+        if not isinstance(expr, str):
+            raise InvalidInput(f"subscription {ident!r}: the expression must be a string")
+        try:
+            node: Node = compile_expr(expr, self.schema)
+            return to_clauses(node, self._max_clauses())
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"subscription {ident!r}: {exc.message}", column=exc.column, hint=exc.hint
+            ) from exc
+
+    def _max_clauses(self) -> int:
+        if not hasattr(self, "_max_clauses_cache"):
+            with self.store.read() as txn:
+                self._max_clauses_cache = int(txn.get_obj(NS, b"index")["max_clauses"])
+        return self._max_clauses_cache
+
+    def unsubscribe(self, ident: SubId) -> bool:
+        """Delete one subscription; False if there was none with that id."""
+        with self.store.write() as txn, self._writer(txn) as w:
+            return w.delete(ident)
+
+    @contextmanager
+    def _writer(self, txn: WriteTxn) -> Iterator[_Writer]:
+        writer = _Writer(self, txn)
+        yield writer
+        writer.finish()
+
+    def expression(self, ident: SubId) -> str | None:
+        """The stored expression of a subscription, or None."""
+        with self.store.read() as txn:
+            sid = txn.get(b"ext", codec.encode_id(ident))
+            if sid is None:
+                return None
+            return str(txn.get_obj(b"sub", sid)[1])
+
+    # -- matching ------------------------------------------------------------------------
+
+    def match(self, event: Mapping[str, object]) -> list[SubId]:
+        """Ids of every subscription ``event`` satisfies, each once (SPEC sec. 1)."""
+        values = self.schema.validate_event(event)
+        with self.store.read() as txn:
+            return self.match_validated(txn, values)
+
+    def match_validated(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
+        """Match an event already validated by ``schema.validate_event`` in ``txn``."""
+        snap = self._snap(txn)
+        sat = np.zeros(snap["next_atom"], dtype=bool)
+        sat[0] = True
+        trees: dict[str, dict[str, Any]] = snap["trees"]
+        pages = 0
+        coords: dict[str, int] = {}
+        types = self._types
+        for attr, value in values.items():
+            kind = types[attr]
+            if kind in _SCALAR:
+                record = trees.get(attr)
+                if record is not None:
+                    pbtree = PBTree(txn, attr, record=record)
+                    ids = pbtree.search_array(value)
+                    if len(ids):
+                        sat[ids] = True
+                    pages += pbtree.pages_read
+                coords[attr] = grid.coord(kind, value)
+            elif kind == "bool":
+                coords[attr] = int(bool(value))
+            else:
+                coords[attr] = 0
+        for attr, atoms in snap["direct"].items():
+            if attr in values:
+                for aid, atom in atoms:
+                    if atom.holds(values):
+                        sat[aid] = True
+            else:
+                for aid, atom in atoms:
+                    if not atom.requires_defined:
+                        sat[aid] = True
+        tree = BETree(txn, snap["rec"])
+        out: dict[int, SubId] = {}
+        candidates = tree.match(coords, sat, out)
+        self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
+        return list(out.values())
+
+    def _snap(self, txn: ReadTxn) -> dict[str, Any]:
+        """Per-commit state: root record, PB+tree records, direct atoms (cached by gen)."""
+        if self._snapshot is not None and self._snapshot[0] == txn.gen:
+            return self._snapshot[1]
+        rec = txn.get_obj(NS, b"index")
+        trees = {}
+        for key, value in txn.scan(PBTREE_NS):
+            name = key.decode()
+            trees[name] = codec.decode_value(value)
+        direct: dict[str, list[tuple[int, Atom]]] = {}
+        for key, value in txn.scan(b"direct"):
+            direct[key.decode()] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
+        snap = {"rec": rec, "next_atom": rec["next_atom"], "trees": trees, "direct": direct}
+        self._snapshot = (txn.gen, snap)
+        return snap
+
+    # -- places ---------------------------------------------------------------------------
+
+    def places(self, clause: Clause) -> Places:
+        """Per attribute the clause needs defined, the grid interval its atoms allow."""
+        spans: dict[str, tuple[int, int]] = {}
+        for atom in clause:
+            if not atom.requires_defined:
+                continue
+            kind = self._types[atom.attr]
+            lo, hi = self._span(kind, atom)
+            if atom.attr in spans:
+                plo, phi = spans[atom.attr]
+                lo, hi = max(lo, plo), min(hi, phi)
+            spans[atom.attr] = (lo, hi)
+        full = (0, grid.GRID_MAX)
+        return {attr: span if span[0] <= span[1] else full for attr, span in spans.items()}
+
+    @staticmethod
+    def _span(kind: str, atom: Atom) -> tuple[int, int]:
+        """Table 1 of seed 000: an atom as one grid interval (the hull of its entries)."""
+        if isinstance(atom, TestAtom):
+            if atom.test == "bool_true":
+                return 1, 1
+            if atom.test == "bool_false":
+                return 0, 0
+            return grid.interval(kind, None, False, None, False)
+        assert isinstance(atom, OrderAtom)
+        los, his = [], []
+        for op, c in atom.entries:
+            if op == "!=":
+                return grid.interval(kind, None, False, None, False)
+            lo, lo_incl, hi, hi_incl = _BOUNDS[op](c)
+            span = grid.interval(kind, lo, lo_incl, hi, hi_incl)
+            los.append(span[0])
+            his.append(span[1])
+        return min(los), max(his)
+
+    # -- checking -------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Every invariant of the BE-Tree, the catalog and the PB+trees; raises CheckFailed."""
+        from betree.check import check_index
+
+        with self.store.read() as txn:
+            check_index(self, txn)
+
+
+class _Writer:
+    """One write transaction's view of the index: interning, inserting, deleting."""
+
+    def __init__(self, index: Index, txn: WriteTxn) -> None:
+        self.index = index
+        self.txn = txn
+        self.rec = txn.get_obj(NS, b"index")
+        self.trees: dict[str, PBTree] = {}
+        self.tree = BETree(txn, self.rec, places=self._places, hint=self._hint, moved=self._moved)
+        self.direct: dict[str, list[list[Any]]] = {}
+
+    def _places(self, cid: int) -> Places:
+        sub = self.txn.get_obj(b"sub", codec.encode_u64(cid >> _CLAUSE_BITS))
+        return {attr: (lo, hi) for attr, lo, hi in sub[3][cid & 0xFFFF]}
+
+    def _hint(self, attr: str) -> tuple[int, int]:
+        return self.index._hints[attr]
+
+    def _moved(self, cid: int, page: int) -> None:
+        self.txn.put(b"home", codec.encode_u64(cid), codec.encode_u64(page))
+
+    def _pbtree(self, attr: str) -> PBTree:
+        if attr not in self.trees:
+            self.trees[attr] = PBTree(self.txn, attr)
+        return self.trees[attr]
+
+    def _direct(self, attr: str) -> list[list[Any]]:
+        if attr not in self.direct:
+            self.direct[attr] = self.txn.get_obj(b"direct", attr.encode()) or []
+        return self.direct[attr]
+
+    def intern(self, atom: Atom) -> int:
+        key = codec.encode_value(atom.as_tuple())
+        found = self.txn.get_obj(b"atom", key)
+        if found is not None:
+            self.txn.put_obj(b"atom", key, [found[0], found[1] + 1])
+            return int(found[0])
+        aid = self.rec["next_atom"]
+        self.rec["next_atom"] = aid + 1
+        self.txn.put_obj(b"atom", key, [aid, 1])
+        self.txn.put(b"aid", codec.encode_u64(aid), key)
+        if isinstance(atom, OrderAtom):
+            tree = self._pbtree(atom.attr)
+            for op, const in atom.entries:
+                tree.insert(op, const, aid)
+        else:
+            self._direct(atom.attr).append([aid, list(atom.as_tuple())])
+        return aid
+
+    def release(self, aid: int) -> None:
+        key = self.txn.get(b"aid", codec.encode_u64(aid))
+        if key is None:
+            raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
+        found = self.txn.get_obj(b"atom", key)
+        if found[1] > 1:
+            self.txn.put_obj(b"atom", key, [aid, found[1] - 1])
+            return
+        self.txn.delete(b"atom", key)
+        self.txn.delete(b"aid", codec.encode_u64(aid))
+        atom = atom_from_tuple(codec.decode_value(key))
+        if isinstance(atom, OrderAtom):
+            tree = self._pbtree(atom.attr)
+            for op, const in atom.entries:
+                tree.delete(op, const, aid)
+        else:
+            atoms = self._direct(atom.attr)
+            atoms[:] = [entry for entry in atoms if entry[0] != aid]
+
+    def insert(self, ident: SubId, expr: str, clauses: list[Clause]) -> bool:
+        existed = self.delete(ident)
+        sid = self.rec["next_sid"]
+        self.rec["next_sid"] = sid + 1
+        atom_ids = [[self.intern(atom) for atom in clause] or [0] for clause in clauses]
+        places = [self.index.places(clause) for clause in clauses]
+        stored_places = [[[a, lo, hi] for a, (lo, hi) in p.items()] for p in places]
+        sid_key = codec.encode_u64(sid)
+        self.txn.put_obj(b"sub", sid_key, [ident, expr, atom_ids, stored_places])
+        self.txn.put(b"ext", codec.encode_id(ident), sid_key)
+        for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
+            self.tree.insert((clause_id(sid, k), ident, ids), place)
+        self.rec["subs"] += 1
+        return not existed
+
+    def delete(self, ident: SubId) -> bool:
+        ext_key = codec.encode_id(ident)
+        sid_key = self.txn.get(b"ext", ext_key)
+        if sid_key is None:
+            return False
+        sid = codec.decode_u64(sid_key)
+        _, _, atom_ids, _ = self.txn.get_obj(b"sub", sid_key)
+        for k, ids in enumerate(atom_ids):
+            cid = clause_id(sid, k)
+            home_key = codec.encode_u64(cid)
+            home = self.txn.get(b"home", home_key)
+            if home is None or not self.tree.remove(cid, codec.decode_u64(home)):
+                raise StoreError(f"clause {cid} of {ident!r} is not where its record says")
+            self.txn.delete(b"home", home_key)
+            for aid in ids:
+                if aid:
+                    self.release(aid)
+        self.txn.delete(b"sub", sid_key)
+        self.txn.delete(b"ext", ext_key)
+        self.rec["subs"] -= 1
+        return True
+
+    def finish(self) -> None:
+        for attr, atoms in self.direct.items():
+            if atoms:
+                self.txn.put_obj(b"direct", attr.encode(), atoms)
+            else:
+                self.txn.delete(b"direct", attr.encode())
+        self.txn.put_obj(NS, b"index", self.rec)
+

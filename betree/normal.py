@@ -1,0 +1,934 @@
+"""Normalization of expressions to disjunctive normal form over indexable atoms.
+
+Why: the BE-Tree indexes conjunctions.  A subscription becomes a set of *clauses* (its
+expression is true iff some clause has all its atoms true), and each atom either goes to the
+attribute's PB+tree (an :class:`OrderAtom`: value order or equality against constants) or is
+tested directly per event (a :class:`TestAtom`).
+
+Negation is pushed to the atoms *under SPEC section 4's truth table*, where every atom but
+``a is null`` is false on an undefined attribute.  So ``not P`` for such an atom is
+``a is null OR (a defined and not-P)``: ``not (a = 1)`` becomes the two clauses
+``a is null`` and ``a <> 1``, never just ``a <> 1``.  ``a is null`` (``TestAtom(a,
+"undefined")``) is the only atom true on an undefined attribute.
+
+Atoms are canonical, hashable and ordered, so equal meaning gives equal atoms in the common
+cases (``a = 1`` and ``a = 1.0``; list arguments sorted and deduplicated; ``a one of (1)`` is
+``1 in a``; ``ends_with(a, "")`` is ``a is not null``) and the index can intern them.  Each
+clause is a sorted tuple of distinct atoms; obviously contradictory clauses are dropped
+(``a is null`` with an atom that needs ``a``; empty intervals such as ``a > 5 and a < 3``;
+an atom with its own negation), ``a is not null`` is dropped beside another atom on ``a``,
+bounds on one attribute are merged into at most two, clauses that contain another clause are
+dropped (absorption), and duplicates are removed.
+
+Cost: linear in the expression for a conjunction of atoms; a conjunction of disjunctions
+multiplies out (``(a or b) and (c or d)`` gives four clauses), which is why ``max_clauses``
+bounds it.  Each atom's ``holds`` is one dict lookup and one comparison (list atoms: a scan
+of the event's list).
+
+>>> from betree.parser import parse
+>>> to_clauses(parse("not (a = 1)"))
+[(OrderAtom('a', (('!=', 1),)),), (TestAtom('a', 'undefined'),)]
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from betree.expr import (
+    And,
+    Between,
+    BoolAttr,
+    Compare,
+    Const,
+    Contains,
+    InList,
+    IsEmpty,
+    IsNull,
+    ListOp,
+    Node,
+    Not,
+    Or,
+    StrFunc,
+)
+from betree.parser import INT64_MAX, INT64_MIN
+from storage.errors import InvalidInput
+
+#: A constant of an order atom: a number or a string (never a bool).
+Value = int | float | str
+#: (lo, lo_inclusive, hi, hi_inclusive); ``None`` for an unbounded side.
+Interval = tuple[Value | None, bool, Value | None, bool]
+Event = Mapping[str, object]
+Clause = tuple["Atom", ...]
+
+#: Default bound on the number of clauses of one subscription.
+MAX_CLAUSES = 512
+
+ORDER_OPS = ("<", "<=", "=", "!=", ">=", ">")
+_OP_RANK = {op: i for i, op in enumerate(ORDER_OPS)}
+#: The operator that holds exactly where ``op`` does not (on a defined value).
+NEGATE_OP = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">=": "<", ">": "<="}
+_OP_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "=": operator.eq,
+    "!=": operator.ne,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+
+#: Test names of :class:`TestAtom`, with the kind of argument each takes.
+TESTS: dict[str, str] = {
+    "undefined": "none",
+    "defined": "none",
+    "bool_true": "none",
+    "bool_false": "none",
+    "empty": "none",
+    "not_empty": "none",
+    "has": "value",
+    "lacks": "value",
+    "one_of": "list",
+    "none_of": "list",
+    "all_of": "list",
+    "not_all_of": "list",
+    "ends_with": "string",
+    "not_ends_with": "string",
+    "contains": "string",
+    "not_contains": "string",
+}
+_TEST_RANK = {t: i for i, t in enumerate(TESTS)}
+#: Each test's negation on a *defined* value (``defined`` has none: it is then false).
+DEFINED_NEGATION = {
+    "bool_true": "bool_false",
+    "bool_false": "bool_true",
+    "empty": "not_empty",
+    "not_empty": "empty",
+    "has": "lacks",
+    "lacks": "has",
+    "one_of": "none_of",
+    "none_of": "one_of",
+    "all_of": "not_all_of",
+    "not_all_of": "all_of",
+    "ends_with": "not_ends_with",
+    "not_ends_with": "ends_with",
+    "contains": "not_contains",
+    "not_contains": "contains",
+}
+_MAX_CHAR = "\U0010ffff"
+
+
+def _canon(c: object) -> Value:
+    """A constant in canonical form: integral floats in int64 range become ints."""
+    if type(c) is float:
+        if c.is_integer() and INT64_MIN <= c <= INT64_MAX:
+            return int(c)
+        return c
+    if isinstance(c, bool) or not isinstance(c, (int, float, str)):
+        raise ValueError(f"not a number or string constant: {c!r}")
+    return c
+
+
+def _ckey(c: Value) -> tuple[int, Value]:
+    """Sort key that orders numbers before strings (never compares a number with a string)."""
+    return (1, c) if isinstance(c, str) else (0, c)
+
+
+def _lit(v: Value) -> str:
+    """``v`` as a literal of the expression language."""
+    if isinstance(v, str):
+        out = []
+        for ch in v:
+            if ch in '"\\':
+                out.append("\\" + ch)
+            elif ch == "\n":
+                out.append("\\n")
+            elif ch == "\t":
+                out.append("\\t")
+            elif ch == "\r":
+                out.append("\\r")
+            elif ch < " " or ch == "\x7f":
+                out.append(f"\\u{ord(ch):04x}")
+            else:
+                out.append(ch)
+        return '"' + "".join(out) + '"'
+    return repr(v)
+
+
+def string_successor(prefix: str) -> str | None:
+    """The least string greater than every string that starts with ``prefix``.
+
+    ``None`` when there is none (``prefix`` is empty or all U+10FFFF).  Surrogate code
+    points are skipped (they never occur in a valid string).
+    """
+    p = prefix.rstrip(_MAX_CHAR)
+    if not p:
+        return None
+    nxt = ord(p[-1]) + 1
+    if nxt == 0xD800:
+        nxt = 0xE000
+    return p[:-1] + chr(nxt)
+
+
+class Atom:
+    """An atomic predicate on one attribute; see :class:`OrderAtom` and :class:`TestAtom`.
+
+    ``holds(event)`` evaluates it on a validated event; ``requires_defined`` is False only
+    for ``TestAtom(a, "undefined")``.  Atoms compare and hash by a canonical key.
+    """
+
+    __slots__ = ("_hash", "_key", "attr", "holds")
+
+    attr: str
+    #: ``holds(event) -> bool`` on a validated event (an attribute set per instance).
+    holds: Callable[[Event], bool]
+    _key: tuple[object, ...]
+    _hash: int
+
+    @property
+    def requires_defined(self) -> bool:
+        """False only for ``TestAtom(a, "undefined")``, the one atom true on undefined."""
+        return True
+
+    def _set_key(self, key: tuple[object, ...]) -> None:
+        self._key = key
+        self._hash = hash(key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Atom) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __lt__(self, other: Atom) -> bool:
+        return self._key < other._key
+
+    def __le__(self, other: Atom) -> bool:
+        return self._key <= other._key
+
+    def __gt__(self, other: Atom) -> bool:
+        return self._key > other._key
+
+    def __ge__(self, other: Atom) -> bool:
+        return self._key >= other._key
+
+    def negate(self) -> list[Clause]:
+        """``not self`` under the truth table, as clauses."""
+        raise NotImplementedError
+
+    def to_expr(self) -> str:
+        """The atom in the expression language (parsing and normalizing it gives it back)."""
+        raise NotImplementedError
+
+    def as_tuple(self) -> tuple[object, ...]:
+        """A plain, msgpack-able form; :func:`atom_from_tuple` inverts it."""
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.to_expr()
+
+
+class OrderAtom(Atom):
+    """True iff ``attr`` is defined and ANY ``(op, const)`` entry holds (``value op const``).
+
+    Entries go to the attribute's PB+tree under one predicate id.  Constants are numbers
+    (compared exactly, int with float) or strings (by code point); entries are sorted and
+    deduplicated, integral floats stored as ints.
+    """
+
+    __slots__ = ("entries",)
+
+    entries: tuple[tuple[str, Value], ...]
+
+    def __init__(self, attr: str, entries: Iterable[tuple[str, object]]) -> None:
+        canon = set()
+        for op, c in entries:
+            if op not in _OP_RANK:
+                raise ValueError(f"unknown order operator {op!r}")
+            canon.add((op, _canon(c)))
+        if not canon:
+            raise ValueError("an OrderAtom needs at least one entry")
+        kinds = {isinstance(c, str) for _, c in canon}
+        if len(kinds) > 1:
+            raise ValueError("an OrderAtom's constants are all numbers or all strings")
+        es = tuple(sorted(canon, key=lambda e: (_ckey(e[1]), _OP_RANK[e[0]])))
+        self.attr = attr
+        self.entries = es
+        self._set_key((attr, 0, tuple((_ckey(c), _OP_RANK[op]) for op, c in es)))
+        self.holds = _order_holds(attr, es)
+
+    def interval(self) -> Interval | None:
+        """``(lo, lo_inclusive, hi, hi_inclusive)`` for a one-entry atom other than ``!=``
+        (``None`` sides are unbounded), else ``None``."""
+        if len(self.entries) != 1:
+            return None
+        op, c = self.entries[0]
+        if op == "=":
+            return (c, True, c, True)
+        if op == "<":
+            return (None, False, c, False)
+        if op == "<=":
+            return (None, False, c, True)
+        if op == ">":
+            return (c, False, None, False)
+        if op == ">=":
+            return (c, True, None, False)
+        return None
+
+    def negate(self) -> list[Clause]:
+        """``a is null`` OR the conjunction of the negated entries."""
+        negs = tuple(sorted(OrderAtom(self.attr, ((NEGATE_OP[op], c),)) for op, c in self.entries))
+        return [(TestAtom(self.attr, "undefined"),), negs]
+
+    def to_expr(self) -> str:
+        a = self.attr
+        es = self.entries
+        if len(es) == 1:
+            op, c = es[0]
+            return f"{a} {op} {_lit(c)}"
+        if all(op == "=" for op, _ in es):
+            return f"{a} in ({', '.join(_lit(c) for _, c in es)})"
+        if len(es) == 2:
+            (op1, c1), (op2, c2) = es
+            if op1 == "<" and op2 == ">" and c1 < c2:  # type: ignore[operator]
+                return f"{a} not between {_lit(c1)} and {_lit(c2)}"
+            if op1 == "<" and op2 == ">=" and isinstance(c1, str) and string_successor(c1) == c2:
+                return f"({a} is not null and not starts_with({a}, {_lit(c1)}))"
+        return "(" + " or ".join(f"{a} {op} {_lit(c)}" for op, c in es) + ")"
+
+    def as_tuple(self) -> tuple[object, ...]:
+        return ("order", self.attr, self.entries)
+
+    def __repr__(self) -> str:
+        return f"OrderAtom({self.attr!r}, {self.entries!r})"
+
+
+def _order_holds(attr: str, entries: tuple[tuple[str, Value], ...]) -> Callable[[Event], bool]:
+    if len(entries) == 1:
+        op, c = entries[0]
+        fn = _OP_FUNCS[op]
+
+        def holds_one(event: Event) -> bool:
+            v = event.get(attr)
+            return v is not None and fn(v, c)
+
+        return holds_one
+    if all(op == "=" for op, _ in entries):
+        # Python's numeric hash agrees with exact equality, so set membership is exact.
+        consts = frozenset(c for _, c in entries)
+
+        def holds_in(event: Event) -> bool:
+            v = event.get(attr)
+            return v is not None and v in consts
+
+        return holds_in
+    pairs = tuple((_OP_FUNCS[op], c) for op, c in entries)
+
+    def holds_any(event: Event) -> bool:
+        v = event.get(attr)
+        return v is not None and any(fn(v, c) for fn, c in pairs)
+
+    return holds_any
+
+
+class TestAtom(Atom):
+    """A test evaluated directly per event; ``test`` is one of :data:`TESTS`.
+
+    ``undefined`` (``a is null``) is the only atom true on an undefined attribute; every
+    other test requires ``attr`` defined.  ``defined``, ``bool_true``, ``bool_false``
+    (defined and false), ``empty``/``not_empty`` (a defined list), ``has``/``lacks`` (the
+    list contains / lacks ``arg``), ``one_of``/``none_of``/``all_of``/``not_all_of`` (``arg``
+    a sorted tuple of two or more values), ``ends_with``/``not_ends_with``/
+    ``contains``/``not_contains`` (``arg`` a non-empty string).  Arguments must be canonical:
+    use :func:`make_test`, which rewrites the degenerate forms.
+    """
+
+    __test__ = False  # not a pytest test class
+    __slots__ = ("arg", "test")
+
+    test: str
+    arg: object
+
+    def __init__(self, attr: str, test: str, arg: object = None) -> None:
+        kind = TESTS.get(test)
+        if kind is None:
+            raise ValueError(f"unknown test {test!r}")
+        if kind == "none":
+            if arg is not None:
+                raise ValueError(f"test {test!r} takes no argument")
+            argkey: tuple[object, ...] = ()
+        elif kind == "value":
+            if isinstance(arg, bool) or not isinstance(arg, (int, str)):
+                raise ValueError(f"test {test!r} takes an int or a string")
+            argkey = (_ckey(arg),)
+        elif kind == "list":
+            if not isinstance(arg, tuple) or any(
+                isinstance(v, bool) or not isinstance(v, (int, str)) for v in arg
+            ):
+                raise ValueError(f"test {test!r} takes a tuple of ints or strings")
+            arg = tuple(sorted(set(arg), key=_ckey))
+            if len(arg) < 2:
+                raise ValueError(f"non-canonical {test!r} of {arg!r}: use make_test()")
+            argkey = tuple(_ckey(v) for v in arg)
+        else:
+            if not isinstance(arg, str) or not arg:
+                raise ValueError(f"test {test!r} takes a non-empty string: use make_test()")
+            argkey = ((1, arg),)
+        self.attr = attr
+        self.test = test
+        self.arg = arg
+        self._set_key((attr, 1, _TEST_RANK[test], argkey))
+        self.holds = _TEST_HOLDS[test](attr, arg)
+
+    @property
+    def requires_defined(self) -> bool:
+        return self.test != "undefined"
+
+    def defined_negation(self) -> TestAtom | None:
+        """The test that holds exactly where this one fails on a defined value (``None``:
+        nowhere; for ``undefined``, ``defined``)."""
+        if self.test == "undefined":
+            return TestAtom(self.attr, "defined")
+        neg = DEFINED_NEGATION.get(self.test)
+        if neg is None:
+            return None
+        return TestAtom(self.attr, neg, self.arg)
+
+    def negate(self) -> list[Clause]:
+        if self.test == "undefined":
+            return [(TestAtom(self.attr, "defined"),)]
+        return _negated(self.attr, self.defined_negation())
+
+    def to_expr(self) -> str:
+        a, t, arg = self.attr, self.test, self.arg
+        if t == "undefined":
+            return f"{a} is null"
+        if t == "defined":
+            return f"{a} is not null"
+        if t == "bool_true":
+            return a
+        if t == "bool_false":
+            return f"{a} = false"
+        if t == "empty":
+            return f"{a} is empty"
+        if t in ("has", "lacks"):
+            return f"{_lit(arg)} {'in' if t == 'has' else 'not in'} {a}"  # type: ignore[arg-type]
+        if t in ("one_of", "none_of", "all_of"):
+            return f"{a} {t[:-3]} of ({', '.join(_lit(v) for v in arg)})"  # type: ignore[attr-defined]
+        if t in ("ends_with", "contains"):
+            return f"{t}({a}, {_lit(arg)})"  # type: ignore[arg-type]
+        pos = self.defined_negation()
+        if pos is None:  # cannot happen: every remaining test has a negation
+            raise ValueError(t)
+        return f"({a} is not null and not ({pos.to_expr()}))"
+
+    def as_tuple(self) -> tuple[object, ...]:
+        return ("test", self.attr, self.test, self.arg)
+
+    def __repr__(self) -> str:
+        if self.arg is None:
+            return f"TestAtom({self.attr!r}, {self.test!r})"
+        return f"TestAtom({self.attr!r}, {self.test!r}, {self.arg!r})"
+
+
+def _holds_factories() -> dict[str, Callable[[str, object], Callable[[Event], bool]]]:
+    def undefined(a: str, _: object) -> Callable[[Event], bool]:
+        return lambda e: e.get(a) is None
+
+    def defined(a: str, _: object) -> Callable[[Event], bool]:
+        return lambda e: e.get(a) is not None
+
+    def bool_true(a: str, _: object) -> Callable[[Event], bool]:
+        return lambda e: e.get(a) is True
+
+    def bool_false(a: str, _: object) -> Callable[[Event], bool]:
+        return lambda e: e.get(a) is False
+
+    def empty(a: str, _: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and len(v) == 0  # type: ignore[arg-type]
+
+    def not_empty(a: str, _: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and len(v) > 0  # type: ignore[arg-type]
+
+    def has(a: str, x: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and x in v  # type: ignore[operator]
+
+    def lacks(a: str, x: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and x not in v  # type: ignore[operator]
+
+    def one_of(a: str, xs: object) -> Callable[[Event], bool]:
+        s = frozenset(xs)  # type: ignore[call-overload]
+        return lambda e: (v := e.get(a)) is not None and not s.isdisjoint(v)
+
+    def none_of(a: str, xs: object) -> Callable[[Event], bool]:
+        s = frozenset(xs)  # type: ignore[call-overload]
+        return lambda e: (v := e.get(a)) is not None and s.isdisjoint(v)
+
+    def all_of(a: str, xs: object) -> Callable[[Event], bool]:
+        s = frozenset(xs)  # type: ignore[call-overload]
+        return lambda e: (v := e.get(a)) is not None and s.issubset(v)
+
+    def not_all_of(a: str, xs: object) -> Callable[[Event], bool]:
+        s = frozenset(xs)  # type: ignore[call-overload]
+        return lambda e: (v := e.get(a)) is not None and not s.issubset(v)
+
+    def ends_with(a: str, x: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and v.endswith(x)  # type: ignore[attr-defined]
+
+    def not_ends_with(a: str, x: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and not v.endswith(x)  # type: ignore[attr-defined]
+
+    def contains(a: str, x: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and x in v  # type: ignore[operator]
+
+    def not_contains(a: str, x: object) -> Callable[[Event], bool]:
+        return lambda e: (v := e.get(a)) is not None and x not in v  # type: ignore[operator]
+
+    return {
+        "undefined": undefined,
+        "defined": defined,
+        "bool_true": bool_true,
+        "bool_false": bool_false,
+        "empty": empty,
+        "not_empty": not_empty,
+        "has": has,
+        "lacks": lacks,
+        "one_of": one_of,
+        "none_of": none_of,
+        "all_of": all_of,
+        "not_all_of": not_all_of,
+        "ends_with": ends_with,
+        "not_ends_with": not_ends_with,
+        "contains": contains,
+        "not_contains": not_contains,
+    }
+
+
+_TEST_HOLDS = _holds_factories()
+
+
+def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
+    """The canonical atom for a test, rewriting degenerate arguments; ``None`` if the test
+    holds on no event at all.
+
+    ``one_of ()`` and ``not_all_of ()`` hold nowhere; ``none_of ()``, ``all_of ()``,
+    ``ends_with ""`` and ``contains ""`` are ``defined``; ``not_ends_with ""`` and
+    ``not_contains ""`` hold nowhere; a one-value ``one_of``/``all_of`` is ``has`` and a
+    one-value ``none_of``/``not_all_of`` is ``lacks``.
+    """
+    kind = TESTS.get(test)
+    if kind == "list":
+        values = tuple(sorted(set(arg), key=_ckey))  # type: ignore[call-overload]
+        if not values:
+            if test in ("one_of", "not_all_of"):
+                return None
+            return TestAtom(attr, "defined")
+        if len(values) == 1:
+            single = "has" if test in ("one_of", "all_of") else "lacks"
+            return TestAtom(attr, single, values[0])
+        return TestAtom(attr, test, values)
+    if kind == "string" and arg == "":
+        if test.startswith("not_"):
+            return None
+        return TestAtom(attr, "defined")
+    return TestAtom(attr, test, arg)
+
+
+def atom_from_tuple(t: Sequence[object]) -> Atom:
+    """Rebuild an atom from :meth:`Atom.as_tuple` (lists accepted for tuples)."""
+    if t[0] == "order":
+        return OrderAtom(str(t[1]), [(str(op), c) for op, c in t[2]])  # type: ignore[attr-defined]
+    if t[0] == "test":
+        arg = t[3]
+        if isinstance(arg, list):
+            arg = tuple(arg)
+        return TestAtom(str(t[1]), str(t[2]), arg)
+    raise ValueError(f"not an atom tuple: {t!r}")
+
+
+def _negated(attr: str, neg: Atom | None) -> list[Clause]:
+    """``a is null OR neg`` (``neg`` on a defined value; ``None``: never)."""
+    undefined = TestAtom(attr, "undefined")
+    if neg is None:
+        return [(undefined,)]
+    if isinstance(neg, TestAtom) and neg.test == "defined":
+        return [()]  # a is null or a is not null
+    return [(undefined,), (neg,)]
+
+
+def clauses_hold(clauses: Iterable[Iterable[Atom]], event: Event) -> bool:
+    """True iff some clause has all its atoms true on the validated ``event``."""
+    for clause in clauses:
+        for atom in clause:
+            if not atom.holds(event):
+                break
+        else:
+            return True
+    return False
+
+
+def clauses_to_expr(clauses: Sequence[Clause]) -> str:
+    """The clauses as one expression (``false`` for none, ``true`` for one empty clause)."""
+    if not clauses:
+        return "false"
+    parts = []
+    for clause in clauses:
+        if not clause:
+            return "true"
+        parts.append("(" + " and ".join(a.to_expr() for a in clause) + ")")
+    return " or ".join(parts)
+
+
+# -- normalization --------------------------------------------------------------------------------
+
+_DNF = set[frozenset[Atom]]
+_TRUE: frozenset[Atom] = frozenset()
+
+
+def to_clauses(
+    node: Node,
+    max_clauses: int = MAX_CLAUSES,
+    always_defined: Collection[str] = (),
+) -> list[Clause]:
+    """The expression as sorted clauses of canonical atoms (see the module docstring).
+
+    ``true`` gives ``[()]`` (one empty clause), ``false`` gives ``[]``.  Raises
+    ``InvalidInput`` if the expression has more than ``max_clauses`` clauses in disjunctive
+    normal form.  ``node`` should come from ``compile_expr`` (type-checked).
+
+    ``always_defined`` names attributes every valid event defines (``allow_undefined:
+    false`` in the schema): on them ``a is null`` is false and ``a is not null`` true, so
+    ``not (r = 1)`` gives just ``r <> 1``.
+    """
+    dnf = _Normalizer(max_clauses, frozenset(always_defined)).dnf(node, True)
+    if _TRUE in dnf:
+        return [()]
+    return sorted(tuple(sorted(c)) for c in _absorb(dnf))
+
+
+class _Normalizer:
+    __slots__ = ("always_defined", "max_clauses")
+
+    def __init__(self, max_clauses: int, always_defined: frozenset[str]) -> None:
+        self.max_clauses = max_clauses
+        self.always_defined = always_defined
+
+    def _too_many(self) -> InvalidInput:
+        return InvalidInput(
+            f"the expression has more than {self.max_clauses} clauses in disjunctive normal form",
+            hint="simplify it, or split it into several subscriptions",
+        )
+
+    def dnf(self, node: Node, pos: bool) -> _DNF:
+        """Clauses of ``node`` (``pos``) or of ``not node`` (not ``pos``)."""
+        if isinstance(node, (And, Or)):
+            parts = [self.dnf(c, pos) for c in node.children]
+            if isinstance(node, And) == pos:
+                return self._product(parts)
+            return self._union(parts)
+        if isinstance(node, Not):
+            return self.dnf(node.child, not pos)
+        if isinstance(node, Const):
+            return {_TRUE} if node.value == pos else set()
+        clauses = _atom_clauses(node, pos)
+        if node.attr in self.always_defined:
+            clauses = _assume_defined(clauses)
+        out: _DNF = set()
+        for clause in clauses:
+            c = _simplify(frozenset(clause))
+            if c is not None:
+                out.add(c)
+        if _TRUE in out:
+            return {_TRUE}
+        return out
+
+    def _union(self, parts: list[_DNF]) -> _DNF:
+        out: _DNF = set()
+        for p in parts:
+            out |= p
+        if _TRUE in out:
+            return {_TRUE}
+        return self._bounded(out)
+
+    def _product(self, parts: list[_DNF]) -> _DNF:
+        parts.sort(key=len)
+        acc = parts[0]
+        for p in parts[1:]:
+            if not acc:
+                break
+            new: _DNF = set()
+            for c1 in acc:
+                for c2 in p:
+                    c = _simplify(c1 | c2) if c1 and c2 else (c1 or c2)
+                    if c is not None:
+                        new.add(c)
+                if len(new) > self.max_clauses:
+                    new = self._bounded(new)
+            acc = new
+        return self._bounded(acc)
+
+    def _bounded(self, dnf: _DNF) -> _DNF:
+        if len(dnf) > self.max_clauses:
+            dnf = _absorb(dnf)
+            if len(dnf) > self.max_clauses:
+                raise self._too_many()
+        return dnf
+
+
+def _assume_defined(clauses: list[Clause]) -> list[Clause]:
+    """The clauses of an atom on an attribute every event defines: ``a is null`` is false
+    (its clause goes), ``a is not null`` is true (it leaves its clause)."""
+    out: list[Clause] = []
+    for clause in clauses:
+        kept: list[Atom] = []
+        for atom in clause:
+            if isinstance(atom, TestAtom) and atom.test in ("undefined", "defined"):
+                if atom.test == "undefined":
+                    break
+            else:
+                kept.append(atom)
+        else:
+            out.append(tuple(kept))
+    return out
+
+
+def _absorb(dnf: _DNF) -> _DNF:
+    """Drop every clause that contains another clause (it adds no matches)."""
+    if len(dnf) < 2:
+        return dnf
+    kept: list[frozenset[Atom]] = []
+    for c in sorted(dnf, key=len):
+        if not any(k <= c for k in kept):
+            kept.append(c)
+    return set(kept)
+
+
+def _atom_clauses(node: Node, pos: bool) -> list[Clause]:
+    """Clauses of one atomic node (``pos``) or of its negation, before simplification."""
+    if isinstance(node, Compare):
+        a, op, v = node.attr, node.op, node.value
+        if isinstance(v, bool):
+            true_test = "bool_true" if (op == "=") == v else "bool_false"
+            t = TestAtom(a, true_test)
+            return [(t,)] if pos else _negated(a, t.defined_negation())
+        atom = OrderAtom(a, ((op, v),))
+        return [(atom,)] if pos else atom.negate()
+    if isinstance(node, Between):
+        return _between(node, pos)
+    if isinstance(node, InList):
+        return _in_list(node, pos)
+    if isinstance(node, Contains):
+        test = "lacks" if node.negated else "has"
+        t = TestAtom(node.attr, test, _canon(node.value))
+        return [(t,)] if pos else _negated(node.attr, t.defined_negation())
+    if isinstance(node, ListOp):
+        values = tuple(_canon(v) for v in node.values)
+        t2 = make_test(node.attr, node.op, values)
+        if pos:
+            return [(t2,)] if t2 is not None else []
+        return _negated(node.attr, make_test(node.attr, DEFINED_NEGATION[node.op], values))
+    if isinstance(node, IsNull):
+        test = "undefined" if node.negated != pos else "defined"
+        return [(TestAtom(node.attr, test),)]
+    if isinstance(node, IsEmpty):
+        t = TestAtom(node.attr, "empty")
+        return [(t,)] if pos else _negated(node.attr, t.defined_negation())
+    if isinstance(node, BoolAttr):
+        t = TestAtom(node.attr, "bool_true")
+        return [(t,)] if pos else _negated(node.attr, t.defined_negation())
+    if isinstance(node, StrFunc):
+        return _str_func(node, pos)
+    raise TypeError(f"not an atomic expression node: {node!r}")
+
+
+def _between(node: Between, pos: bool) -> list[Clause]:
+    a = node.attr
+    lo, hi = _canon(node.lo), _canon(node.hi)
+    inside = not node.negated  # the atom holds inside [lo, hi] (else outside), when defined
+    if lo > hi:  # type: ignore[operator]  # the interval is empty
+        if inside:
+            return [] if pos else [()]
+        return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
+    in_clause: Clause = (OrderAtom(a, ((">=", lo),)), OrderAtom(a, (("<=", hi),)))
+    # outside [lo, hi]: "a < lo or a > hi", which is "a <> lo" for a single point
+    out_entries = (("!=", lo),) if lo == hi else (("<", lo), (">", hi))
+    out_atom = OrderAtom(a, out_entries)
+    undefined = (TestAtom(a, "undefined"),)
+    if inside:
+        return [in_clause] if pos else [undefined, (out_atom,)]
+    return [(out_atom,)] if pos else [undefined, in_clause]
+
+
+def _in_list(node: InList, pos: bool) -> list[Clause]:
+    a = node.attr
+    values = {_canon(v) for v in node.values}
+    member = not node.negated  # the atom holds for members (else non-members), when defined
+    if not values:
+        if member:
+            return [] if pos else [()]
+        return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
+    any_eq: Clause = (OrderAtom(a, [("=", v) for v in values]),)
+    all_ne: Clause = tuple(OrderAtom(a, (("!=", v),)) for v in values)
+    undefined = (TestAtom(a, "undefined"),)
+    if member:
+        return [any_eq] if pos else [undefined, all_ne]
+    return [all_ne] if pos else [undefined, any_eq]
+
+
+def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
+    a, p = node.attr, node.arg
+    if node.func == "starts_with":
+        if not p:
+            return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
+        succ = string_successor(p)
+        ge = OrderAtom(a, ((">=", p),))
+        if succ is None:  # every string >= p starts with p
+            return [(ge,)] if pos else ge.negate()
+        if pos:
+            return [(ge, OrderAtom(a, (("<", succ),)))]
+        return [(TestAtom(a, "undefined"),), (OrderAtom(a, (("<", p), (">=", succ))),)]
+    t = make_test(a, node.func, p)
+    if pos:
+        return [(t,)] if t is not None else []
+    return _negated(a, make_test(a, "not_" + node.func, p))
+
+
+# -- clause simplification -------------------------------------------------------------------------
+
+
+def _simplify(clause: frozenset[Atom]) -> frozenset[Atom] | None:
+    """The clause with obvious redundancy removed, or ``None`` if it can never hold."""
+    if len(clause) < 2:
+        return clause
+    groups: dict[str, list[Atom]] = {}
+    for atom in clause:
+        groups.setdefault(atom.attr, []).append(atom)
+    if len(groups) == len(clause):
+        return clause
+    out: list[Atom] = []
+    for atoms in groups.values():
+        if len(atoms) == 1:
+            out.append(atoms[0])
+            continue
+        kept = _simplify_attr(atoms)
+        if kept is None:
+            return None
+        out.extend(kept)
+    return frozenset(out)
+
+
+def _simplify_attr(atoms: list[Atom]) -> list[Atom] | None:
+    """Two or more distinct atoms on one attribute, all required: simplified, or ``None``."""
+    tests: list[TestAtom] = []
+    orders: list[OrderAtom] = []
+    for atom in atoms:
+        if isinstance(atom, TestAtom):
+            if atom.test == "undefined":
+                return None  # every other atom needs the attribute defined
+            if atom.test != "defined":
+                tests.append(atom)
+        else:
+            orders.append(atom)  # type: ignore[arg-type]
+    if tests:
+        present = set(tests)
+        empty = False
+        for t in tests:
+            if t.defined_negation() in present:
+                return None
+            empty = empty or t.test == "empty"
+        if empty and any(t.test in ("has", "one_of", "all_of", "not_empty") for t in tests):
+            return None
+    out: list[Atom] = list(tests)
+    if orders:
+        try:
+            merged = _merge_orders(orders)
+        except TypeError:  # numbers and strings on one attribute (an unchecked tree)
+            merged = orders  # type: ignore[assignment]
+        if merged is None:
+            return None
+        out.extend(merged)
+    if not out:  # only "defined" was there (twice cannot happen: atoms are distinct)
+        out.append(TestAtom(atoms[0].attr, "defined"))
+    return out
+
+
+def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
+    """Intersect the one-interval atoms, drop implied ``!=`` and bounds; ``None`` if empty."""
+    attr = orders[0].attr
+    lo: Value | None = None
+    hi: Value | None = None
+    lo_inc = hi_inc = False
+    bounded = False
+    excluded: list[Value] = []
+    unions: list[OrderAtom] = []
+    for atom in orders:
+        iv = atom.interval()
+        if iv is None:
+            if len(atom.entries) == 1:  # a single "!="
+                excluded.append(atom.entries[0][1])
+            else:
+                unions.append(atom)
+            continue
+        bounded = True
+        a_lo, a_lo_inc, a_hi, a_hi_inc = iv
+        if a_lo is not None and (
+            lo is None or a_lo > lo or (a_lo == lo and not a_lo_inc)  # type: ignore[operator]
+        ):
+            lo, lo_inc = a_lo, a_lo_inc
+        if a_hi is not None and (
+            hi is None or a_hi < hi or (a_hi == hi and not a_hi_inc)  # type: ignore[operator]
+        ):
+            hi, hi_inc = a_hi, a_hi_inc
+    if not bounded:
+        return list(orders)
+    if lo is not None and hi is not None:
+        if lo > hi or (lo == hi and not (lo_inc and hi_inc)):  # type: ignore[operator]
+            return None
+        if lo == hi:  # a single point: every other atom is decided by it
+            for c in excluded:
+                if c == lo:
+                    return None
+            for u in unions:
+                if not u.holds({attr: lo}):
+                    return None
+            return [OrderAtom(attr, (("=", lo),))]
+
+    def inside(v: Value) -> bool:
+        if lo is not None and (v < lo or (v == lo and not lo_inc)):  # type: ignore[operator]
+            return False
+        return not (hi is not None and (v > hi or (v == hi and not hi_inc)))  # type: ignore[operator]
+
+    out: list[Atom] = []
+    if lo is not None:
+        out.append(OrderAtom(attr, ((">=" if lo_inc else ">", lo),)))
+    if hi is not None:
+        out.append(OrderAtom(attr, (("<=" if hi_inc else "<", hi),)))
+    out.extend(OrderAtom(attr, (("!=", c),)) for c in excluded if inside(c))
+    for u in unions:
+        if not any(_entry_meets(op, c, inside, lo, lo_inc, hi, hi_inc) for op, c in u.entries):
+            return None
+        out.append(u)
+    return out
+
+
+def _entry_meets(
+    op: str,
+    c: Value,
+    inside: Callable[[Value], bool],
+    lo: Value | None,
+    lo_inc: bool,
+    hi: Value | None,
+    hi_inc: bool,
+) -> bool:
+    """Whether some value of the interval satisfies ``value op c`` (conservatively True)."""
+    if op == "=":
+        return inside(c)
+    if op in ("<", "<="):  # some value below (or at) c: the interval's low end must allow it
+        if lo is None:
+            return True
+        return lo < c or (lo == c and lo_inc and op == "<=")  # type: ignore[operator]
+    if op in (">", ">="):
+        if hi is None:
+            return True
+        return hi > c or (hi == c and hi_inc and op == ">=")  # type: ignore[operator]
+    return True  # "!=": the interval is not a single point here

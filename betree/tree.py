@@ -1,0 +1,417 @@
+"""The BE-Tree (Sadoghi & Jacobsen, seed 000) over clauses, with its nodes on disk pages.
+
+A clause (one conjunction of a subscription's DNF) is stored once, in the l-node of the
+c-node that the insertion algorithm (Alg. 3-4) routes it to.  Overflowing l-nodes trigger
+the two-phase space cutting: space partitioning (Alg. 5: a new p-node on the most
+popular unused attribute with at least ``min_size`` clauses, else an extended l-node) and
+space clustering (Alg. 6: grid halving of the bucket; the forced split rule splits a
+non-atomic leaf bucket before its c-node is partitioned).  Deletion removes the clause,
+merges underflowing leaf buckets into an open parent (the merge rule), and removes empty
+buckets and p-nodes upwards.
+
+A clause's *places* say where it may be clustered: for each attribute on which the
+clause is false whenever the attribute is undefined, the grid interval (betree.grid) its
+atoms on that attribute allow.  Only those attributes may carry it under a p-node.
+
+Costs: matching visits the c-nodes on the paths an event's values select (the p-nodes of
+attributes the event defines, the buckets enclosing each value), and checks each visited
+l-node page with one vectorised numpy pass.  Insertion follows one path; a split or
+partition rewrites the affected l-nodes once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from betree.grid import halves
+from betree.nodes import CNode, Entry, LNodePage
+from storage.store import ReadTxn, WriteTxn
+
+Places = dict[str, tuple[int, int]]
+DEFAULTS = {"max_cap": 64, "min_size": 4}
+
+
+class BETree:
+    """The tree of one store, bound to a transaction.
+
+    ``rec`` is the index's root record (space, root page, ``max_cap``, ``min_size``);
+    ``places`` returns a stored clause's places; ``hint`` an attribute's hint range;
+    ``moved`` records a clause's new home c-node.
+    """
+
+    def __init__(
+        self,
+        txn: ReadTxn,
+        rec: dict[str, Any],
+        places: Callable[[int], Places] | None = None,
+        hint: Callable[[str], tuple[int, int]] | None = None,
+        moved: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.txn = txn
+        self.space: int = rec["space"]
+        self.root: int = rec["root"]
+        self.max_cap: int = rec["max_cap"]
+        self.min_size: int = rec["min_size"]
+        self._places = places
+        self._hint = hint
+        self._moved = moved
+        self.pages_read = 0
+
+    @staticmethod
+    def create(txn: WriteTxn, settings: dict[str, int]) -> dict[str, Any]:
+        """A new empty tree: a root c-node with an empty l-node.  Returns the record part."""
+        space = txn.new_space()
+        root = txn.alloc()
+        cap = settings["max_cap"]
+        txn.put_new(space, root, CNode(root, None, False, 0, 0, 0, cap))
+        return {"space": space, "root": root, **{k: settings[k] for k in DEFAULTS}}
+
+    # -- pages ---------------------------------------------------------------------------
+
+    def node(self, page: int) -> CNode:
+        self.pages_read += 1
+        return self.txn.load(self.space, page, CNode)
+
+    def _mut(self, page: int) -> CNode:
+        return self.txn.load_mut(self.space, page, CNode)  # type: ignore[attr-defined,no-any-return]
+
+    def _lpage(self, page: int) -> LNodePage:
+        self.pages_read += 1
+        return self.txn.load(self.space, page, LNodePage)
+
+    def _writer(self) -> WriteTxn:
+        assert isinstance(self.txn, WriteTxn)
+        return self.txn
+
+    def lnode_pages(self, node: CNode) -> Iterator[LNodePage]:
+        """The pages of a c-node's l-node, in chain order."""
+        page = node.lnode
+        while page:
+            lpage = self._lpage(page)
+            yield lpage
+            page = lpage.next
+
+    def entries(self, node: CNode) -> list[Entry]:
+        """Every clause in a c-node's l-node."""
+        out: list[Entry] = []
+        for lpage in self.lnode_pages(node):
+            if lpage._entries is not None:
+                out.extend(lpage._entries)
+            else:
+                cids, exts, starts, atoms = lpage.arrays()
+                bounds = [*starts.tolist(), len(atoms)]
+                flat = atoms.tolist()
+                out.extend(
+                    (cid, ext, flat[bounds[i] : bounds[i + 1]])
+                    for i, (cid, ext) in enumerate(zip(cids.tolist(), exts, strict=True))
+                )
+        return out
+
+    # -- matching (Alg. 1-2) -------------------------------------------------------------
+
+    def match(self, coords: dict[str, int], sat: np.ndarray, out: dict[int, Any]) -> int:
+        """Add ``sid -> external id`` of every clause satisfied under ``sat`` to ``out``.
+
+        ``coords`` maps each attribute the event defines to its grid coordinate; ``sat``
+        is indexed by atom id.  Returns the number of candidate clauses checked.
+        """
+        candidates = 0
+        stack = [self.node(self.root)]
+        while stack:
+            node = stack.pop()
+            if node.lnode:
+                candidates += self._check_lnode(node, sat, out)
+            if not node.pdir:
+                continue
+            pmap = node.pmap
+            if len(pmap) < len(coords):
+                pairs = [(attr, top) for attr, top in pmap.items() if attr in coords]
+            else:
+                pairs = [(attr, pmap[attr]) for attr in coords if attr in pmap]
+            for attr, top in pairs:
+                x = coords[attr]
+                bucket = self.node(top)
+                while True:  # SearchCDir: this bucket, then the child enclosing x
+                    stack.append(bucket)
+                    if not bucket.left:
+                        break
+                    child = self.node(bucket.left)
+                    if not child.lo <= x <= child.hi:
+                        child = self.node(bucket.right)
+                        if not child.lo <= x <= child.hi:
+                            break
+                    bucket = child
+        return candidates
+
+    def _check_lnode(self, node: CNode, sat: np.ndarray, out: dict[int, Any]) -> int:
+        n = 0
+        for lpage in self.lnode_pages(node):
+            cids, exts, starts, atoms = lpage.arrays()
+            n += len(exts)
+            if not len(exts):
+                continue
+            ok = np.logical_and.reduceat(sat[atoms], starts)
+            hits = np.flatnonzero(ok)
+            if len(hits):
+                sids = (cids[hits] >> np.uint64(16)).tolist()
+                out.update(zip(sids, [exts[i] for i in hits.tolist()], strict=True))
+        return n
+
+    # -- insertion (Alg. 3-6) ------------------------------------------------------------
+
+    def insert(self, entry: Entry, places: Places) -> None:
+        """Store a clause; its home (and every later move) is reported to ``moved``."""
+        page, used = self._route(self.root, places, set(), +1)
+        self._append(page, [entry])
+        self._record_move([entry], page)
+        node = self.node(page)
+        if node.size > node.cap:
+            if node.attr is None:
+                self._partition(page, used)
+            else:
+                self._cluster(page, used)
+
+    def _route(self, page: int, places: Places, used: set[str], delta: int) -> tuple[int, set[str]]:
+        """Follow Alg. 3-4 from ``page`` to the c-node whose l-node takes a clause."""
+        while True:
+            node = self.node(page)
+            best = None
+            for attr, top, score in node.pdir:
+                if attr in places and attr not in used and (best is None or score > best[2]):
+                    best = (attr, top, score)
+            if best is None:
+                return page, used
+            attr, top, _ = best
+            self._mut(page).add_score(attr, delta)
+            used = used | {attr}
+            page = self._descend_cdir(top, places[attr])
+
+    def _descend_cdir(self, top: int, span: tuple[int, int]) -> int:
+        """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``."""
+        page = top
+        lo, hi = span
+        while True:
+            bucket = self.node(page)
+            if not bucket.left:
+                return page
+            for child in (bucket.left, bucket.right):
+                c = self.node(child)
+                if c.lo <= lo and hi <= c.hi:
+                    page = child
+                    break
+            else:
+                return page
+
+    def _append(self, page: int, entries: list[Entry]) -> None:
+        """Add clauses to a c-node's l-node, filling the last chain page first."""
+        if not entries:
+            return
+        txn = self._writer()
+        node = self._mut(page)
+        last = None
+        cur = node.lnode
+        while cur:
+            last = self.txn.load(self.space, cur, LNodePage)
+            cur = last.next
+        if last is not None:
+            last = txn.load_mut(self.space, last.page, LNodePage)
+        for entry in entries:
+            if last is None or not last.has_room(entry):
+                new = txn.alloc()
+                fresh = LNodePage(new)
+                txn.put_new(self.space, new, fresh)
+                if last is None:
+                    node.lnode = new
+                else:
+                    last.next = new
+                last = fresh
+            last.add(entry)
+        node.size += len(entries)
+
+    def _rewrite(self, page: int, entries: list[Entry]) -> None:
+        """Replace a c-node's l-node by tightly packed pages holding ``entries``."""
+        txn = self._writer()
+        node = self._mut(page)
+        cur = node.lnode
+        while cur:
+            nxt = self.txn.load(self.space, cur, LNodePage).next
+            txn.free(self.space, cur)
+            cur = nxt
+        node.lnode = 0
+        node.size = 0
+        self._append(page, entries)
+
+    def _places_of(self, cid: int, cache: dict[int, Places]) -> Places:
+        if cid not in cache:
+            assert self._places is not None
+            cache[cid] = self._places(cid)
+        return cache[cid]
+
+    def _record_move(self, entries: list[Entry], page: int) -> None:
+        if self._moved is not None:
+            for cid, _, _ in entries:
+                self._moved(cid, page)
+
+    def _partition(self, page: int, used: set[str]) -> None:
+        """SpacePartitioning (Alg. 5) of an overflowing c-node."""
+        txn = self._writer()
+        cache: dict[int, Places] = {}
+        node = self.node(page)
+        while node.size > node.cap:
+            entries = self.entries(node)
+            taken = used | set(node.pmap)
+            counts = Counter(
+                attr for cid, _, _ in entries for attr in self._places_of(cid, cache) if attr not in taken
+            )
+            eligible = [(n, attr) for attr, n in counts.items() if n >= self.min_size]
+            if not eligible:
+                self._mut(page).cap += self.max_cap  # an extended l-node
+                break
+            _, attr = max(eligible, key=lambda item: (item[0], item[1]))
+            assert self._hint is not None
+            lo, hi = self._hint(attr)
+            top = txn.alloc()
+            txn.put_new(self.space, top, CNode(top, attr, True, lo, hi, page, self.max_cap))
+            moving = [e for e in entries if attr in self._places_of(e[0], cache)]
+            staying = [e for e in entries if attr not in self._places_of(e[0], cache)]
+            node = self._mut(page)
+            node.add_pnode(attr, top)
+            node.add_score(attr, len(moving))
+            self._rewrite(page, staying)
+            self._append(top, moving)
+            self._record_move(moving, top)
+            self._cluster(top, used | {attr}, cache)
+            node = self.node(page)
+        self._update_cap(page)
+
+    def _cluster(self, page: int, used: set[str], cache: dict[int, Places] | None = None) -> None:
+        """SpaceClustering (Alg. 6): split a leaf bucket in halves, else partition."""
+        cache = {} if cache is None else cache
+        bucket = self.node(page)
+        if bucket.size <= bucket.cap:
+            return
+        if bucket.left or bucket.atomic:
+            self._partition(page, used)
+            return
+        txn = self._writer()
+        attr = bucket.attr
+        assert attr is not None
+        (llo, lhi), (rlo, rhi) = halves(bucket.lo, bucket.hi)
+        left, right = txn.alloc(), txn.alloc()
+        txn.put_new(self.space, left, CNode(left, attr, False, llo, lhi, page, self.max_cap))
+        txn.put_new(self.space, right, CNode(right, attr, False, rlo, rhi, page, self.max_cap))
+        bucket = self._mut(page)
+        bucket.left, bucket.right = left, right
+        staying: list[Entry] = []
+        to_left: list[Entry] = []
+        to_right: list[Entry] = []
+        for entry in self.entries(bucket):
+            lo, hi = self._places_of(entry[0], cache)[attr]
+            if llo <= lo and hi <= lhi:
+                to_left.append(entry)
+            elif rlo <= lo and hi <= rhi:
+                to_right.append(entry)
+            else:
+                staying.append(entry)
+        self._rewrite(page, staying)
+        self._append(left, to_left)
+        self._append(right, to_right)
+        self._record_move(to_left, left)
+        self._record_move(to_right, right)
+        self._partition(page, used)
+        self._cluster(left, used, cache)
+        self._cluster(right, used, cache)
+        self._update_cap(page)
+
+    def _update_cap(self, page: int) -> None:
+        node = self.node(page)
+        cap = -(-node.size // self.max_cap) * self.max_cap if node.size else self.max_cap
+        if cap != node.cap:
+            self._mut(page).cap = cap
+
+    # -- deletion ------------------------------------------------------------------------
+
+    def remove(self, cid: int, home: int) -> bool:
+        """Remove a clause from its home c-node; then merge and prune upwards."""
+        txn = self._writer()
+        node = self._mut(home)
+        cur, prev = node.lnode, None
+        while cur:
+            lpage = txn.load(self.space, cur, LNodePage)
+            if lpage.holds(cid):
+                lpage = txn.load_mut(self.space, cur, LNodePage)
+                lpage.remove(cid)
+                if not len(lpage):
+                    if prev is None:
+                        node.lnode = lpage.next
+                    else:
+                        txn.load_mut(self.space, prev, LNodePage).next = lpage.next
+                    txn.free(self.space, cur)
+                node.size -= 1
+                self._after_remove(home)
+                return True
+            prev, cur = cur, lpage.next
+        return False
+
+    def _after_remove(self, page: int) -> None:
+        """Fix scores on the path, then merge or drop what the removal emptied."""
+        node = self.node(page)
+        while node.attr is not None:  # walk up to the owner of each c-directory
+            parent = self.node(node.parent)
+            if node.top:
+                self._mut(parent.page).add_score(node.attr, -1)
+            node = parent
+        self._prune(page)
+
+    def _prune(self, page: int) -> None:
+        """Merge rule and removal of empty nodes, from ``page`` up to the root.
+
+        A pair of open leaf buckets merges into its open parent once all three fit in half
+        the parent's capacity (the half keeps a split and a merge from alternating); an
+        empty open top bucket takes its p-node with it.
+        """
+        txn = self._writer()
+        while True:
+            node = self.node(page)
+            if node.left and not node.pdir:
+                left, right = self.node(node.left), self.node(node.right)
+                if (
+                    not (left.left or right.left or left.pdir or right.pdir)
+                    and node.size + left.size + right.size <= node.cap // 2
+                ):
+                    moving = self.entries(left) + self.entries(right)
+                    for child in (left, right):
+                        self._rewrite(child.page, [])
+                        txn.free(self.space, child.page)
+                    bucket = self._mut(page)
+                    bucket.left = bucket.right = 0
+                    self._append(page, moving)
+                    self._record_move(moving, page)
+                    self._update_cap(page)
+                    node = self.node(page)
+            if node.attr is None:
+                return
+            if node.top and not (node.size or node.pdir or node.left):
+                owner = self._mut(node.parent)
+                owner.drop_pnode(node.attr)
+                txn.free(self.space, page)
+            page = node.parent
+
+    # -- walking (checks and inspection) ---------------------------------------------------
+
+    def walk(self) -> Iterator[tuple[CNode, frozenset[str], int]]:
+        """Every c-node with the attributes partitioned above it and its depth."""
+        stack: list[tuple[int, frozenset[str], int]] = [(self.root, frozenset(), 0)]
+        while stack:
+            page, used, depth = stack.pop()
+            node = self.node(page)
+            yield node, used, depth
+            if node.left:
+                stack.append((node.right, used, depth + 1))
+                stack.append((node.left, used, depth + 1))
+            for attr, top, _ in node.pdir:
+                stack.append((top, used | {attr}, depth + 1))
