@@ -197,8 +197,12 @@ class Index:
 
     def unsubscribe(self, ident: SubId) -> bool:
         """Delete one subscription; False if there was none with that id."""
+        return self.unsubscribe_many([ident])[0]
+
+    def unsubscribe_many(self, idents: Iterable[SubId]) -> list[bool]:
+        """Delete subscriptions in one transaction; per id, whether it existed."""
         with self.store.write() as txn, self._writer(txn) as w:
-            return w.delete(ident)
+            return [w.delete(ident) for ident in idents]
 
     @contextmanager
     def _writer(self, txn: WriteTxn) -> Iterator[_Writer]:

@@ -7,35 +7,251 @@ Exit codes (SPEC section 6): 0 success; 1 runtime failure; 2 usage error; 3 inva
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
+MATCH_BATCH = 256  # events matched per read snapshot: later batches see newer commits
 
 Command = Callable[[argparse.Namespace], int]
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from tools import bench_pbtree
+def _read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
 
-    runners: dict[str, Command] = {"pbtree": bench_pbtree.main}
-    return runners[args.benchmark](args)
+
+@contextmanager
+def _input(path: str | None) -> Iterator[TextIO]:
+    if path is None or path == "-":
+        yield sys.stdin
+    else:
+        with open(path, encoding="utf-8") as fh:
+            yield fh
+
+
+def parse_id(text: str) -> int | str:
+    """A subscription id from the command line: a JSON integer or string, else the text."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else text
+
+
+# -- subcommands ---------------------------------------------------------------------------
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
+    from betree.index import Index
+    from betree.schema import Schema
+    from loaders.records import mark_duplicates, parse_lines
+
+    with _input(args.input) as fh:
+        records = list(parse_lines(fh))
+    mark_duplicates(records)
+    bad = [r for r in records if r.error is not None]
+    if bad:
+        for r in bad:
+            print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
+        print("bexdb: nothing was subscribed", file=sys.stderr)
+        return EXIT_INVALID
+    schema = _read_json(args.schema) if args.schema else None
+    if schema is None and not os.path.exists(os.path.join(args.store, "data.mdb")):
+        schema = Schema.infer((r.id, r.expr) for r in records)  # a new store: infer it
+    with Index.open(args.store, schema=schema) as idx:
+        created = idx.subscribe_many([(r.id, r.expr) for r in records])
+    new = sum(created)
+    print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
+    return EXIT_OK
+
+
+def cmd_unsubscribe(args: argparse.Namespace) -> int:
+    """Delete subscriptions by id, in one transaction; exit 3 if some were absent."""
+    from betree.index import Index
+
+    ids = [parse_id(text) for text in args.ids]
+    with Index.open(args.store) as idx:
+        found = idx.unsubscribe_many(ids)
+    missing = [ident for ident, ok in zip(ids, found, strict=True) if not ok]
+    for ident in missing:
+        print(f"bexdb: no subscription {ident!r}", file=sys.stderr)
+    return EXIT_INVALID if missing else EXIT_OK
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    """Match JSON Lines events; one output line per input line, errors in their own line."""
+    from betree.index import Index
+
+    rejected = 0
+    out = sys.stdout
+    with Index.open(args.store, readonly=True) as idx, _input(args.events) as fh:
+        batch: list[str] = []
+        for line in _lines(fh):
+            batch.append(line)
+            if len(batch) == MATCH_BATCH:
+                rejected += _match_batch(idx, batch, out)
+                batch = []
+        rejected += _match_batch(idx, batch, out)
+    return EXIT_INVALID if rejected else EXIT_OK
+
+
+def _lines(fh: TextIO) -> Iterator[str]:
+    for line in fh:
+        if line.strip():
+            yield line
+
+
+def _match_batch(idx: Any, lines: list[str], out: TextIO) -> int:
+    if not lines:
+        return 0
+    rejected = 0
+    results = []
+    with idx.store.read() as txn:
+        for line in lines:
+            try:
+                event = json.loads(line)
+                if not isinstance(event, dict):
+                    raise InvalidInput("an event must be a JSON object")
+                values = idx.schema.validate_event(event)
+                results.append({"matches": idx.match_validated(txn, values)})
+            except json.JSONDecodeError as exc:
+                rejected += 1
+                results.append({"error": f"malformed JSON: {exc.msg} at column {exc.colno}"})
+            except InvalidInput as exc:
+                rejected += 1
+                results.append({"error": exc.message})
+    out.write("".join(json.dumps(r) + "\n" for r in results))
+    out.flush()
+    return rejected
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    """Offline bulk load into a new store (published atomically)."""
+    from loaders import python_load
+    from loaders.records import Record, read_jsonl
+
+    if args.engine == "spark":
+        print(
+            "bexdb: the Spark engine is not built yet; use --engine python",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    records: list[Record] = []
+    for path in args.inputs:
+        records.extend(read_jsonl(path))
+    schema = _read_json(args.schema) if args.schema else None
+    rejects = open(args.rejects, "w", encoding="utf-8") if args.rejects else None  # noqa: SIM115
+    try:
+        summary = python_load.load(
+            args.store,
+            records,
+            schema,
+            replace=args.replace,
+            rejects=rejects,
+            max_rejects=args.max_rejects,
+        )
+    finally:
+        if rejects is not None:
+            rejects.close()
+    print(json.dumps(summary))
+    return EXIT_INVALID if summary["rejected"] else EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Run every invariant check; exit 4 with a report on any violation."""
+    from betree.index import Index
+
+    with Index.open(args.store, readonly=True) as idx:
+        idx.check()
+    print("ok")
+    return EXIT_OK
+
+
+def _bench(args: argparse.Namespace) -> int:
+    return int(args.bench_main(args))
+
+
+def _gen(args: argparse.Namespace) -> int:
+    from loaders import gen
+
+    return int(gen.main(args))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from tools import demo
+
+    return demo.main(args)
+
+
+# -- the parser ------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bexdb", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    p = sub.add_parser("subscribe", help="insert or replace subscriptions (JSON Lines)")
+    p.add_argument("store")
+    p.add_argument("input", nargs="?", help="JSON Lines file (default: stdin)")
+    p.add_argument("--schema", help="schema JSON for a new store (else inferred)")
+    p.set_defaults(func=cmd_subscribe)
+
+    p = sub.add_parser("unsubscribe", help="delete subscriptions by id")
+    p.add_argument("store")
+    p.add_argument("ids", nargs="+", metavar="ID", help="a JSON integer or string, or text")
+    p.set_defaults(func=cmd_unsubscribe)
+
+    p = sub.add_parser("match", help="match JSON Lines events from a file or stdin")
+    p.add_argument("store")
+    p.add_argument("events", nargs="?", help="JSON Lines file (default: stdin)")
+    p.set_defaults(func=cmd_match)
+
+    p = sub.add_parser("load", help="offline bulk load into a new store")
+    p.add_argument("store")
+    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p.add_argument("--schema")
+    p.add_argument("--engine", choices=["spark", "python"], default="spark")
+    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
+    p.add_argument("--max-rejects", type=int)
+    p.add_argument("--replace", action="store_true", help="replace an existing store")
+    p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("verify", help="run every invariant check (exit 4 on violations)")
+    p.add_argument("store")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("gen", help="write a synthetic workload (schema, subscriptions, events)")
+    from loaders import gen
+
+    gen.add_arguments(p)
+    p.set_defaults(func=_gen)
+
+    p = sub.add_parser("demo", help="the main job end to end: generate, load, match, summarize")
+    p.add_argument("--dir", default="work/demo")
+    p.add_argument("--subs", type=int, default=20000)
+    p.add_argument("--events", type=int, default=1000)
+    p.set_defaults(func=_demo)
+
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    from tools import bench_pbtree
+    from tools import bench_match, bench_pbtree
 
-    bench_pbtree.add_arguments(
-        bench_sub.add_parser("pbtree", help="PB+tree search and insert against Grouped Filter")
-    )
-    bench.set_defaults(func=_bench)
+    for name, module, text in (
+        ("pbtree", bench_pbtree, "PB+tree search and insert against Grouped Filter"),
+        ("match", bench_match, "BE-Tree matching against SCAN and counting"),
+    ):
+        q = bench_sub.add_parser(name, help=text)
+        module.add_arguments(q)
+        q.set_defaults(func=_bench, bench_main=module.main)
     return parser
 
 
@@ -53,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bexdb: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except BexdbError as exc:
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:
         print(f"bexdb: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:

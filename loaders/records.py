@@ -1,0 +1,122 @@
+"""Reading subscription records and publishing a store atomically — shared by the loaders.
+
+A load never publishes a half-built store: it builds in a temporary directory beside the
+target (same file system, so the final ``rename`` is atomic), syncs and checks it, and
+only then moves it into place.  An existing target is replaced only when asked to, by
+renaming it aside first and removing it after the new store is in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from storage.errors import BexdbError, InvalidInput
+
+
+@dataclass
+class Record:
+    """One input record: its 1-based line, id and expression (or why it is unusable)."""
+
+    line: int
+    id: Any
+    expr: Any
+    error: str | None = None
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Record]:
+    """Subscription records from a JSON Lines file (SPEC section 5); blank lines skipped."""
+    with open(path, encoding="utf-8") as fh:
+        yield from parse_lines(fh)
+
+
+def parse_lines(lines: Iterable[str], first: int = 1) -> Iterator[Record]:
+    for n, text in enumerate(lines, first):
+        if not text.strip():
+            continue
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield Record(n, None, None, f"malformed JSON: {exc.msg} at column {exc.colno}")
+            continue
+        if not isinstance(doc, dict) or "id" not in doc or "expr" not in doc:
+            yield Record(n, doc.get("id") if isinstance(doc, dict) else None, None,
+                         'a record must be an object with "id" and "expr"')
+            continue
+        ident, expr = doc["id"], doc["expr"]
+        if isinstance(ident, bool) or not isinstance(ident, int | str):
+            yield Record(n, ident, expr, "id must be a string or an integer")
+        elif isinstance(ident, int) and not -(1 << 63) <= ident < 1 << 63:
+            yield Record(n, ident, expr, "integer id outside the signed 64-bit range")
+        elif not isinstance(expr, str):
+            yield Record(n, ident, expr, "expr must be a string")
+        else:
+            yield Record(n, ident, expr)
+
+
+def mark_duplicates(records: list[Record]) -> None:
+    """Reject every occurrence of an id that appears more than once (SPEC section 5)."""
+    counts = Counter((type(r.id), r.id) for r in records if r.error is None)
+    for record in records:
+        if record.error is None and counts[(type(record.id), record.id)] > 1:
+            record.error = f"duplicate id {record.id!r} (every occurrence is rejected)"
+
+
+def write_rejects(out: TextIO, records: Iterable[Record]) -> int:
+    """Write ``{"line", "id", "error"}`` lines for rejected records; return how many."""
+    n = 0
+    for record in records:
+        if record.error is not None:
+            out.write(json.dumps({"line": record.line, "id": record.id, "error": record.error}))
+            out.write("\n")
+            n += 1
+    return n
+
+
+@contextmanager
+def publishing(target: str | os.PathLike[str], replace: bool) -> Iterator[str]:
+    """Yield a temporary build directory; on success move it to ``target`` atomically.
+
+    On any exception the temporary directory is removed and the target is untouched.
+    """
+    target = Path(target).absolute()
+    if target.exists() and not replace:
+        raise BexdbError(f"{target} already exists", "pass --replace to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent)
+    try:
+        yield build
+        old = None
+        if target.exists():
+            old = tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent)
+            os.rename(target, Path(old) / "store")
+        os.rename(build, target)
+        _fsync_dir(target.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_rejects(rejected: int, max_rejects: int | None) -> None:
+    if max_rejects is not None and rejected > max_rejects:
+        raise InvalidInput(
+            f"{rejected} records rejected, more than --max-rejects {max_rejects}; nothing published"
+        )
