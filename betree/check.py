@@ -38,9 +38,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     """Raise :class:`CheckFailed` listing every broken invariant of ``index``."""
     errors: list[str] = []
     rec = txn.get_obj(b"bexdb", b"index")
-    subs = {
-        codec.decode_u64(key): codec.decode_value(value) for key, value in txn.scan(b"sub")
-    }
+    subs = {codec.decode_u64(key): codec.decode_value(value) for key, value in txn.scan(b"sub")}
     places = {
         (sid << 16 | k): {attr: (lo, hi) for attr, lo, hi in sub[3][k]}
         for sid, sub in subs.items()

@@ -69,7 +69,9 @@ def hint_range(kind: str, lo: Any = None, hi: Any = None) -> tuple[int, int]:
     return 0, GRID_MAX
 
 
-def interval(kind: str, lo: Any, lo_inclusive: bool, hi: Any, hi_inclusive: bool) -> tuple[int, int]:
+def interval(
+    kind: str, lo: Any, lo_inclusive: bool, hi: Any, hi_inclusive: bool
+) -> tuple[int, int]:
     """Grid interval enclosing the values of ``lo <(=) x <(=) hi`` (None = unbounded).
 
     Exclusive bounds move one grid step inwards only where that is exact (ints); elsewhere

@@ -276,7 +276,9 @@ class Index:
             trees[name] = codec.decode_value(value)
         direct: dict[str, list[tuple[int, Atom]]] = {}
         for key, value in txn.scan(b"direct"):
-            direct[key.decode()] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
+            direct[key.decode()] = [
+                (aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)
+            ]
         snap = {"rec": rec, "next_atom": rec["next_atom"], "trees": trees, "direct": direct}
         self._snapshot = (txn.gen, snap)
         return snap
@@ -440,4 +442,3 @@ class _Writer:
             else:
                 self.txn.delete(b"direct", attr.encode())
         self.txn.put_obj(NS, b"index", self.rec)
-

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from storage.codec import pack_u32, pack_u64, unpack_u32, unpack_u64
+from storage.codec import pack_u32, unpack_u32, unpack_u64
 
 #: Target bytes of one l-node page: LMDB moves values above ~2 KB to overflow pages.
 PAGE_BUDGET = 1900
@@ -43,19 +43,19 @@ class CNode:
 
     KIND: ClassVar[int] = 6
     __slots__ = (
-        "page",
         "attr",
-        "top",
-        "lo",
-        "hi",
-        "parent",
-        "left",
-        "right",
-        "lnode",
-        "size",
         "cap",
+        "hi",
+        "left",
+        "lnode",
+        "lo",
+        "page",
+        "parent",
         "pdir",
         "pmap",
+        "right",
+        "size",
+        "top",
     )
 
     def __init__(
@@ -140,7 +140,7 @@ class LNodePage:
     """One page of an l-node.  Readers use :meth:`arrays`; writers the entry list."""
 
     KIND: ClassVar[int] = 4
-    __slots__ = ("page", "next", "_entries", "_arrays", "nbytes")
+    __slots__ = ("_arrays", "_entries", "nbytes", "next", "page")
 
     def __init__(self, page: int, next: int = 0, entries: list[Entry] | None = None) -> None:
         self.page = page

@@ -265,7 +265,10 @@ class BETree:
             entries = self.entries(node)
             taken = used | set(node.pmap)
             counts = Counter(
-                attr for cid, _, _ in entries for attr in self._places_of(cid, cache) if attr not in taken
+                attr
+                for cid, _, _ in entries
+                for attr in self._places_of(cid, cache)
+                if attr not in taken
             )
             eligible = [(n, attr) for attr, n in counts.items() if n >= self.min_size]
             if not eligible:

@@ -40,37 +40,41 @@ def load(
     items = list(records)
     mark_duplicates(items)
     good = [r for r in items if r.error is None]
-    resolved = Schema.from_json(schema) if schema is not None else Schema.infer(
-        (r.id, r.expr) for r in good
+    resolved = (
+        Schema.from_json(schema)
+        if schema is not None
+        else Schema.infer((r.id, r.expr) for r in good)
     )
-    with publishing(target, replace) as build:
-        with Index.open(build, schema=resolved, settings=settings, sync=False) as idx:
-            accepted: list[tuple[Any, str]] = []
-            for record in good:
-                try:
-                    idx.compile(record.id, record.expr)
-                except InvalidInput as exc:
-                    record.error = exc.message.split(": ", 1)[-1]
-                else:
-                    accepted.append((record.id, record.expr))
-            rejected = sum(1 for r in items if r.error is not None)
-            if rejects is not None:
-                write_rejects(rejects, items)
-            check_rejects(rejected, max_rejects)
-            for start in range(0, len(accepted), batch):
-                idx.subscribe_many(accepted[start : start + batch])
-                if progress is not None:
-                    done = min(start + batch, len(accepted))
-                    rate = done / max(time.monotonic() - started, 1e-9)
-                    left = (len(accepted) - done) / max(rate, 1e-9)
-                    progress.write(
-                        f"\rload: {done}/{len(accepted)} subscriptions, {rate:,.0f}/s, "
-                        f"{left:,.0f} s left   "
-                    )
-            if progress is not None and accepted:
-                progress.write("\n")
-            idx.store.sync()
-            idx.check()
+    with (
+        publishing(target, replace) as build,
+        Index.open(build, schema=resolved, settings=settings, sync=False) as idx,
+    ):
+        accepted: list[tuple[Any, str]] = []
+        for record in good:
+            try:
+                idx.compile(record.id, record.expr)
+            except InvalidInput as exc:
+                record.error = exc.message.split(": ", 1)[-1]
+            else:
+                accepted.append((record.id, record.expr))
+        rejected = sum(1 for r in items if r.error is not None)
+        if rejects is not None:
+            write_rejects(rejects, items)
+        check_rejects(rejected, max_rejects)
+        for start in range(0, len(accepted), batch):
+            idx.subscribe_many(accepted[start : start + batch])
+            if progress is not None:
+                done = min(start + batch, len(accepted))
+                rate = done / max(time.monotonic() - started, 1e-9)
+                left = (len(accepted) - done) / max(rate, 1e-9)
+                progress.write(
+                    f"\rload: {done}/{len(accepted)} subscriptions, {rate:,.0f}/s, "
+                    f"{left:,.0f} s left   "
+                )
+        if progress is not None and accepted:
+            progress.write("\n")
+        idx.store.sync()
+        idx.check()
     return {
         "loaded": len(accepted),
         "rejected": rejected,

@@ -48,8 +48,12 @@ def parse_lines(lines: Iterable[str], first: int = 1) -> Iterator[Record]:
             yield Record(n, None, None, f"malformed JSON: {exc.msg} at column {exc.colno}")
             continue
         if not isinstance(doc, dict) or "id" not in doc or "expr" not in doc:
-            yield Record(n, doc.get("id") if isinstance(doc, dict) else None, None,
-                         'a record must be an object with "id" and "expr"')
+            yield Record(
+                n,
+                doc.get("id") if isinstance(doc, dict) else None,
+                None,
+                'a record must be an object with "id" and "expr"',
+            )
             continue
         ident, expr = doc["id"], doc["expr"]
         if isinstance(ident, bool) or not isinstance(ident, int | str):

@@ -97,7 +97,7 @@ def event(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.7:
         ev["f"] = rng.choice([-2.5, 0, 1, 3.0, 4.75, -5, 0.5, 100])
     if rng.random() < 0.7:
-        ev["s"] = rng.choice(WORDS + ["abd", "aa"])
+        ev["s"] = rng.choice([*WORDS, "abd", "aa"])
     if rng.random() < 0.6:
         ev["b"] = rng.random() < 0.5
     if rng.random() < 0.6:
