@@ -1,0 +1,64 @@
+"""The index checker finds BE-Tree and catalog damage done on purpose."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from betree.index import NS, Index
+from betree.nodes import CNode
+from betree.tree import BETree
+from storage import CheckFailed
+
+SCHEMA = {"attributes": {"x": {"type": "int", "min": 0, "max": 63}, "y": {"type": "int"}}}
+
+
+@pytest.fixture
+def idx(tmp_path: Path) -> Iterator[Index]:
+    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 2, "min_size": 1}) as idx:
+        idx.subscribe_many([(i, f"x = {i % 64} and y > {i}") for i in range(120)])
+        idx.check()
+        yield idx
+
+
+def violations(idx: Index) -> list[str]:
+    with pytest.raises(CheckFailed) as failed:
+        idx.check()
+    return failed.value.violations
+
+
+def walk(idx: Index) -> list[CNode]:
+    with idx.store.read() as txn:
+        tree = BETree(txn, txn.get_obj(NS, b"index"))
+        return [node for node, _, _ in tree.walk()]
+
+
+def test_wrong_score(idx: Index) -> None:
+    root = walk(idx)[0]
+    with idx.store.write() as txn:
+        node = txn.load_mut(txn.get_obj(NS, b"index")["space"], root.page, CNode)
+        node.pdir[0][2] += 5
+    found = violations(idx)
+    assert len(found) == 1 and "scores" in found[0] and f"page {root.page}" in found[0]
+
+
+def test_clause_in_too_large_a_bucket(idx: Index) -> None:
+    # move a clause from a leaf bucket's l-node up to its parent bucket's l-node
+    nodes = walk(idx)
+    leaf = next(n for n in nodes if n.attr == "x" and not n.top and n.size and n.is_leaf)
+    with idx.store.write() as txn, idx._writer(txn) as w:
+        entry = w.tree.entries(leaf)[0]
+        w.tree._rewrite(leaf.page, w.tree.entries(leaf)[1:])
+        w.tree._append(leaf.parent, [entry])
+        w._moved(entry[0], leaf.parent)
+    found = violations(idx)
+    assert any(f"clause {entry[0]} belongs in the smaller bucket" in v for v in found)
+
+
+def test_missing_atom_reference(idx: Index) -> None:
+    with idx.store.write() as txn:
+        key, value = next(iter(txn.scan(b"atom")))
+        txn.put(b"atom", key, value[:-1] + bytes([value[-1] + 1]))
+    assert any("uses, found" in v for v in violations(idx))
