@@ -91,7 +91,14 @@ class PBTree:
     """
 
     def __init__(
-        self, txn: ReadTxn, name: str, *, record: dict[str, Any] | None = None, **caps: int
+        self,
+        txn: ReadTxn,
+        name: str,
+        *,
+        record: dict[str, Any] | None = None,
+        leaf_cap: int | None = None,
+        internal_cap: int | None = None,
+        list_cap: int | None = None,
     ) -> None:
         self.txn = txn
         self.name = name
@@ -99,7 +106,8 @@ class PBTree:
         self.pages_read = 0
         rec = record if record is not None else txn.get_obj(NS, self._key)
         if rec is None and isinstance(txn, WriteTxn):
-            rec = self._create(txn, caps)
+            caps = {"leaf_cap": leaf_cap, "internal_cap": internal_cap, "list_cap": list_cap}
+            rec = self._create(txn, {k: v for k, v in caps.items() if v is not None})
         self._rec: dict[str, Any] | None = rec
         self._dirty = False
 
