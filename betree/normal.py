@@ -241,20 +241,29 @@ class OrderAtom(Atom):
     entries: tuple[tuple[str, Value], ...]
 
     def __init__(self, attr: str, entries: Iterable[tuple[str, object]]) -> None:
-        canon = set()
-        for op, c in entries:
+        items = entries if type(entries) is tuple else tuple(entries)
+        if len(items) == 1:  # the common case, kept cheap
+            op, c = items[0]
             if op not in _OP_RANK:
                 raise ValueError(f"unknown order operator {op!r}")
-            canon.add((op, _canon(c)))
-        if not canon:
-            raise ValueError("an OrderAtom needs at least one entry")
-        kinds = {isinstance(c, str) for _, c in canon}
-        if len(kinds) > 1:
-            raise ValueError("an OrderAtom's constants are all numbers or all strings")
-        es = tuple(sorted(canon, key=lambda e: (_ckey(e[1]), _OP_RANK[e[0]])))
+            c = _canon(c)
+            es: tuple[tuple[str, Value], ...] = ((op, c),)
+            key: tuple[object, ...] = ((_ckey(c), _OP_RANK[op]),)
+        else:
+            canon = set()
+            for op, c in items:
+                if op not in _OP_RANK:
+                    raise ValueError(f"unknown order operator {op!r}")
+                canon.add((op, _canon(c)))
+            if not canon:
+                raise ValueError("an OrderAtom needs at least one entry")
+            if len({isinstance(c, str) for _, c in canon}) > 1:
+                raise ValueError("an OrderAtom's constants are all numbers or all strings")
+            es = tuple(sorted(canon, key=lambda e: (_ckey(e[1]), _OP_RANK[e[0]])))
+            key = tuple((_ckey(c), _OP_RANK[op]) for op, c in es)
         self.attr = attr
         self.entries = es
-        self._set_key((attr, 0, tuple((_ckey(c), _OP_RANK[op]) for op, c in es)))
+        self._set_key((attr, 0, key))
         self.holds = _order_holds(attr, es)
 
     def interval(self) -> Interval | None:
@@ -652,6 +661,15 @@ class _Normalizer:
 
     def _product(self, parts: list[_DNF]) -> _DNF:
         parts.sort(key=len)
+        if not parts[0]:
+            return set()
+        # Conjoin the one-clause parts in one step (the common case: a conjunction of atoms).
+        singles = [next(iter(p)) for p in parts if len(p) == 1]
+        if len(singles) > 1:
+            merged = _simplify(frozenset().union(*singles))
+            if merged is None:
+                return set()
+            parts = [{merged}, *parts[len(singles) :]]
         acc = parts[0]
         for p in parts[1:]:
             if not acc:
@@ -798,13 +816,11 @@ def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
 
 def _simplify(clause: frozenset[Atom]) -> frozenset[Atom] | None:
     """The clause with obvious redundancy removed, or ``None`` if it can never hold."""
-    if len(clause) < 2:
-        return clause
+    if len(clause) < 2 or len({a.attr for a in clause}) == len(clause):
+        return clause  # one atom per attribute: nothing to merge or contradict
     groups: dict[str, list[Atom]] = {}
     for atom in clause:
         groups.setdefault(atom.attr, []).append(atom)
-    if len(groups) == len(clause):
-        return clause
     out: list[Atom] = []
     for atoms in groups.values():
         if len(atoms) == 1:
@@ -858,6 +874,7 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
     lo: Value | None = None
     hi: Value | None = None
     lo_inc = hi_inc = False
+    lo_atom = hi_atom = orders[0]  # the atoms that gave lo and hi (reused when unchanged)
     bounded = False
     excluded: list[Value] = []
     unions: list[OrderAtom] = []
@@ -874,11 +891,11 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
         if a_lo is not None and (
             lo is None or a_lo > lo or (a_lo == lo and not a_lo_inc)  # type: ignore[operator]
         ):
-            lo, lo_inc = a_lo, a_lo_inc
+            lo, lo_inc, lo_atom = a_lo, a_lo_inc, atom
         if a_hi is not None and (
             hi is None or a_hi < hi or (a_hi == hi and not a_hi_inc)  # type: ignore[operator]
         ):
-            hi, hi_inc = a_hi, a_hi_inc
+            hi, hi_inc, hi_atom = a_hi, a_hi_inc, atom
     if not bounded:
         return list(orders)
     if lo is not None and hi is not None:
@@ -891,6 +908,8 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
             for u in unions:
                 if not u.holds({attr: lo}):
                     return None
+            if lo_atom.entries[0][0] == "=":
+                return [lo_atom]
             return [OrderAtom(attr, (("=", lo),))]
 
     def inside(v: Value) -> bool:
@@ -898,11 +917,12 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
             return False
         return not (hi is not None and (v > hi or (v == hi and not hi_inc)))  # type: ignore[operator]
 
+    # Not a point, so the bounds come from one-sided atoms ("=" would have made a point).
     out: list[Atom] = []
     if lo is not None:
-        out.append(OrderAtom(attr, ((">=" if lo_inc else ">", lo),)))
+        out.append(lo_atom)
     if hi is not None:
-        out.append(OrderAtom(attr, (("<=" if hi_inc else "<", hi),)))
+        out.append(hi_atom)
     out.extend(OrderAtom(attr, (("!=", c),)) for c in excluded if inside(c))
     for u in unions:
         if not any(_entry_meets(op, c, inside, lo, lo_inc, hi, hi_inc) for op, c in u.entries):

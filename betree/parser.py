@@ -74,6 +74,10 @@ IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
+#: Deepest nesting of parentheses and "not" accepted (the parser, the normalizer and the
+#: evaluator recurse once per level; Python's stack allows about a thousand frames).
+MAX_NESTING = 100
+
 # One token per match (leading whitespace skipped): an identifier or keyword, an operator, a
 # number-like run (a number followed by letters, digits or dots is one malformed token, not
 # two), a string, ".5", or any other single non-space character (always an error).
@@ -169,7 +173,7 @@ class _Parser:
     """One parse: token strings, their kinds (None for identifiers and literals), a cursor,
     and the schema's attributes when compiling."""
 
-    __slots__ = ("attrs", "i", "kinds", "text", "toks")
+    __slots__ = ("attrs", "depth", "i", "kinds", "text", "toks")
 
     def __init__(self, text: str, attrs: Mapping[str, AttrSpec] | None) -> None:
         if not isinstance(text, str):
@@ -182,6 +186,7 @@ class _Parser:
         self.toks = toks
         self.kinds = kinds
         self.i = 0
+        self.depth = 0
         self.attrs = attrs
 
     # -- errors ---------------------------------------------------------------------------------
@@ -265,10 +270,15 @@ class _Parser:
             if kinds[i + 1] in _AFTER_NOT_ATTR:
                 self._reserved(i)
             self.i = i + 1
-            return Not(self._unary())
+            self._nest(i)
+            child = self._unary()
+            self.depth -= 1
+            return Not(child)
         if kind == "(":
             self.i = i + 1
+            self._nest(i)
             node = self._or()
+            self.depth -= 1
             j = self.i
             if kinds[j] != ")":
                 if kinds[j] == "eof":
@@ -287,12 +297,23 @@ class _Parser:
             self._reserved(i)
         self._unexpected(i, 'an attribute, a literal, "not" or "("')
 
+    def _nest(self, i: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self._fail(i, f"the expression nests deeper than {MAX_NESTING} levels")
+
     def _after_attr(self, name: str, ai: int) -> Node:
         """The rest of an atom that starts with attribute ``name`` (token ``ai``)."""
-        spec = self._lookup(name, ai) if self.attrs is not None else None
         kinds = self.kinds
         i = self.i
         kind = kinds[i]
+        if kind == "(":
+            self._fail(
+                ai,
+                f'unknown function "{name}"',
+                hint="the functions are starts_with, ends_with and contains",
+            )
+        spec = self._lookup(name, ai) if self.attrs is not None else None
         if kind in _COMPARE_KINDS:
             self.i = i + 1
             value, lkind = self._literal()
@@ -456,9 +477,11 @@ class _Parser:
         kind = self.kinds[i]
         if kind is None:
             s = self.toks[i]
+            self.i = i + 1
+            if s.isdigit() and s.isascii() and len(s) < 19:  # fast path: a small natural
+                return int(s), "int"
             if s[0] in _IDENT_START:
                 self._unexpected(i, "a literal (comparing two attributes is not supported)")
-            self.i = i + 1
             return self._scalar(i, s)
         if kind == "true" or kind == "false":
             self.i = i + 1
@@ -544,7 +567,11 @@ class _Parser:
             s = toks[i]
             if kinds[i] is not None or s[0] in _IDENT_START:
                 self._unexpected(i, "a number or a string in the list")
-            value, kind = self._scalar(i, s)
+            if s.isdigit() and s.isascii() and len(s) < 19:  # fast path: a small natural
+                value: ListItem = int(s)
+                kind = "int"
+            else:
+                value, kind = self._scalar(i, s)
             if spec is not None:
                 if spec.type in _LIST_TYPES:
                     self._check_element(spec, kind, i)

@@ -338,7 +338,7 @@ def _check_float(name: str, v: object) -> float:
         try:
             f = float(v)  # type: ignore[arg-type]
         except OverflowError:
-            raise InvalidInput(f'attribute "{name}": number {v} is too large for a float') from None
+            raise InvalidInput(f'attribute "{name}": the number is too large for a float') from None
     else:
         raise _bad(name, "a number", v)
     if not math.isfinite(f):
