@@ -85,6 +85,9 @@ class Index:
             name: grid.hint_range(spec.type, spec.min, spec.max)
             for name, spec in schema.attributes.items()
         }
+        self._always_defined = tuple(
+            name for name, spec in schema.attributes.items() if not spec.allow_undefined
+        )
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         self.last_stats: dict[str, int] = {}
 
@@ -183,7 +186,7 @@ class Index:
             raise InvalidInput(f"subscription {ident!r}: the expression must be a string")
         try:
             node: Node = compile_expr(expr, self.schema)
-            return to_clauses(node, self._max_clauses())
+            return to_clauses(node, self._max_clauses(), always_defined=self._always_defined)
         except InvalidInput as exc:
             raise InvalidInput(
                 f"subscription {ident!r}: {exc.message}", column=exc.column, hint=exc.hint
