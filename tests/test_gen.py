@@ -1,0 +1,187 @@
+"""The BEGen workload generator (``bexdb gen``) and a smoke test of ``bexdb bench match``.
+
+Match rates are computed here with the reference evaluator (:func:`betree.expr.evaluate`),
+never with the index or the generator's own numpy model.  No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from betree.expr import And, Node, evaluate
+from betree.parser import compile_expr
+from betree.schema import Schema
+from loaders import gen
+from storage.errors import InvalidInput
+from tools import bench_match
+
+
+def _read_jsonl(path: Path) -> list[Any]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _atoms(node: Node) -> int:
+    return len(node.children) if isinstance(node, And) else 1
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("begen")
+    summary = gen.generate(out, subs=1500, events=120, seed=11)
+    return out, summary
+
+
+def test_generate_writes_valid_files(written: tuple[Path, dict[str, Any]]) -> None:
+    out, summary = written
+    schema = Schema.from_json(json.loads((out / "schema.json").read_text()))
+    assert sorted(schema.attributes, key=lambda a: int(a[1:])) == [f"a{d}" for d in range(400)]
+    assert {(s.type, s.min, s.max) for s in schema.attributes.values()} == {("int", 0, 47)}
+
+    subs = _read_jsonl(out / "subs.jsonl")
+    assert [s["id"] for s in subs] == list(range(1500))  # ids 0..n-1, so unique
+    counts = set()
+    for s in subs:
+        assert set(s) == {"id", "expr"}
+        node = compile_expr(s["expr"], schema)  # raises on any type or syntax error
+        counts.add(_atoms(node))
+    assert counts <= set(range(5, 10))
+    assert len(counts) >= 4  # k is spread over 5..9
+
+    events = _read_jsonl(out / "events.jsonl")
+    assert len(events) == 120
+    keys = set()
+    for e in events:
+        assert len(e) == 15
+        assert schema.validate_event(e) == e
+        keys.add(tuple(sorted(e.items())))
+    assert len(keys) == len(events), "events repeat"
+    assert summary["subs"] == 1500 and summary["events"] == 120
+
+
+def test_match_rate_is_plausible_by_brute_force(written: tuple[Path, dict[str, Any]]) -> None:
+    out, summary = written
+    schema = Schema.from_json(json.loads((out / "schema.json").read_text()))
+    nodes = [compile_expr(s["expr"], schema) for s in _read_jsonl(out / "subs.jsonl")[:800]]
+    events = [schema.validate_event(e) for e in _read_jsonl(out / "events.jsonl")[:60]]
+    hits = sum(evaluate(node, e) for node in nodes for e in events)
+    rate = hits / (len(nodes) * len(events))
+    assert 0.002 <= rate <= 0.05, rate
+    # the reported rates are measured, and near the 1% target
+    assert 0.002 <= summary["brute_rate"] <= 0.05
+    assert abs(summary["calibration_rate"] - 0.01) < 0.002
+
+
+def test_every_subscription_holds_for_its_base_event() -> None:
+    g = gen.BEGen(gen.Params(subs=400, seed=5, zipf=1.0))
+    schema = Schema.from_json(g.p.schema())
+    subs = list(g.subscriptions(400))
+    d, _ = next(g.sub_chunks(400))
+    base_events = gen.event_dicts(g.bases.attrs, g.bases.values)
+    for (ident, text), b in zip(subs, d.base.tolist(), strict=True):
+        node = compile_expr(text, schema)
+        assert evaluate(node, base_events[b]), (ident, text, base_events[b])
+
+
+def test_deterministic_for_a_seed_and_prefix_stable() -> None:
+    a = gen.make_workload(subs=700, events=30, seed=3, check=False)
+    b = gen.make_workload(subs=700, events=30, seed=3, check=False)
+    assert a.subs == b.subs and a.events == b.events
+    c = gen.make_workload(subs=700, events=30, seed=4, check=False)
+    assert c.subs != a.subs and c.events != a.events
+    small = gen.make_workload(subs=200, events=10, seed=3, check=False)
+    assert small.subs == a.subs[:200]
+    assert small.events == a.events[:10]
+
+
+def test_events_stay_distinct_when_repeats_are_likely() -> None:
+    w = gen.make_workload(subs=50, events=300, seed=2, bases=1, card=3, check=False)
+    keys = {tuple(sorted(e.items())) for e in w.events}
+    assert len(keys) == 300
+
+
+def test_eq_share_and_zipf() -> None:
+    eq = gen.make_workload(subs=300, events=5, seed=1, eq_share=1.0, check=False)
+    for _, text in eq.subs:
+        assert all(" = " in p for p in text.split(" and ")), text
+    skewed = gen.make_workload(subs=2000, events=5, seed=1, zipf=1.5, check=False)
+    uniform = gen.make_workload(subs=2000, events=5, seed=1, check=False)
+
+    def low_share(w: gen.Workload) -> float:
+        attrs = [int(a) for _, t in w.subs for a in re.findall(r"\ba(\d+)\b", t)]
+        return float(np.mean(np.array(attrs) < 40))
+
+    assert low_share(skewed) > 0.3 > 0.2 > low_share(uniform)
+
+
+def test_unreachable_target_is_reported_not_hidden() -> None:
+    w = gen.make_workload(subs=100, events=20, seed=1, bases=2000, check=False)
+    _, hi = w.summary["calibration_bounds"]
+    assert hi < 0.01
+    assert w.summary["scale"] == 1.0
+    assert "WARNING" in gen.format_summary(w.summary)
+
+
+def test_cli_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    gen.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path), "--subs", "200", "--events", "20", "--seed", "9"])
+    assert gen.main(args) == 0
+    assert "measured match rate" in capsys.readouterr().out
+    assert len(_read_jsonl(tmp_path / "subs.jsonl")) == 200
+
+
+def test_bad_parameters_are_rejected() -> None:
+    with pytest.raises(InvalidInput):
+        gen.make_workload(subs=10, events=1, dims=10)
+    with pytest.raises(InvalidInput):
+        gen.make_workload(subs=10, events=1, eq_share=1.5)
+
+
+# -- bench match smoke test ------------------------------------------------------------------
+
+
+def _bench_args(out: Path) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench_match.add_arguments(parser)
+    return parser.parse_args(
+        ["--sizes", "300", "--events", "20", "--out", str(out), "--store-dir", str(out.parent)]
+    )
+
+
+def test_bench_match_runs_and_agrees(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    assert bench_match.main(_bench_args(out)) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["agreement"] == {"passed": True, "events_checked": 20}
+    (row,) = results["rows"]
+    assert row["n"] == row["n_built"] == 300 and row["build_complete"] is True
+    assert row["build_s_extrapolated"] is None
+    assert row["scan_events"] == 20
+    for key in ("bexdb_ms", "counting_ms", "scan_ms"):
+        assert {"mean", "p50", "p99"} <= row[key].keys()
+    for key in ("subs_per_s", "bytes_per_sub", "candidates_mean", "pages_mean", "matches_mean"):
+        assert row[key] > 0, key
+    assert row["matcher_peak_rss_mb"] > 0
+    assert (out / "match_ms.png").stat().st_size > 0
+
+
+def test_bench_match_fails_loudly_on_disagreement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = bench_match.Counting.match
+
+    def lossy(self: bench_match.Counting, values: Any) -> list[Any]:
+        return real(self, values)[1:]  # drop one matching id
+
+    monkeypatch.setattr(bench_match.Counting, "match", lossy)
+    out = tmp_path / "bench"
+    with pytest.raises(bench_match.AgreementError, match="counting returned"):
+        bench_match.main(_bench_args(out))
+    assert not (out / "results.json").exists()

@@ -1,0 +1,803 @@
+"""``bexdb bench match``: event matching on the BEGen workload against SCAN and counting.
+
+What it measures, for each size n (default 10K, 100K, 1M subscriptions), on one BEGen
+workload (:mod:`loaders.gen`, defaults: 400 int attributes of 48 values, 25 base events,
+range widths calibrated to a ~1% match rate) and the same ``--events`` events at every size
+(subscription i is the same at every size: the sizes are prefixes of one workload):
+
+* **Build**: a fresh store in a temporary directory; the first n subscriptions inserted
+  online with ``Index.subscribe_many``, ``--batch`` per call (one durable transaction each).
+  Reported: seconds, subscriptions/s, store size on disk and bytes per subscription.  A
+  build that passes ``--build-minutes`` stops there: the row is then measured on the
+  subscriptions built so far (``n built``) and the time for all n is *extrapolated* at the
+  rate of the last ten batches (the rate falls as the tree grows, so it is a lower bound)
+  and labelled so everywhere it appears.
+* **bexdb matching**, in a separate process (``multiprocessing`` spawn) that opens the store
+  read-only and calls ``Index.match`` on every event twice: a first pass on an empty page
+  cache (the OS page cache is warm: the store was just written), then the timed *warm* pass
+  the table reports (mean / p50 / p99 ms per event), with candidates (clauses checked) and
+  pages read per event from ``idx.last_stats``.  Its memory: ``ru_maxrss`` at the end minus
+  the RSS after imports, i.e. the growth of the matcher (decoded-page cache, snapshot,
+  LMDB pages mapped in — those are file-backed and shared; ``rss_file_mb`` / ``rss_anon_mb``
+  split the final RSS).  The peak is Linux's ``VmHWM``: ``ru_maxrss`` of a spawned child
+  starts at its parent's peak (see :func:`_maxrss_kb`).
+* **SCAN**: every subscription's compiled clauses (``to_clauses(compile_expr(...))``) in
+  memory, ``clauses_hold`` on each per event.  Run on the first events until
+  ``--scan-seconds`` is spent (at least 20); its ratio is taken against bexdb's mean on the
+  same events.
+* **counting**: the two-phase counting algorithm of the paper's baselines (PB+tree-counting,
+  in memory).  Phase 1 finds the satisfied atoms with a per-attribute Grouped-Filter style
+  index: for each operator the sorted constants of every order-atom entry, one
+  ``searchsorted`` per operator and event attribute, the satisfied ids being a slice; test
+  atoms (none in BEGen) are evaluated one by one.  Phase 2: an inverted index atom -> the
+  clause ids using it (CSR arrays), ``np.bincount`` of the clause ids of the satisfied atoms,
+  and the clauses whose count equals their size match.
+* **Agreement**: on the first 20 events bexdb (both passes), SCAN and counting must return
+  the same id sets, else :class:`AgreementError` and no results are written for that size.
+
+Output: a markdown table on stdout, ``results.json`` and ``match_ms.png`` (mean ms per event
+vs subscriptions, log-log) in ``--out``, rewritten after every size.  ``--profile`` runs the
+warm pass of n = 100000 (else the largest size) once more under cProfile in the matcher
+process and prints the top functions (``profile.txt``).  Progress goes to stderr.
+
+Cost: the online build dominates (about 1,000 subscriptions/s at 20K and falling), then
+compiling the subscriptions for the baselines (~60 µs each) and SCAN (``--scan-seconds``).
+
+    python -m tools.bench_match --sizes 10000,100000 --events 1000 --out bench-results/match
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import multiprocessing
+import os
+import platform
+import pstats
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from betree.index import Index
+from betree.normal import Atom, Clause, OrderAtom, clauses_hold, to_clauses
+from betree.parser import compile_expr
+from betree.schema import Schema
+from betree.tree import DEFAULTS
+from loaders.gen import Workload, make_workload
+from storage.errors import BexdbError
+from storage.store import DEFAULT_CACHE_PAGES
+
+CHECKED_EVENTS = 20
+PROFILE_SIZE = 100_000
+MIN_SCAN_EVENTS = CHECKED_EVENTS
+RATE_WINDOW = 10  # batches behind the extrapolated build rate
+
+Event = Mapping[str, object]
+
+
+class AgreementError(BexdbError):
+    """bexdb, SCAN and counting disagree on the matches of an event."""
+
+
+def _log(message: str) -> None:
+    print(f"[bench match] {message}", file=sys.stderr, flush=True)
+
+
+def _stats(ms: np.ndarray) -> dict[str, float]:
+    if not len(ms):
+        return {"mean": float("nan"), "p50": float("nan"), "p99": float("nan")}
+    return {
+        "mean": float(ms.mean()),
+        "p50": float(np.median(ms)),
+        "p99": float(np.percentile(ms, 99)),
+    }
+
+
+# -- baselines ------------------------------------------------------------------------------
+
+
+class Compiled:
+    """Subscriptions compiled to clauses once, atoms interned (equal atoms shared)."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.ids: list[Any] = []
+        self.clauses: list[list[Clause]] = []
+        self._atoms: dict[Atom, Atom] = {}
+
+    def extend(self, subs: Sequence[tuple[Any, str]]) -> None:
+        atoms = self._atoms
+        for ident, text in subs:
+            cl = to_clauses(compile_expr(text, self.schema))
+            self.ids.append(ident)
+            self.clauses.append([tuple(atoms.setdefault(a, a) for a in c) for c in cl])
+
+
+def scan(compiled: Compiled, n: int, values: Event) -> list[Any]:
+    """SCAN: every subscription's clauses evaluated on the event.  O(n) per event."""
+    ids = compiled.ids
+    return [ids[i] for i, cl in enumerate(compiled.clauses[:n]) if clauses_hold(cl, values)]
+
+
+class _OpIndex:
+    """Sorted constants of one (attribute, operator) with the atom id of each entry."""
+
+    __slots__ = ("aids", "consts")
+
+    def __init__(self, pairs: list[tuple[Any, int]]) -> None:
+        pairs.sort(key=lambda p: p[0])
+        self.consts = np.array([c for c, _ in pairs])
+        self.aids = np.array([a for _, a in pairs], dtype=np.int64)
+
+
+class Counting:
+    """Two-phase counting (PB+tree-counting in memory) over the first n subscriptions.
+
+    Phase 1 cost: per event attribute and operator one ``searchsorted`` (O(log e)) and a
+    slice of the satisfied atom ids.  Phase 2 cost: a gather of the clause ids of every
+    satisfied atom and one ``bincount`` over all clauses (O(pairs + clauses)).
+    """
+
+    def __init__(self, compiled: Compiled, n: int) -> None:
+        aid_of: dict[Atom, int] = {}
+        pair_atom: list[int] = []
+        pair_clause: list[int] = []
+        sizes: list[int] = []
+        clause_sub: list[int] = []
+        for s, clauses in enumerate(compiled.clauses[:n]):
+            for clause in clauses:
+                cid = len(sizes)
+                sizes.append(len(clause))
+                clause_sub.append(s)
+                for atom in clause:
+                    aid = aid_of.setdefault(atom, len(aid_of))
+                    pair_atom.append(aid)
+                    pair_clause.append(cid)
+        self.ids = compiled.ids[:n]
+        self.n_atoms = len(aid_of)
+        self.sizes = np.array(sizes, dtype=np.int64)
+        self.clause_sub = np.array(clause_sub, dtype=np.int64)
+        atoms_arr = np.array(pair_atom, dtype=np.int64)
+        order = np.argsort(atoms_arr, kind="stable")
+        self.post = np.array(pair_clause, dtype=np.int64)[order]  # clause ids by atom
+        self.ptr = np.zeros(self.n_atoms + 1, dtype=np.int64)
+        np.cumsum(np.bincount(atoms_arr, minlength=self.n_atoms), out=self.ptr[1:])
+        entries: dict[str, dict[str, list[tuple[Any, int]]]] = {}
+        self.tests: list[tuple[int, Atom]] = []
+        for atom, aid in aid_of.items():
+            if isinstance(atom, OrderAtom):
+                per_op = entries.setdefault(atom.attr, {})
+                for op, c in atom.entries:
+                    per_op.setdefault(op, []).append((c, aid))
+            else:
+                self.tests.append((aid, atom))
+        self.index = {
+            attr: {op: _OpIndex(pairs) for op, pairs in per_op.items()}
+            for attr, per_op in entries.items()
+        }
+
+    def satisfied(self, values: Event) -> np.ndarray:
+        """Phase 1: a bool array over atom ids."""
+        sat = np.zeros(self.n_atoms, dtype=bool)
+        for attr, value in values.items():
+            per_op = self.index.get(attr)
+            if per_op is None:
+                continue
+            x: Any = value
+            for op, ix in per_op.items():
+                aids = ix.aids
+                lo = int(np.searchsorted(ix.consts, x))  # consts[:lo] < x
+                hi = int(np.searchsorted(ix.consts, x, "right"))  # consts[hi:] > x
+                if op == "=":
+                    sat[aids[lo:hi]] = True
+                elif op == "<":  # x < c
+                    sat[aids[hi:]] = True
+                elif op == "<=":
+                    sat[aids[lo:]] = True
+                elif op == ">":  # x > c
+                    sat[aids[:lo]] = True
+                elif op == ">=":
+                    sat[aids[:hi]] = True
+                else:  # "!="
+                    sat[aids[:lo]] = True
+                    sat[aids[hi:]] = True
+        for aid, atom in self.tests:
+            if atom.holds(values):
+                sat[aid] = True
+        return sat
+
+    def match(self, values: Event) -> list[Any]:
+        """Phase 2: count satisfied atoms per clause; a clause matches at its size."""
+        sat = np.flatnonzero(self.satisfied(values))
+        starts, ends = self.ptr[sat], self.ptr[sat + 1]
+        lens = ends - starts
+        total = int(lens.sum())
+        if total:
+            # the concatenation of post[starts[i]:ends[i]] without a Python loop
+            offs = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(total)
+            counts = np.bincount(self.post[offs], minlength=len(self.sizes))
+        else:
+            counts = np.zeros(len(self.sizes), dtype=np.int64)
+        hits = np.unique(self.clause_sub[counts == self.sizes])
+        ids = self.ids
+        return [ids[i] for i in hits.tolist()]
+
+
+# -- the matcher process ----------------------------------------------------------------------
+
+
+def _rss_kb() -> dict[str, int]:
+    """VmRSS / VmHWM / RssAnon / RssFile of this process in KiB (Linux; else empty)."""
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                    out[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def _maxrss_kb() -> int:
+    """The peak RSS of this process in KiB.
+
+    ``ru_maxrss`` survives fork and exec: a spawned child starts with its parent's peak
+    (measured: 322 MB in a fresh child of a 320 MB parent).  Linux's ``VmHWM`` belongs to
+    the process image, so it is used where it exists.
+    """
+    hwm = _rss_kb().get("VmHWM")
+    if hwm is not None:
+        return hwm
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak  # bytes on macOS
+
+
+@dataclass
+class MatcherJob:
+    path: str
+    events: list[dict[str, Any]]
+    keep: int
+    cache_pages: int
+    profile: bool
+
+
+def run_matcher(job: MatcherJob) -> dict[str, Any]:
+    """In a fresh process: open the store read-only, match every event twice, measure."""
+    rss0 = _rss_kb()
+    peak0 = _maxrss_kb()
+    idx = Index.open(job.path, readonly=True, cache_pages=job.cache_pages)
+    try:
+        clock = time.perf_counter_ns
+        passes: list[dict[str, Any]] = []
+        for _ in range(2):
+            n = len(job.events)
+            ms = np.empty(n)
+            cand = np.empty(n)
+            pages = np.empty(n)
+            found = np.empty(n)
+            kept: list[list[Any]] = []
+            hits, misses = idx.store.cache.hits, idx.store.cache.misses
+            gc.collect()
+            for i, event in enumerate(job.events):
+                t0 = clock()
+                ids = idx.match(event)
+                ms[i] = (clock() - t0) / 1e6
+                cand[i] = idx.last_stats["candidates"]
+                pages[i] = idx.last_stats["pages"]
+                found[i] = len(ids)
+                if i < job.keep:
+                    kept.append(ids)
+            passes.append(
+                {
+                    "ms": ms.tolist(),
+                    "candidates": cand.tolist(),
+                    "pages": pages.tolist(),
+                    "matches": found.tolist(),
+                    "kept": kept,
+                    "cache_hits": idx.store.cache.hits - hits,
+                    "cache_misses": idx.store.cache.misses - misses,
+                }
+            )
+        peak = _maxrss_kb()
+        rss_end = _rss_kb()
+        report = None
+        if job.profile:
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for event in job.events:
+                idx.match(event)
+            profiler.disable()
+            buf = io.StringIO()
+            st = pstats.Stats(profiler, stream=buf)
+            st.sort_stats("tottime").print_stats(20)
+            st.sort_stats("cumulative").print_stats(25)
+            report = buf.getvalue()
+        cache_len = len(idx.store.cache)
+    finally:
+        idx.close()
+    return {
+        "passes": passes,
+        "rss_after_imports_kb": rss0.get("VmRSS", peak0),
+        "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "maxrss_after_imports_kb": peak0,
+        "maxrss_kb": peak,
+        "rss_end": rss_end,
+        "cache_pages_used": cache_len,
+        "profile": report,
+    }
+
+
+def _match_in_subprocess(job: MatcherJob) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        return pool.apply(run_matcher, (job,))
+
+
+# -- one size ----------------------------------------------------------------------------------
+
+
+def _build(
+    path: str, w: Workload, n: int, args: argparse.Namespace, settings: dict[str, int]
+) -> dict[str, Any]:
+    """Insert the first n subscriptions online, within the time budget."""
+    budget = args.build_minutes * 60.0
+    idx = Index.open(path, schema=w.schema, settings=settings)
+    t0 = time.perf_counter()
+    done = 0
+    marks: list[tuple[float, int]] = [(0.0, 0)]
+    last_log = 0.0
+    stopped = False
+    try:
+        while done < n:
+            batch = w.subs[done : min(n, done + args.batch)]
+            idx.subscribe_many(batch)
+            done += len(batch)
+            now = time.perf_counter() - t0
+            marks.append((now, done))
+            if now - last_log > 10 or done == n:
+                last_log = now
+                rate = done / now
+                _log(f"n={n:,}: built {done:,}/{n:,} in {now:.0f}s ({rate:,.0f}/s)")
+            if now > budget and done < n:
+                stopped = True
+                break
+        seconds = time.perf_counter() - t0
+        size = idx.store.size_on_disk()
+        built = len(idx)
+    finally:
+        idx.close()
+    if built != done:
+        raise AgreementError(f"n={n}: the store holds {built} subscriptions, {done} were inserted")
+    row: dict[str, Any] = {
+        "n_built": done,
+        "build_complete": not stopped,
+        "build_s": seconds,
+        "subs_per_s": done / seconds,
+        "bytes_on_disk": size,
+        "bytes_per_sub": size / done,
+        "build_s_extrapolated": None,
+    }
+    if stopped:
+        t_a, n_a = marks[max(0, len(marks) - 1 - RATE_WINDOW)]
+        t_b, n_b = marks[-1]
+        recent = (n_b - n_a) / (t_b - t_a)
+        row["recent_subs_per_s"] = recent
+        row["build_s_extrapolated"] = seconds + (n - done) / recent
+        _log(
+            f"n={n:,}: build budget of {args.build_minutes} min spent at {done:,} subscriptions; "
+            f"EXTRAPOLATED time for all {n:,}: {row['build_s_extrapolated'] / 60:.0f} min "
+            f"(at the last {RATE_WINDOW} batches' {recent:,.0f}/s)"
+        )
+    return row
+
+
+def _check_agreement(n: int, events: list[dict[str, Any]], got: dict[str, list[list[Any]]]) -> int:
+    """Every method returned the same id set on each of the first events; raise if not."""
+    names = list(got)
+    k = min(len(v) for v in got.values())
+    for i in range(k):
+        ref = set(got[names[0]][i])
+        if len(ref) != len(got[names[0]][i]):
+            raise AgreementError(f"n={n}, event {i}: {names[0]} repeats an id")
+        for name in names[1:]:
+            other = got[name][i]
+            if set(other) != ref or len(set(other)) != len(other):
+                missing = sorted(ref - set(other))[:10]
+                extra = sorted(set(other) - ref)[:10]
+                raise AgreementError(
+                    f"n={n}, event {i} {json.dumps(events[i])}: {name} returned {len(other)} ids, "
+                    f"{names[0]} {len(ref)}; missing {missing}, extra {extra} (first 10)",
+                    "run the differential tests: pytest tests/test_index_differential.py",
+                )
+    return k
+
+
+def run_size(
+    n: int,
+    w: Workload,
+    compiled: Compiled,
+    args: argparse.Namespace,
+    settings: dict[str, int],
+    profile: bool,
+) -> tuple[dict[str, Any], str | None]:
+    """Every measurement of one size: the result row and the profile text (if asked)."""
+    row: dict[str, Any] = {"n": n}
+    schema = compiled.schema
+    events = w.events
+    values = [schema.validate_event(e) for e in events]
+    keep = min(CHECKED_EVENTS, len(events))
+    with tempfile.TemporaryDirectory(prefix="bexdb-bench-match-", dir=args.store_dir) as path:
+        _log(f"n={n:,}: building the store online ({args.batch} per subscribe_many)")
+        row.update(_build(path, w, n, args, settings))
+        nb = row["n_built"]
+
+        _log(f"n={n:,}: matching {len(events)} events x2 in a read-only matcher process")
+        job = MatcherJob(path, events, keep, args.cache_pages, profile)
+        res = _match_in_subprocess(job)
+
+    first, warm = res["passes"]
+    ms = np.array(warm["ms"])
+    row.update(
+        {
+            "events": len(events),
+            "bexdb_ms": _stats(ms),
+            "bexdb_first_pass_ms": _stats(np.array(first["ms"])),
+            "candidates_mean": float(np.mean(warm["candidates"])),
+            "pages_mean": float(np.mean(warm["pages"])),
+            "matches_mean": float(np.mean(warm["matches"])),
+            "match_rate": float(np.mean(warm["matches"])) / nb,
+            "warm_cache_hits": warm["cache_hits"],
+            "warm_cache_misses": warm["cache_misses"],
+            "first_pass_cache_misses": first["cache_misses"],
+            "cache_pages": args.cache_pages,
+            "cache_pages_used": res["cache_pages_used"],
+            "matcher_rss_after_imports_mb": res["rss_after_imports_kb"] / 1024,
+            "matcher_peak_rss_mb": res["maxrss_kb"] / 1024,
+            "matcher_peak_growth_mb": (res["maxrss_kb"] - res["rss_after_imports_kb"]) / 1024,
+            "matcher_ru_maxrss_mb": res["ru_maxrss_kb"] / 1024,
+            "matcher_rss_end_anon_mb": res["rss_end"].get("RssAnon", 0) / 1024,
+            "matcher_rss_end_file_mb": res["rss_end"].get("RssFile", 0) / 1024,
+        }
+    )
+
+    if len(compiled.ids) < nb:
+        _log(f"n={n:,}: compiling subscriptions {len(compiled.ids):,}..{nb:,} for the baselines")
+        t0 = time.perf_counter()
+        compiled.extend(w.subs[len(compiled.ids) : nb])
+        row["compile_s"] = time.perf_counter() - t0
+
+    _log(f"n={n:,}: counting baseline (build, then {len(events)} events)")
+    t0 = time.perf_counter()
+    counting = Counting(compiled, nb)
+    row["counting_build_s"] = time.perf_counter() - t0
+    row["counting_atoms"] = counting.n_atoms
+    row["counting_clauses"] = len(counting.sizes)
+    c_ms = np.empty(len(values))
+    c_kept: list[list[Any]] = []
+    c_found = np.empty(len(values))
+    gc.collect()
+    clock = time.perf_counter_ns
+    for i, v in enumerate(values):
+        t0n = clock()
+        ids = counting.match(v)
+        c_ms[i] = (clock() - t0n) / 1e6
+        c_found[i] = len(ids)
+        if i < keep:
+            c_kept.append(ids)
+
+    _log(f"n={n:,}: SCAN baseline (up to {args.scan_seconds:.0f}s, at least {keep} events)")
+    s_ms: list[float] = []
+    s_kept: list[list[Any]] = []
+    spent = 0.0
+    gc.collect()
+    for i, v in enumerate(values):
+        if i >= keep and spent > args.scan_seconds:
+            break
+        t0n = clock()
+        ids = scan(compiled, nb, v)
+        dt = (clock() - t0n) / 1e6
+        s_ms.append(dt)
+        spent += dt / 1000
+        if i < keep:
+            s_kept.append(ids)
+    scan_ms = np.array(s_ms)
+    k = len(scan_ms)
+
+    got = {
+        "bexdb": warm["kept"],
+        "bexdb (first pass)": first["kept"],
+        "counting": c_kept,
+        "SCAN": s_kept,
+    }
+    row["agreement_checked"] = _check_agreement(n, events, got)
+    row["agreement_passed"] = True
+    if not np.array_equal(c_found, np.array(warm["matches"])):
+        raise AgreementError(f"n={n}: counting and bexdb differ in match counts on some event")
+
+    row.update(
+        {
+            "counting_ms": _stats(c_ms),
+            "scan_events": k,
+            "scan_ms": _stats(scan_ms),
+            "bexdb_ms_scan_events": _stats(ms[:k]),
+            "ratio_counting": float(c_ms.mean() / ms.mean()),
+            "ratio_scan": float(scan_ms.mean() / ms[:k].mean()) if k else float("nan"),
+        }
+    )
+    return row, res["profile"]
+
+
+# -- reporting -----------------------------------------------------------------------------------
+
+
+def _n_cell(r: dict[str, Any]) -> str:
+    return f"{r['n']:,}" if r["build_complete"] else f"{r['n_built']:,} of {r['n']:,}*"
+
+
+def _build_cell(r: dict[str, Any]) -> str:
+    if r["build_complete"]:
+        return f"{r['build_s']:,.1f}"
+    return f"{r['build_s']:,.0f} (~{r['build_s_extrapolated']:,.0f} EXTRAPOLATED)"
+
+
+_COLUMNS = (
+    ("subs", "{}", _n_cell),
+    ("build s", "{}", _build_cell),
+    ("subs/s", "{:,.0f}", lambda r: r["subs_per_s"]),
+    ("B/sub", "{:,.0f}", lambda r: r["bytes_per_sub"]),
+    ("bexdb ms", "{:.2f}", lambda r: r["bexdb_ms"]["mean"]),
+    ("p50", "{:.2f}", lambda r: r["bexdb_ms"]["p50"]),
+    ("p99", "{:.2f}", lambda r: r["bexdb_ms"]["p99"]),
+    ("1st pass", "{:.2f}", lambda r: r["bexdb_first_pass_ms"]["mean"]),
+    ("cands", "{:,.0f}", lambda r: r["candidates_mean"]),
+    ("pages", "{:,.0f}", lambda r: r["pages_mean"]),
+    ("matches", "{:,.0f}", lambda r: r["matches_mean"]),
+    ("rate", "{:.2%}", lambda r: r["match_rate"]),
+    ("RSS+ MB", "{:,.0f}", lambda r: r["matcher_peak_growth_mb"]),
+    ("counting ms", "{:.2f}", lambda r: r["counting_ms"]["mean"]),
+    ("cnt/bexdb", "{:.2f}x", lambda r: r["ratio_counting"]),
+    ("SCAN ms", "{:,.1f}", lambda r: r["scan_ms"]["mean"]),
+    ("SCAN ev", "{}", lambda r: r["scan_events"]),
+    ("SCAN/bexdb", "{:.1f}x", lambda r: r["ratio_scan"]),
+)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table, one row per size."""
+    cells = [[fmt.format(get(r)) for _, fmt, get in _COLUMNS] for r in rows]
+    heads = [name for name, _, _ in _COLUMNS]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    lines = [
+        "| " + " | ".join(h.rjust(wd) for h, wd in zip(heads, widths, strict=True)) + " |",
+        "|" + "|".join("-" * (wd + 1) + ":" for wd in widths) + "|",
+    ]
+    for c in cells:
+        lines.append("| " + " | ".join(x.rjust(wd) for x, wd in zip(c, widths, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def _machine() -> dict[str, Any]:
+    versions: dict[str, str | None] = {}
+    for dist in ("numpy", "lmdb", "msgpack", "pyroaring"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "versions": versions,
+    }
+
+
+def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = [r["n_built"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label, style in (
+        ("bexdb_ms", "bexdb (warm page cache, own process)", "o-"),
+        ("counting_ms", "counting (in memory, numpy)", "s-"),
+        ("scan_ms", "SCAN (in memory, first events)", "^-"),
+    ):
+        (line,) = ax.plot(ns, [r[key]["mean"] for r in rows], style, label=label)
+        ax.plot(ns, [r[key]["p99"] for r in rows], ":", color=line.get_color(), alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("subscriptions")
+    ax.set_ylabel("ms per event (mean; dotted: p99)")
+    ax.set_title("Matching BEGen events (~1% match rate)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "match_ms.png", dpi=120)
+    plt.close(fig)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("sizes must be positive integers")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``bexdb bench match``."""
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=[10_000, 100_000, 1_000_000],
+        help="comma-separated subscription counts (default 10000,100000,1000000)",
+    )
+    parser.add_argument("--events", type=_positive, default=1000, help="events (default 1000)")
+    parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    parser.add_argument("--dims", type=int, default=400, help="BEGen attributes (400)")
+    parser.add_argument("--card", type=int, default=48, help="BEGen values per attribute (48)")
+    parser.add_argument("--bases", type=int, default=25, help="BEGen base events (25)")
+    parser.add_argument("--zipf", type=float, default=0.0, help="BEGen Zipf skew (0)")
+    parser.add_argument("--eq-share", type=float, default=0.3, help="BEGen = share (0.3)")
+    parser.add_argument("--out", default="bench-results/match", help="results directory")
+    parser.add_argument(
+        "--batch", type=_positive, default=2000, help="subscriptions per subscribe_many"
+    )
+    parser.add_argument("--max-cap", type=_positive, default=DEFAULTS["max_cap"])
+    parser.add_argument("--min-size", type=_positive, default=DEFAULTS["min_size"])
+    parser.add_argument(
+        "--cache-pages",
+        type=_positive,
+        default=DEFAULT_CACHE_PAGES,
+        help=f"matcher page cache (default {DEFAULT_CACHE_PAGES}, the store default)",
+    )
+    parser.add_argument(
+        "--build-minutes",
+        type=float,
+        default=20.0,
+        help="stop an online build after this long and extrapolate (default 20)",
+    )
+    parser.add_argument(
+        "--scan-seconds",
+        type=float,
+        default=60.0,
+        help=f"time SCAN on the first events for this long (at least {MIN_SCAN_EVENTS})",
+    )
+    parser.add_argument("--store-dir", default=None, help="where the temporary stores go")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"cProfile bexdb matching at n={PROFILE_SIZE} (else the largest size)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes: list[int] = sorted(args.sizes)
+    settings = {"max_cap": args.max_cap, "min_size": args.min_size}
+    profile_size = PROFILE_SIZE if PROFILE_SIZE in sizes else max(sizes)
+    _log(f"generating the BEGen workload ({max(sizes):,} subscriptions, {args.events} events)")
+    w = make_workload(
+        subs=max(sizes),
+        events=args.events,
+        seed=args.seed,
+        dims=args.dims,
+        card=args.card,
+        bases=args.bases,
+        zipf=args.zipf,
+        eq_share=args.eq_share,
+    )
+    s = w.summary
+    _log(
+        f"workload: scale {s['scale']:.4f}, match rate {s.get('sample_rate', float('nan')):.3%} "
+        f"on a {s.get('sample')} sample"
+    )
+    results: dict[str, Any] = {
+        "benchmark": "match",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": _machine(),
+        "settings": {
+            "sizes": sizes,
+            "events": args.events,
+            "batch": args.batch,
+            "index_settings": settings,
+            "cache_pages": args.cache_pages,
+            "build_minutes": args.build_minutes,
+            "scan_seconds": args.scan_seconds,
+            "checked_events": CHECKED_EVENTS,
+        },
+        "workload": {k: v for k, v in s.items() if k != "seconds"},
+        "notes": [
+            "bexdb: own process (spawn), store opened read-only, Index.match per event incl. "
+            "validation; figures from the second (warm) pass; first pass: empty page cache, "
+            "OS page cache warm",
+            "matcher memory: peak RSS (VmHWM; ru_maxrss is inherited from the parent across "
+            "fork+exec) minus RSS after imports; includes LMDB file pages mapped in (shared, "
+            "file-backed: see matcher_rss_end_file_mb)",
+            "SCAN: first events until scan_seconds spent; its ratio uses bexdb's mean on the "
+            "same events",
+            "counting: in memory, per-attribute sorted constants + searchsorted (phase 1), "
+            "CSR inverted index + bincount (phase 2)",
+            "a row with build_complete false was measured on n_built subscriptions; "
+            "build_s_extrapolated is an EXTRAPOLATION, not a measurement",
+        ],
+        "rows": [],
+        "agreement": {"passed": None, "events_checked": 0},
+    }
+    rows: list[dict[str, Any]] = results["rows"]
+    compiled = Compiled(Schema.from_json(w.schema))
+    for n in sizes:
+        row, report = run_size(n, w, compiled, args, settings, args.profile and n == profile_size)
+        rows.append(row)
+        results["agreement"] = {
+            "passed": all(r["agreement_passed"] for r in rows),
+            "events_checked": sum(r["agreement_checked"] for r in rows),
+        }
+        if report is not None:
+            results["profile"] = {"n": row["n_built"], "report": report}
+            (out / "profile.txt").write_text(report)
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        _plot(out, rows)
+        _log(
+            f"n={n:,}: done; bexdb {row['bexdb_ms']['mean']:.2f} ms/event, counting "
+            f"{row['ratio_counting']:.2f}x, SCAN {row['ratio_scan']:.1f}x"
+        )
+        if report is not None:
+            print(f"cProfile of bexdb matching, n={row['n_built']:,} (warm, {args.events} events):")
+            print(report)
+    print(format_table(rows))
+    print(
+        f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events, "
+        f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
+        f"bexdb: warm pass in a read-only matcher process (1st pass: empty page cache); "
+        f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean.  "
+        f"Results and plot in {out}/"
+    )
+    if any(not r["build_complete"] for r in rows):
+        print(
+            f"* build stopped after {args.build_minutes:g} min; the row was measured on the "
+            "subscriptions built, and the build time for all n is EXTRAPOLATED (not measured)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="bexdb bench match", description=__doc__.splitlines()[0])
+    add_arguments(_parser)
+    try:
+        sys.exit(main(_parser.parse_args()))
+    except BexdbError as _exc:
+        print(f"bexdb: {_exc}", file=sys.stderr)
+        sys.exit(1)
