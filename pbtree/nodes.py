@@ -160,27 +160,26 @@ class LeafNode:
         self.nep.insert(i, nep)
 
     def delete_item(self, i: int) -> None:
-        for column in (self.keys, self.eq, self.bound, self.gtp, self.ltp, self.nep):
+        for column in self._columns():
             del column[i]
 
     def cut(self, i: int) -> tuple[list[Any], ...]:
         """Remove and return items ``i:`` column by column (for splits and merges)."""
-        columns = (self.keys, self.eq, self.bound, self.gtp, self.ltp, self.nep)
+        columns = self._columns()
         out = tuple(column[i:] for column in columns)
         for column in columns:
             del column[i:]
         return out
 
+    def _columns(self) -> tuple[list[Any], ...]:
+        return (self.keys, self.eq, self.bound, self.gtp, self.ltp, self.nep)
+
     def extend(self, columns: tuple[list[Any], ...]) -> None:
-        for mine, theirs in zip(
-            (self.keys, self.eq, self.bound, self.gtp, self.ltp, self.nep), columns, strict=True
-        ):
+        for mine, theirs in zip(self._columns(), columns, strict=True):
             mine.extend(theirs)
 
     def prepend(self, columns: tuple[list[Any], ...]) -> None:
-        for mine, theirs in zip(
-            (self.keys, self.eq, self.bound, self.gtp, self.ltp, self.nep), columns, strict=True
-        ):
+        for mine, theirs in zip(self._columns(), columns, strict=True):
             mine[:0] = theirs
 
     def sidset(self, i: int) -> np.ndarray:
