@@ -39,10 +39,14 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     errors: list[str] = []
     rec = txn.get_obj(b"bexdb", b"index")
     subs = {codec.decode_u64(key): codec.decode_value(value) for key, value in txn.scan(b"sub")}
+    atoms = {
+        codec.decode_u64(key): atom_from_tuple(codec.decode_value(value))
+        for key, value in txn.scan(b"aid")
+    }
     places = {
-        (sid << 16 | k): {attr: (lo, hi) for attr, lo, hi in sub[3][k]}
+        (sid << 16 | k): index.places(tuple(atoms[a] for a in ids if a and a in atoms))
         for sid, sub in subs.items()
-        for k in range(len(sub[2]))
+        for k, ids in enumerate(sub[2])
     }
     found = _check_tree(index, txn, rec, places, errors)
     _check_catalog(index, txn, rec, subs, found, errors)
@@ -185,7 +189,7 @@ def _check_catalog(
         errors.append(f"root record counts {rec['subs']} subscriptions, found {len(subs)}")
     uses: Counter[int] = Counter()
     expected: set[int] = set()
-    for sid, (ext, _, clauses, _) in subs.items():
+    for sid, (ext, _, clauses) in subs.items():
         ext_sid = txn.get(b"ext", codec.encode_id(ext))
         if ext_sid is None or codec.decode_u64(ext_sid) != sid:
             errors.append(f"subscription {ext!r}: id map does not lead to internal id {sid}")

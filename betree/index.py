@@ -6,8 +6,8 @@ Records (namespaces of the store's ``records`` table):
   ``max_clauses``, the next subscription and atom ids, the subscription count;
   ``bexdb/schema`` the schema document (SPEC sec. 2).
 * ``ext``    external id key (:func:`storage.codec.encode_id`) -> internal id (u64).
-* ``sub``    internal id -> ``[external id, expression, clauses, places]``: each clause's
-  atom ids and its places (``[[attr, lo, hi], ...]``, see :mod:`betree.tree`).
+* ``sub``    internal id -> ``[external id, expression, clauses]``: each clause's atom
+  ids.  A clause's places (:mod:`betree.tree`) are derived from its atoms when needed.
 * ``home``   clause id (``sid << 16 | k``) -> the c-node page whose l-node holds it.
 * ``atom``   canonical atom (msgpack of ``Atom.as_tuple()``) -> ``[atom id, refcount]``;
   ``aid`` atom id -> canonical atom.  Equal atoms share one id (interning).
@@ -343,10 +343,21 @@ class _Writer:
         self.trees: dict[str, PBTree] = {}
         self.tree = BETree(txn, self.rec, places=self._places, hint=self._hint, moved=self._moved)
         self.direct: dict[str, list[list[Any]]] = {}
+        self.atoms: dict[int, Atom] = {}
 
     def _places(self, cid: int) -> Places:
         sub = self.txn.get_obj(b"sub", codec.encode_u64(cid >> _CLAUSE_BITS))
-        return {attr: (lo, hi) for attr, lo, hi in sub[3][cid & 0xFFFF]}
+        return self.index.places(tuple(self.atom(aid) for aid in sub[2][cid & 0xFFFF] if aid))
+
+    def atom(self, aid: int) -> Atom:
+        """The atom with id ``aid`` (cached for the transaction)."""
+        atom = self.atoms.get(aid)
+        if atom is None:
+            key = self.txn.get(b"aid", codec.encode_u64(aid))
+            if key is None:
+                raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
+            atom = self.atoms[aid] = atom_from_tuple(codec.decode_value(key))
+        return atom
 
     def _hint(self, attr: str) -> tuple[int, int]:
         return self.index._hints[attr]
@@ -369,8 +380,10 @@ class _Writer:
         found = self.txn.get_obj(b"atom", key)
         if found is not None:
             self.txn.put_obj(b"atom", key, [found[0], found[1] + 1])
+            self.atoms[found[0]] = atom
             return int(found[0])
         aid = self.rec["next_atom"]
+        self.atoms[aid] = atom
         self.rec["next_atom"] = aid + 1
         self.txn.put_obj(b"atom", key, [aid, 1])
         self.txn.put(b"aid", codec.encode_u64(aid), key)
@@ -407,9 +420,8 @@ class _Writer:
         self.rec["next_sid"] = sid + 1
         atom_ids = [[self.intern(atom) for atom in clause] or [0] for clause in clauses]
         places = [self.index.places(clause) for clause in clauses]
-        stored_places = [[[a, lo, hi] for a, (lo, hi) in p.items()] for p in places]
         sid_key = codec.encode_u64(sid)
-        self.txn.put_obj(b"sub", sid_key, [ident, expr, atom_ids, stored_places])
+        self.txn.put_obj(b"sub", sid_key, [ident, expr, atom_ids])
         self.txn.put(b"ext", codec.encode_id(ident), sid_key)
         for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
             self.tree.insert((clause_id(sid, k), ident, ids), place)
@@ -422,7 +434,7 @@ class _Writer:
         if sid_key is None:
             return False
         sid = codec.decode_u64(sid_key)
-        _, _, atom_ids, _ = self.txn.get_obj(b"sub", sid_key)
+        _, _, atom_ids = self.txn.get_obj(b"sub", sid_key)
         for k, ids in enumerate(atom_ids):
             cid = clause_id(sid, k)
             home_key = codec.encode_u64(cid)
