@@ -127,12 +127,12 @@ def _check_tree(
             lpage: LNodePage | None = load(cur, LNodePage, "l-node page")
             if lpage is None:
                 break
-            cids, exts, starts, atoms = lpage.arrays()
-            if not len(exts):
+            clauses = lpage.clauses()
+            if not clauses:
                 err(cur, "empty l-node page left in a chain")
-            bounds = [*starts.tolist(), len(atoms)]
-            for i, (cid, ext) in enumerate(zip(cids.tolist(), exts, strict=True)):
-                ids = atoms[bounds[i] : bounds[i + 1]].tolist()
+            for cid, ext, ids in clauses:
+                if not ids:
+                    err(cur, f"clause {cid} has no atoms (atom 0 stands for none)")
                 if cid in found:
                     err(cur, f"clause {cid} stored twice (also at c-node {found[cid][0]})")
                 found[cid] = (node.page, ext, ids)
@@ -141,7 +141,7 @@ def _check_tree(
                     err(cur, f"clause {cid} of {ext!r} belongs to no subscription")
                     continue
                 _check_place(node, cid, place, used)
-            count += len(exts)
+            count += len(clauses)
             cur = lpage.next
         if count != node.size:
             err(node.page, f"l-node size {node.size}, but its pages hold {count} clauses")

@@ -19,11 +19,13 @@ the c-node of one c-directory bucket (seed 000, Fig. 2)::
 ``betree.lnode`` (kind 4, version 1) — one page of an l-node; an l-node larger than one
 page spills into a chain of them, read on demand::
 
-    [next, cids: bytes u64 x n, exts: list, starts: bytes u32 x n, atoms: bytes u32]
+    [next, cids: bytes u64 x n, exts: list, lens: bytes u32 x n, atoms: bytes u32]
 
     clause i has internal id cids[i] = subscription id << 16 | clause number, external
-    subscription id exts[i], and predicate (atom) ids atoms[starts[i]:starts[i+1]] — never
-    empty (the always-true atom 0 stands for an empty conjunction).
+    subscription id exts[i], and the lens[i] predicate (atom) ids that follow those of
+    clause i-1 in atoms — never empty (the always-true atom 0 stands for an empty
+    conjunction).  Lengths rather than offsets, so that the pages an event visits can be
+    concatenated and checked in one vectorised pass.
 """
 
 from __future__ import annotations
@@ -151,47 +153,50 @@ class LNodePage:
 
     @classmethod
     def from_fields(cls, page: int, fields: list[Any]) -> LNodePage:
-        nxt, cids, exts, starts, atoms = fields
+        nxt, cids, exts, lens, atoms = fields
         node = cls(page, nxt)
         node._entries = None
         node._arrays = (
             unpack_u64(cids),
             exts,
-            unpack_u32(starts).astype(np.intp),
+            unpack_u32(lens).astype(np.intp),
             unpack_u32(atoms),
         )
-        node.nbytes = len(cids) + len(starts) + len(atoms) + 10 * len(exts)
+        node.nbytes = len(cids) + len(lens) + len(atoms) + 10 * len(exts)
         return node
 
     def to_fields(self) -> list[Any]:
-        cids, exts, starts, atoms = self.arrays()
-        return [self.next, cids.tobytes(), exts, pack_u32(starts), atoms.tobytes()]
+        cids, exts, lens, atoms = self.arrays()
+        return [self.next, cids.tobytes(), exts, pack_u32(lens), atoms.tobytes()]
 
     def arrays(self) -> tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]:
-        """``(cids u64, exts, starts, atoms u32)`` for vectorised matching."""
+        """``(cids u64, exts, lens, atoms u32)`` for vectorised matching."""
         if self._arrays is None:
             entries = self._entries or []
             cids = np.array([e[0] for e in entries], dtype=np.uint64)
             exts = [e[1] for e in entries]
-            lengths = [len(e[2]) for e in entries]
-            starts = np.zeros(len(entries), dtype=np.intp)
-            if entries:
-                np.cumsum(lengths[:-1], out=starts[1:])
-            flat = [a for e in entries for a in e[2]]
-            atoms = np.array(flat, dtype=np.uint32)
-            self._arrays = (cids, exts, starts, atoms)
+            lens = np.array([len(e[2]) for e in entries], dtype=np.intp)
+            atoms = np.array([a for e in entries for a in e[2]], dtype=np.uint32)
+            self._arrays = (cids, exts, lens, atoms)
         return self._arrays
+
+    def clauses(self) -> list[Entry]:
+        """The clauses of the page as ``(cid, ext, atom ids)``, without changing it."""
+        if self._entries is not None:
+            return list(self._entries)
+        cids, exts, lens, atoms = self.arrays()
+        flat = atoms.tolist()
+        out: list[Entry] = []
+        at = 0
+        for cid, ext, n in zip(cids.tolist(), exts, lens.tolist(), strict=True):
+            out.append((cid, ext, flat[at : at + n]))
+            at += n
+        return out
 
     def entries(self) -> list[Entry]:
         """The clauses of the page, for mutation (invalidates :meth:`arrays`)."""
         if self._entries is None:
-            cids, exts, starts, atoms = self.arrays()
-            bounds = [*starts.tolist(), len(atoms)]
-            flat = atoms.tolist()
-            self._entries = [
-                (cid, ext, flat[bounds[i] : bounds[i + 1]])
-                for i, (cid, ext) in enumerate(zip(cids.tolist(), exts, strict=True))
-            ]
+            self._entries = self.clauses()
         self._arrays = None
         return self._entries
 
