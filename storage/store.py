@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -395,6 +396,48 @@ class Store:
     def size_on_disk(self) -> int:
         """Bytes of the data file."""
         return os.path.getsize(os.path.join(self.path, "data.mdb"))
+
+    def copy_compact(self, path: str | os.PathLike[str], batch: int = 65536) -> int:
+        """Write a compacted copy of the store into the new directory ``path``.
+
+        Every table is rewritten in key order with LMDB's append mode, so B-tree pages
+        come out full and no free pages are carried over (LMDB's own compacting copy
+        keeps the half-full pages that sequential inserts leave behind).  Reads one
+        snapshot; other readers and the writer carry on.  Returns the new file's bytes.
+
+        Cost: one cursor pass per table; MEASURED.md puts sorted appends at 0.3–3 M
+        entries/s depending on value size.
+        """
+        target = Path(path)
+        if (target / "data.mdb").exists():
+            raise StoreError(f"{target} already holds a store")
+        target.mkdir(parents=True, exist_ok=True)
+        size = max(self.env.info()["map_size"], 1 << 30)
+        try:
+            dst = lmdb.open(str(target), map_size=size, max_dbs=4, sync=False, readahead=False)
+        except lmdb.Error as exc:
+            raise _lmdb_error(exc, str(target)) from exc
+        try:
+            with self.env.begin(buffers=True) as src:
+                for name, db in (
+                    (b"meta", self._meta),
+                    (b"pages", self._pages),
+                    (b"records", self._records),
+                ):
+                    out_db = dst.open_db(name)
+                    items = src.cursor(db=db).iternext()
+                    while True:
+                        chunk = [(bytes(k), bytes(v)) for k, v in islice(items, batch)]
+                        if not chunk:
+                            break
+                        with dst.begin(write=True, db=out_db) as txn:
+                            txn.cursor().putmulti(chunk, append=True)
+            dst.sync(True)
+        except lmdb.Error as exc:
+            raise _lmdb_error(exc, str(target)) from exc
+        finally:
+            dst.close()
+        return os.path.getsize(target / "data.mdb")
 
     def sync(self) -> None:
         """Force commits made with ``sync=False`` to disk."""

@@ -202,3 +202,23 @@ def test_store_is_a_context_manager(path: str) -> None:
     with open_store(path) as store:
         assert store.size_on_disk() > 0
         assert store.stat()["psize"] >= 4096
+
+
+def test_compacting_copy_keeps_everything_and_shrinks(path: str) -> None:
+    with open_store(path) as store:
+        for batch in range(20):
+            with store.write() as txn:
+                tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
+                for i in range(50):
+                    tree.insert("<", batch * 50 + i, i)
+                    txn.put(b"r", codec.encode_u64(batch * 50 + i), b"v" * 40)
+        copy = path + "-copy"
+        size = store.copy_compact(copy)
+        assert size < store.size_on_disk()
+        with pytest.raises(StoreError, match="already holds a store"):
+            store.copy_compact(copy)
+        with store.read() as txn:
+            want = list(txn.scan(b"r")), set(PBTree(txn, "a").search(-1))
+    with open_store(copy, readonly=True) as store, store.read() as txn:
+        assert (list(txn.scan(b"r")), set(PBTree(txn, "a").search(-1))) == want
+        PBTree(txn, "a").check()
