@@ -69,6 +69,22 @@ def clause_id(sid: int, k: int) -> int:
     return sid << _CLAUSE_BITS | k
 
 
+def load_atom(txn: ReadTxn, aid: int) -> Atom:
+    """The atom with id ``aid`` from the catalog."""
+    key = txn.get(b"aid", codec.encode_u64(aid))
+    if key is None:
+        raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
+    return atom_from_tuple(codec.decode_value(key))
+
+
+def load_home(txn: ReadTxn, cid: int) -> int:
+    """The c-node page whose l-node holds clause ``cid``."""
+    home = txn.get(b"home", codec.encode_u64(cid))
+    if home is None:
+        raise StoreError(f"clause {cid} has no home record", "run `bexdb verify`")
+    return codec.decode_u64(home)
+
+
 class Index:
     """A subscription index in a store directory.
 
@@ -243,6 +259,7 @@ class Index:
         types = self._types
         for attr, value in values.items():
             kind = types[attr]
+            coords[attr] = self._coord(kind, value)
             if kind in _SCALAR:
                 record = trees.get(attr)
                 if record is not None:
@@ -251,11 +268,6 @@ class Index:
                     if len(ids):
                         sat[ids] = True
                     pages += pbtree.pages_read
-                coords[attr] = grid.coord(kind, value)
-            elif kind == "bool":
-                coords[attr] = int(bool(value))
-            else:
-                coords[attr] = 0
         for attr, atoms in snap["direct"].items():
             if attr in values:
                 for aid, atom in atoms:
@@ -288,6 +300,89 @@ class Index:
         snap = {"rec": rec, "next_atom": rec["next_atom"], "trees": trees, "direct": direct}
         self._snapshot = (txn.gen, snap)
         return snap
+
+    # -- explaining ----------------------------------------------------------------------
+
+    def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
+        """Why subscription ``ident`` does or does not match ``event``.
+
+        For each clause: every atom with the event value it saw and its truth value; then
+        the index path — from the root, each p-node and c-directory bucket down to the
+        c-node whose l-node holds the clause — and where this event's traversal would be
+        pruned (an attribute the event does not define, or a value outside the bucket).
+        """
+        values = self.schema.validate_event(event)
+        with self.store.read() as txn:
+            sid = txn.get(b"ext", codec.encode_id(ident))
+            if sid is None:
+                raise InvalidInput(f"no subscription {ident!r}")
+            _, expr, clause_ids = txn.get_obj(b"sub", sid)
+            rec = txn.get_obj(NS, b"index")
+            tree = BETree(txn, rec)
+            clauses = []
+            for k, ids in enumerate(clause_ids):
+                atoms = []
+                for aid in ids:
+                    if not aid:
+                        atoms.append({"atom": "true", "holds": True})
+                        continue
+                    atom = load_atom(txn, aid)
+                    atoms.append(
+                        {
+                            "atom": atom.to_expr(),
+                            "attribute": atom.attr,
+                            "value": values.get(atom.attr),
+                            "holds": atom.holds(values),
+                        }
+                    )
+                home = load_home(txn, clause_id(codec.decode_u64(sid), k))
+                path = self._path(tree, home, values)
+                clauses.append(
+                    {
+                        "atoms": atoms,
+                        "holds": all(a["holds"] for a in atoms),
+                        "home": home,
+                        "path": path,
+                        "reached": all(step["reached"] for step in path),
+                    }
+                )
+        return {
+            "id": ident,
+            "expression": expr,
+            "matches": any(c["holds"] for c in clauses),
+            "clauses": clauses,
+        }
+
+    def _path(self, tree: BETree, home: int, values: Mapping[str, object]) -> list[dict[str, Any]]:
+        """The c-directory buckets from the root down to ``home``, each reached or not."""
+        steps = []
+        page = home
+        while True:
+            node = tree.node(page)
+            if node.attr is None:
+                break
+            kind = self._types[node.attr]
+            defined = node.attr in values
+            x = self._coord(kind, values[node.attr]) if defined else None
+            reached = defined and (node.top or node.lo <= x <= node.hi)  # type: ignore[operator]
+            why = None if reached else ("undefined" if not defined else "value outside bucket")
+            steps.append(
+                {
+                    "attribute": node.attr,
+                    "bucket": "top" if node.top else [node.lo, node.hi],
+                    "c_node": node.page,
+                    "reached": reached,
+                    "pruned": why,
+                }
+            )
+            page = node.parent
+        steps.reverse()
+        return steps
+
+    def _coord(self, kind: str, value: object) -> int:
+        if kind in _SCALAR:
+            return grid.coord(kind, value)
+        return int(bool(value)) if kind == "bool" else 0
 
     # -- places ---------------------------------------------------------------------------
 
@@ -379,10 +474,7 @@ class _Writer:
         """The atom with id ``aid`` (cached for the transaction)."""
         atom = self.atoms.get(aid)
         if atom is None:
-            key = self.txn.get(b"aid", codec.encode_u64(aid))
-            if key is None:
-                raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
-            atom = self.atoms[aid] = atom_from_tuple(codec.decode_value(key))
+            atom = self.atoms[aid] = load_atom(self.txn, aid)
         return atom
 
     def _hint(self, attr: str) -> tuple[int, int]:

@@ -1,0 +1,49 @@
+"""``Index.explain`` agrees with matching and shows the index path."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from betree.index import Index
+from storage.errors import InvalidInput
+from tests.workload import SCHEMA, event, expression
+
+
+def test_explain_agrees_with_match(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        subs = {i: expression(rng) for i in range(150)}
+        idx.subscribe_many(list(subs.items()))
+        for _ in range(40):
+            ev = event(rng)
+            matched = set(idx.match(ev))
+            for ident in rng.sample(sorted(subs), 10):
+                why = idx.explain(ident, ev)
+                assert why["matches"] == (ident in matched)
+                assert why["expression"] == subs[ident]
+                for clause in why["clauses"]:
+                    # a clause that holds is always reached by the traversal
+                    if clause["holds"]:
+                        assert clause["reached"]
+                    for step in clause["path"]:
+                        assert step["reached"] == (step["pruned"] is None)
+
+
+def test_explain_names_values_and_pruning(tmp_path: Path) -> None:
+    schema = {"attributes": {"price": {"type": "int", "min": 0, "max": 100}}}
+    with Index.open(tmp_path / "s", schema=schema, settings={"max_cap": 1, "min_size": 1}) as idx:
+        idx.subscribe_many([(i, f"price between {i} and {i + 1}") for i in range(0, 100, 10)])
+        why = idx.explain(60, {"price": 7})
+        atoms = why["clauses"][0]["atoms"]
+        assert {a["atom"] for a in atoms} == {"price >= 60", "price <= 61"}
+        assert all(a["value"] == 7 for a in atoms)
+        assert not why["matches"]
+        path = why["clauses"][0]["path"]
+        assert path[0]["bucket"] == "top" and path[0]["reached"]
+        assert any(step["pruned"] == "value outside bucket" for step in path)
+        assert idx.explain(60, {})["clauses"][0]["path"][0]["pruned"] == "undefined"
+        with pytest.raises(InvalidInput, match="no subscription"):
+            idx.explain("nope", {})
