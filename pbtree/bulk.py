@@ -97,9 +97,9 @@ def build(
     # -- the three lists -------------------------------------------------------------------
     list_parts = {GT: (1, 2), LT: (3, 4), NE: (5,)}
     where: dict[int, dict[Any, int]] = {}  # list kind -> key -> node page
-    for kind, slots in list_parts.items():
+    for kind, part_slots in list_parts.items():
         head, tail = rec["lists"][kind]
-        items = [(k, [r[s] for s in slots]) for k, r in zip(keys, runs, strict=True)]
+        items = [(k, [r[s] for s in part_slots]) for k, r in zip(keys, runs, strict=True)]
         items = [(k, parts) for k, parts in items if any(parts)]
         where[kind] = {}
         pages: list[int] = []
@@ -151,11 +151,11 @@ def build(
     while len(level) > 1:
         parents = []
         for start, end in _chunks(len(level), cap, (cap + 1) // 2):
-            group = level[start:end]
+            children = level[start:end]
             page = txn.alloc()
-            node = InternalNode(page, [k for k, _ in group[1:]], [p for _, p in group])
-            txn.put_new(space, page, node)
-            parents.append((group[0][0], page))
+            inner = InternalNode(page, [k for k, _ in children[1:]], [p for _, p in children])
+            txn.put_new(space, page, inner)
+            parents.append((children[0][0], page))
         level = parents
         height += 1
     rec.update(
