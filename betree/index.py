@@ -190,7 +190,7 @@ class Index:
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
         """
-        with _gc_paused():
+        with gc_paused():
             compiled = [(ident, expr, self.compile(ident, expr)) for ident, expr in items]
             created = []
             with self.store.write() as txn, self._writer(txn) as w:
@@ -223,7 +223,7 @@ class Index:
 
     def unsubscribe_many(self, idents: Iterable[SubId]) -> list[bool]:
         """Delete subscriptions in one transaction; per id, whether it existed."""
-        with _gc_paused(), self.store.write() as txn, self._writer(txn) as w:
+        with gc_paused(), self.store.write() as txn, self._writer(txn) as w:
             return [w.delete(ident) for ident in idents]
 
     @contextmanager
@@ -437,7 +437,7 @@ class Index:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for one batch of writes.
 
     A large write transaction keeps many objects alive (dirty pages, compiled clauses), and
