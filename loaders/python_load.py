@@ -48,6 +48,7 @@ def load(
         else Schema.infer((r.id, r.expr) for r in good)
     )
     with (
+        gc_paused(),
         publishing(target, replace) as staging,
         Index.open(staging / "raw", schema=resolved, settings=settings, sync=False) as idx,
     ):
@@ -71,8 +72,7 @@ def load(
         check_rejects(rejected, max_rejects)
         if progress is not None:
             progress.write(f"build: {len(compiled):,} subscriptions, batch (BE-B)\n")
-        with gc_paused():
-            build_index(idx, compiled)
+        build_index(idx, compiled)
         idx.check()
         idx.store.copy_compact(staging / "store")
     return {
