@@ -32,39 +32,64 @@ Compiled = tuple[Any, str, list[Clause]]  # (external id, expression, clauses)
 
 
 def build_index(index: Index, subscriptions: Sequence[Compiled]) -> dict[str, int]:
-    """Fill the empty ``index`` with ``subscriptions`` (ids must be distinct); one commit."""
+    """Fill the empty ``index`` with compiled ``subscriptions`` (distinct ids); one commit."""
+    atoms: dict[Atom, int] = {}
+    subs: list[tuple[Any, str, list[list[int]]]] = []
+    places: list[Places] = []
+    for ident, expr, clauses in subscriptions:
+        subs.append(
+            (
+                ident,
+                expr,
+                [[atoms.setdefault(a, len(atoms) + 1) for a in c] or [0] for c in clauses],
+            )
+        )
+        places.extend(index.places(clause) for clause in clauses)
+    return build_from_parts(index, subs, places, {aid: atom for atom, aid in atoms.items()})
+
+
+def build_from_parts(
+    index: Index,
+    subs: Sequence[tuple[Any, str, list[list[int]]]],
+    places: Sequence[Places],
+    atoms: dict[int, Atom],
+) -> dict[str, int]:
+    """Fill the empty ``index`` from interned parts; one commit.
+
+    ``subs`` are ``(external id, expression, clauses as atom ids)`` with distinct ids,
+    internal ids given by position; ``places`` holds :meth:`Index.places` of every clause
+    in order; ``atoms`` maps every atom id used (dense from 1; 0 is the true atom) to its
+    atom.  For loaders that intern and compute places elsewhere (in Spark executors).
+    """
     with index.store.write() as txn:
         rec = txn.get_obj(NS, b"index")
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
-        atoms: dict[Atom, int] = {}
         refs: Counter[int] = Counter()
         entries: list[Entry] = []
-        places: list[Places] = []
-        for sid, (ident, expr, clauses) in enumerate(subscriptions):
-            ids_of = []
-            for k, clause in enumerate(clauses):
-                ids = [atoms.setdefault(atom, len(atoms) + 1) for atom in clause] or [0]
+        for sid, (ident, expr, clause_ids) in enumerate(subs):
+            for k, ids in enumerate(clause_ids):
                 refs.update(a for a in ids if a)
-                ids_of.append(ids)
                 entries.append((clause_id(sid, k), ident, ids))
-                places.append(index.places(clause))
             key = codec.encode_u64(sid)
-            txn.put_obj(b"sub", key, [ident, expr, ids_of])
+            txn.put_obj(b"sub", key, [ident, expr, clause_ids])
             txn.put(b"ext", codec.encode_id(ident), key)
+        if len(places) != len(entries):
+            raise InvalidInput(f"{len(places)} places given for {len(entries)} clauses")
         _write_atoms(txn, atoms, refs)
         builder = _Builder(txn, rec, index)
         builder.fill(rec["root"], list(range(len(entries))), entries, places, frozenset())
-        rec.update(next_sid=len(subscriptions), next_atom=len(atoms) + 1, subs=len(subscriptions))
+        next_atom = max(atoms, default=0) + 1
+        rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         txn.put_obj(NS, b"index", rec)
-    return {"subscriptions": len(subscriptions), "clauses": len(entries), "atoms": len(atoms)}
+    return {"subscriptions": len(subs), "clauses": len(entries), "atoms": len(atoms)}
 
 
-def _write_atoms(txn: WriteTxn, atoms: dict[Atom, int], refs: Counter[int]) -> None:
+def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: Counter[int]) -> None:
     """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute."""
     order: dict[str, list[tuple[Any, str, int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
-    for atom, aid in atoms.items():
+    for aid, atom in sorted(atoms.items()):
         key = codec.encode_value(atom.as_tuple())
         txn.put_obj(b"atom", key, [aid, refs[aid]])
         txn.put(b"aid", codec.encode_u64(aid), key)
