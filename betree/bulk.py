@@ -131,7 +131,7 @@ class _Builder:
         page: int,
         idx: list[int],
         entries: list[Entry],
-        places: list[Places],
+        places: Sequence[Places],
         used: frozenset[str],
     ) -> None:
         """SpacePartitioning of one c-node over the clauses ``idx`` it receives."""
@@ -160,7 +160,7 @@ class _Builder:
         page: int,
         idx: list[int],
         entries: list[Entry],
-        places: list[Places],
+        places: Sequence[Places],
         used: frozenset[str],
     ) -> None:
         """SpaceClustering of one bucket: halve while it overflows, then partition."""
