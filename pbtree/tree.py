@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -716,6 +717,34 @@ class PBTree:
         del parent.keys[sep]
         del parent.children[sep + 1]
         self._rebalance_internal(path[:-1], parent)
+
+    # -- listing -------------------------------------------------------------------------------
+
+    def predicates(self) -> Iterator[tuple[str, Any, int]]:
+        """Every stored ``(operator, constant, id)``: the leaves' ``=`` runs, then each list.
+
+        Cost: reads every leaf and list page once (for checks and rebuilds).
+        """
+        if self._rec is None:
+            return
+        page = self.record["first"]
+        while page:
+            leaf = self._load(page, LeafNode)
+            for key, run in zip(leaf.keys, leaf.eq, strict=True):
+                for ident in run:
+                    yield "=", key, ident
+            page = leaf.next
+        for kind, ops in ((GT, (">=", ">")), (LT, ("<=", "<")), (NE, ("!=",))):
+            page = self._load(self.record["lists"][kind][0], ListNode).next
+            while page:
+                node = self._load(page, ListNode)
+                if node.sentinel != REAL:
+                    break
+                for i, key in enumerate(node.keys):
+                    for part, op in enumerate(ops):
+                        for ident in node.run(i, part):
+                            yield op, key, ident
+                page = node.next
 
     # -- checking ------------------------------------------------------------------------------
 

@@ -62,3 +62,14 @@ def test_missing_atom_reference(idx: Index) -> None:
         key, value = next(iter(txn.scan(b"atom")))
         txn.put(b"atom", key, value[:-1] + bytes([value[-1] + 1]))
     assert any("uses, found" in v for v in violations(idx))
+
+
+def test_pbtree_entry_missing_for_an_atom(idx: Index) -> None:
+    from pbtree import PBTree
+
+    with idx.store.write() as txn:
+        tree = PBTree(txn, "y")
+        op, const, aid = next(iter(tree.predicates()))
+        assert tree.delete(op, const, aid)
+    found = violations(idx)
+    assert f"PB+tree 'y' lacks atom {aid}'s entry {op} {const!r}" in found
