@@ -33,19 +33,44 @@ Compiled = tuple[Any, str, list[Clause]]  # (external id, expression, clauses)
 
 def build_index(index: Index, subscriptions: Sequence[Compiled]) -> dict[str, int]:
     """Fill the empty ``index`` with compiled ``subscriptions`` (distinct ids); one commit."""
-    atoms: dict[Atom, int] = {}
-    subs: list[tuple[Any, str, list[list[int]]]] = []
-    places: list[Places] = []
+    batch = Batch(index)
     for ident, expr, clauses in subscriptions:
-        subs.append(
+        batch.add(ident, expr, clauses)
+    return batch.build()
+
+
+class Batch:
+    """Compiled subscriptions gathered for one batch build, interned as they arrive.
+
+    Keeps per subscription only its id, text and atom ids, and per clause its places
+    (whose spans are shared per atom): a loader holding a million subscriptions needs
+    about 1 KB each, not the several KB of their atom objects.
+    """
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.atoms: dict[Atom, int] = {}
+        self.subs: list[tuple[Any, str, list[list[int]]]] = []
+        self.places: list[Places] = []
+
+    def __len__(self) -> int:
+        return len(self.subs)
+
+    def add(self, ident: Any, expr: str, clauses: Sequence[Clause]) -> None:
+        atoms = self.atoms
+        self.subs.append(
             (
                 ident,
                 expr,
                 [[atoms.setdefault(a, len(atoms) + 1) for a in c] or [0] for c in clauses],
             )
         )
-        places.extend(index.places(clause) for clause in clauses)
-    return build_from_parts(index, subs, places, {aid: atom for atom, aid in atoms.items()})
+        self.places.extend(self.index.places(clause) for clause in clauses)
+
+    def build(self) -> dict[str, int]:
+        """Write everything into the (empty) index; one commit."""
+        atoms = {aid: atom for atom, aid in self.atoms.items()}
+        return build_from_parts(self.index, self.subs, self.places, atoms)
 
 
 def build_from_parts(

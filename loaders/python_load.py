@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from betree.bulk import Compiled, build_index
+from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from betree.schema import Schema
 from loaders.records import Record, check_rejects, mark_duplicates, publishing, write_rejects
@@ -52,10 +52,10 @@ def load(
         publishing(target, replace) as staging,
         Index.open(staging / "raw", schema=resolved, settings=settings, sync=False) as idx,
     ):
-        compiled: list[Compiled] = []
+        batch = Batch(idx)
         for n, record in enumerate(good, 1):
             try:
-                compiled.append((record.id, record.expr, idx.compile(record.id, record.expr)))
+                batch.add(record.id, record.expr, idx.compile(record.id, record.expr))
             except InvalidInput as exc:
                 record.error = exc.message.split(": ", 1)[-1]
             if progress is not None and (n % 20000 == 0 or n == len(good)):
@@ -71,12 +71,12 @@ def load(
             write_rejects(rejects, items)
         check_rejects(rejected, max_rejects)
         if progress is not None:
-            progress.write(f"build: {len(compiled):,} subscriptions, batch (BE-B)\n")
-        build_index(idx, compiled)
+            progress.write(f"build: {len(batch):,} subscriptions, batch (BE-B)\n")
+        batch.build()
         idx.check()
         idx.store.copy_compact(staging / "store")
     return {
-        "loaded": len(compiled),
+        "loaded": len(batch),
         "rejected": rejected,
         "seconds": round(time.monotonic() - started, 3),
     }
