@@ -11,7 +11,11 @@ was validated for:
 
 Page ids are never reused, so an id can never name two different pages.  Entries are
 never mutated after publication; writers decode private copies (see
-:class:`storage.store.WriteTxn`).  Eviction is least-recently-used by page count.
+:class:`storage.store.WriteTxn`).
+
+Bounds: an estimate of the decoded bytes (``max_bytes``; each entry weighs twice its
+stored size plus 512 bytes, which tracks the measured memory of decoded pages within
+about 20%) and optionally a page count; least recently used entries go first.
 """
 
 from __future__ import annotations
@@ -19,21 +23,31 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+#: What one cached page is assumed to cost beyond twice its stored bytes.
+ENTRY_OVERHEAD = 512
+
+
+def weight(stored_bytes: int) -> int:
+    """Estimated memory of a decoded page of ``stored_bytes``."""
+    return 2 * stored_bytes + ENTRY_OVERHEAD
+
 
 class PageCache:
-    """LRU map page id -> ``[node, page_gen, validated_gen]``.
+    """LRU map page id -> ``[node, page_gen, validated_gen, weight]``.
 
     Cost: a hit is a dict lookup plus ``move_to_end`` (~0.1 µs).  Safe to share between
     threads under the GIL: a lost race costs a redundant decode, never a wrong page.
     """
 
-    __slots__ = ("_entries", "capacity", "hits", "misses")
+    __slots__ = ("_entries", "bytes", "hits", "max_bytes", "max_pages", "misses")
 
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError("cache capacity must be at least 1 page")
-        self.capacity = capacity
+    def __init__(self, max_bytes: int, max_pages: int | None = None) -> None:
+        if max_bytes < 1 or (max_pages is not None and max_pages < 1):
+            raise ValueError("cache bounds must be positive")
+        self.max_bytes = max_bytes
+        self.max_pages = max_pages
         self._entries: OrderedDict[int, list[Any]] = OrderedDict()
+        self.bytes = 0
         self.hits = 0
         self.misses = 0
 
@@ -51,17 +65,25 @@ class PageCache:
                 pass
         return entry
 
-    def publish(self, page: int, node: Any, page_gen: int, validated_gen: int) -> None:
-        """Insert or replace ``page``, evicting the least recently used beyond capacity."""
+    def publish(self, page: int, node: Any, page_gen: int, validated_gen: int, size: int) -> None:
+        """Insert or replace ``page`` (``size``: its stored bytes), evicting beyond the bounds."""
         entries = self._entries
-        entries[page] = [node, page_gen, validated_gen]
+        old = entries.get(page)
+        if old is not None:
+            self.bytes -= old[3]
+        cost = weight(size)
+        entries[page] = [node, page_gen, validated_gen, cost]
         entries.move_to_end(page)
-        while len(entries) > self.capacity:
+        self.bytes += cost
+        max_pages = self.max_pages if self.max_pages is not None else len(entries)
+        while entries and (self.bytes > self.max_bytes or len(entries) > max_pages):
             try:
-                entries.popitem(last=False)
+                _, evicted = entries.popitem(last=False)
             except KeyError:
                 break
+            self.bytes -= evicted[3]
 
     def clear(self) -> None:
         """Forget everything (tests and memory pressure)."""
         self._entries.clear()
+        self.bytes = 0

@@ -222,3 +222,20 @@ def test_compacting_copy_keeps_everything_and_shrinks(path: str) -> None:
     with open_store(copy, readonly=True) as store, store.read() as txn:
         assert (list(txn.scan(b"r")), set(PBTree(txn, "a").search(-1))) == want
         PBTree(txn, "a").check()
+
+
+def test_page_cache_is_bounded_by_bytes_and_pages() -> None:
+    from storage.cache import PageCache, weight
+
+    cache = PageCache(max_bytes=10 * weight(100))
+    for page in range(100):
+        cache.publish(page, object(), 1, 1, 100)
+        assert cache.bytes <= cache.max_bytes
+    assert len(cache) == 10 and cache.lookup(99) is not None and cache.lookup(0) is None
+    cache.lookup(90)  # recently used: survives the next eviction
+    cache.publish(100, object(), 1, 1, 100)
+    assert cache.lookup(90) is not None and cache.lookup(91) is None
+    counted = PageCache(max_bytes=1 << 30, max_pages=3)
+    for page in range(5):
+        counted.publish(page, object(), 1, 1, 10)
+    assert len(counted) == 3 and counted.bytes == 3 * weight(10)

@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import hashlib
 import io
 import json
 import multiprocessing
@@ -76,7 +77,7 @@ from betree.schema import Schema
 from betree.tree import DEFAULTS
 from loaders.gen import Workload, make_workload
 from storage.errors import BexdbError
-from storage.store import DEFAULT_CACHE_PAGES
+from storage.store import DEFAULT_CACHE_BYTES
 
 CHECKED_EVENTS = 20
 PROFILE_SIZE = 100_000
@@ -88,6 +89,34 @@ Event = Mapping[str, object]
 
 class AgreementError(BexdbError):
     """bexdb, SCAN and counting disagree on the matches of an event."""
+
+
+def source_digests() -> dict[str, str]:
+    """SHA-1 of each source file of betree, pbtree and storage (path -> digest).
+
+    The matcher process imports them afresh: if they changed since the store was built
+    (another checkout, a commit mid-run), its figures belong to other code, and after an
+    unversioned page-format change it could misread the store.  A change is reported with
+    the files (``sources_changed``) rather than fatal: most edits do not touch matching, and
+    a misread store fails the agreement check anyway.
+    """
+    root = Path(__file__).resolve().parent.parent
+    out = {}
+    for pkg in ("betree", "pbtree", "storage"):
+        for path in sorted((root / pkg).glob("*.py")):
+            out[f"{pkg}/{path.name}"] = hashlib.sha1(path.read_bytes()).hexdigest()
+    return out
+
+
+def _git_head() -> str | None:
+    head = Path(__file__).resolve().parent.parent / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            return (head.parent / ref[5:]).read_text().strip()
+        return ref
+    except OSError:
+        return None
 
 
 def _log(message: str) -> None:
@@ -270,7 +299,7 @@ class MatcherJob:
     path: str
     events: list[dict[str, Any]]
     keep: int
-    cache_pages: int
+    cache_bytes: int
     profile: bool
 
 
@@ -278,7 +307,8 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
     """In a fresh process: open the store read-only, match every event twice, measure."""
     rss0 = _rss_kb()
     peak0 = _maxrss_kb()
-    idx = Index.open(job.path, readonly=True, cache_pages=job.cache_pages)
+    digests = source_digests()
+    idx = Index.open(job.path, readonly=True, cache_bytes=job.cache_bytes)
     try:
         clock = time.perf_counter_ns
         passes: list[dict[str, Any]] = []
@@ -337,6 +367,7 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
         "rss_end": rss_end,
         "cache_pages_used": cache_len,
         "profile": report,
+        "source_digests": digests,
     }
 
 
@@ -445,8 +476,18 @@ def run_size(
         nb = row["n_built"]
 
         _log(f"n={n:,}: matching {len(events)} events x2 in a read-only matcher process")
-        job = MatcherJob(path, events, keep, args.cache_pages, profile)
+        job = MatcherJob(path, events, keep, args.cache_bytes, profile)
         res = _match_in_subprocess(job)
+    theirs: dict[str, str] = res["source_digests"]
+    ours: dict[str, str] = args.source_digests
+    row["sources_changed"] = sorted(
+        f for f in ours.keys() | theirs.keys() if ours.get(f) != theirs.get(f)
+    )
+    if row["sources_changed"]:
+        _log(
+            f"n={n:,}: WARNING: sources changed since the benchmark started: "
+            + ", ".join(row["sources_changed"])
+        )
 
     first, warm = res["passes"]
     ms = np.array(warm["ms"])
@@ -462,7 +503,7 @@ def run_size(
             "warm_cache_hits": warm["cache_hits"],
             "warm_cache_misses": warm["cache_misses"],
             "first_pass_cache_misses": first["cache_misses"],
-            "cache_pages": args.cache_pages,
+            "cache_bytes": args.cache_bytes,
             "cache_pages_used": res["cache_pages_used"],
             "matcher_rss_after_imports_mb": res["rss_after_imports_kb"] / 1024,
             "matcher_peak_rss_mb": res["maxrss_kb"] / 1024,
@@ -676,10 +717,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-cap", type=_positive, default=DEFAULTS["max_cap"])
     parser.add_argument("--min-size", type=_positive, default=DEFAULTS["min_size"])
     parser.add_argument(
-        "--cache-pages",
+        "--cache-bytes",
         type=_positive,
-        default=DEFAULT_CACHE_PAGES,
-        help=f"matcher page cache (default {DEFAULT_CACHE_PAGES}, the store default)",
+        default=DEFAULT_CACHE_BYTES,
+        help=f"matcher page cache bound (default {DEFAULT_CACHE_BYTES}, the store default)",
     )
     parser.add_argument(
         "--build-minutes",
@@ -703,6 +744,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
+    args.source_digests = source_digests()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sizes: list[int] = sorted(args.sizes)
@@ -728,12 +770,13 @@ def main(args: argparse.Namespace) -> int:
         "benchmark": "match",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": _machine(),
+        "code": {"git_head": _git_head(), "source_digests": args.source_digests},
         "settings": {
             "sizes": sizes,
             "events": args.events,
             "batch": args.batch,
             "index_settings": settings,
-            "cache_pages": args.cache_pages,
+            "cache_bytes": args.cache_bytes,
             "build_minutes": args.build_minutes,
             "scan_seconds": args.scan_seconds,
             "checked_events": CHECKED_EVENTS,
@@ -785,6 +828,12 @@ def main(args: argparse.Namespace) -> int:
         f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean.  "
         f"Results and plot in {out}/"
     )
+    changed = sorted({f for r in rows for f in r["sources_changed"]})
+    if changed:
+        print(
+            "WARNING: these sources changed between the start of the run and a matcher process "
+            f"(the figures may mix code versions): {', '.join(changed)}"
+        )
     if any(not r["build_complete"] for r in rows):
         print(
             f"* build stopped after {args.build_minutes:g} min; the row was measured on the "
