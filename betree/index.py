@@ -232,6 +232,17 @@ class Index:
         yield writer
         writer.finish()
 
+    def subscriptions(self) -> list[tuple[SubId, str]]:
+        """Every ``(id, expression)``, in insertion order (one snapshot)."""
+        with self.store.read() as txn:
+            return [tuple(codec.decode_value(v)[:2]) for _, v in txn.scan(b"sub")]  # type: ignore[misc]
+
+    def settings(self) -> dict[str, int]:
+        """The index settings it was created with (``max_cap``, ``min_size``, ``max_clauses``)."""
+        with self.store.read() as txn:
+            rec = txn.get_obj(NS, b"index")
+        return {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
+
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
         with self.store.read() as txn:
@@ -425,6 +436,50 @@ class Index:
             los.append(span[0])
             his.append(span[1])
         return min(los), max(his)
+
+    # -- inspecting -----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and shapes for ``bexdb inspect`` (reads every directory and tree page)."""
+        with self.store.read() as txn:
+            rec = txn.get_obj(NS, b"index")
+            tree = BETree(txn, rec)
+            sizes: dict[str, int] = {}
+            bins = (0, 8, 32, 64, 128, 256, 1024)
+            depth = pnodes = cnodes = spilled = extended = clauses = 0
+            for node, _, level in tree.walk():
+                cnodes += 1
+                pnodes += len(node.pdir)
+                depth = max(depth, level)
+                clauses += node.size
+                if node.size:
+                    upper = next((b for b in bins if node.size <= b), None)
+                    label = f"<= {upper}" if upper is not None else f"> {bins[-1]}"
+                    sizes[label] = sizes.get(label, 0) + 1
+                    pages = sum(1 for _ in tree.lnode_pages(node))
+                    spilled += pages > 1
+                extended += node.cap > rec["max_cap"]
+            trees = {
+                key.decode(): PBTree(txn, key.decode()).stats() for key, _ in txn.scan(PBTREE_NS)
+            }
+            return {
+                "subscriptions": rec["subs"],
+                "clauses": clauses,
+                "predicates": txn.count(b"atom"),
+                "betree": {
+                    "depth": depth,
+                    "p_nodes": pnodes,
+                    "c_nodes": cnodes,
+                    "l_node_sizes": sizes,
+                    "spilled_l_nodes": spilled,
+                    "extended_l_nodes": extended,
+                    "max_cap": rec["max_cap"],
+                    "min_size": rec["min_size"],
+                },
+                "pbtrees": trees,
+                "pages": {k: {"pages": n, "bytes": b} for k, (n, b) in txn.page_kinds().items()},
+                "store": self.store.stat(),
+            }
 
     # -- checking -------------------------------------------------------------------------
 

@@ -746,6 +746,40 @@ class PBTree:
                             yield op, key, ident
                 page = node.next
 
+    def stats(self) -> dict[str, Any]:
+        """Shape figures for ``bexdb inspect``: height, leaf and list nodes and their fill."""
+        if self._rec is None:
+            return {"predicates": 0}
+        rec = self.record
+        leaves = items = 0
+        page = rec["first"]
+        while page:
+            leaf = self._load(page, LeafNode)
+            leaves += 1
+            items += len(leaf.keys)
+            page = leaf.next
+        lists = {}
+        for kind, name in ((GT, "greater_than"), (LT, "less_than"), (NE, "inequality")):
+            nodes = list_items = 0
+            page = self._load(rec["lists"][kind][0], ListNode).next
+            while page:
+                node = self._load(page, ListNode)
+                if node.sentinel != REAL:
+                    break
+                nodes += 1
+                list_items += len(node.keys)
+                page = node.next
+            fill = list_items / (nodes * rec["list_cap"]) if nodes else 0.0
+            lists[name] = {"nodes": nodes, "items": list_items, "fill": round(fill, 3)}
+        return {
+            "predicates": rec["count"],
+            "height": rec["height"],
+            "leaves": leaves,
+            "keys": items,
+            "leaf_fill": round(items / (leaves * rec["leaf_cap"]), 3) if leaves else 0.0,
+            "lists": lists,
+        }
+
     # -- checking ------------------------------------------------------------------------------
 
     def check(self) -> None:

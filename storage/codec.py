@@ -45,8 +45,7 @@ PAGE_KINDS: dict[int, tuple[str, int]] = {
     2: ("pbtree.leaf", 1),
     3: ("pbtree.list", 1),
     4: ("betree.lnode", 1),
-    5: ("betree.spill", 1),
-    6: ("betree.cdir", 1),
+    6: ("betree.cnode", 1),
 }
 
 _GEN = struct.Struct(">Q")
@@ -111,6 +110,18 @@ def decode_page(page: int, value: bytes | memoryview, kind: int) -> list[Any]:
         )
     del envelope[:2]
     return envelope
+
+
+def page_kind_name(value: bytes | memoryview) -> str:
+    """The kind of a stored page, reading only the start of its envelope."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(bytes(value[_GEN.size : _GEN.size + 16]))
+    try:
+        unpacker.read_array_header()
+        kind = unpacker.unpack()
+    except Exception:  # msgpack raises several unrelated types on garbage
+        return "undecodable"
+    return PAGE_KINDS.get(kind, (f"unknown kind {kind!r}",))[0]
 
 
 def pack_u32(values: Any) -> bytes:

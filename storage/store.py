@@ -147,6 +147,15 @@ class ReadTxn:
                 break
             yield codec.split_page_key(bytes(key))[1]
 
+    def page_kinds(self) -> dict[str, tuple[int, int]]:
+        """Per page kind: ``(pages, stored bytes)`` — one cursor walk over every page."""
+        out: dict[str, tuple[int, int]] = {}
+        for _, value in self._txn.cursor(db=self._pages).iternext():
+            name = codec.page_kind_name(value)
+            n, size = out.get(name, (0, 0))
+            out[name] = (n + 1, size + len(value))
+        return out
+
     def spaces(self) -> dict[int, int]:
         """Page count per space present in the ``pages`` table."""
         counts: dict[int, int] = {}
@@ -449,19 +458,32 @@ class Store:
         self.env.sync(True)
 
     def stat(self) -> dict[str, Any]:
-        """LMDB figures for ``bexdb inspect``: page size, map size, bytes used, entries."""
+        """LMDB figures for ``bexdb inspect``: sizes, entries, pages in use and free.
+
+        Free pages are the file's pages that no table uses (LMDB keeps them for reuse);
+        a compacting copy (:meth:`copy_compact`) drops them.
+        """
         info = self.env.info()
-        psize = self.env.stat()["psize"]
+        main = self.env.stat()
+        psize = main["psize"]
+        used = 2 + sum(main[k] for k in ("branch_pages", "leaf_pages", "overflow_pages"))
+        entries = {}
         with self.env.begin() as txn:
-            entries = {
-                "pages": txn.stat(self._pages)["entries"],
-                "records": txn.stat(self._records)["entries"],
-            }
+            for name, db in (
+                ("meta", self._meta),
+                ("pages", self._pages),
+                ("records", self._records),
+            ):
+                st = txn.stat(db)
+                entries[name] = st["entries"]
+                used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        file_pages = info["last_pgno"] + 1
         return {
             "psize": psize,
             "map_size": info["map_size"],
-            "used_bytes": (info["last_pgno"] + 1) * psize,
             "file_bytes": self.size_on_disk(),
+            "used_pages": used,
+            "free_pages": max(file_pages - used, 0),
             "entries": entries,
         }
 

@@ -225,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace", action="store_true", help="replace an existing store")
     p.set_defaults(func=cmd_load)
 
+    from tools import ops
+
+    ops.add_arguments(sub)
+
     p = sub.add_parser("verify", help="run every invariant check (exit 4 on violations)")
     p.add_argument("store")
     p.set_defaults(func=cmd_verify)

@@ -1,0 +1,150 @@
+"""Operations subcommands: ``explain``, ``inspect`` and ``compact``.
+
+Thin wrappers: the figures come from :meth:`betree.index.Index.explain`,
+:meth:`~betree.index.Index.stats` and :meth:`storage.store.Store.copy_compact`; this module
+only formats them and swaps a compacted store into place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from betree.bulk import Batch
+from betree.index import Index, gc_paused
+from storage.errors import InvalidInput
+
+
+def add_arguments(sub: Any) -> None:
+    """Register the three subcommands on the CLI's subparsers."""
+    p = sub.add_parser("explain", help="why a subscription does or does not match an event")
+    p.add_argument("store")
+    p.add_argument("id", help="subscription id: a JSON integer or string, else the text")
+    p.add_argument("event", help="the event as a JSON object")
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("inspect", help="counts, tree shapes, pages, fill and size on disk")
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("compact", help="reclaim free pages (and --rebuild the index) atomically")
+    p.add_argument("store")
+    p.add_argument("--rebuild", action="store_true", help="rebuild the index in one batch")
+    p.set_defaults(func=cmd_compact)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from tools.cli import parse_id
+
+    try:
+        event = json.loads(args.event)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"the event is not JSON: {exc.msg} at column {exc.colno}") from exc
+    if not isinstance(event, dict):
+        raise InvalidInput("the event must be a JSON object")
+    with Index.open(args.store, readonly=True) as idx:
+        why = idx.explain(parse_id(args.id), event)
+    if args.json:
+        print(json.dumps(why, indent=2))
+        return 0
+    verdict = "matches" if why["matches"] else "does not match"
+    print(f"subscription {why['id']!r} {verdict}: {why['expression']}")
+    for k, clause in enumerate(why["clauses"]):
+        print(f"clause {k + 1}: {'true' if clause['holds'] else 'false'}")
+        for atom in clause["atoms"]:
+            seen = f" (saw {atom['value']!r})" if "value" in atom else ""
+            print(f"  {'true ' if atom['holds'] else 'false'}  {atom['atom']}{seen}")
+        where = " -> ".join(
+            f"{s['attribute']}:{s['bucket'] if s['bucket'] == 'top' else tuple(s['bucket'])}"
+            for s in clause["path"]
+        )
+        print(f"  index path: root{' -> ' + where if where else ''} (c-node {clause['home']})")
+        pruned = next((s for s in clause["path"] if not s["reached"]), None)
+        if pruned is None:
+            print("  reached by this event's traversal")
+        else:
+            print(f"  pruned at p-node {pruned['attribute']!r}: {pruned['pruned']}")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    with Index.open(args.store, readonly=True) as idx:
+        stats = idx.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    store = stats["store"]
+    tree = stats["betree"]
+    print(
+        f"subscriptions {stats['subscriptions']:,}  clauses {stats['clauses']:,}  "
+        f"distinct predicates {stats['predicates']:,}"
+    )
+    print(
+        f"bytes on disk {store['file_bytes']:,}  pages used {store['used_pages']:,}  "
+        f"free {store['free_pages']:,} (of {store['psize']} bytes)"
+    )
+    print(
+        f"BE-Tree: depth {tree['depth']}, p-nodes {tree['p_nodes']:,}, "
+        f"c-nodes {tree['c_nodes']:,}, spilled l-nodes {tree['spilled_l_nodes']:,}, "
+        f"extended l-nodes {tree['extended_l_nodes']:,}"
+    )
+    print("  l-node sizes: " + ", ".join(f"{k}: {v:,}" for k, v in tree["l_node_sizes"].items()))
+    print(
+        "pages by kind: "
+        + ", ".join(
+            f"{k} {v['pages']:,} ({v['bytes']:,} B)" for k, v in sorted(stats["pages"].items())
+        )
+    )
+    print("PB+trees (attribute: predicates, height, leaves, leaf fill, GT/LT/NE list nodes):")
+    for name, t in sorted(stats["pbtrees"].items()):
+        lists = t["lists"]
+        print(
+            f"  {name}: {t['predicates']:,}, h{t['height']}, {t['leaves']:,} leaves, "
+            f"fill {t['leaf_fill']:.2f}, lists {lists['greater_than']['nodes']}/"
+            f"{lists['less_than']['nodes']}/{lists['inequality']['nodes']}"
+        )
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """A compacting copy (optionally rebuilt) beside the store, then an atomic swap."""
+    target = Path(args.store).absolute()
+    with Index.open(target, readonly=True) as idx:
+        before = idx.store.size_on_disk()
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.compact-", dir=target.parent))
+        try:
+            if args.rebuild:
+                _rebuild(idx, staging / "raw")
+                with Index.open(staging / "raw") as fresh:
+                    fresh.store.copy_compact(staging / "store")
+            else:
+                idx.store.copy_compact(staging / "store")
+            with Index.open(staging / "store", readonly=True) as fresh:
+                fresh.check()
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.rename(target, old / "store")
+            os.rename(staging / "store", target)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    after = os.path.getsize(target / "data.mdb")
+    print(f"compacted {target}: {before:,} -> {after:,} bytes ({after / max(before, 1):.0%})")
+    return 0
+
+
+def _rebuild(idx: Index, path: Path) -> None:
+    """A fresh batch-built index (BE-B) from the stored subscriptions."""
+    with gc_paused():
+        subs = idx.subscriptions()
+        with Index.open(path, schema=idx.schema, settings=idx.settings()) as fresh:
+            batch = Batch(fresh)
+            for ident, expr in subs:
+                batch.add(ident, expr, fresh.compile(ident, expr))
+            batch.build()
