@@ -10,7 +10,10 @@ literal: one ``if`` per form, every atom false on an undefined attribute except
 Nodes are frozen dataclasses: hashable, compared by value, cheap to build (the parser makes
 a few per atom).  Attribute names are ``str``; literals are ``int`` (signed 64-bit),
 ``float`` (finite), ``str`` or ``bool``; list literals are tuples.  A flipped comparison
-``3 < a`` is stored as ``a > 3``.
+``3 < a`` is stored as ``a > 3``.  The nodes a bulk load builds most (``Compare``,
+``Between``, ``InList``, ``And``) define their own ``__init__``, which sets the slots through
+their descriptors: about 0.25 µs instead of the 0.75 µs of the generated frozen ``__init__``
+(which goes through ``object.__setattr__``); the other methods are the generated ones.
 
 Cost: :func:`evaluate` walks the whole tree, one step per node and one dict lookup per atom
 (list atoms add a scan of the list): fine for tests and for ``explain``, never for matching
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from storage.errors import InvalidInput
@@ -85,6 +88,9 @@ class And:
 
     children: tuple[Node, ...]
 
+    def __init__(self, children: tuple[Node, ...]) -> None:
+        _AND_SLOTS(self, children)
+
 
 @dataclass(frozen=True, slots=True)
 class Or:
@@ -101,6 +107,12 @@ class Compare:
     op: str
     value: Scalar
 
+    def __init__(self, attr: str, op: str, value: Scalar) -> None:
+        set_attr, set_op, set_value = _COMPARE_SLOTS
+        set_attr(self, attr)
+        set_op(self, op)
+        set_value(self, value)
+
 
 @dataclass(frozen=True, slots=True)
 class Between:
@@ -111,6 +123,13 @@ class Between:
     hi: ListItem
     negated: bool = False
 
+    def __init__(self, attr: str, lo: ListItem, hi: ListItem, negated: bool = False) -> None:
+        set_attr, set_lo, set_hi, set_negated = _BETWEEN_SLOTS
+        set_attr(self, attr)
+        set_lo(self, lo)
+        set_hi(self, hi)
+        set_negated(self, negated)
+
 
 @dataclass(frozen=True, slots=True)
 class InList:
@@ -119,6 +138,12 @@ class InList:
     attr: str
     values: tuple[ListItem, ...]
     negated: bool = False
+
+    def __init__(self, attr: str, values: tuple[ListItem, ...], negated: bool = False) -> None:
+        set_attr, set_values, set_negated = _IN_LIST_SLOTS
+        set_attr(self, attr)
+        set_values(self, values)
+        set_negated(self, negated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +195,16 @@ class StrFunc:
     attr: str
     arg: str
 
+
+def _slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...]:
+    """The ``__set__`` of each field's slot descriptor (they bypass the frozen check)."""
+    return tuple(cls.__dict__[f.name].__set__ for f in fields(cls))
+
+
+(_AND_SLOTS,) = _slot_setters(And)
+_COMPARE_SLOTS = _slot_setters(Compare)
+_BETWEEN_SLOTS = _slot_setters(Between)
+_IN_LIST_SLOTS = _slot_setters(InList)
 
 Node = (
     Const | Not | And | Or | Compare | Between | InList | Contains | ListOp | IsNull | IsEmpty

@@ -1,0 +1,345 @@
+"""The fast paths of compilation agree exactly with the general paths they shortcut.
+
+- normalization: ``_conjunction_clauses`` (a conjunction of atoms: one clause, no product)
+  gives the very clauses of ``_dnf_clauses`` (the general multiplication): same atoms, same
+  constants (``1`` and never ``1.0``), same order, same errors;
+- tokenizing: ``_tokens`` (``str.split`` on a plain text) gives ``_TOKEN_RE.findall``;
+- parsing: the inline ``name op 12`` conjunct and the ``between``/list shortcuts build the
+  nodes of the general path, and leave every error to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import random
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from betree.expr import And, Between, Compare, Const, InList, IsNull, Node, Not, StrFunc
+from betree.normal import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
+from betree.parser import _PLAIN_MATCH, _TOKEN_RE, _tokens, compile_expr, parse
+from betree.schema import Schema
+from storage.errors import InvalidInput
+
+SCHEMA = Schema.from_json(
+    {
+        "attributes": {
+            "i": {"type": "int"},
+            "f": {"type": "float"},
+            "s": {"type": "string"},
+            "b": {"type": "bool"},
+            "il": {"type": "int_list"},
+            "sl": {"type": "string_list"},
+            "r": {"type": "int", "allow_undefined": False},
+        }
+    }
+)
+ALWAYS_DEFINED = [(), ("r",), tuple(SCHEMA.attributes)]
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+NUMBERS = ["-1", "0", "1", "2", "3", "1.0", "2.5", "-0.5", "3.0", "9007199254740993", "1e2"]
+INTS = ["-1", "0", "1", "2", "3", "9223372036854775807"]
+STRINGS = ['""', '"a"', '"ab"', '"b"', "'abc'", '"\\u00e9"', '"\\udbff\\udfff"']
+OPS = ["<", "<=", ">", ">=", "=", "<>", "!="]
+
+
+def _list(lit: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.lists(lit, max_size=4).map(lambda xs: "(" + ", ".join(xs) + ")")
+
+
+def _scalar_atoms(attr: str, lit: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    negation = st.sampled_from(["", "not "])
+    forms = [
+        st.builds(lambda o, v: f"{attr} {o} {v}", st.sampled_from(OPS), lit),
+        st.builds(lambda o, v: f"{v} {o} {attr}", st.sampled_from(OPS), lit),
+        st.builds(lambda n, lo, hi: f"{attr} {n}between {lo} and {hi}", negation, lit, lit),
+        st.builds(lambda n, vs: f"{attr} {n}in {vs}", negation, _list(lit)),
+    ]
+    if attr != "r":
+        forms.append(st.sampled_from([f"{attr} is null", f"{attr} is not null"]))
+    return st.one_of(forms)
+
+
+_numbers = st.sampled_from(NUMBERS)
+_ints = st.sampled_from(INTS)
+_strings = st.sampled_from(STRINGS)
+_atoms = st.one_of(
+    _scalar_atoms("i", _numbers),
+    _scalar_atoms("f", _numbers),
+    _scalar_atoms("r", _numbers),
+    _scalar_atoms("s", _strings),
+    st.builds(
+        lambda fn, v: f"{fn}(s, {v})",
+        st.sampled_from(["starts_with", "ends_with", "contains"]),
+        _strings,
+    ),
+    st.sampled_from(["b", "b = true", "b = false", "b <> true", "true = b", "b is null"]),
+    st.builds(lambda v, n: f"{v} {n}in il", _ints, st.sampled_from(["", "not "])),
+    st.builds(
+        lambda k, vs: f"il {k} of {vs}", st.sampled_from(["one", "none", "all"]), _list(_ints)
+    ),
+    st.builds(lambda v: f"{v} in sl", _strings),
+    st.sampled_from(
+        ["il is empty", "sl is empty", "il is null", "sl is not null", "true", "false"]
+    ),
+)
+# Conjunctions, sometimes with a parenthesized conjunction inside (the parser flattens it).
+_conjunctions = st.lists(
+    st.one_of(
+        _atoms, st.lists(_atoms, min_size=2, max_size=3).map(" and ".join).map("({})".format)
+    ),
+    min_size=1,
+    max_size=6,
+).map(" and ".join)
+
+
+def _outcome(fn: Callable[[], object]) -> object:
+    """``repr`` of the result (exact: tells ``1`` from ``1.0``), or the error's type and text."""
+    try:
+        return repr(fn())
+    except Exception as exc:  # both paths must fail alike
+        return (type(exc), str(exc))
+
+
+@SETTINGS
+@given(_conjunctions, st.sampled_from(ALWAYS_DEFINED))
+def test_conjunction_fast_path_matches_general_path(text: str, always: tuple[str, ...]) -> None:
+    node = compile_expr(text, SCHEMA)
+    fast = _conjunction_clauses(node, always)
+    assert fast is not None, text
+    general = _dnf_clauses(node, MAX_CLAUSES, always)
+    assert repr(fast) == repr(general), text
+    assert to_clauses(node, always_defined=always) == general
+
+
+def test_conjunction_fast_path_matches_general_path_seeded() -> None:
+    """The same on a fixed sample of random conjunctions (run on every test run)."""
+    rng = random.Random(2024)
+    fast_count = 0
+    for _ in range(3000):
+        text = " and ".join(_random_atom(rng) for _ in range(rng.randrange(1, 7)))
+        node = compile_expr(text, SCHEMA)
+        always = rng.choice(ALWAYS_DEFINED)
+        fast = _conjunction_clauses(node, always)
+        assert fast is not None, text
+        assert repr(fast) == repr(_dnf_clauses(node, MAX_CLAUSES, always)), text
+        fast_count += bool(fast)
+    assert fast_count > 500  # satisfiable ones too, not only contradictions
+
+
+def _random_atom(rng: random.Random) -> str:
+    attr = rng.choice(["i", "i", "f", "r", "s"])
+    lits = STRINGS if attr == "s" else NUMBERS
+    v, w = rng.choice(lits), rng.choice(lits)
+    form = rng.randrange(6)
+    if form < 3:
+        return f"{attr} {rng.choice(OPS)} {v}"
+    if form == 3:
+        return f"{attr} {rng.choice(['', 'not '])}between {v} and {w}"
+    if form == 4:
+        values = ", ".join(rng.choice(lits) for _ in range(rng.randrange(4)))
+        return f"{attr} {rng.choice(['', 'not '])}in ({values})"
+    return rng.choice(["b", "b = false", "il is empty", "3 in il", 'starts_with(s, "ab")'])
+
+
+HAND_BUILT: list[Node] = [
+    # Trees compile_expr never makes, or makes only through other spellings.
+    And((Compare("i", "=", 1.0), Compare("f", "<", 2.5))),
+    And((Compare("i", ">=", 1.0), Compare("i", "<=", 1))),
+    And((Between("f", 1.0, 2), Between("f", 0.5, 1.5))),
+    And((Between("f", 2.0, 2), Compare("f", "!=", 2))),
+    And((Between("i", 3, 1), Compare("i", "=", 2))),
+    And((InList("i", (1, 1.0, 2)), InList("i", (2.0, 3)))),
+    And((InList("i", ()), Compare("i", "=", 1))),
+    And((InList("s", ("b", "a", "b")), Compare("s", ">", "a"))),
+    And((Const(True), Compare("i", "=", 1))),
+    And((Const(True), Const(True))),
+    And((Const(False), Compare("i", "=", 1))),
+    And((Compare("i", "=", 1),)),
+    And((Between("i", 1, 5),)),
+    And((Between("i", 1, 5), IsNull("i", negated=True))),
+    And((StrFunc("starts_with", "s", "ab"), Between("s", "a", "b"))),
+    Between("i", 1, 1),
+    Between("s", "a", "b"),
+    InList("i", (3, 1, 2)),
+    Const(True),
+    Const(False),
+    # Invalid trees: both paths must raise the same error.
+    Compare("i", "~", 1),
+    And((Compare("f", "=", 1), Compare("i", "~", 1))),
+    And((Compare("i", "=", None), Compare("i", "~", 1))),  # type: ignore[arg-type]
+    And((Between("i", True, 2), Compare("i", "=", 1))),
+    And((Between("i", 1, "a"), Compare("i", "=", 1))),
+    And((InList("i", (1, "a")), Compare("i", "=", 1))),
+    And((InList("i", (1, True)), Compare("i", "=", 1))),
+]
+NOT_CONJUNCTIONS: list[Node] = [  # the fast path declines them
+    And((And((Compare("i", "=", 1), Compare("f", "=", 2))), Compare("s", "=", "x"))),
+    And((Not(Compare("i", "=", 1)), Compare("f", "=", 2))),
+    Not(Compare("i", "=", 1)),
+]
+
+
+@pytest.mark.parametrize("node", HAND_BUILT + NOT_CONJUNCTIONS, ids=repr)
+@pytest.mark.parametrize("max_clauses", [MAX_CLAUSES, 1, 0])
+@pytest.mark.parametrize("always", ALWAYS_DEFINED[:2])
+def test_hand_built_trees_take_either_path_alike(
+    node: Node, max_clauses: int, always: tuple[str, ...]
+) -> None:
+    expected = _outcome(lambda: _dnf_clauses(node, max_clauses, always))
+    assert _outcome(lambda: to_clauses(node, max_clauses, always_defined=always)) == expected
+    fast = _outcome(lambda: _conjunction_clauses(node, always))
+    if node in NOT_CONJUNCTIONS:
+        assert fast == "None"
+    elif max_clauses >= 1:  # (to_clauses takes the general path when max_clauses < 1)
+        assert fast == expected
+
+
+def test_max_clauses_zero_is_honoured() -> None:
+    with pytest.raises(InvalidInput, match="more than 0 clauses"):
+        to_clauses(parse("i = 1 and f = 2"), 0)
+    assert to_clauses(parse("i = 1"), 0) == _dnf_clauses(parse("i = 1"), 0, ())
+
+
+# -- tokenizing ------------------------------------------------------------------------------------
+
+_TOKEN_PIECES = [
+    "a", "a1", "_x", "a-b", "a-", "and", "AND", "between", "in", "not", "0", "12", "-3", "-",
+    "1x", "5-3", "1e5", "1e-5", "1.5", ".5", "<", "<=", ">", ">=", "=", "==", "<>", "<>=", "!=",
+    "!", "&&", "||", "(", ")", ",", '"a b"', "'c'", '"x\\"y"', "é", "\t", "\n", "\x1c", "\xa0",
+]  # fmt: skip
+
+
+@SETTINGS
+@given(
+    st.one_of(
+        st.text(alphabet=" ()<>=!-.,_aAe19\"'\t&|é\x1c\xa0", max_size=30),
+        st.lists(
+            st.tuples(st.sampled_from(_TOKEN_PIECES), st.sampled_from(["", " ", "  ", "\t"])),
+            max_size=12,
+        ).map(lambda ps: "".join(p + sep for p, sep in ps)),
+    )
+)
+def test_tokens_match_the_token_regex(text: str) -> None:
+    assert _tokens(text) == _TOKEN_RE.findall(text)
+
+
+def test_plain_texts_take_the_split_path() -> None:
+    for text in (
+        "a278 = 37 and a389 > 31 and a109 in (9, 12) and a116 between 8 and 9",
+        "x >= -1 AND (y <> 2 or z != 3)",
+        "",
+    ):
+        assert _PLAIN_MATCH(text), text
+        assert _tokens(text) == _TOKEN_RE.findall(text)
+    for text in ('s = "a b"', "f < 1.5", "a<3", "5-3", "a\t= 1"):
+        assert not _PLAIN_MATCH(text), text
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+
+def test_inline_conjuncts_match_the_general_path() -> None:
+    """``not X`` parses X through ``_unary`` alone, never through the ``_and`` shortcut."""
+    rng = random.Random(7)
+    for _ in range(500):
+        attr = rng.choice(["i", "f", "r"])
+        lit = rng.choice(["0", "7", "42", "9223372036854775807", "-1", "2.5"])
+        atom = rng.choice(
+            [
+                f"{attr} {rng.choice(OPS)} {lit}",
+                f"{attr} between {lit} and {rng.choice(['3', '10', '1.5'])}",
+                f"{attr} not between 1 and {lit}",
+                f"{attr} in ({lit}, 3, {lit})",
+            ]
+        )
+        for compile_ in (parse, lambda t: compile_expr(t, SCHEMA)):
+            tree = compile_(atom)
+            assert compile_(f"not {atom}") == Not(tree), atom
+            assert compile_(f"i = 1 and {atom}") == And((Compare("i", "=", 1), tree)), atom
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("i = 1 and zz = 2", 'column 11: unknown attribute "zz"'),
+        ("i = 1 and s = 2", 'column 15: int literal compared to string attribute "s"'),
+        ("i = 1 and b = 1", 'column 15: int literal compared to bool attribute "b"'),
+        ("i = 1 and il = 1", 'column 14: operator "=" does not apply to int_list attribute "il"'),
+        ("i = 99999999999999999999", "column 5: integer literal 99999999999999999999 is outside"),
+        ("i = 1 and i < 1x", 'column 15: malformed number "1x"'),
+        ("i = 1 and i <", "column 14: unexpected end of expression, expected a literal"),
+        ("i = 1 and i = 1 = 2", 'column 17: unexpected "=", expected "and", "or" or the end'),
+        ("i between 1 && 2", 'column 13: "between" takes the word "and", not "&&"'),
+        ("i between 1 and", "column 16: unexpected end of expression, expected a literal"),
+        ("s between 1 and 2", 'column 11: int literal compared to string attribute "s"'),
+        ("b between 1 and 2", 'column 3: "between" does not apply to bool attribute "b"'),
+        ("i between 1 and 2.5x", 'column 17: malformed number "2.5x"'),
+        ('i between 1 and "a"', 'column 17: string literal compared to int attribute "i"'),
+        ("i in (1, 2", 'column 11: unexpected end of expression, expected "," or ")"'),
+        ('i in (1, "a")', 'column 10: string literal compared to int attribute "i"'),
+        ("s in (1)", 'column 7: int literal compared to string attribute "s"'),
+        ("il one of (1, 2.5)", 'column 15: float literal compared to int_list attribute "il"'),
+        ("i = 1 and", "column 10: unexpected end of expression, expected an attribute, a literal"),
+        ("i = 1 and 1 = 2", 'column 15: unexpected "2", expected an attribute name'),
+        ("i=1and i=2", 'column 3: malformed number "1and"'),
+        ("i = 1 and (i = 2", 'column 11: "(" is never closed'),
+        ("i in (1,, 2)", 'column 9: unexpected ",", expected a number or a string in the list'),
+        ("i between -1 and 1e99999", "column 18: float literal 1e99999 overflows a double"),
+        ("i > 1 and f < 2 and s = 3", 'column 25: int literal compared to string attribute "s"'),
+    ],
+)
+def test_errors_near_the_shortcuts(text: str, error: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        compile_expr(text, SCHEMA)
+    assert str(info.value).startswith(error)
+
+
+def test_workload_like_expressions_round_trip() -> None:
+    """A BEGen-style conjunction: every shortcut taken, the same tree as spelled out."""
+    text = "a = 37 and b > 31 and c <= 12 and d in (9, 12, 9) and e between 8 and 9 and f > -1"
+    schema = Schema.from_json({"attributes": {k: {"type": "int"} for k in "abcdef"}})
+    assert compile_expr(text, schema) == And(
+        (
+            Compare("a", "=", 37),
+            Compare("b", ">", 31),
+            Compare("c", "<=", 12),
+            InList("d", (9, 12, 9)),
+            Between("e", 8, 9),
+            Compare("f", ">", -1),
+        )
+    )
+    assert [tuple(map(str, c)) for c in to_clauses(compile_expr(text, schema))] == [
+        ("a = 37", "b > 31", "c <= 12", "d in (9, 12)", "e >= 8", "e <= 9", "f > -1")
+    ]
+
+
+def test_nodes_with_their_own_init_behave_as_dataclasses() -> None:
+    """``Compare``, ``Between``, ``InList`` and ``And`` set their slots directly."""
+    nodes: list[Node] = [
+        Compare("a", "<", 3),
+        Compare(attr="a", op="<", value=3),
+        Between("a", 1, 2),
+        Between("a", 1, 2, negated=True),
+        InList("a", (1, 2)),
+        InList("a", (1, 2), True),
+        And((Compare("a", "<", 3), Between("a", 1, 2))),
+    ]
+    for node in nodes:
+        assert copy.deepcopy(node) == node
+        assert pickle.loads(pickle.dumps(node)) == node
+        assert dataclasses.replace(node) == node
+        assert hash(dataclasses.replace(node)) == hash(node)
+        assert eval(repr(node)) == node
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(node, dataclasses.fields(node)[0].name, "b")
+    assert nodes[0] == nodes[1]
+    assert repr(nodes[2]) == "Between(attr='a', lo=1, hi=2, negated=False)"
+    assert dataclasses.replace(InList("a", (1, 2)), negated=True) == nodes[5]
+    with pytest.raises(TypeError):
+        Compare("a", "<")  # type: ignore[call-arg]
