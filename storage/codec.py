@@ -44,7 +44,7 @@ PAGE_KINDS: dict[int, tuple[str, int]] = {
     1: ("pbtree.internal", 1),
     2: ("pbtree.leaf", 1),
     3: ("pbtree.list", 1),
-    4: ("betree.lnode", 1),
+    4: ("betree.lnode", 2),
     6: ("betree.cnode", 1),
 }
 

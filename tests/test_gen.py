@@ -169,6 +169,7 @@ def test_bench_match_runs_and_agrees(tmp_path: Path) -> None:
     for key in ("subs_per_s", "bytes_per_sub", "candidates_mean", "pages_mean", "matches_mean"):
         assert row[key] > 0, key
     assert row["matcher_peak_rss_mb"] > 0
+    assert isinstance(row["sources_changed"], list)
     assert (out / "match_ms.png").stat().st_size > 0
 
 
