@@ -16,8 +16,8 @@ the c-node of one c-directory bucket (seed 000, Fig. 2)::
     pdir     the p-directory: [[attribute, top bucket page, score], ...]; score is the
              number of clauses below that p-node (its popularity)
 
-``betree.lnode`` (kind 4, version 2: clause lengths, not offsets) — one page of an l-node; an l-node larger than one
-page spills into a chain of them, read on demand::
+``betree.lnode`` (kind 4, version 2: clause lengths, not offsets) — one page of an
+l-node; an l-node larger than one page spills into a chain of them, read on demand::
 
     [next, cids: bytes u64 x n, exts: list, lens: bytes u32 x n, atoms: bytes u32]
 
