@@ -280,22 +280,21 @@ class _Parser:
         children: list[Node] = []
         i = self.i
         while True:
-            child: Node | None = None
-            if kinds[i] is None and kinds[i + 1] in _COMPARE_KINDS:
-                name, lit = toks[i], toks[i + 2]
-                if (
-                    name[0] in _IDENT_START
-                    and lit.isdigit()
-                    and lit.isascii()
-                    and len(lit) < 19
-                    and (
-                        attrs is None
-                        or ((spec := attrs.get(name)) is not None and spec.type in _NUMERIC)
-                    )
-                ):
-                    child = Compare(name, kinds[i + 1], int(lit))  # type: ignore[arg-type]
-                    i += 3
-            if child is None:
+            if (
+                kinds[i] is None
+                and kinds[i + 1] in _COMPARE_KINDS
+                and (name := toks[i])[0] in _IDENT_START
+                and (lit := toks[i + 2]).isdigit()
+                and lit.isascii()
+                and len(lit) < 19
+                and (
+                    attrs is None
+                    or ((spec := attrs.get(name)) is not None and spec.type in _NUMERIC)
+                )
+            ):
+                child: Node = Compare(name, kinds[i + 1], int(lit))  # type: ignore[arg-type]
+                i += 3
+            else:
                 self.i = i
                 child = self._unary()
                 i = self.i

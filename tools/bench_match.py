@@ -40,8 +40,10 @@ vs subscriptions, log-log) in ``--out``, rewritten after every size.  ``--profil
 warm pass of n = 100000 (else the largest size) once more under cProfile in the matcher
 process and prints the top functions (``profile.txt``).  Progress goes to stderr.
 
-Cost: the online build dominates (about 1,000 subscriptions/s at 20K and falling), then
-compiling the subscriptions for the baselines (~60 µs each) and SCAN (``--scan-seconds``).
+Cost: the online build dominates (measured on a loaded 2-core machine: ~1,800
+subscriptions/s at 10K, ~1,400/s at 100K, ~780/s averaged over 936K), then compiling the
+subscriptions for the baselines (~150-180 µs each) and SCAN (``--scan-seconds``).  The
+default sizes take about 35 minutes, 1M at the 20-minute build budget.
 
     python -m tools.bench_match --sizes 10000,100000 --events 1000 --out bench-results/match
 """
