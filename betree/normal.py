@@ -345,7 +345,7 @@ _new_atom = object.__new__
 
 def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
     """``OrderAtom(attr, ((op, c),))`` for a known ``op`` and a *canonical* ``c`` (see
-    :func:`_canon`), without the checks: about 0.3 µs instead of 1 µs."""
+    :func:`_canon`), without the checks: about 0.35 µs, two thirds of the constructor's."""
     atom: OrderAtom = _new_atom(OrderAtom)
     atom.attr = attr
     atom.entries = ((op, c),)
