@@ -80,6 +80,7 @@ from betree.tree import DEFAULTS
 from loaders.gen import Workload, make_workload
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
+from tools.args import positive, sizes
 
 CHECKED_EVENTS = 20
 PROFILE_SIZE = 100_000
@@ -678,34 +679,15 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
 # -- command line --------------------------------------------------------------------------------
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("sizes must be positive integers")
-    return sizes
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb bench match``."""
     parser.add_argument(
         "--sizes",
-        type=_sizes,
+        type=sizes,
         default=[10_000, 100_000, 1_000_000],
         help="comma-separated subscription counts (default 10000,100000,1000000)",
     )
-    parser.add_argument("--events", type=_positive, default=1000, help="events (default 1000)")
+    parser.add_argument("--events", type=positive, default=1000, help="events (default 1000)")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     parser.add_argument("--dims", type=int, default=400, help="BEGen attributes (400)")
     parser.add_argument("--card", type=int, default=48, help="BEGen values per attribute (48)")
@@ -714,13 +696,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eq-share", type=float, default=0.3, help="BEGen = share (0.3)")
     parser.add_argument("--out", default="bench-results/match", help="results directory")
     parser.add_argument(
-        "--batch", type=_positive, default=2000, help="subscriptions per subscribe_many"
+        "--batch", type=positive, default=2000, help="subscriptions per subscribe_many"
     )
-    parser.add_argument("--max-cap", type=_positive, default=DEFAULTS["max_cap"])
-    parser.add_argument("--min-size", type=_positive, default=DEFAULTS["min_size"])
+    parser.add_argument("--max-cap", type=positive, default=DEFAULTS["max_cap"])
+    parser.add_argument("--min-size", type=positive, default=DEFAULTS["min_size"])
     parser.add_argument(
         "--cache-bytes",
-        type=_positive,
+        type=positive,
         default=DEFAULT_CACHE_BYTES,
         help=f"matcher page cache bound (default {DEFAULT_CACHE_BYTES}, the store default)",
     )

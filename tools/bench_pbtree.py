@@ -73,6 +73,7 @@ from sortedcontainers import SortedList
 from pbtree import OPS, PBTree
 from pbtree.tree import DEFAULT_CAPS
 from storage import BexdbError, open_store
+from tools.args import positive, sizes
 
 TREE = "bench"
 CHECKED_VALUES = 50
@@ -523,37 +524,18 @@ def _plot(out: Path, rows: list[dict[str, Any]], series: dict[int, dict[str, lis
 # -- command line --------------------------------------------------------------------------------
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("sizes must be positive integers")
-    return sizes
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb bench pbtree``."""
     parser.add_argument(
         "--sizes",
-        type=_sizes,
+        type=sizes,
         default=[1000, 10_000, 100_000, 1_000_000],
         help="comma-separated predicate counts (default 1000,10000,100000,1000000)",
     )
-    parser.add_argument("--searches", type=_positive, default=1000, help="event values per size")
+    parser.add_argument("--searches", type=positive, default=1000, help="event values per size")
     parser.add_argument(
         "--cold-searches",
-        type=_positive,
+        type=positive,
         default=None,
         help="time only the first N values cold (default: all of --searches)",
     )
@@ -562,11 +544,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", default="bench-results/pbtree", help="directory for results.json and plots"
     )
     parser.add_argument(
-        "--batch", type=_positive, default=20_000, help="inserts per write transaction"
+        "--batch", type=positive, default=20_000, help="inserts per write transaction"
     )
     for cap, default in DEFAULT_CAPS.items():
         parser.add_argument(
-            "--" + cap.replace("_", "-"), type=_positive, default=default, help=f"PB+tree {cap}"
+            "--" + cap.replace("_", "-"), type=positive, default=default, help=f"PB+tree {cap}"
         )
     parser.add_argument(
         "--profile",

@@ -1,0 +1,26 @@
+"""Argument types shared by the subcommands and benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def sizes(text: str) -> list[int]:
+    """Comma-separated positive integers (benchmark sizes)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("sizes must be positive integers")
+    return values
+
+
+def positive(text: str) -> int:
+    """A positive integer."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
