@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -34,6 +36,13 @@ def _input(path: str | None) -> Iterator[TextIO]:
     else:
         with open(path, encoding="utf-8") as fh:
             yield fh
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def parse_id(text: str) -> int | str:
@@ -87,19 +96,22 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
 
 
 def cmd_match(args: argparse.Namespace) -> int:
-    """Match JSON Lines events; one output line per input line, errors in their own line."""
-    from betree.index import Index
+    """Match JSON Lines events; one output line per input line, errors in their own line.
+
+    A sharded store (``bexdb load --shards``) answers with the union of its shards.
+    """
+    from loaders.shards import open_any
 
     rejected = 0
     out = sys.stdout
-    with Index.open(args.store, readonly=True) as idx, _input(args.events) as fh:
+    with open_any(args.store) as reader, _input(args.events) as fh:
         batch: list[str] = []
         for line in _lines(fh):
             batch.append(line)
             if len(batch) == MATCH_BATCH:
-                rejected += _match_batch(idx, batch, out)
+                rejected += _match_batch(reader, batch, out)
                 batch = []
-        rejected += _match_batch(idx, batch, out)
+        rejected += _match_batch(reader, batch, out)
     return EXIT_INVALID if rejected else EXIT_OK
 
 
@@ -109,19 +121,19 @@ def _lines(fh: TextIO) -> Iterator[str]:
             yield line
 
 
-def _match_batch(idx: Any, lines: list[str], out: TextIO) -> int:
+def _match_batch(reader: Any, lines: list[str], out: TextIO) -> int:
     if not lines:
         return 0
     rejected = 0
     results = []
-    with idx.store.read() as txn:
+    with reader.snapshot() as match:
         for line in lines:
             try:
                 event = json.loads(line)
                 if not isinstance(event, dict):
                     raise InvalidInput("an event must be a JSON object")
-                values = idx.schema.validate_event(event)
-                results.append({"matches": idx.match_validated(txn, values)})
+                values = reader.schema.validate_event(event)
+                results.append({"matches": match(values)})
             except json.JSONDecodeError as exc:
                 rejected += 1
                 results.append({"error": f"malformed JSON: {exc.msg} at column {exc.colno}"})
@@ -135,29 +147,43 @@ def _match_batch(idx: Any, lines: list[str], out: TextIO) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """Offline bulk load into a new store (published atomically)."""
-    from loaders import python_load
-    from loaders.records import Record, read_jsonl
-
-    if args.engine == "spark":
-        print(
-            "bexdb: the Spark engine is not built yet; use --engine python",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
-    records: list[Record] = []
-    for path in args.inputs:
-        records.extend(read_jsonl(path))
+    if args.engine == "python" and (args.shards is not None or args.master is not None):
+        print("bexdb: --shards and --master need --engine spark", file=sys.stderr)
+        return EXIT_USAGE
     schema = _read_json(args.schema) if args.schema else None
     rejects = open(args.rejects, "w", encoding="utf-8") if args.rejects else None  # noqa: SIM115
     try:
-        summary = python_load.load(
-            args.store,
-            records,
-            schema,
-            replace=args.replace,
-            rejects=rejects,
-            max_rejects=args.max_rejects,
-        )
+        if args.engine == "spark":
+            from loaders import spark_job
+
+            with _terminate_as_interrupt():  # a killed load cleans up: cancel, remove staging
+                summary = spark_job.load(
+                    args.store,
+                    args.inputs,
+                    schema,
+                    master=args.master,
+                    shards=args.shards,
+                    replace=args.replace,
+                    rejects=rejects,
+                    max_rejects=args.max_rejects,
+                    progress=sys.stderr,
+                    verbose=args.verbose,
+                )
+        else:
+            from loaders import python_load
+            from loaders.records import Record, read_jsonl
+
+            records: list[Record] = []
+            for path in args.inputs:
+                records.extend(read_jsonl(path))
+            summary = python_load.load(
+                args.store,
+                records,
+                schema,
+                replace=args.replace,
+                rejects=rejects,
+                max_rejects=args.max_rejects,
+            )
     finally:
         if rejects is not None:
             rejects.close()
@@ -165,13 +191,32 @@ def cmd_load(args: argparse.Namespace) -> int:
     return EXIT_INVALID if summary["rejected"] else EXIT_OK
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    """Run every invariant check; exit 4 with a report on any violation."""
-    from betree.index import Index
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt meanwhile, so that clean-up code runs.
 
-    with Index.open(args.store, readonly=True) as idx:
-        idx.check()
-    print("ok")
+    Only the main thread may set signal handlers; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Run every invariant check (of every shard of a sharded store); exit 4 on violations."""
+    from loaders.shards import verify
+
+    found = verify(args.store)
+    print(f"ok ({found['shards']} shards)" if found["shards"] else "ok")
     return EXIT_OK
 
 
@@ -220,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema")
     p.add_argument("--engine", choices=["spark", "python"], default="spark")
     p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--shards", type=_positive, help="build K independent stores in parallel, plus a manifest"
+    )
+    p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
     p.add_argument("--max-rejects", type=int)
     p.add_argument("--replace", action="store_true", help="replace an existing store")
@@ -229,7 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ops.add_arguments(sub)
 
-    p = sub.add_parser("verify", help="run every invariant check (exit 4 on violations)")
+    p = sub.add_parser(
+        "verify", help="run every invariant check, of every shard too (exit 4 on violations)"
+    )
     p.add_argument("store")
     p.set_defaults(func=cmd_verify)
 

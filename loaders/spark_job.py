@@ -1,0 +1,1144 @@
+"""``bexdb load`` on Spark: extract -> pure transforms -> load, one Spark job end to end.
+
+The path for large subscription sets (the single-process engine is
+:mod:`loaders.python_load`; both build the same stores: same rejects, same answers).
+
+**Extract** (:func:`extract`): each input is JSON Lines (``spark.read.text``), Parquet or CSV
+(columns ``id``, ``expr``; a row becomes the JSON object ``to_json(struct(id, expr))``, so
+every format goes through the one record parser of :mod:`loaders.records`).  Every row
+carries its file and the start of its file split (Spark's ``_metadata``), which is how
+rejects get their line numbers without a second pass: a task numbers the rows of each split
+it reads and reports how many rows each split had; the driver turns (split start, position)
+into a line by adding the row counts of the file's earlier splits.  For Parquet and CSV the
+"line" is the 1-based data row.
+
+**Transform**, in the executors, Arrow batches in and out (``mapInArrow``; never Rows):
+
+* :func:`compile_partition` parses each record and compiles it with the compiler of online
+  ``subscribe`` (:meth:`Index.compile`, on a scratch index per task), and emits the record's
+  extract or compile error, or its clauses in transport form: per clause the canonical
+  atom keys (``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by)
+  and the clause's places (:meth:`Index.places`: the BE-Tree's per-attribute grid spans).
+* Without a schema, :func:`evidence_partition` first emits each record's typing evidence
+  (the rules of :meth:`Schema.infer`); Spark drops duplicated ids and reduces the evidence
+  to the distinct (attribute, kind) pairs, and the driver settles the types.  Only that
+  small set crosses to the driver.  If some attribute cannot be typed, the driver runs
+  :meth:`Schema.infer` itself over the records in input order, so that the error (message
+  and offending ids) is exactly the single-process engine's: a rare, slower path.
+* Records are routed to their shard by ``pmod(hash(key), K)`` (Spark's Murmur3 over the
+  id key of :func:`storage.codec.encode_id`), with adaptive execution off so that the
+  K partitions stay K.  All occurrences of an id land in one task, so duplicate ids are
+  found there (every occurrence rejected, as :func:`loaders.records.mark_duplicates`).
+
+**Load** (:func:`build_partition`, one task per shard): interns the shard's atoms to dense
+ids, builds the index in one batch (:func:`betree.bulk.build_from_parts`: BE-B and
+bottom-up PB+trees) in a scratch store inside the publishing staging directory, runs
+``check()``, and writes the compacting copy as the shard's store.  Without ``--shards`` the
+single shard *is* the store.  The driver collects only rejects, split counts and shard
+figures, writes the rejects file, applies ``--max-rejects``, writes the manifest of a
+sharded store (:mod:`loaders.shards`) and publishes the whole directory with one rename
+(:func:`loaders.records.publishing`): complete or not at all.  On any failure the job is
+cancelled, the driver waits for running tasks to stop, and the staging directory goes.
+
+Decisions: the shard build runs in a Spark task rather than on the driver so that K shards
+build in parallel and one code path serves both cases; ``--max-rejects`` is applied after
+the build (rejects are known only once duplicates are), which costs a wasted build on
+failure but saves caching the compiled set; shard stores are written straight into the
+staging directory, so on a cluster the target must be on a file system the executors share.
+
+Cost (2 cores): Spark start 9-14 s; compile ~0.15 ms per record per core; then per shard
+the batch build (~0.1 ms per subscription), the check (~0.07 ms) and the copy, all
+single-threaded inside one task: the build stage is the limit of a single store, and
+``--shards K`` divides it by min(K, cores).  Memory: about 1 KB per subscription in the
+shard task's Python worker; the JVM holds the shuffle (spilled to disk past its heap).
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial, reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from betree.bulk import build_from_parts
+from betree.expr import ExpressionError
+from betree.index import Index, gc_paused
+from betree.normal import atom_from_tuple
+from betree.parser import parse
+
+# The evidence and resolution rules of Schema.infer, applied here per record and per
+# attribute so that only the distinct (attribute, kind) pairs cross to the driver.
+from betree.schema import AttrSpec, Schema, _evidence, _resolve
+from loaders import shards as sharding
+from loaders.records import (
+    Record,
+    check_rejects,
+    mark_duplicates,
+    parse_lines,
+    publishing,
+    write_rejects,
+)
+from storage import codec
+from storage.errors import BexdbError, InvalidInput
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+
+DRIVER_MEMORY = "2g"
+#: Input split size bounds; within them, about 8 splits per core (progress, balance).
+MIN_SPLIT, MAX_SPLIT = 2 << 20, 128 << 20
+_COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
+
+# record kinds of the extracted rows
+JSONL, PARQUET, CSV = 0, 1, 2
+# row kinds of the transform's and the load's output
+RECORD = REJECT = 0
+BLOCK = 1
+SHARD = 2
+
+COMPILED = pa.schema(
+    [
+        ("kind", pa.int8()),  # RECORD or BLOCK
+        ("arg", pa.int32()),  # which input argument
+        ("fid", pa.int64()),  # the file (hash of its path)
+        ("block", pa.int64()),  # start of the file split
+        ("pos", pa.int64()),  # RECORD: row within the split; BLOCK: the split's row count
+        ("key", pa.binary()),  # codec.encode_id(id); null if the record is unusable
+        ("id", pa.string()),  # the record's id as JSON (for rejects and the store)
+        ("expr", pa.string()),
+        ("error", pa.string()),  # extract error: malformed JSON, bad id, missing column
+        ("cerror", pa.string()),  # compile error: syntax, types
+        ("compiled", pa.binary()),  # [[atom keys, places], ...] per clause
+        ("path", pa.string()),  # BLOCK only: the file
+    ]
+)
+COMPILED_DDL = (
+    "kind tinyint, arg int, fid bigint, block bigint, pos bigint, key binary, id string, "
+    "expr string, error string, cerror string, compiled binary, path string"
+)
+RESULT = pa.schema(
+    [
+        ("kind", pa.int8()),  # REJECT, BLOCK or SHARD
+        ("arg", pa.int32()),
+        ("fid", pa.int64()),
+        ("block", pa.int64()),
+        ("pos", pa.int64()),
+        ("path", pa.string()),
+        ("id", pa.string()),
+        ("error", pa.string()),  # REJECT: why; SHARD: the shard's figures as JSON
+    ]
+)
+RESULT_DDL = (
+    "kind tinyint, arg int, fid bigint, block bigint, pos bigint, path string, id string, "
+    "error string"
+)
+EVIDENCE = pa.schema([("key", pa.binary()), ("pairs", pa.list_(pa.string()))])
+EVIDENCE_DDL = "key binary, pairs array<string>"
+#: what a shard task receives: the compiled rows and the shard Spark routed them to
+ROUTED = COMPILED.append(pa.field("shard", pa.int32()))
+GOOD = pa.schema(
+    [
+        ("arg", pa.int32()),
+        ("path", pa.string()),
+        ("block", pa.int64()),
+        ("pos", pa.int64()),
+        ("key", pa.binary()),
+        ("id", pa.string()),
+        ("expr", pa.string()),
+    ]
+)
+GOOD_DDL = "arg int, path string, block bigint, pos bigint, key binary, id string, expr string"
+
+# Errors only.  "org" gets its own entry at the root's level: at start-up Spark compares the
+# level configured for its own classes (WARN when none is) with the root's, and prints a
+# notice when they differ.
+_QUIET_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.org.name = org
+logger.org.level = error
+logger.io.name = io
+logger.io.level = error
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = fatal
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = fatal
+"""
+
+
+# -- the session -----------------------------------------------------------------------------
+
+
+def spark_session(
+    master: str | None = None,
+    *,
+    verbose: bool = False,
+    driver_memory: str | None = None,
+    app_name: str = "bexdb load",
+    log_dir: str | os.PathLike[str] | None = None,
+) -> SparkSession:
+    """A SparkSession for loads: ``local[*]`` unless ``master`` names a cluster.
+
+    Local workers run this interpreter (``PYSPARK_PYTHON``: else they would use the
+    system ``python3``, which lacks the project's dependencies) with the project on their
+    ``PYTHONPATH``; adaptive execution is off (it merges partitions, and shards must stay
+    pinned); Spark's log is quiet (errors only, through a log4j2 file written into
+    ``log_dir`` or a temporary directory) and its console progress bar is off unless
+    ``verbose``.  Cost: 9-14 s on this machine, most of it the JVM.
+    """
+    from pyspark.sql import SparkSession
+
+    local = master is None or master.startswith("local")
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    builder = (
+        SparkSession.builder.master(master or "local[*]")
+        .appName(app_name)
+        .config("spark.driver.memory", driver_memory or DRIVER_MEMORY)
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "true" if verbose else "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.executorEnv.PYTHONPATH", os.pathsep.join(paths))
+    )
+    if local:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        builder = builder.config("spark.pyspark.python", sys.executable)
+        builder = builder.config("spark.pyspark.driver.python", sys.executable)
+    if not verbose:
+        where = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="bexdb-"))
+        where.mkdir(parents=True, exist_ok=True)
+        config = where / "log4j2-quiet.properties"
+        config.write_text(_QUIET_LOG4J)
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{config}"
+        )
+    try:
+        with _quiet_pandas_check():
+            spark = builder.getOrCreate()
+    finally:
+        if not verbose and log_dir is None:
+            shutil.rmtree(where, ignore_errors=True)  # read once, at the JVM's start
+    if not verbose:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextmanager
+def _quiet_pandas_check() -> Iterator[None]:
+    """pyspark 4.3 warns that it does not fully support pandas 3; only its version check
+    (made by mapInArrow) touches pandas here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        yield
+
+
+def _map(df: DataFrame, fn: Any, ddl: str) -> DataFrame:
+    """``df.mapInArrow(fn, ddl)``: Arrow batches in and out of the Python workers."""
+    with _quiet_pandas_check():
+        return df.mapInArrow(fn, ddl)
+
+
+# -- extract --------------------------------------------------------------------------------
+
+
+def source_format(path: str) -> str:
+    """``jsonl``, ``parquet`` or ``csv``: by the name's extension; a directory by its files."""
+    name = path.rstrip("/").lower()
+    for ext in _COMPRESSED:
+        name = name.removesuffix(ext)
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith(".csv"):
+        return "csv"
+    if "://" not in path and os.path.isdir(path):
+        names = [n.lower() for n in os.listdir(path) if not n.startswith((".", "_"))]
+        if any(n.endswith(".parquet") for n in names):
+            return "parquet"
+        if any(n.endswith(".csv") for n in names):
+            return "csv"
+    return "jsonl"
+
+
+def check_inputs(inputs: Sequence[str]) -> int:
+    """Raise FileNotFoundError for a missing local input; return the local inputs' bytes."""
+    total = 0
+    for path in inputs:
+        if "://" in path:
+            continue
+        found = glob.glob(path) if glob.has_magic(path) else [path]
+        if not found or not all(os.path.exists(p) for p in found):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", path)
+        for p in found:
+            if os.path.isdir(p):
+                total += sum(
+                    os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(p) for f in fs
+                )
+            else:
+                total += os.path.getsize(p)
+    return total
+
+
+def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
+    """One DataFrame ``(arg, path, block, kind, text)`` over every input, in input order.
+
+    ``text`` is the JSON Lines line, or for Parquet and CSV the row as a JSON object (a
+    null field left out, so the record parser reports the missing column).  Parquet ``id``
+    must be an integer or string column, ``expr`` a string column; a column that is absent
+    makes every row a reject.
+    """
+    from pyspark.sql import functions as F
+
+    frames = []
+    for arg, path in enumerate(inputs):
+        fmt = source_format(path)
+        if fmt == "jsonl":
+            df = spark.read.text(path)
+            kind, text = JSONL, F.col("value")
+        else:
+            if fmt == "parquet":
+                df = spark.read.parquet(path)
+                kind = PARQUET
+            else:
+                df = spark.read.options(header=True, inferSchema=False, escape='"').csv(path)
+                kind = CSV
+            text = _row_json(df, path)
+        frames.append(
+            df.select(
+                F.lit(arg).cast("int").alias("arg"),
+                F.col("_metadata.file_path").alias("path"),
+                F.col("_metadata.file_block_start").alias("block"),
+                F.lit(kind).cast("tinyint").alias("kind"),
+                text.cast("string").alias("text"),
+            )
+        )
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+_ID_TYPES = ("byte", "short", "integer", "long", "string")
+
+
+def _row_json(df: DataFrame, path: str) -> Any:
+    from pyspark.sql import functions as F
+
+    fields = {f.name.lower(): f for f in df.schema.fields}
+    columns = []
+    for name, allowed in (("id", _ID_TYPES), ("expr", ("string",))):
+        field = fields.get(name)
+        if field is None:
+            columns.append(F.lit(None).cast("string").alias(name))
+            continue
+        if field.dataType.typeName() not in allowed:
+            raise InvalidInput(
+                f'{path}: column "{name}" has type {field.dataType.simpleString()}',
+                hint="id must be an integer or string column, expr a string column",
+            )
+        columns.append(F.col(f"`{field.name}`").alias(name))
+    return F.to_json(F.struct(*columns))
+
+
+def csv_id(text: str) -> int | str:
+    """A CSV id field: a JSON integer in signed 64-bit range or a JSON string, else the text.
+
+    As ``bexdb unsubscribe`` reads ids: ``5`` is the integer id, ``"5"`` (quoted inside the
+    field) the string.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63:
+        return value
+    return text
+
+
+_RECORD_SHAPE = 'a record must be an object with "id" and "expr"'
+
+
+def parse_record(kind: int, text: str | None) -> Record | None:
+    """The record of one extracted row (its ``line`` is set later), or None if blank."""
+    if text is None:
+        return None
+    record = next(parse_lines((text,)), None)
+    if record is None or kind == JSONL:
+        return record
+    if record.error == _RECORD_SHAPE:
+        column = "id" if record.id is None else "expr"
+        record.error = f'the row has no value in column "{column}"'
+    if kind == CSV and isinstance(record.id, str):
+        record.id = csv_id(record.id)
+    return record
+
+
+def _file_id(path: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(path.encode(), digest_size=8).digest(), "big", signed=True
+    )
+
+
+def _rows(batch: pa.RecordBatch, *names: str) -> Iterator[tuple[Any, ...]]:
+    return zip(*(batch.column(name).to_pylist() for name in names), strict=True)
+
+
+# -- transforms (executors) ----------------------------------------------------------------
+
+
+def compile_partition(
+    batches: Iterable[pa.RecordBatch],
+    schema_doc: dict[str, Any],
+    settings: dict[str, int] | None = None,
+    counter: Any = None,
+) -> Iterator[pa.RecordBatch]:
+    """Extracted rows -> compiled records (:data:`COMPILED`), then one row per file split.
+
+    Errors of a record (malformed JSON, bad id, missing column; syntax and type errors of
+    its expression) are data, not exceptions.  ``counter`` (an accumulator) counts records.
+    """
+    scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
+    splits: dict[tuple[int, str, int], int] = {}
+    fids: dict[str, int] = {}
+    seen = 0
+    try:
+        with (
+            gc_paused(),
+            Index.open(scratch, schema=schema_doc, settings=settings, sync=False) as idx,
+        ):
+            for batch in batches:
+                out: dict[str, list[Any]] = {name: [] for name in COMPILED.names}
+                for arg, path, block, kind, text in _rows(
+                    batch, "arg", "path", "block", "kind", "text"
+                ):
+                    where = (arg, path, block)
+                    pos = splits.get(where, 0)
+                    splits[where] = pos + 1
+                    record = parse_record(kind, text)
+                    if record is None:
+                        continue
+                    seen += 1
+                    fid = fids.get(path)
+                    if fid is None:
+                        fid = fids[path] = _file_id(path)
+                    key = compiled = cerror = None
+                    if record.error is None:
+                        key = codec.encode_id(record.id)
+                        try:
+                            clauses = idx.compile(record.id, record.expr)
+                        except InvalidInput as exc:
+                            # as python_load: the reason without "subscription ID: "
+                            cerror = exc.message.split(": ", 1)[-1]
+                        else:
+                            compiled = codec.encode_value(
+                                [
+                                    [[codec.encode_value(a.as_tuple()) for a in c], idx.places(c)]
+                                    for c in clauses
+                                ]
+                            )
+                    _append(
+                        out,
+                        kind=RECORD,
+                        arg=arg,
+                        fid=fid,
+                        block=block,
+                        pos=pos,
+                        key=key,
+                        id=json.dumps(record.id),
+                        expr=record.expr if record.error is None else None,
+                        error=record.error,
+                        cerror=cerror,
+                        compiled=compiled,
+                        path=None,
+                    )
+                yield pa.RecordBatch.from_pydict(out, schema=COMPILED)
+            out = {name: [] for name in COMPILED.names}
+            for (arg, path, block), count in splits.items():
+                _append(
+                    out,
+                    kind=BLOCK,
+                    arg=arg,
+                    fid=_file_id(path),
+                    block=block,
+                    pos=count,
+                    path=path,
+                )
+            yield pa.RecordBatch.from_pydict(out, schema=COMPILED)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if counter is not None:
+            counter.add(seen)
+
+
+def _append(out: dict[str, list[Any]], **values: Any) -> None:
+    for name, column in out.items():
+        column.append(values.get(name))
+
+
+def evidence_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Extracted rows -> ``(key, pairs)`` per usable record: its "attribute\\0kind" evidence."""
+    for batch in batches:
+        keys: list[bytes] = []
+        pairs: list[list[str]] = []
+        for kind, text in _rows(batch, "kind", "text"):
+            record = parse_record(kind, text)
+            if record is None or record.error is not None:
+                continue
+            keys.append(codec.encode_id(record.id))
+            try:
+                node = parse(record.expr)
+            except ExpressionError:
+                pairs.append([])  # Schema.infer skips what does not parse
+                continue
+            pairs.append(sorted({f"{attr}\0{k}" for attr, k in _evidence(node)}))
+        yield pa.RecordBatch.from_pydict({"key": keys, "pairs": pairs}, schema=EVIDENCE)
+
+
+def good_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Extracted rows -> usable records with their place (for the exact inference error)."""
+    splits: dict[tuple[int, str, int], int] = {}
+    for batch in batches:
+        out: dict[str, list[Any]] = {name: [] for name in GOOD.names}
+        for arg, path, block, kind, text in _rows(batch, "arg", "path", "block", "kind", "text"):
+            where = (arg, path, block)
+            pos = splits.get(where, 0)
+            splits[where] = pos + 1
+            record = parse_record(kind, text)
+            if record is None or record.error is not None:
+                continue
+            _append(
+                out,
+                arg=arg,
+                path=path,
+                block=block,
+                pos=pos,
+                key=codec.encode_id(record.id),
+                id=json.dumps(record.id),
+                expr=record.expr,
+            )
+        yield pa.RecordBatch.from_pydict(out, schema=GOOD)
+
+
+# -- load (executors: one task per shard) ----------------------------------------------------
+
+
+def build_partition(
+    batches: Iterable[pa.RecordBatch],
+    schema_doc: dict[str, Any],
+    settings: dict[str, int] | None,
+    staging: str,
+    shards: int | None,
+    fail_at: str | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The compiled records of one shard -> its store; emits rejects, splits and figures."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    shard = context.partitionId() if context is not None else 0
+    table = pa.Table.from_batches(list(batches), schema=ROUTED)
+    if table.num_rows and not pc.all(pc.equal(table["shard"], shard)).as_py():
+        raise BexdbError(
+            f"shard task {shard} received records of another shard",
+            "partitions were merged: spark.sql.adaptive.enabled must stay false",
+        )
+    splits = table.filter(pc.equal(table["kind"], BLOCK))
+    out: dict[str, list[Any]] = {name: [] for name in RESULT.names}
+    for arg, fid, block, count, path in zip(
+        *(splits[c].to_pylist() for c in ("arg", "fid", "block", "pos", "path")), strict=True
+    ):
+        _append(out, kind=BLOCK, arg=arg, fid=fid, block=block, pos=count, path=path)
+    good, rejects = _triage(table.filter(pc.equal(table["kind"], RECORD)))
+    del table, splits  # the shard's records now live in ``good`` only
+    for arg, fid, block, pos, ident, error in rejects:
+        _append(out, kind=REJECT, arg=arg, fid=fid, block=block, pos=pos, id=ident, error=error)
+    root = Path(staging)
+    dest = _shard_dest(root, shards, shard)
+    figures = build_store(
+        good, schema_doc, settings, root / f"raw-{shard:04d}", dest, fail_at=fail_at
+    )
+    figures["shard"] = shard
+    _append(out, kind=SHARD, pos=shard, error=json.dumps(figures))
+    yield pa.RecordBatch.from_pydict(out, schema=RESULT)
+
+
+def _shard_dest(staging: Path, shards: int | None, shard: int) -> Path:
+    """Where shard ``shard`` goes: the store itself, or its directory in a sharded store."""
+    return staging / "store" if shards is None else staging / "store" / sharding.shard_name(shard)
+
+
+def _triage(
+    records: pa.Table,
+) -> tuple[list[tuple[Any, str, bytes]], list[tuple[int, int, int, int, str, str]]]:
+    """Split one shard's records into loadable ``(id, expr, compiled)`` and rejects.
+
+    In input order.  Precedence as the single-process engine: an extract error, else a
+    duplicate id (counted among records without an extract error, every occurrence
+    rejected), else a compile error.
+    """
+    order = pc.sort_indices(
+        records, sort_keys=[(c, "ascending") for c in ("arg", "fid", "block", "pos")]
+    )
+    records = records.take(order)
+    usable = records.filter(pc.is_null(records["error"]))
+    counts = pc.value_counts(usable["key"])
+    repeated = pc.greater(counts.field("counts"), 1)
+    dup_keys = set(counts.field("values").filter(repeated).to_pylist())
+    dup_errors: dict[int, str] = {}
+    columns = [
+        records[c].to_pylist()
+        for c in ("arg", "fid", "block", "pos", "key", "id", "expr", "error", "cerror", "compiled")
+    ]
+    if dup_keys:
+        dups = [
+            (i, Record(i, json.loads(ident), expr))
+            for i, (key, ident, expr) in enumerate(
+                zip(columns[4], columns[5], columns[6], strict=True)
+            )
+            if key in dup_keys and columns[7][i] is None
+        ]
+        mark_duplicates([r for _, r in dups])
+        dup_errors = {i: r.error for i, r in dups if r.error is not None}
+    good: list[tuple[Any, str, bytes]] = []
+    rejects: list[tuple[int, int, int, int, str, str]] = []
+    for i, (arg, fid, block, pos, _, ident, expr, error, cerror, compiled) in enumerate(
+        zip(*columns, strict=True)
+    ):
+        reason = error or dup_errors.get(i) or cerror
+        if reason is not None:
+            rejects.append((arg, fid, block, pos, ident, reason))
+        else:
+            good.append((json.loads(ident), expr, compiled))
+    return good, rejects
+
+
+def build_store(
+    good: list[tuple[Any, str, bytes]],
+    schema_doc: dict[str, Any],
+    settings: dict[str, int] | None,
+    raw: Path,
+    dest: Path,
+    *,
+    fail_at: str | None = None,
+) -> dict[str, Any]:
+    """Intern, batch-build, check and compact one store from compiled records (consumed:
+    ``good`` is emptied once decoded, so that its bytes do not outlive their use).
+
+    ``raw`` (a scratch store) must not exist and its parent must: a task that outlives a
+    cancelled load finds the staging directory gone and stops instead of re-creating it.
+    Returns the store's figures and the seconds of each step.
+    """
+    t0 = time.perf_counter()
+    os.mkdir(raw)
+    try:
+        with (
+            gc_paused(),
+            Index.open(raw, schema=schema_doc, settings=settings, sync=False) as idx,
+        ):
+            atoms: dict[bytes, int] = {}
+            subs: list[tuple[Any, str, list[list[int]]]] = []
+            places: list[Any] = []
+            for ident, expr, compiled in good:
+                ids = []
+                for keys, place in codec.decode_value(compiled):
+                    ids.append([atoms.setdefault(k, len(atoms) + 1) for k in keys] or [0])
+                    places.append(place)
+                subs.append((ident, expr, ids))
+            good.clear()
+            catalog = {aid: atom_from_tuple(codec.decode_value(k)) for k, aid in atoms.items()}
+            t1 = time.perf_counter()
+            counts = build_from_parts(idx, subs, places, catalog)
+            t2 = time.perf_counter()
+            if fail_at == "build":
+                raise RuntimeError("injected failure in the load stage (fail_at='build')")
+            idx.check()
+            t3 = time.perf_counter()
+            if not raw.parent.exists():
+                raise BexdbError(f"{raw.parent} was removed: the load was cancelled")
+            size = idx.store.copy_compact(dest)
+            t4 = time.perf_counter()
+    finally:
+        shutil.rmtree(raw, ignore_errors=True)
+    return {
+        "subscriptions": counts["subscriptions"],
+        "clauses": counts["clauses"],
+        "atoms": counts["atoms"],
+        "bytes": size,
+        "seconds": {
+            "intern": round(t1 - t0, 3),
+            "build": round(t2 - t1, 3),
+            "check": round(t3 - t2, 3),
+            "compact": round(t4 - t3, 3),
+        },
+    }
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+def load(
+    target: str | os.PathLike[str],
+    inputs: Sequence[str],
+    schema: dict[str, Any] | None,
+    *,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    shards: int | None = None,
+    replace: bool = False,
+    rejects: TextIO | None = None,
+    max_rejects: int | None = None,
+    settings: dict[str, int] | None = None,
+    progress: TextIO | None = sys.stderr,
+    verbose: bool = False,
+    driver_memory: str | None = None,
+    split_bytes: int | None = None,
+    fail_at: str | None = None,
+) -> dict[str, Any]:
+    """Build the store (or, with ``shards``, the sharded store) at ``target``; returns counts.
+
+    ``spark``: the session to use; else the process's active session, else a new one
+    (started here and stopped at the end).  Nothing is published on failure.
+    ``split_bytes`` overrides the input split size (about 8 splits per core by default).
+    ``fail_at`` injects a failure for tests: ``"build"`` in every shard task after its
+    index is built, ``"publish"`` on the driver just before publishing.
+    """
+    started = time.monotonic()
+    if not inputs:
+        raise InvalidInput("no input to load")
+    if shards is not None and shards < 1:
+        raise InvalidInput(f"--shards must be at least 1, not {shards}")
+    path = Path(target).absolute()
+    if path.exists() and not replace:
+        raise BexdbError(f"{path} already exists", "pass --replace to replace it")
+    size = check_inputs(inputs)
+    given = Schema.from_json(schema) if schema is not None else None
+    driver = _Driver(_Progress(progress))
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    own = spark is None
+    with driver.interruptible():
+        if spark is None:
+            driver.report.say(f"starting Spark ({master or 'local[*]'})")
+            t0 = time.monotonic()
+            spark = spark_session(master, verbose=verbose, driver_memory=driver_memory)
+            driver.stages["session"] = round(time.monotonic() - t0, 3)
+            driver.listen()  # the new SparkContext set its own SIGINT handler
+        try:
+            driver.check()
+            _tune_splits(spark, size, split_bytes)
+            source = extract(spark, inputs)
+            if given is None:
+                t0 = time.monotonic()
+                given = infer_schema(spark, source, driver)
+                driver.stages["infer"] = round(time.monotonic() - t0, 3)
+            with publishing(path, replace) as staging:
+                summary = _load_job(
+                    spark,
+                    source,
+                    given,
+                    staging,
+                    shards=shards,
+                    settings=settings,
+                    rejects=rejects,
+                    max_rejects=max_rejects,
+                    driver=driver,
+                    fail_at=fail_at,
+                )
+                driver.check()  # the last moment a signal stops the load
+        finally:
+            if own and spark is not None:
+                spark.stop()
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    summary["stages"] = driver.stages
+    driver.report.say(
+        f"done: {summary['loaded']:,} loaded, {summary['rejected']:,} rejected "
+        f"in {summary['seconds']:,.1f} s"
+    )
+    return summary
+
+
+def _tune_splits(spark: SparkSession, size: int, split: int | None) -> None:
+    """About 8 input splits per core (bounded): balanced tasks and a live progress line."""
+    if split is None:
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        split = min(MAX_SPLIT, max(MIN_SPLIT, size // (8 * cores))) if size > 0 else MAX_SPLIT
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
+
+
+def _load_job(
+    spark: SparkSession,
+    source: DataFrame,
+    schema: Schema,
+    staging: Path,
+    *,
+    shards: int | None,
+    settings: dict[str, int] | None,
+    rejects: TextIO | None,
+    max_rejects: int | None,
+    driver: _Driver,
+    fail_at: str | None,
+) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+    k = shards or 1
+    schema_doc = schema.to_json()
+    counter = sc.accumulator(0)
+    compiled = _map(
+        source,
+        partial(compile_partition, schema_doc=schema_doc, settings=settings, counter=counter),
+        COMPILED_DDL,
+    )
+    routed = compiled.withColumn("shard", F.expr(f"pmod(hash(key), {k})")).repartition(k, "key")
+    built = _map(
+        routed,
+        partial(
+            build_partition,
+            schema_doc=schema_doc,
+            settings=settings,
+            staging=str(staging),
+            shards=shards,
+            fail_at=fail_at,
+        ),
+        RESULT_DDL,
+    )
+    if shards is not None:
+        (staging / "store").mkdir()
+    result = driver.run(sc, built, ("compile", "build"), counter)
+    figures = {}
+    for row in result.filter(pc.equal(result["kind"], SHARD))["error"].to_pylist():
+        doc = json.loads(row)
+        figures[doc["shard"]] = doc
+    rejected = _rejects(result)
+    if rejects is not None:
+        write_rejects(rejects, rejected)
+    check_rejects(len(rejected), max_rejects)
+    for i in range(k):  # a shard no record hashed to: Spark may run no task for it
+        if i not in figures:
+            dest = _shard_dest(staging, shards, i)
+            figures[i] = build_store([], schema_doc, settings, staging / f"raw-{i:04d}", dest)
+            figures[i]["shard"] = i
+    if shards is not None:
+        sharding.write_manifest(
+            staging / "store",
+            [
+                {
+                    "path": sharding.shard_name(i),
+                    "subscriptions": figures[i]["subscriptions"],
+                    "bytes": figures[i]["bytes"],
+                }
+                for i in range(k)
+            ],
+            {
+                "by": "id",
+                "hash": "pmod(spark_sql_hash(storage.codec.encode_id(id)), shards)",
+                "shards": k,
+            },
+        )
+    if fail_at == "publish":
+        raise RuntimeError("injected failure before publishing (fail_at='publish')")
+    loaded = sum(f["subscriptions"] for f in figures.values())
+    return {
+        "engine": "spark",
+        "loaded": loaded,
+        "rejected": len(rejected),
+        "shards": shards,
+        "store_bytes": sum(f["bytes"] for f in figures.values()),
+        "shard_figures": [figures[i] for i in range(k)],
+    }
+
+
+def _rejects(result: pa.Table) -> list[Record]:
+    """Rejected records in input order, with their line (or data row) numbers."""
+    splits = result.filter(pc.equal(result["kind"], BLOCK))
+    starts: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    paths: dict[tuple[int, int], str] = {}
+    for arg, fid, block, count, path in zip(
+        *(splits[c].to_pylist() for c in ("arg", "fid", "block", "pos", "path")), strict=True
+    ):
+        starts.setdefault((arg, fid), []).append((block, count))
+        paths[(arg, fid)] = path
+    before: dict[tuple[int, int, int], int] = {}
+    for (arg, fid), blocks in starts.items():
+        lines = 0
+        for block, count in sorted(blocks):
+            before[(arg, fid, block)] = lines
+            lines += count
+    rows = result.filter(pc.equal(result["kind"], REJECT))
+    found = []
+    for arg, fid, block, pos, ident, error in zip(
+        *(rows[c].to_pylist() for c in ("arg", "fid", "block", "pos", "id", "error")), strict=True
+    ):
+        line = before[(arg, fid, block)] + pos + 1
+        found.append(((arg, paths[(arg, fid)], line), Record(line, json.loads(ident), None, error)))
+    found.sort(key=lambda item: item[0])
+    return [record for _, record in found]
+
+
+def infer_schema(spark: SparkSession, source: DataFrame, driver: _Driver) -> Schema:
+    """The schema :meth:`Schema.infer` would give over the usable, non-duplicated records.
+
+    Distributed: the executors extract each record's typing evidence, Spark drops
+    duplicated ids and keeps the distinct (attribute, kind) pairs, the driver settles
+    each attribute's type with Schema.infer's own rule.  If an attribute cannot be typed,
+    the driver re-runs Schema.infer over the records in input order for the exact error.
+    """
+    from pyspark.sql import functions as F
+
+    evidence = _map(source, evidence_partition, EVIDENCE_DDL)
+    pairs = (
+        evidence.groupBy("key")
+        .agg(F.count(F.lit(1)).alias("n"), F.first("pairs").alias("pairs"))
+        .filter("n = 1")
+        .select(F.explode("pairs").alias("pair"))
+        .distinct()
+    )
+    table = driver.run(spark.sparkContext, pairs, ("infer",))
+    kinds: dict[str, dict[str, dict[Any, None]]] = {}
+    for pair in table["pair"].to_pylist():
+        attr, kind = pair.split("\0")
+        kinds.setdefault(attr, {})[kind] = {}
+    specs = []
+    for attr in sorted(kinds):
+        typ, _, _ = _resolve(kinds[attr])
+        if typ is None:
+            return _infer_exactly(spark, source, driver)
+        specs.append(AttrSpec(attr, typ))
+    return Schema(specs)
+
+
+def _infer_exactly(spark: SparkSession, source: DataFrame, driver: _Driver) -> Schema:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    driver.report.say("infer: an attribute has no single type; collecting records for the error")
+    good = _map(source, good_partition, GOOD_DDL)
+    unique = good.withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("key"))).filter("n = 1")
+    table = driver.run(spark.sparkContext, unique, ("infer",))
+    table = table.take(
+        pc.sort_indices(
+            table, sort_keys=[(c, "ascending") for c in ("arg", "path", "block", "pos")]
+        )
+    )
+    ids = [json.loads(i) for i in table["id"].to_pylist()]
+    return Schema.infer(zip(ids, table["expr"].to_pylist(), strict=True))  # raises
+
+
+# -- running a job: progress, cancellation ---------------------------------------------------
+
+
+class _Driver:
+    """The driver's side of one load: progress, stage timings, and interrupts.
+
+    SIGINT and SIGTERM during a load are noted, cancel the running Spark job, and stop the
+    load at the next step (:meth:`check`) with KeyboardInterrupt; nothing is published.
+    The handler never raises: the main thread is then usually blocked in a call into the
+    JVM, and an exception there (what pyspark's own SIGINT handler does) can leave the
+    job running to its end, since pyspark's collect waits for its job even when
+    interrupted.  Nor can the handler call the JVM on that thread's connection (the call
+    would wait for the blocked one); it cancels the job from a new thread instead.
+    """
+
+    def __init__(self, report: _Progress) -> None:
+        self.report = report
+        self.stages: dict[str, float] = {}
+        self.fired: list[int] = []
+        self.job: tuple[SparkContext, str] | None = None
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Handle SIGINT and SIGTERM meanwhile (main thread only: else nothing changes)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.listen()
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def listen(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, self._signal)
+
+    def _signal(self, signum: int, frame: Any) -> None:
+        self.fired.append(signum)
+        job = self.job
+        if job is not None:
+            threading.Thread(target=job[0].cancelJobGroup, args=(job[1],), daemon=True).start()
+
+    def check(self) -> None:
+        """Stop here (KeyboardInterrupt) if a signal came."""
+        if self.fired:
+            self.report.say(f"interrupted by signal {self.fired[0]}: nothing is published")
+            raise KeyboardInterrupt(f"signal {self.fired[0]}")
+
+    def run(
+        self, sc: SparkContext, df: DataFrame, labels: Sequence[str], counter: Any = None
+    ) -> pa.Table:
+        """Collect ``df`` (small: results only) as Arrow, with progress; cancel on failure.
+
+        On any failure the job is cancelled and this waits until no task of it runs any
+        more, so that the caller's clean-up cannot race a task writing into the staging
+        directory.
+        """
+        self.check()
+        group = f"bexdb-{os.getpid()}-{time.monotonic_ns()}"
+        sc.setJobGroup(group, "bexdb load", interruptOnCancel=True)
+        self.job = (sc, group)
+        try:
+            with self.report.watch(sc, group, labels, counter, self.stages):
+                table = df.toArrow()
+        except BaseException as exc:
+            sc.cancelJobGroup(group)
+            _wait_idle(sc, group)
+            self.check()
+            if isinstance(exc, Exception) and not isinstance(exc, BexdbError):
+                raise BexdbError(f"the Spark job failed: {_short(exc)}") from exc
+            raise
+        finally:
+            self.job = None
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        self.check()
+        return table
+
+
+def _short(exc: BaseException) -> str:
+    """The useful last line of a Spark error (a Python worker's traceback ends with it)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    tail = [line for line in lines if not line.startswith(("at ", "File ", "JVM stacktrace"))]
+    return (tail[-1] if tail else type(exc).__name__)[:500]
+
+
+def _wait_idle(sc: SparkContext, group: str, timeout: float = 60.0) -> None:
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = False
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else ():
+                st = tracker.getStageInfo(stage)
+                busy = busy or (st is not None and st.numActiveTasks > 0)
+        if not busy:
+            return
+        time.sleep(0.2)
+
+
+class _Progress:
+    """Progress on stderr: one line per stage, rewritten in place about once a second."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+
+    def say(self, text: str) -> None:
+        if self.out is not None:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    @contextmanager
+    def watch(
+        self,
+        sc: SparkContext,
+        group: str,
+        labels: Sequence[str],
+        counter: Any,
+        stages: dict[str, float],
+    ) -> Iterator[None]:
+        """Poll Spark's status tracker while the job of ``group`` runs.
+
+        Stage i of the job is ``labels[i]`` (the last label for later ones); ``counter``
+        (an accumulator, updated as tasks finish) gives the records for rate and ETA.
+        Each label's seconds go into ``stages``.
+        """
+        stop = threading.Event()
+        seen: dict[str, list[float]] = {}
+        started = time.monotonic()
+
+        out = self.out
+        tty = out is not None and out.isatty()
+        shown: list[str] = []  # the line on screen (a terminal), or the last label printed
+
+        def poll() -> None:
+            tracker = sc.statusTracker()
+            printed = 0.0
+            while not stop.wait(0.5):
+                now = time.monotonic()
+                line = label = ""
+                for job in tracker.getJobIdsForGroup(group):
+                    info = tracker.getJobInfo(job)
+                    for i, stage in enumerate(sorted(info.stageIds) if info else ()):
+                        st = tracker.getStageInfo(stage)
+                        if st is None or st.numActiveTasks == 0:
+                            continue
+                        label = labels[min(i, len(labels) - 1)]
+                        span = seen.setdefault(label, [now, now])
+                        span[1] = now
+                        line = self._line(label, st, now - span[0], counter)
+                if not line or out is None:
+                    continue
+                if tty:
+                    out.write("\r" + line.ljust(len(shown[0]) if shown else 0))
+                    shown[:] = [line]
+                elif not shown or shown[0] != label or now - printed >= 10:
+                    out.write(line + "\n")
+                    shown[:] = [label]
+                    printed = now
+                out.flush()
+
+        thread = threading.Thread(target=poll, name="bexdb-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            if tty and shown and out is not None:
+                out.write("\n")
+                out.flush()
+            total = time.monotonic() - started
+            for label, (first, last) in seen.items():
+                stages[label] = round(stages.get(label, 0.0) + last - first, 1)
+            stages["job: " + "+".join(labels)] = round(total, 3)
+
+    @staticmethod
+    def _line(label: str, st: Any, elapsed: float, counter: Any) -> str:
+        done, total = st.numCompletedTasks, st.numTasks
+        records = counter.value if counter is not None else 0
+        if label == "build":  # K long tasks: no fraction to speak of
+            text = f"build: {done}/{total} shard stores"
+            if records:
+                text += f" of {records:,} records"
+            return text + f", {elapsed:,.0f} s"
+        text = f"{label}: {done}/{total} tasks"
+        if records:
+            text += f", {records:,} records, {records / max(elapsed, 1e-9):,.0f}/s"
+        if done:
+            return text + f", ~{elapsed * (total - done) / done:,.0f} s left"
+        return text + f", {elapsed:,.0f} s"

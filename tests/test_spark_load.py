@@ -1,0 +1,313 @@
+"""The Spark bulk load (``loaders.spark_job``) on one shared local Spark session.
+
+Differential: a Spark-loaded store (plain or sharded) answers every event as a store built
+by online ``subscribe`` of the same subscriptions, and the brute-force evaluator; the Spark
+engine's rejects equal the single-process engine's, line for line, across many input splits
+and two files.  Parquet and CSV inputs; schema inference; failures that publish nothing.
+Small data throughout: the whole file runs in about a minute (most of it Spark's start).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.expr import evaluate
+from betree.index import Index
+from betree.parser import compile_expr
+from betree.schema import InferenceError, Schema
+from loaders import python_load, spark_job
+from loaders.records import read_jsonl
+from loaders.shards import open_any, read_manifest, verify
+from storage.errors import BexdbError, InvalidInput
+from tests.workload import SCHEMA, event, expression
+
+pytestmark = pytest.mark.spark
+SETTINGS = {"max_cap": 4, "min_size": 2}  # small l-nodes: a deep tree from few subscriptions
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one local Spark session of the test run (two cores, as CI)."""
+    session = spark_job.spark_session(
+        "local[2]", driver_memory="1g", log_dir=tmp_path_factory.mktemp("spark-log")
+    )
+    yield session
+    session.stop()
+
+
+def ids_of(matches: list[Any]) -> list[str]:
+    return sorted(json.dumps(m) for m in matches)
+
+
+def write_jsonl(path: Path, docs: list[Any]) -> str:
+    path.write_text("".join((d if isinstance(d, str) else json.dumps(d)) + "\n" for d in docs))
+    return str(path)
+
+
+def workload(seed: int, n: int) -> list[tuple[Any, str]]:
+    rng = random.Random(seed)
+    return [(i if i % 2 else f"s{i}", expression(rng)) for i in range(n)]
+
+
+def leftovers(target: Path) -> list[str]:
+    """The target, and any staging directory a load left beside it."""
+    return [
+        p for p in os.listdir(target.parent) if p == target.name or p.startswith(f".{target.name}.")
+    ]
+
+
+def load(spark: Any, target: Path, inputs: list[str], schema: Any = SCHEMA, **kw: Any) -> Any:
+    kw.setdefault("settings", SETTINGS)
+    kw.setdefault("progress", None)
+    return spark_job.load(target, inputs, schema, spark=spark, **kw)
+
+
+def test_matches_online_subscribe_and_brute_force(spark: Any, tmp_path: Path) -> None:
+    subs = workload(11, 500)
+    subs += [(1001, "i = 5"), ("1001", "not (i = 5)")]  # distinct ids
+    path = write_jsonl(tmp_path / "subs.jsonl", [{"id": i, "expr": e} for i, e in subs])
+    rejects = io.StringIO()
+    summary = load(spark, tmp_path / "spark", [path], rejects=rejects, split_bytes=8192)
+    schema = Schema.from_json(SCHEMA)
+    with Index.open(tmp_path / "online", schema=SCHEMA, settings=SETTINGS) as online:
+        good = []
+        for ident, expr in subs:
+            try:
+                online.compile(ident, expr)
+            except InvalidInput:
+                continue
+            good.append((ident, expr))
+        online.subscribe_many(good)
+        assert summary["loaded"] == len(good) and summary["rejected"] == len(subs) - len(good)
+        assert len(rejects.getvalue().splitlines()) == summary["rejected"]
+        rng = random.Random(12)
+        with Index.open(tmp_path / "spark", readonly=True) as bulk:
+            bulk.check()
+            assert len(bulk) == len(good)
+            assert bulk.expression("s0") == subs[0][1]
+            for _ in range(300):
+                ev = event(rng)
+                got = bulk.match(ev)
+                assert len(got) == len(set(got))
+                assert ids_of(got) == ids_of(online.match(ev)), ev
+                values = schema.validate_event(ev)
+                brute = [i for i, e in good if evaluate(compile_expr(e, schema), values)]
+                assert ids_of(got) == ids_of(brute), ev
+
+
+def test_sharded_store_matches_and_cli(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tools.cli import main
+
+    subs = workload(21, 300)
+    path = write_jsonl(tmp_path / "subs.jsonl", [{"id": i, "expr": e} for i, e in subs])
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(json.dumps(SCHEMA))
+    store = tmp_path / "sharded"
+    argv = ["load", str(store), path, "--schema", str(schema_path), "--shards", "2"]
+    assert main(argv) == 0  # the CLI picks up the active session
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    assert f"done: {len(subs)} loaded" in err
+    manifest = read_manifest(store)
+    assert [s["path"] for s in manifest["shards"]] == ["shard-0000", "shard-0001"]
+    assert all(s["subscriptions"] > 0 for s in manifest["shards"])
+    assert manifest["subscriptions"] == summary["loaded"] == len(subs)
+    assert verify(store) == {"shards": 2, "subscriptions": len(subs)}
+    rng = random.Random(22)
+    events = [event(rng) for _ in range(200)]
+    with Index.open(tmp_path / "online", schema=SCHEMA) as online:
+        online.subscribe_many(subs)
+        expected = [ids_of(online.match(ev)) for ev in events]
+    with open_any(store) as reader:
+        assert len(reader) == len(subs)
+        assert [ids_of(reader.match(ev)) for ev in events] == expected
+    events_path = write_jsonl(tmp_path / "events.jsonl", [*events, "{nope"])
+    code = main(["match", str(store), events_path])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 3 and "malformed JSON" in lines[-1]["error"]
+    assert [ids_of(line["matches"]) for line in lines[:-1]] == expected
+    assert main(["verify", str(store)]) == 0
+    assert "ok (2 shards)" in capsys.readouterr().out
+    with Index.open(store / "shard-0001") as shard:  # damage one shard
+        with shard.store.write() as txn:
+            txn.delete(b"home", (0).to_bytes(8, "big"))
+        shard.subscribe("extra", "i > 1")
+    assert main(["verify", str(store)]) == 4
+    err = capsys.readouterr().err
+    assert "shard-0001: holds" in err and "manifest says" in err
+
+
+BAD_FIRST = [
+    {"id": 1, "expr": "i > 10"},
+    {"id": 2, "expr": "i >"},  # syntax
+    "",  # blank lines count as lines
+    {"id": 3, "expr": 's = "x"'},
+    {"id": 3, "expr": 's = "y"'},  # duplicate: both occurrences rejected
+    "{broken",  # malformed JSON
+    {"id": 4, "expr": "nope > 1"},  # unknown attribute
+    {"id": 5, "expr": "s > 1"},  # type error
+    {"id": 1.5, "expr": "i > 1"},  # bad id
+    {"id": 6},  # no expr
+    {"id": "3", "expr": "b"},  # "3" is not 3
+]
+
+
+def test_rejects_equal_the_python_engine(spark: Any, tmp_path: Path) -> None:
+    """Same rejects, line for line, over many splits and two files; same answers."""
+    rng = random.Random(31)
+    first = [*BAD_FIRST, *({"id": f"a{k}", "expr": expression(rng)} for k in range(300))]
+    first.insert(200, {"id": 7, "expr": "i between 1 and"})
+    first.insert(250, {"id": "a7", "expr": "j = 1"})  # duplicates a7 further up
+    second = [{"id": f"b{k}", "expr": expression(rng)} for k in range(200)]
+    second[150] = {"id": 3, "expr": "i = 3"}  # duplicates 3 of the first file
+    second[199] = "[1, 2]"  # not an object
+    inputs = [
+        write_jsonl(tmp_path / "first.jsonl", first),
+        write_jsonl(tmp_path / "second.jsonl", second),
+    ]
+    theirs, ours = io.StringIO(), io.StringIO()
+    records = [r for path in inputs for r in read_jsonl(path)]
+    expected = python_load.load(
+        tmp_path / "python", records, SCHEMA, rejects=theirs, settings=SETTINGS, progress=None
+    )
+    got = load(spark, tmp_path / "spark", inputs, rejects=ours, split_bytes=2048, shards=2)
+    assert got["loaded"] == expected["loaded"] and got["rejected"] == expected["rejected"]
+    rows = [json.loads(line) for line in ours.getvalue().splitlines()]
+    assert rows == [json.loads(line) for line in theirs.getvalue().splitlines()]
+    assert [(r["line"], r["id"]) for r in rows[:8]] == [
+        (2, 2),
+        (4, 3),
+        (5, 3),
+        (6, None),
+        (7, 4),
+        (8, 5),
+        (9, 1.5),
+        (10, 6),
+    ]
+    assert "duplicate id 3" in rows[1]["error"] and "malformed JSON" in rows[3]["error"]
+    assert "nope" in rows[4]["error"]
+    assert rows[-1] == {"line": 200, "id": None, "error": rows[-1]["error"]}
+    events = [event(rng) for _ in range(150)]
+    with Index.open(tmp_path / "python", readonly=True) as py, open_any(tmp_path / "spark") as sp:
+        for ev in events:
+            assert ids_of(sp.match(ev)) == ids_of(py.match(ev))
+        assert len(sp) == len(py)
+
+
+def test_parquet_and_csv(spark: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([10, 11, None, 12, 13], pa.int64()),
+                "expr": ["f > 1", None, "i = 1", "i >", 'sl one of ("a", "b")'],
+                "other": [1, 2, 3, 4, 5],
+            }
+        ),
+        tmp_path / "subs.parquet",
+    )
+    with open(tmp_path / "subs.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["id", "expr"])
+        writer.writerows(
+            [
+                ["1", "i > 3"],
+                ["s2", 's in ("a", "b,c")'],
+                ["3", ""],  # empty: no expr
+                ["4", "i >"],
+                ['"5"', "j = 5"],  # a JSON string id: "5"
+                ["1", "i < 3"],  # duplicates row 1
+                ["6"],  # a short row
+            ]
+        )
+    rejects = io.StringIO()
+    inputs = [str(tmp_path / "subs.parquet"), str(tmp_path / "subs.csv")]
+    summary = load(spark, tmp_path / "store", inputs, rejects=rejects)
+    rows = [json.loads(line) for line in rejects.getvalue().splitlines()]
+    assert [(r["line"], r["id"]) for r in rows] == [
+        (2, 11),
+        (3, None),
+        (4, 12),
+        (1, 1),
+        (3, 3),
+        (4, 4),
+        (6, 1),
+        (7, 6),
+    ]
+    assert rows[0]["error"] == 'the row has no value in column "expr"'
+    assert rows[1]["error"] == 'the row has no value in column "id"'
+    assert "duplicate id 1" in rows[6]["error"]
+    assert summary["loaded"] == 4
+    with Index.open(tmp_path / "store", readonly=True) as idx:
+        assert ids_of(idx.match({"f": 2.0, "j": 5, "s": "b,c"})) == ids_of([10, "5", "s2"])
+        assert idx.match({"sl": ["b"]}) == [13]
+        assert idx.expression("5") == "j = 5" and idx.expression(5) is None
+
+
+def test_schema_inference(spark: Any, tmp_path: Path) -> None:
+    subs = [
+        {"id": 1, "expr": 'price > 3 and genre = "x"'},
+        {"id": 2, "expr": "price > 2.5 or hardcover"},
+        {"id": 3, "expr": 'tags one of ("a")'},
+        {"id": 4, "expr": "tags is empty and price >"},  # does not parse: no evidence
+        {"id": 5, "expr": "sizes = 3"},  # a duplicate: its evidence (a scalar) does not count
+        {"id": 5, "expr": "3 in sizes"},
+        {"id": 6, "expr": "3 in sizes"},
+    ]
+    path = write_jsonl(tmp_path / "subs.jsonl", subs)
+    load(spark, tmp_path / "store", [path], None)
+    records = list(read_jsonl(path))
+    good = [(r.id, r.expr) for r in records if r.id != 5]
+    with Index.open(tmp_path / "store", readonly=True) as idx:
+        assert idx.schema == Schema.infer(good)
+        assert idx.schema.attributes["price"].type == "float"
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [*subs, {"id": 7, "expr": 'price = "cheap"'}, {"id": 8, "expr": "color is null"}],
+    )
+    with pytest.raises(InferenceError) as caught:
+        load(spark, tmp_path / "bad", [bad], None)
+    records = list(read_jsonl(bad))
+    with pytest.raises(InferenceError) as expected:
+        Schema.infer((r.id, r.expr) for r in records if r.id != 5)
+    assert caught.value.message == expected.value.message
+    assert caught.value.problems == expected.value.problems
+    assert not (tmp_path / "bad").exists()
+
+
+def test_failed_loads_publish_nothing(spark: Any, tmp_path: Path) -> None:
+    subs = [{"id": i, "expr": f"i > {i}"} for i in range(40)] + [{"id": 99, "expr": "i >"}]
+    path = write_jsonl(tmp_path / "subs.jsonl", subs)
+    target = tmp_path / "store"
+    rejects = io.StringIO()
+    with pytest.raises(InvalidInput, match="max-rejects"):
+        load(spark, target, [path], rejects=rejects, max_rejects=0, shards=2)
+    assert json.loads(rejects.getvalue())["id"] == 99  # the rejects are still reported
+    assert leftovers(target) == []
+    with pytest.raises(BexdbError, match="injected failure"):
+        load(spark, target, [path], fail_at="build", shards=2)
+    assert leftovers(target) == []
+    with pytest.raises(RuntimeError, match="injected failure"):
+        load(spark, target, [path], fail_at="publish")
+    assert leftovers(target) == []
+    assert load(spark, target, [path])["loaded"] == 40
+    with pytest.raises(BexdbError, match="--replace"):
+        load(spark, target, [path])
+    again = write_jsonl(tmp_path / "again.jsonl", [{"id": "new", "expr": "i > 0"}])
+    assert load(spark, target, [again], replace=True, shards=3)["loaded"] == 1
+    assert leftovers(target) == ["store"]
+    with open_any(target) as reader:
+        assert reader.match({"i": 50}) == ["new"]

@@ -1,0 +1,518 @@
+"""``bexdb bench load``: bulk loads of the BEGen workload, Spark beside the python engine.
+
+What it measures, for each size n (default 100K and 1M subscriptions), on one BEGen workload
+(:mod:`loaders.gen` defaults; the sizes are prefixes of the largest, so subscription i is the
+same at every size):
+
+* each engine variant runs as the user runs it, ``bexdb load STORE subs.jsonl --schema ...``
+  in its own process: ``spark`` (one store, local Spark on every core), ``spark x K``
+  (``--shards K``), and ``python`` (``--engine python``), up to ``--python-max``
+  subscriptions; beyond that the python engine's time is *extrapolated* linearly from its
+  largest measured size (its cost per subscription is flat or rising, so this is a lower
+  bound) and labelled so everywhere it appears.
+* **wall** seconds (Spark's start included: it is part of what a user waits for),
+  throughput, the published store's size on disk, and memory: peak RSS of the driver
+  (the ``bexdb`` process), of the JVM, and of the Python workers together, sampled from
+  ``/proc`` every 0.2 s over the whole process tree (``VmHWM`` of the driver and the JVM;
+  the workers' sum at the sample where it was highest).  **cpu** seconds: user + system
+  time of the whole tree (the last sample of each process), which, unlike wall time, does
+  not grow when other work shares the machine.  The load average before each run is
+  recorded: this machine is shared, and a busy one stretches wall times.
+* the load's own stage figures (``stages``: Spark start, compile stage, build stage; per
+  shard: intern, BE-B build, ``check()``, compacting copy).
+* **agreement**: the first ``--check-events`` events matched on every variant's store must
+  give the same ids as on the python store (or, above ``--python-max``, as on the first
+  variant's), else the run stops with an error.
+
+``--profile`` also profiles the two Python hot spots in-process on the first 20,000
+subscriptions (the executors' compile transform and one shard's build) and writes
+``profile.txt``.  Output: a markdown table on stdout, ``results.json`` and ``load.png``
+(wall seconds vs subscriptions; the stage split of the largest size) in ``--out``.
+
+    python -m tools.bench_load --sizes 100000,1000000 --out bench-results/load
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loaders import gen
+from storage.errors import BexdbError
+
+CHECK_EVENTS = 50
+PROFILE_SUBS = 20_000
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _log(message: str) -> None:
+    print(f"[bench load] {message}", file=sys.stderr, flush=True)
+
+
+# -- memory and CPU of a process tree ---------------------------------------------------------
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        stat = _read(f"/proc/{name}/stat")
+        if stat:
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def _kb(status: str, key: str) -> int:
+    for line in status.splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class TreeSampler:
+    """Peaks of a process tree: the root (the driver), the JVM, the Python workers."""
+
+    root: int
+    driver_kb: int = 0
+    jvm_kb: int = 0
+    workers_kb: int = 0
+    total_kb: int = 0
+    cpu: dict[int, float] = field(default_factory=dict)
+
+    def sample(self) -> None:
+        kids = _children()
+        todo, tree = [self.root], []
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(kids.get(pid, ()))
+        workers = total = 0
+        for pid in tree:
+            status = _read(f"/proc/{pid}/status")
+            if not status:
+                continue
+            rss, hwm = _kb(status, "VmRSS"), _kb(status, "VmHWM")
+            total += rss
+            cmd = _read(f"/proc/{pid}/cmdline").replace("\0", " ")
+            if pid == self.root:
+                self.driver_kb = max(self.driver_kb, hwm)
+            elif "java" in cmd.split(" ", 1)[0]:
+                self.jvm_kb = max(self.jvm_kb, hwm)
+            elif "pyspark" in cmd:
+                workers += rss
+            stat = _read(f"/proc/{pid}/stat")
+            if stat:
+                fields = stat.rsplit(")", 1)[1].split()
+                self.cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+        self.workers_kb = max(self.workers_kb, workers)
+        self.total_kb = max(self.total_kb, total)
+
+
+def run_measured(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``argv``; wall time, exit code, stdout, and the tree's peaks and CPU seconds."""
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    sampler = TreeSampler(proc.pid)
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            sampler.sample()
+            done.wait(0.2)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    wall = time.monotonic() - started
+    done.set()
+    thread.join()
+    return {
+        "code": proc.returncode,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(sum(sampler.cpu.values()), 1),
+        "driver_mb": round(sampler.driver_kb / 1024),
+        "jvm_mb": round(sampler.jvm_kb / 1024),
+        "workers_mb": round(sampler.workers_kb / 1024),
+        "tree_mb": round(sampler.total_kb / 1024),
+        "load_average_before": round(load_before, 2),
+        "stdout": out,
+        "stderr_tail": err[-2000:],
+    }
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# -- one size -------------------------------------------------------------------------------------
+
+
+def _variants(shards: list[int]) -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    for k in shards:
+        if k == 1:
+            out.append(("spark", ["--engine", "spark"]))
+        else:
+            out.append((f"spark x{k}", ["--engine", "spark", "--shards", str(k)]))
+    return out
+
+
+def run_variant(
+    name: str, flags: list[str], n: int, data: Path, work: Path, master: str | None
+) -> dict[str, Any]:
+    store = work / f"store-{name.replace(' ', '')}-{n}"
+    argv = [sys.executable, "-m", "tools.cli", "load", str(store), str(data / f"subs-{n}.jsonl")]
+    argv += ["--schema", str(data / "schema.json"), "--replace", *flags]
+    if master and "spark" in flags:
+        argv += ["--master", master]
+    _log(f"n={n:,}: {name} ...")
+    res = run_measured(argv)
+    if res["code"] != 0:
+        raise BexdbError(f"{name} load of {n} failed (exit {res['code']}): {res['stderr_tail']}")
+    summary = json.loads(res["stdout"].strip().splitlines()[-1])
+    res.pop("stdout")
+    row = {
+        "engine": name,
+        "n": n,
+        "measured": True,
+        **res,
+        "subs_per_s": round(n / res["wall_s"]),
+        "store_bytes": _dir_bytes(store),
+        "bytes_per_sub": round(_dir_bytes(store) / n),
+        "summary": summary,
+        "store": str(store),
+    }
+    _log(
+        f"n={n:,}: {name}: {row['wall_s']:.1f} s wall, {row['cpu_s']:.0f} s cpu, "
+        f"{row['subs_per_s']:,}/s, {row['store_bytes'] / 1e6:,.0f} MB"
+    )
+    return row
+
+
+def check_agreement(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> int:
+    """The same ids from every measured store of one size, on ``events``."""
+    from loaders.shards import open_any
+
+    stores = [r for r in rows if r.get("store")]
+    answers = []
+    for row in stores:
+        with open_any(row["store"]) as reader:
+            answers.append([sorted(map(json.dumps, reader.match(ev))) for ev in events])
+    for row, got in zip(stores[1:], answers[1:], strict=True):
+        if got != answers[0]:
+            raise BexdbError(
+                f"n={row['n']}: {row['engine']} answers differently from {stores[0]['engine']}"
+            )
+    return len(events)
+
+
+def _extrapolate(rows: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
+    done = [r for r in rows if r["engine"] == "python" and r["measured"]]
+    if not done:
+        return None
+    base = max(done, key=lambda r: r["n"])
+    wall = base["wall_s"] * n / base["n"]
+    return {
+        "engine": "python",
+        "n": n,
+        "measured": False,
+        "wall_s": round(wall, 1),
+        "subs_per_s": round(n / wall),
+        "extrapolated_from": base["n"],
+    }
+
+
+# -- profile ---------------------------------------------------------------------------------------
+
+
+def profile_hot_spots(data: Path, n: int) -> str:
+    """cProfile of the compile transform and of one shard's build on the first ``n`` subs."""
+    import pyarrow as pa
+
+    from loaders import spark_job
+
+    schema = json.loads((data / "schema.json").read_text())
+    with open(data / "subs-all.jsonl", encoding="utf-8") as fh:
+        lines = [next(fh) for _ in range(n)]
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "arg": pa.array([0] * n, pa.int32()),
+            "path": ["subs.jsonl"] * n,
+            "block": pa.array([0] * n, pa.int64()),
+            "kind": pa.array([spark_job.JSONL] * n, pa.int8()),
+            "text": [line.rstrip("\n") for line in lines],
+        }
+    )
+    parts = []
+    compiled: list[pa.RecordBatch] = []
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.runcall(lambda: compiled.extend(spark_job.compile_partition([batch], schema)))
+    parts.append(_top(prof, f"compile transform (executors), {n:,} subscriptions", t0))
+    table = pa.Table.from_batches(compiled)
+    good = [
+        (json.loads(i), e, c)
+        for k, i, e, c in zip(
+            *(table[col].to_pylist() for col in ("kind", "id", "expr", "compiled")), strict=True
+        )
+        if k == spark_job.RECORD and c is not None
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.runcall(
+            spark_job.build_store, good, schema, None, Path(tmp) / "raw", Path(tmp) / "store"
+        )
+        parts.append(_top(prof, f"shard build (intern, BE-B, check, copy), {n:,} subs", t0))
+    return "\n".join(parts)
+
+
+def _top(prof: cProfile.Profile, title: str, t0: float) -> str:
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("cumulative").print_stats(18)
+    head = f"== {title}: {time.perf_counter() - t0:.1f} s under the profiler"
+    return head + "\n" + "\n".join(text.getvalue().splitlines()[6:]) + "\n"
+
+
+# -- reporting ---------------------------------------------------------------------------------
+
+
+def _stage(r: dict[str, Any], key: str) -> str:
+    stages = r.get("summary", {}).get("stages", {})
+    return f"{stages[key]:.0f}" if key in stages else ""
+
+
+def _shard_max(r: dict[str, Any], key: str) -> str:
+    figures = r.get("summary", {}).get("shard_figures") or []
+    values = [f["seconds"][key] for f in figures]
+    return f"{max(values):.0f}" if values else ""
+
+
+_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("subs", lambda r: f"{r['n']:,}"),
+    ("engine", lambda r: r["engine"]),
+    ("wall s", lambda r: f"{r['wall_s']:,.1f}" if r["measured"] else f"~{r['wall_s']:,.0f}*"),
+    ("subs/s", lambda r: f"{r['subs_per_s']:,}"),
+    ("cpu s", lambda r: f"{r['cpu_s']:,.0f}" if r["measured"] else ""),
+    ("store MB", lambda r: f"{r['store_bytes'] / 1e6:,.1f}" if r["measured"] else ""),
+    ("B/sub", lambda r: f"{r['bytes_per_sub']:,}" if r["measured"] else ""),
+    ("driver MB", lambda r: f"{r['driver_mb']:,}" if r["measured"] else ""),
+    ("JVM MB", lambda r: f"{r['jvm_mb']:,}" if r["measured"] and r["jvm_mb"] else ""),
+    ("workers MB", lambda r: f"{r['workers_mb']:,}" if r["measured"] and r["jvm_mb"] else ""),
+    ("start s", lambda r: _stage(r, "session")),
+    ("compile s", lambda r: _stage(r, "compile")),
+    ("build s", lambda r: _stage(r, "build")),
+    ("BE-B s", lambda r: _shard_max(r, "build")),
+    ("check s", lambda r: _shard_max(r, "check")),
+    ("load avg", lambda r: f"{r['load_average_before']:.1f}" if r["measured"] else ""),
+)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table, one row per size and engine."""
+    cells = [[get(r) for _, get in _COLUMNS] for r in rows]
+    heads = [name for name, _ in _COLUMNS]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    lines = [
+        "| " + " | ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)) + " |",
+        "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|",
+    ]
+    for c in cells:
+        lines.append("| " + " | ".join(x.rjust(w) for x, w in zip(c, widths, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for engine in dict.fromkeys(r["engine"] for r in rows):
+        mine = [r for r in rows if r["engine"] == engine]
+        left.plot(
+            [r["n"] for r in mine],
+            [r["wall_s"] for r in mine],
+            marker="o",
+            linestyle="-" if all(r["measured"] for r in mine) else "--",
+            label=engine,
+        )
+    left.axhline(60, color="grey", linewidth=0.8, linestyle=":", label="60 s")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("subscriptions")
+    left.set_ylabel("wall seconds (dashed: extrapolated)")
+    left.set_title("bulk load, BEGen")
+    left.legend()
+    largest = max(r["n"] for r in rows)
+    spark = [r for r in rows if r["n"] == largest and r["measured"] and "summary" in r]
+    spark = [r for r in spark if r["summary"].get("engine") == "spark"]
+    parts = ("session", "compile", "intern", "build", "check", "compact")
+    bottoms = [0.0] * len(spark)
+    for part in parts:
+        heights = []
+        for r in spark:
+            s = r["summary"]
+            if part in ("session", "compile"):
+                heights.append(float(s["stages"].get(part, 0.0)))
+            else:
+                heights.append(max(f["seconds"][part] for f in s["shard_figures"]))
+        right.bar([r["engine"] for r in spark], heights, bottom=bottoms, label=part)
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    right.set_ylabel("seconds (per-shard steps: the slowest shard)")
+    right.set_title(f"where the time goes, {largest:,} subscriptions")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "load.png", dpi=120)
+    plt.close(fig)
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError("sizes must be positive integers")
+    return sizes
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``bexdb bench load``."""
+    parser.add_argument("--sizes", type=_sizes, default=_sizes("100000,1000000"))
+    parser.add_argument(
+        "--shards",
+        default="1,2",
+        help="Spark variants: 1 = one store, K > 1 = --shards K (default 1,2)",
+    )
+    parser.add_argument(
+        "--python-max",
+        type=int,
+        default=1_000_000,
+        help="largest size the python engine runs; above it, extrapolated (0: never run)",
+    )
+    parser.add_argument("--master", help="Spark master (default local[*])")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--check-events", type=int, default=CHECK_EVENTS)
+    parser.add_argument("--profile", action="store_true", help="profile the hot spots too")
+    parser.add_argument("--work", default="work/bench-load", help="workloads and stores")
+    parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
+    parser.add_argument("--out", default="bench-results/load")
+
+
+def main(args: argparse.Namespace) -> int:
+    sizes: list[int] = args.sizes
+    shards = [int(k) for k in str(args.shards).split(",") if k.strip()]
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    data = work / "workload"
+    _log(f"generating BEGen, {sizes[-1]:,} subscriptions into {data}")
+    summary = gen.generate(data, subs=sizes[-1], events=max(args.check_events, 1), seed=args.seed)
+    os.replace(data / "subs.jsonl", data / "subs-all.jsonl")
+    with open(data / "subs-all.jsonl", encoding="utf-8") as src:
+        lines = src.readlines()
+    for n in sizes:
+        (data / f"subs-{n}.jsonl").write_text("".join(lines[:n]))
+    del lines
+    events = [json.loads(line) for line in (data / "events.jsonl").read_text().splitlines()]
+    events = events[: args.check_events]
+    results: dict[str, Any] = {
+        "benchmark": "bexdb bench load",
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "parameters": {
+            "sizes": sizes,
+            "shards": shards,
+            "python_max": args.python_max,
+            "master": args.master or "local[*]",
+        },
+        "workload": {k: v for k, v in summary.items() if k not in ("seconds", "files")},
+        "notes": [
+            "each load is `bexdb load` in its own process: wall time includes Spark's start",
+            "memory: peak RSS (VmHWM) of the driver and of the JVM; the Python workers' RSS "
+            "summed at the sample where the sum was highest (0.2 s sampling)",
+            "cpu: user+system seconds of the whole process tree",
+            "a python row with measured false is an EXTRAPOLATION (linear in n from the "
+            "largest measured python size), not a measurement",
+            "the machine is shared: load_average_before says how busy it was",
+        ],
+        "rows": [],
+    }
+    rows: list[dict[str, Any]] = results["rows"]
+    for n in sizes:
+        mine = []
+        if 0 < n <= args.python_max:
+            mine.append(run_variant("python", ["--engine", "python"], n, data, work, None))
+        for name, flags in _variants(shards):
+            mine.append(run_variant(name, flags, n, data, work, args.master))
+        checked = check_agreement(mine, events)
+        for row in mine:
+            row["agreement_events"] = checked
+        if n > args.python_max:
+            guess = _extrapolate(rows, n)
+            if guess is not None:
+                mine.insert(0, guess)
+        rows.extend(mine)
+        if not args.keep:
+            for row in mine:
+                if row.get("store"):
+                    shutil.rmtree(row["store"], ignore_errors=True)
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        _plot(out, rows)
+    if args.profile:
+        _log(f"profiling the hot spots on {PROFILE_SUBS:,} subscriptions")
+        report = profile_hot_spots(data, min(PROFILE_SUBS, sizes[-1]))
+        (out / "profile.txt").write_text(report)
+        results["profile"] = report
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        print(report)
+    print(format_table(rows))
+    print(
+        f"\nBEGen {summary['attributes']} attributes; wall = `bexdb load` end to end (Spark's "
+        f"start included); stage columns from the load's own figures (BE-B/check: the slowest "
+        f"shard); * = EXTRAPOLATED.  Results and plot in {out}/"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="bexdb bench load", description=__doc__.splitlines()[0])
+    add_arguments(_parser)
+    try:
+        sys.exit(main(_parser.parse_args()))
+    except BexdbError as _exc:
+        print(f"bexdb: {_exc}", file=sys.stderr)
+        sys.exit(1)
