@@ -46,11 +46,16 @@ the build (rejects are known only once duplicates are), which costs a wasted bui
 failure but saves caching the compiled set; shard stores are written straight into the
 staging directory, so on a cluster the target must be on a file system the executors share.
 
-Cost (2 cores): Spark start 9-14 s; compile ~0.15 ms per record per core; then per shard
-the batch build (~0.1 ms per subscription), the check (~0.07 ms) and the copy, all
-single-threaded inside one task: the build stage is the limit of a single store, and
-``--shards K`` divides it by min(K, cores).  Memory: about 1 KB per subscription in the
-shard task's Python worker; the JVM holds the shuffle (spilled to disk past its heap).
+Cost, measured on 1M BEGen subscriptions on this 2-core machine (``bexdb bench load``):
+Spark start ~8 s; the compile stage ~80 µs of CPU per record (parse and normalize ~40,
+places ~20, transport ~20), spread over the cores: ~40 s; then the build stage, each shard
+single-threaded in its task: shuffle read and triage ~15 µs, interning ~7 µs, the BE-B
+build ~50 µs and ``check()`` ~40 µs per subscription, the compacting copy ~2 µs.  The build
+stage (~120 s for one store of 1M) is the limit; ``--shards K`` divides it by up to
+min(K, cores).  Memory: the shard task's Python worker peaks at ~7 KB per subscription of
+its shard (the compiled set, then the build's transaction and the check); the JVM stays
+near its heap (``DRIVER_MEMORY``), spilling the shuffle to disk beyond it; the driver
+holds results only.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from typing import Any
 
 from loaders import gen
 from storage.errors import BexdbError
+from tools.args import sizes as args_sizes
 
 CHECK_EVENTS = 50
 PROFILE_SUBS = 20_000
@@ -377,6 +378,7 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
     largest = max(r["n"] for r in rows)
     spark = [r for r in rows if r["n"] == largest and r["measured"] and "summary" in r]
     spark = [r for r in spark if r["summary"].get("engine") == "spark"]
+    # "other": the shuffle read, triage and the driver's share of the wall time
     parts = ("session", "compile", "intern", "build", "check", "compact")
     bottoms = [0.0] * len(spark)
     for part in parts:
@@ -389,9 +391,11 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
                 heights.append(max(f["seconds"][part] for f in s["shard_figures"]))
         right.bar([r["engine"] for r in spark], heights, bottom=bottoms, label=part)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    rest = [max(0.0, r["wall_s"] - b) for r, b in zip(spark, bottoms, strict=True)]
+    right.bar([r["engine"] for r in spark], rest, bottom=bottoms, label="other", color="0.8")
     right.set_ylabel("seconds (per-shard steps: the slowest shard)")
     right.set_title(f"where the time goes, {largest:,} subscriptions")
-    right.legend(fontsize=8)
+    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(out / "load.png", dpi=120)
     plt.close(fig)
@@ -401,10 +405,7 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _sizes(text: str) -> list[int]:
-    sizes = sorted({int(part) for part in text.split(",") if part.strip()})
-    if not sizes or sizes[0] < 1:
-        raise argparse.ArgumentTypeError("sizes must be positive integers")
-    return sizes
+    return sorted(set(args_sizes(text)))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

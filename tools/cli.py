@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
+from tools.args import positive
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
 MATCH_BATCH = 256  # events matched per read snapshot: later batches see newer commits
@@ -36,13 +37,6 @@ def _input(path: str | None) -> Iterator[TextIO]:
     else:
         with open(path, encoding="utf-8") as fh:
             yield fh
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def parse_id(text: str) -> int | str:
@@ -266,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["spark", "python"], default="spark")
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument(
-        "--shards", type=_positive, help="build K independent stores in parallel, plus a manifest"
+        "--shards", type=positive, help="build K independent stores in parallel, plus a manifest"
     )
     p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
