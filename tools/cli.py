@@ -224,6 +224,12 @@ def _gen(args: argparse.Namespace) -> int:
     return int(gen.main(args))
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from tools import serve
+
+    return serve.main(args)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from tools import demo
 
@@ -278,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser("serve", help="the matcher service: JSON over HTTP (SPEC section 7)")
+    from tools import serve
+
+    serve.add_arguments(p)
+    p.set_defaults(func=_serve)
     p = sub.add_parser("gen", help="write a synthetic workload (schema, subscriptions, events)")
     from loaders import gen
 

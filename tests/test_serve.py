@@ -1,0 +1,225 @@
+"""``bexdb serve``: a real gunicorn service on loopback, driven over HTTP.
+
+Matches are compared with the brute-force evaluator; writes from the service and from the
+command line beside it are seen without a restart; a store replaced by a bulk load is picked
+up; every malformed request gets its documented 4xx; SIGTERM drains the request in hand.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from betree.index import Index
+from betree.schema import Schema
+from tests.test_index_differential import brute
+from tests.workload import SCHEMA, event, expression
+from tools.cli import main
+from tools.serve import spawn
+
+
+def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any, dict[str, str]]:
+    """One request; the answer's status, decoded body (JSON, else text) and headers."""
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    conn.request(method, path, body=data)
+    resp = conn.getresponse()
+    raw = resp.read()
+    headers = dict(resp.getheaders())
+    conn.close()
+    if headers.get("Content-Type", "").startswith("application/json") and raw:
+        return resp.status, json.loads(raw), headers
+    return resp.status, raw.decode(), headers
+
+
+@pytest.fixture(scope="module")
+def subs() -> dict[Any, str]:
+    rng = random.Random(7)
+    return {(i if i % 2 else f"s{i}"): expression(rng) for i in range(300)}
+
+
+@pytest.fixture()
+def store(tmp_path: Path, subs: dict[Any, str]) -> Path:
+    path = tmp_path / "store"
+    with Index.open(path, schema=SCHEMA) as idx:
+        idx.subscribe_many(subs.items())
+    return path
+
+
+@pytest.fixture()
+def server(store: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc, url = spawn(store, "--workers", "2", "--max-body-mb", "1")
+    try:
+        yield proc, url
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def test_match_agrees_with_brute_force(server: tuple[Any, str], subs: dict[Any, str]) -> None:
+    _, url = server
+    schema = Schema.from_json(SCHEMA)
+    rng = random.Random(3)
+    events = [event(rng) for _ in range(120)]
+    for ev in events[:60]:
+        status, body, _ = call(url, "POST", "/match", ev)
+        assert status == 200
+        assert len(body["matches"]) == len(set(body["matches"]))
+        assert set(body["matches"]) == brute(subs, schema, ev), ev
+    status, body, _ = call(url, "POST", "/match", {"events": events[60:]})
+    assert status == 200
+    assert [set(r["matches"]) for r in body["results"]] == [
+        brute(subs, schema, ev) for ev in events[60:]
+    ]
+
+
+def test_subscriptions_crud_seen_by_every_worker(server: tuple[Any, str]) -> None:
+    _, url = server
+    assert call(url, "PUT", "/subscriptions/new", {"expr": "i = 99"})[0] == 201
+    assert call(url, "PUT", "/subscriptions/new", {"expr": "i = 98"})[0] == 200
+    assert call(url, "GET", "/subscriptions/new")[:2] == (200, {"id": "new", "expr": "i = 98"})
+    for _ in range(8):  # each request may land on either worker
+        assert "new" in call(url, "POST", "/match", {"i": 98})[1]["matches"]
+    # 5 and "5" are distinct ids: a bare number is the integer, a JSON string the string
+    assert call(url, "PUT", "/subscriptions/5000", {"expr": "i = 97"})[0] == 201
+    assert call(url, "PUT", "/subscriptions/%225000%22", {"expr": "j = 97"})[0] == 201
+    assert call(url, "GET", "/subscriptions/5000")[1] == {"id": 5000, "expr": "i = 97"}
+    assert call(url, "GET", "/subscriptions/%225000%22")[1] == {"id": "5000", "expr": "j = 97"}
+    found = call(url, "POST", "/match", {"i": 97, "j": 97})[1]["matches"]
+    assert 5000 in found and "5000" in found
+    status, body, _ = call(url, "DELETE", "/subscriptions/new")
+    assert (status, body) == (204, "")
+    assert call(url, "DELETE", "/subscriptions/new")[0] == 404
+    assert call(url, "GET", "/subscriptions/new")[0] == 404
+    for _ in range(8):
+        assert "new" not in call(url, "POST", "/match", {"i": 98})[1]["matches"]
+
+
+def workers(proc: subprocess.Popen[str], expect: int) -> set[int]:
+    """The worker pids of a service, once ``expect`` of them run (they boot after it listens)."""
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    for _ in range(300):
+        pids = set(map(int, children.read_text().split()))
+        if len(pids) >= expect:
+            return pids
+        time.sleep(0.1)
+    raise AssertionError(f"{len(pids)} workers, expected {expect}")
+
+
+def test_bad_requests_get_4xx_and_leave_workers_up(server: tuple[Any, str]) -> None:
+    proc, url = server
+    pids = workers(proc, 2)
+    status, body, _ = call(url, "POST", "/match", b'{"i": 3,')
+    assert status == 400 and body["column"] == 9 and "malformed JSON" in body["error"]
+    status, body, _ = call(url, "POST", "/match", {"i": "three"})
+    assert status == 400 and '"i"' in body["error"]
+    assert call(url, "POST", "/match", [1, 2])[0] == 400
+    assert call(url, "POST", "/match", {"f": float("nan")})[0] == 400
+    assert call(url, "POST", "/match", b"\xff\xfe")[0] == 400
+    status, body, _ = call(url, "POST", "/match", {"events": [{"i": 1}, {"i": 1.5}, 7]})
+    assert status == 200
+    assert "matches" in body["results"][0]
+    assert [set(r) for r in body["results"][1:]] == [{"error"}, {"error"}]
+    status, body, _ = call(url, "PUT", "/subscriptions/x", {"expr": "i = "})
+    assert status == 400 and body["column"] == 5
+    assert call(url, "PUT", "/subscriptions/x", {"expr": 'i = "a"'})[0] == 400
+    assert call(url, "PUT", "/subscriptions/x", {"exp": "i = 1"})[0] == 400
+    assert call(url, "PUT", "/subscriptions/x", b"i = 1")[0] == 400
+    assert call(url, "GET", "/subscriptions/x")[0] == 404  # nothing was written
+    assert call(url, "POST", "/match", b"[" + b"1," * 600_000 + b"1]")[0] == 413
+    assert call(url, "GET", "/nowhere")[0] == 404
+    status, _, headers = call(url, "GET", "/match")
+    assert status == 405 and headers["Allow"] == "POST"
+    assert call(url, "POST", "/subscriptions/x", {"expr": "i = 1"})[0] == 405
+    assert workers(proc, 2) == pids, "a worker was replaced"
+    assert {call(url, "GET", "/healthz")[1]["pid"] for _ in range(10)} <= pids
+
+
+def test_writes_and_replacement_beside_the_service(
+    server: tuple[Any, str], store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, url = server
+    (tmp_path / "more.jsonl").write_text(json.dumps({"id": "cli", "expr": "j = 1234"}) + "\n")
+    assert main(["subscribe", str(store), str(tmp_path / "more.jsonl")]) == 0
+    for _ in range(6):
+        assert "cli" in call(url, "POST", "/match", {"j": 1234})[1]["matches"]
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    (tmp_path / "fresh.jsonl").write_text(json.dumps({"id": "fresh", "expr": "j = 1234"}) + "\n")
+    code = main(
+        ["load", str(store), str(tmp_path / "fresh.jsonl"), "--schema", str(schema)]
+        + ["--engine", "python", "--replace"]
+    )
+    assert code == 0
+    capsys.readouterr()
+    for _ in range(6):
+        assert call(url, "POST", "/match", {"j": 1234})[1]["matches"] == ["fresh"]
+    assert call(url, "GET", "/stats")[1]["bexdb_subscriptions"] == 1
+    assert call(url, "PUT", "/subscriptions/after", {"expr": "j = 1234"})[0] == 201
+    with Index.open(store, readonly=True) as idx:  # written into the new store
+        assert sorted(idx.match({"j": 1234})) == ["after", "fresh"]
+
+
+def test_metrics_and_stats(server: tuple[Any, str], subs: dict[Any, str]) -> None:
+    _, url = server
+    rng = random.Random(5)
+    events = [event(rng) for _ in range(20)]
+    matched = sum(len(call(url, "POST", "/match", ev)[1]["matches"]) for ev in events[:10])
+    body = call(url, "POST", "/match", {"events": [*events[10:], {"i": "bad"}]})[1]
+    matched += sum(len(r.get("matches", ())) for r in body["results"])
+    status, text, headers = call(url, "GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    value = {s.name: s.value for f in families.values() for s in f.samples if not s.labels}
+    assert value["bexdb_events_matched_total"] == 20
+    assert value["bexdb_events_rejected_total"] == 1
+    assert value["bexdb_matches_returned_total"] == matched
+    assert value["bexdb_match_seconds_count"] == 20
+    assert value["bexdb_event_candidates_count"] == 20
+    assert value["bexdb_event_pages_count"] == 20
+    assert value["bexdb_subscriptions"] == len(subs)
+    assert value["bexdb_store_bytes"] > 0
+    requests = {
+        (s.labels["route"], s.labels["code"]): s.value for s in families["bexdb_requests"].samples
+    }
+    assert requests[("/match", "200")] == 11
+    stats = call(url, "GET", "/stats")[1]
+    assert stats["bexdb_events_matched"] == 20
+    assert stats["bexdb_match_seconds"]["count"] == 20
+    assert stats["bexdb_subscriptions"] == len(subs)
+    assert call(url, "GET", "/healthz")[1]["status"] == "ok"
+
+
+def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
+    proc, url = spawn(store, "--workers", "1")
+    rng = random.Random(11)
+    events = [event(rng) for _ in range(6000)]
+    answer: list[Any] = []
+
+    def big_batch() -> None:
+        answer.append(call(url, "POST", "/match", {"events": events}))
+
+    thread = threading.Thread(target=big_batch)
+    thread.start()
+    time.sleep(0.5)  # the batch is being matched (it takes seconds)
+    assert thread.is_alive(), "the batch was answered before SIGTERM: make it larger"
+    proc.send_signal(signal.SIGTERM)
+    thread.join(60)
+    assert proc.wait(60) == 0
+    status, body, _ = answer[0]
+    assert status == 200 and len(body["results"]) == len(events)
+    with pytest.raises(ConnectionRefusedError):
+        call(url, "GET", "/healthz")

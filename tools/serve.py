@@ -1,0 +1,380 @@
+"""``bexdb serve``: the matcher service of SPEC section 7, on gunicorn.
+
+gunicorn's master process forks ``--workers`` sync workers (default: one per core) that
+share the listening socket; each opens the store on its own (LMDB allows many reading
+processes, and serialises writers across processes with its lock, so ``PUT``/``DELETE``
+from any worker, ``bexdb subscribe`` and the service never interleave) and answers one
+request at a time.  Matching is CPU-bound Python, so processes, not threads, are what
+scales it across cores.
+
+* **Freshness.** Each request reads in a new LMDB snapshot, so every committed write is
+  seen at once; the page cache is validated by generation, not flushed.  A store replaced
+  by ``bexdb load --replace`` is a new directory: a worker notices by the inode of the
+  store's data file (one ``stat`` per request, about 1 µs) and reopens it; while the
+  replacement is half-way (old renamed away, new not yet in) it keeps the old one.
+* **Durability.** A write is committed with fsync before it is answered.
+* **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``); nothing
+  grows per request (the body is read up to ``--max-body-mb``, else 413).
+* **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status
+  (a 500 for the unexpected, logged with its traceback); no request takes a worker down.
+* **SIGTERM** (gunicorn's graceful stop) closes the socket, lets each worker finish the
+  request in hand (up to ``--graceful-timeout`` seconds), then exits 0.
+
+Subscription ids in URLs follow the command line's rule (``tools.cli.parse_id``):
+``/subscriptions/5`` is the integer id 5, ``/subscriptions/s1`` the string ``"s1"``, and
+``/subscriptions/%225%22`` (``"5"`` URL-encoded) the string ``"5"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from storage.errors import BexdbError, InvalidInput
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
+
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    204: "No Content",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Content Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_SUBS = "/subscriptions/"
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": message, **extra}
+
+
+def _invalid(exc: InvalidInput) -> HTTPError:
+    extra: dict[str, Any] = {}
+    if exc.column is not None:
+        extra["column"] = exc.column
+    if exc.hint:
+        extra["hint"] = exc.hint
+    return HTTPError(400, exc.message, **extra)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """What names the store now: the inode of its data file (or of a sharded manifest)."""
+    from loaders.shards import MANIFEST
+
+    for name in (MANIFEST, "data.mdb"):
+        try:
+            st = os.stat(path / name)
+        except FileNotFoundError:
+            continue
+        return st.st_dev, st.st_ino
+    return None
+
+
+class Service:
+    """The WSGI application of one worker: routes, the open store, reopening on replace."""
+
+    def __init__(self, path: str, cache_bytes: int, max_body: int) -> None:
+        self.path = Path(path)
+        self.cache_bytes = cache_bytes
+        self.max_body = max_body
+        self.reader: Any = None
+        self.index: Any = None  # the writable Index of a plain store; None when sharded
+        self.ident: tuple[int, int] | None = None
+
+    # -- the store -----------------------------------------------------------------------
+
+    def current(self) -> Any:
+        """The reader of the store now at ``path``, reopened if the store was replaced."""
+        ident = _identity(self.path)
+        if self.reader is not None and (ident is None or ident == self.ident):
+            return self.reader
+        from betree.index import Index
+        from loaders.shards import SingleReader, is_sharded, open_any
+
+        try:
+            if is_sharded(self.path):
+                reader, index = open_any(self.path, cache_bytes=self.cache_bytes), None
+            else:
+                index = Index.open(self.path, cache_bytes=self.cache_bytes)
+                reader = SingleReader(index)
+        except (BexdbError, OSError) as exc:
+            if self.reader is not None:  # a replacement under way: keep the old store
+                return self.reader
+            raise HTTPError(503, f"cannot open the store: {exc}") from exc
+        if self.reader is not None:
+            self.reader.close()
+        self.reader, self.index, self.ident = reader, index, ident
+        return reader
+
+    def figures(self) -> tuple[int, int]:
+        """Subscriptions and bytes on disk, for the gauges of /metrics and /stats."""
+        reader = self.current()
+        indexes = reader.shards if self.index is None else [self.index]
+        return len(reader), sum(i.store.size_on_disk() for i in indexes)
+
+    # -- WSGI ----------------------------------------------------------------------------
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        from tools import metrics
+
+        method = environ["REQUEST_METHOD"]
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
+        route = _SUBS + "{id}" if path.startswith(_SUBS) else path
+        try:
+            status, body = self.dispatch(method, path, environ)
+        except HTTPError as exc:
+            status, body = exc.status, exc.body
+        except InvalidInput as exc:
+            status, body = 400, _invalid(exc).body
+        except Exception as exc:  # a failing request never takes a worker down
+            traceback.print_exc(file=sys.stderr)
+            status, body = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+        if route not in _ROUTES:
+            route = "other"
+        metrics.REQUESTS.labels(method, route, str(status)).inc()
+        headers = [("Content-Type", "application/json")]
+        if isinstance(body, bytes):
+            data, headers = body, [("Content-Type", metrics.CONTENT_TYPE)]
+        elif status == 204:
+            data = b""
+        else:
+            data = json.dumps(body).encode()
+        if status == 405:
+            headers.append(("Allow", ", ".join(_ROUTES.get(route, ()))))
+        headers.append(("Content-Length", str(len(data))))
+        start_response(f"{status} {_REASONS[status]}", headers)
+        return [data]
+
+    def dispatch(self, method: str, path: str, environ: Environ) -> Answer:
+        route = _SUBS + "{id}" if path.startswith(_SUBS) else path
+        allowed = _ROUTES.get(route)
+        if allowed is None:
+            raise HTTPError(404, f"no such resource: {path}")
+        if method not in allowed:
+            raise HTTPError(405, f"{method} is not allowed on {route}")
+        if route == "/healthz":
+            return 200, {"status": "ok", "pid": os.getpid()}
+        if route == "/match":
+            return self.match(self._json(environ))
+        if route in ("/metrics", "/stats"):
+            from tools import metrics
+
+            subs, size = self.figures()
+            if route == "/metrics":
+                return 200, metrics.prometheus_text(subs, size)
+            return 200, metrics.as_json(subs, size)
+        from tools.cli import parse_id
+
+        ident = parse_id(path[len(_SUBS) :])
+        if method == "GET":
+            return self.get(ident)
+        if method == "DELETE":
+            return self.delete(ident)
+        return self.put(ident, self._json(environ))
+
+    def _json(self, environ: Environ) -> Any:
+        """The request body as JSON, at most ``max_body`` bytes."""
+        length = environ.get("CONTENT_LENGTH") or ""
+        if length and int(length) > self.max_body:
+            raise HTTPError(413, f"request body over {self.max_body} bytes")
+        data = environ["wsgi.input"].read(int(length) if length else self.max_body + 1)
+        if len(data) > self.max_body:
+            raise HTTPError(413, f"request body over {self.max_body} bytes")
+        try:
+            return json.loads(data)
+        except UnicodeDecodeError as exc:
+            raise HTTPError(400, f"the body is not UTF-8: {exc.reason}") from exc
+        except json.JSONDecodeError as exc:
+            raise HTTPError(
+                400, f"malformed JSON: {exc.msg} at column {exc.colno}", column=exc.colno
+            ) from exc
+
+    # -- the routes ----------------------------------------------------------------------
+
+    def match(self, body: Any) -> Answer:
+        """One event, or ``{"events": [...]}`` (one snapshot; bad events answered in place)."""
+        from tools import metrics
+
+        batch = isinstance(body, dict) and len(body) == 1 and isinstance(body.get("events"), list)
+        events = body["events"] if batch else [body]
+        reader = self.current()
+        indexes = reader.shards if self.index is None else [self.index]
+        results: list[dict[str, Any]] = []
+        with reader.snapshot() as match:
+            for event in events:
+                try:
+                    if not isinstance(event, dict):
+                        raise InvalidInput("an event must be a JSON object")
+                    values = reader.schema.validate_event(event)
+                except InvalidInput as exc:
+                    if not batch:
+                        raise
+                    metrics.REJECTED.inc()
+                    results.append({"error": exc.message})
+                    continue
+                start = time.perf_counter()
+                found = match(values)
+                metrics.LATENCY.observe(time.perf_counter() - start)
+                metrics.CANDIDATES.observe(sum(i.last_stats["candidates"] for i in indexes))
+                metrics.PAGES.observe(sum(i.last_stats["pages"] for i in indexes))
+                metrics.EVENTS.inc()
+                metrics.MATCHES.inc(len(found))
+                results.append({"matches": found})
+        return 200, ({"results": results} if batch else results[0])
+
+    def get(self, ident: Any) -> Answer:
+        reader = self.current()
+        for index in reader.shards if self.index is None else [self.index]:
+            expr = index.expression(ident)
+            if expr is not None:
+                return 200, {"id": ident, "expr": expr}
+        raise HTTPError(404, f"no subscription {ident!r}")
+
+    def put(self, ident: Any, body: Any) -> Answer:
+        if not isinstance(body, dict) or not isinstance(body.get("expr"), str):
+            raise HTTPError(400, 'the body must be a JSON object {"expr": "..."}')
+        self._writable()
+        created = self.index.subscribe(ident, body["expr"])
+        return (201 if created else 200), {"id": ident, "created": created}
+
+    def delete(self, ident: Any) -> Answer:
+        self._writable()
+        if not self.index.unsubscribe(ident):
+            raise HTTPError(404, f"no subscription {ident!r}")
+        return 204, None
+
+    def _writable(self) -> None:
+        self.current()
+        if self.index is None:
+            raise HTTPError(
+                405,
+                "a sharded store (bexdb load --shards) is read-only here",
+                hint="rebuild it with bexdb load, or write to a plain store",
+            )
+
+
+_ROUTES: dict[str, tuple[str, ...]] = {
+    "/match": ("POST",),
+    _SUBS + "{id}": ("GET", "PUT", "DELETE"),
+    "/stats": ("GET",),
+    "/healthz": ("GET",),
+    "/metrics": ("GET",),
+}
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the store, then run gunicorn until SIGTERM/SIGINT."""
+    from gunicorn.app.base import BaseApplication
+
+    from loaders.shards import open_any
+
+    with open_any(args.store):  # fail here, in the master, not in every worker
+        pass
+    options = {
+        "bind": f"{args.host}:{args.port}",
+        "workers": args.workers,
+        "worker_class": "sync",
+        "timeout": args.timeout,
+        "graceful_timeout": args.graceful_timeout,
+        "loglevel": "info" if args.verbose else "warning",
+        "accesslog": "-" if args.verbose else None,
+        "when_ready": _announce,
+        "post_worker_init": _warm,
+    }
+    service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20)
+
+    class _App(BaseApplication):  # type: ignore[misc]  # gunicorn's documented custom app
+        def load_config(self) -> None:
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Service:
+            return Service(*service_args)
+
+    _App().run()
+    return 0
+
+
+def _announce(server: Any) -> None:
+    where = ", ".join(str(listener) for listener in server.LISTENERS)
+    print(f"bexdb serve: listening on {where} ({server.num_workers} workers)", flush=True)
+
+
+def _warm(worker: Any) -> None:
+    worker.wsgi.current()  # open the store before the first request
+
+
+def spawn(
+    store: str | os.PathLike[str], *options: str, timeout: float = 60
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``bexdb serve STORE --port 0 OPTIONS`` as a child; return it and its base URL.
+
+    For the tests and ``bexdb bench serve``: waits until the service listens.
+    """
+    argv = [sys.executable, "-m", "tools.cli", "serve", str(store), "--port", "0", *options]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("bexdb serve: listening on http://"):
+        proc.kill()
+        proc.wait()
+        raise BexdbError(f"bexdb serve did not start (exit {proc.returncode}): {line!r}")
+    return proc, line.split()[4].rstrip(",")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``bexdb serve``: a private metrics directory for this service's workers, then run."""
+    metrics_dir = tempfile.mkdtemp(prefix="bexdb-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client loads
+    try:
+        return run(args)
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from tools.args import positive
+
+    p.add_argument("store")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (8765; 0 picks a free one)")
+    p.add_argument(
+        "--workers",
+        type=positive,
+        default=os.cpu_count() or 1,
+        help="matcher processes (one per core)",
+    )
+    p.add_argument("--cache-mb", type=positive, default=256, help="page cache per worker")
+    p.add_argument("--max-body-mb", type=positive, default=16, help="request body limit")
+    p.add_argument(
+        "--timeout", type=positive, default=120, help="seconds before a stuck worker is restarted"
+    )
+    p.add_argument(
+        "--graceful-timeout", type=positive, default=30, help="seconds to drain on SIGTERM"
+    )
+    p.add_argument("--verbose", action="store_true", help="gunicorn's info log and access log")
