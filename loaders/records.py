@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from storage.errors import BexdbError, InvalidInput
+from storage.swap import swap_in
 
 
 @dataclass
@@ -100,24 +101,9 @@ def publishing(target: str | os.PathLike[str], replace: bool) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
     try:
         yield staging
-        old = None
-        if target.exists():
-            old = tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent)
-            os.rename(target, Path(old) / "store")
-        os.rename(staging / "store", target)
-        _fsync_dir(target.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        swap_in(staging / "store", target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def check_rejects(rejected: int, max_rejects: int | None) -> None:

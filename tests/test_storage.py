@@ -239,3 +239,20 @@ def test_page_cache_is_bounded_by_bytes_and_pages() -> None:
     for page in range(5):
         counted.publish(page, object(), 1, 1, 10)
     assert len(counted) == 3 and counted.bytes == 3 * weight(10)
+
+
+def test_swap_in_replaces_a_directory_in_one_step(tmp_path: Path) -> None:
+    from storage.swap import swap_in
+
+    target, new = tmp_path / "store", tmp_path / "new"
+    new.mkdir()
+    (new / "f").write_text("1")
+    swap_in(new, target)  # nothing there yet: a rename
+    assert (target / "f").read_text() == "1" and not new.exists()
+    new.mkdir()
+    (new / "f").write_text("2")
+    with open(target / "f") as kept:  # a reader of the old store keeps reading it
+        swap_in(new, target)
+        assert (target / "f").read_text() == "2" and not new.exists()
+        assert kept.read() == "1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]

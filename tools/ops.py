@@ -18,6 +18,7 @@ from typing import Any
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from storage.errors import InvalidInput
+from storage.swap import swap_in
 
 
 def add_arguments(sub: Any) -> None:
@@ -128,10 +129,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 idx.store.copy_compact(staging / "store")
             with Index.open(staging / "store", readonly=True) as fresh:
                 fresh.check()
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.rename(target, old / "store")
-            os.rename(staging / "store", target)
-            shutil.rmtree(old, ignore_errors=True)
+            swap_in(staging / "store", target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     after = os.path.getsize(target / "data.mdb")

@@ -1,0 +1,65 @@
+"""Putting a finished store directory in place of another in one atomic step.
+
+A bulk load or a compaction writes a complete store beside its target, then swaps it in.
+Two renames (old away, new in) leave a moment with no store at the target, and a crash
+there loses it; Linux's ``renameat2(RENAME_EXCHANGE)`` swaps two directory entries in one
+step, so the target always names a complete store, the old one or the new one.  glibc has
+no Python binding for it (``os.rename`` is ``renameat``), hence ctypes.  Where the call is
+missing (not Linux, or a file system without the flag) the two renames are used, and that
+window is the documented cost.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically; False where the system cannot."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory entries of ``path`` durable (a rename is not, until then)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def swap_in(new: Path, target: Path) -> None:
+    """Put directory ``new`` at ``target`` (same file system), replacing what is there.
+
+    The replaced directory is removed afterwards; a process that still has it open keeps
+    reading it (Linux frees the files when the last one closes them).
+    """
+    if not target.exists():
+        os.rename(new, target)
+        fsync_dir(target.parent)
+    elif _exchange(new, target):
+        fsync_dir(target.parent)
+        shutil.rmtree(new, ignore_errors=True)  # now the old store
+    else:
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.rename(target, old / "store")
+        os.rename(new, target)
+        fsync_dir(target.parent)
+        shutil.rmtree(old, ignore_errors=True)
