@@ -159,11 +159,8 @@ def test_writes_and_replacement_beside_the_service(
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
     (tmp_path / "fresh.jsonl").write_text(json.dumps({"id": "fresh", "expr": "j = 1234"}) + "\n")
-    code = main(
-        ["load", str(store), str(tmp_path / "fresh.jsonl"), "--schema", str(schema)]
-        + ["--engine", "python", "--replace"]
-    )
-    assert code == 0
+    fresh = ["load", str(store), str(tmp_path / "fresh.jsonl"), "--schema", str(schema)]
+    assert main([*fresh, "--engine", "python", "--replace"]) == 0
     capsys.readouterr()
     for _ in range(6):
         assert call(url, "POST", "/match", {"j": 1234})[1]["matches"] == ["fresh"]
@@ -223,3 +220,12 @@ def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
     assert status == 200 and len(body["results"]) == len(events)
     with pytest.raises(ConnectionRefusedError):
         call(url, "GET", "/healthz")
+
+
+def test_bench_serve_runs_and_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "serve", "--subs", "400", "--events", "30", "--requests", "120"]
+    assert main([*argv, "--concurrency", "4", "--workers", "1", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["answers_agree"] and [r["errors"] for r in results["rows"]] == [0, 0]
+    assert (tmp_path / "serve.png").stat().st_size > 0
+    assert "| serve | 1 | 120 | 0 |" in capsys.readouterr().out

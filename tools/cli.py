@@ -303,11 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    from tools import bench_match, bench_pbtree
+    from tools import bench_match, bench_pbtree, bench_serve
 
     for name, module, text in (
         ("pbtree", bench_pbtree, "PB+tree search and insert against Grouped Filter"),
         ("match", bench_match, "BE-Tree matching against SCAN and counting"),
+        ("serve", bench_serve, "bexdb serve under concurrent load, beside the in-process matcher"),
     ):
         q = bench_sub.add_parser(name, help=text)
         module.add_arguments(q)

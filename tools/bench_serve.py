@@ -1,0 +1,273 @@
+"""``bexdb bench serve``: the matcher service under load, beside the single-process matcher.
+
+What it does, on one BEGen workload (``--subs`` subscriptions, bulk-loaded with the python
+engine into a store in ``--out``/store, reused when it is there; ``--events`` events):
+
+* **in-process**: ``Index.match`` on every event in this process, a first pass to warm the
+  cache, then a timed pass: the ceiling one Python process reaches without HTTP.
+* **serve, for each ``--workers`` count**: ``bexdb serve`` started as a child; a load
+  generator in its own process sends ``--requests`` ``POST /match`` requests (one event
+  each, cycling through the events) from ``--concurrency`` threads over loopback, after a
+  warm-up of every event once.  It records every request's latency and any error (a non-200
+  answer or a failed connection), and the wall time.  The answers of the warm-up are
+  checked against the in-process matches, event for event.
+* **memory**: each worker's RSS after the warm-up and at the end (bounded: the page cache
+  is capped, nothing grows per request).
+
+The client runs on the same 2 cores as the workers, so it takes a share of the CPU; its
+cost per request (about 0.2 ms) is small beside a match at the default size.
+
+Output: a markdown table, ``results.json`` and ``serve.png`` in ``--out``.
+
+    bexdb bench serve --subs 100000 --requests 20000 --concurrency 32 --workers 1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from tools.args import positive
+from tools.args import sizes as args_sizes
+
+
+def _log(message: str) -> None:
+    print(f"[bench serve] {message}", file=sys.stderr, flush=True)
+
+
+def _percentiles(seconds: list[float]) -> dict[str, float]:
+    ms = np.asarray(seconds) * 1000
+    return {
+        "mean": float(ms.mean()),
+        "p50": float(np.percentile(ms, 50)),
+        "p95": float(np.percentile(ms, 95)),
+        "p99": float(np.percentile(ms, 99)),
+    }
+
+
+# -- the load generator (its own process) -----------------------------------------------------
+
+
+def post(url: str, body: bytes) -> tuple[int, bytes]:
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=60)
+    try:
+        conn.request("POST", "/match", body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def drive(url: str, bodies: list[bytes], requests: int, concurrency: int) -> dict[str, Any]:
+    """Send ``requests`` requests from ``concurrency`` threads; latencies, errors, wall."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    counter = iter(range(requests))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        mine: list[float] = []
+        for i in counter:  # next() on a range iterator is atomic under the GIL
+            start = time.perf_counter()
+            try:
+                status, data = post(url, bodies[i % len(bodies)])
+                if status != 200:
+                    raise RuntimeError(f"HTTP {status}: {data[:200]!r}")
+            except Exception as exc:
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            mine.append(time.perf_counter() - start)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - began
+    return {"latencies": latencies, "errors": errors, "wall_s": wall}
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _workers(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+# -- the runs ---------------------------------------------------------------------------------
+
+
+def build_store(out: Path, subs: int, events: int, seed: int) -> tuple[Path, list[dict[str, Any]]]:
+    """The BEGen workload and its bulk-loaded store in ``out`` (reused if already there)."""
+    from loaders import gen, python_load
+    from loaders.records import read_jsonl
+
+    data, store = out / "workload", out / "store"
+    stamp = out / "workload.json"
+    wanted = {"subs": subs, "events": events, "seed": seed}
+    if not stamp.exists() or json.loads(stamp.read_text()) != wanted or not store.exists():
+        _log(f"generating {subs:,} BEGen subscriptions and bulk-loading them")
+        gen.generate(data, subs=subs, events=events, seed=seed, check=False)
+        schema = json.loads((data / "schema.json").read_text())
+        python_load.load(store, read_jsonl(data / "subs.jsonl"), schema, replace=True)
+        stamp.write_text(json.dumps(wanted))
+    lines = (data / "events.jsonl").read_text().splitlines()
+    return store, [json.loads(line) for line in lines]
+
+
+def in_process(store: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
+    from betree.index import Index
+
+    with Index.open(store, readonly=True) as idx:
+        answers = [sorted(map(str, idx.match(e))) for e in events]  # warm-up pass
+        seconds = []
+        began = time.perf_counter()
+        for e in events:
+            start = time.perf_counter()
+            idx.match(e)
+            seconds.append(time.perf_counter() - start)
+        wall = time.perf_counter() - began
+    return {
+        "mode": "in-process",
+        "workers": 1,
+        "requests": len(events),
+        "errors": 0,
+        "per_s": len(events) / wall,
+        "latency_ms": _percentiles(seconds),
+        "answers": answers,
+    }
+
+
+def served(
+    store: Path, events: list[dict[str, Any]], workers: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    from tools.serve import spawn
+
+    bodies = [json.dumps(e).encode() for e in events]
+    proc, url = spawn(store, "--workers", str(workers), "--cache-mb", str(args.cache_mb))
+    try:
+        answers = []
+        for body in bodies:  # warm every worker's cache, and keep the answers to compare
+            status, data = post(url, body)
+            answers.append(sorted(map(str, json.loads(data)["matches"])) if status == 200 else None)
+        pids = _workers(proc.pid)
+        rss_warm = {pid: _rss_mb(pid) for pid in pids}
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1) as pool:
+            load = pool.apply(drive, (url, bodies, args.requests, args.concurrency))
+        rss_end = {pid: _rss_mb(pid) for pid in _workers(proc.pid)}
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    _log(
+        f"{workers} workers: {len(load['latencies']):,} answered, {len(load['errors'])} errors,"
+        f" {len(load['latencies']) / load['wall_s']:,.0f} requests/s"
+    )
+    return {
+        "mode": "serve",
+        "workers": workers,
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "errors": len(load["errors"]),
+        "error_samples": load["errors"][:5],
+        "per_s": len(load["latencies"]) / load["wall_s"],
+        "wall_s": load["wall_s"],
+        "latency_ms": _percentiles(load["latencies"] or [float("nan")]),
+        "worker_rss_mb_warm": sorted(rss_warm.values()),
+        "worker_rss_mb_end": sorted(rss_end.values()),
+        "workers_replaced": sorted(rss_warm) != sorted(rss_end),
+        "answers": answers,
+    }
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "| mode | workers | requests | errors | per s | mean ms | p50 | p95 | p99 | RSS MB/worker |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    for r in rows:
+        lat = r["latency_ms"]
+        rss = r.get("worker_rss_mb_end")
+        lines.append(
+            f"| {r['mode']} | {r['workers']} | {r['requests']:,} | {r['errors']} | "
+            f"{r['per_s']:,.0f} | {lat['mean']:.2f} | {lat['p50']:.2f} | {lat['p95']:.2f} | "
+            f"{lat['p99']:.2f} | {', '.join(f'{m:.0f}' for m in rss) if rss else '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['mode']}\n{r['workers']} w" for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.bar(labels, [r["per_s"] for r in rows])
+    a.set_ylabel("events matched per second")
+    for key in ("p50", "p95", "p99"):
+        b.plot(labels, [r["latency_ms"][key] for r in rows], marker="o", label=key)
+    b.set_ylabel("latency, ms")
+    b.legend()
+    fig.suptitle("bexdb serve under load (POST /match, one event per request)")
+    fig.tight_layout()
+    fig.savefig(out / "serve.png", dpi=120)
+    plt.close(fig)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subs", type=positive, default=100_000, help="BEGen subscriptions (100000)")
+    p.add_argument("--events", type=positive, default=1_000, help="distinct events (1000)")
+    p.add_argument("--requests", type=positive, default=20_000, help="requests per run (20000)")
+    p.add_argument("--concurrency", type=positive, default=32, help="client threads (32)")
+    p.add_argument("--workers", type=args_sizes, default=[1, 2], help="worker counts (1,2)")
+    p.add_argument("--cache-mb", type=positive, default=256, help="page cache per worker")
+    p.add_argument("--seed", type=int, default=1, help="workload seed (1)")
+    p.add_argument("--out", default="bench-results/serve", help="results directory")
+
+
+def main(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    store, events = build_store(out, args.subs, args.events, args.seed)
+    rows = [in_process(store, events)]
+    _log(f"in-process: {rows[0]['per_s']:,.0f} events/s")
+    for workers in args.workers:
+        rows.append(served(store, events, workers, args))
+    agree = all(r["answers"] == rows[0]["answers"] for r in rows[1:])
+    base = {r["workers"]: r["per_s"] for r in rows if r["mode"] == "serve"}
+    scaling = {f"{w}_vs_1": base[w] / base[1] for w in base if 1 in base and w != 1}
+    results = {
+        "benchmark": "serve",
+        "params": {k: v for k, v in vars(args).items() if not callable(v)},
+        "answers_agree": agree,
+        "scaling": scaling,
+        "rows": [{k: v for k, v in r.items() if k != "answers"} for r in rows],
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    _plot(out, rows)
+    print(format_table(rows))
+    print(f"\nanswers over HTTP equal the in-process matches: {agree}")
+    for key, ratio in scaling.items():
+        print(f"throughput {key.replace('_', ' ')} worker: {ratio:.2f}x")
+    return 0 if agree and not any(r["errors"] for r in rows) else 1
