@@ -14,7 +14,6 @@ compacting copy; memory about 0.5 KB per subscription.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -35,7 +34,7 @@ def load(
     rejects: TextIO | None = None,
     max_rejects: int | None = None,
     settings: dict[str, int] | None = None,
-    progress: TextIO | None = sys.stderr,
+    progress: TextIO | None = None,
 ) -> dict[str, Any]:
     """Build the store at ``target``; returns counts.  Nothing is published on failure."""
     started = time.monotonic()

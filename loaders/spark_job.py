@@ -714,7 +714,7 @@ def load(
     rejects: TextIO | None = None,
     max_rejects: int | None = None,
     settings: dict[str, int] | None = None,
-    progress: TextIO | None = sys.stderr,
+    progress: TextIO | None = None,
     verbose: bool = False,
     driver_memory: str | None = None,
     split_bytes: int | None = None,

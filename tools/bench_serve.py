@@ -128,7 +128,8 @@ def build_store(out: Path, subs: int, events: int, seed: int) -> tuple[Path, lis
         _log(f"generating {subs:,} BEGen subscriptions and bulk-loading them")
         gen.generate(data, subs=subs, events=events, seed=seed, check=False)
         schema = json.loads((data / "schema.json").read_text())
-        python_load.load(store, read_jsonl(data / "subs.jsonl"), schema, replace=True)
+        records = read_jsonl(data / "subs.jsonl")
+        python_load.load(store, records, schema, replace=True, progress=sys.stderr)
         stamp.write_text(json.dumps(wanted))
     lines = (data / "events.jsonl").read_text().splitlines()
     return store, [json.loads(line) for line in lines]

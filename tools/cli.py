@@ -177,6 +177,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                 replace=args.replace,
                 rejects=rejects,
                 max_rejects=args.max_rejects,
+                progress=sys.stderr,
             )
     finally:
         if rejects is not None:

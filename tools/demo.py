@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"generated {args.subs} subscriptions and {args.events} events in {data}")
     schema = json.loads((data / "schema.json").read_text())
     loaded = python_load.load(
-        store, read_jsonl(data / "subs.jsonl"), schema, replace=True, rejects=None
+        store, read_jsonl(data / "subs.jsonl"), schema, replace=True, progress=sys.stderr
     )
     print(f"loaded {loaded['loaded']} subscriptions in {loaded['seconds']} s into {store}")
     events = [json.loads(line) for line in (data / "events.jsonl").read_text().splitlines()]
