@@ -101,6 +101,13 @@ def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
+def store_paths(path: str | os.PathLike[str]) -> list[tuple[str | None, Path]]:
+    """The plain stores that make up ``path``: itself, or each shard with its name."""
+    if not is_sharded(path):
+        return [(None, Path(path))]
+    return [(s["path"], Path(path) / s["path"]) for s in read_manifest(path)["shards"]]
+
+
 class Reader(Protocol):
     """What ``bexdb match`` and the other readers need from a store, plain or sharded."""
 

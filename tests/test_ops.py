@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from betree.index import Index
-from tests.workload import SCHEMA, event, expression
+from tests.workload import SCHEMA, build_sharded, event, expression
 from tools.cli import main
 
 
@@ -72,3 +72,41 @@ def test_compact_keeps_answers(
         idx.check()
         assert len(idx) == 200
     assert not [p for p in Path(store).parent.iterdir() if p.name.startswith(".")]
+
+
+@pytest.fixture
+def sharded(tmp_path: Path) -> tuple[str, dict[int, str]]:
+    rng = random.Random(4)
+    subs = {i: expression(rng) for i in range(200)}
+    return build_sharded(tmp_path / "sharded", subs), subs
+
+
+def test_ops_on_a_sharded_store(
+    sharded: tuple[str, dict[int, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, subs = sharded
+    assert main(["explain", root, "7", "{}", "--json"]) == 0
+    why = json.loads(capsys.readouterr().out)
+    assert why["shard"] == "shard-0001" and why["expression"] == subs[7]
+    assert main(["explain", root, "1000", "{}"]) == 3
+    assert main(["inspect", root, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["subscriptions"] == 200 and [s["subscriptions"] for s in doc["shards"]] == [100] * 2
+    assert main(["inspect", root]) == 0
+    assert "== 2 shards: subscriptions 200" in capsys.readouterr().out
+    rng = random.Random(6)
+    events = [json.dumps(event(rng)) for _ in range(30)]
+    (Path(root).parent / "events.jsonl").write_text("\n".join(events) + "\n")
+    assert main(["match", root, str(Path(root).parent / "events.jsonl")]) == 0
+    before = capsys.readouterr().out
+    assert main(["compact", root, "--rebuild"]) == 0
+    out = capsys.readouterr().out
+    assert "compacted shard shard-0000" in out and "compacted shard shard-0001" in out
+    assert main(["verify", root]) == 0
+    assert capsys.readouterr().out == "ok (2 shards)\n"
+    assert main(["match", root, str(Path(root).parent / "events.jsonl")]) == 0
+
+    def answers(text: str) -> list[set[int]]:
+        return [set(json.loads(line)["matches"]) for line in text.splitlines()]
+
+    assert answers(capsys.readouterr().out) == answers(before)

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from betree.index import Index
 from betree.schema import Schema
 from tests.test_index_differential import brute
-from tests.workload import SCHEMA, event, expression
+from tests.workload import SCHEMA, build_sharded, event, expression
 from tools.cli import main
 from tools.serve import spawn
 
@@ -229,3 +229,21 @@ def test_bench_serve_runs_and_agrees(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert results["answers_agree"] and [r["errors"] for r in results["rows"]] == [0, 0]
     assert (tmp_path / "serve.png").stat().st_size > 0
     assert "| serve | 1 | 120 | 0 |" in capsys.readouterr().out
+
+
+def test_a_sharded_store_is_served_read_only(tmp_path: Path) -> None:
+    rng = random.Random(8)
+    subs = {i: expression(rng) for i in range(200)}
+    proc, url = spawn(build_sharded(tmp_path / "sharded", subs), "--workers", "1")
+    try:
+        schema = Schema.from_json(SCHEMA)
+        for ev in [event(rng) for _ in range(30)]:
+            assert set(call(url, "POST", "/match", ev)[1]["matches"]) == brute(subs, schema, ev)
+        assert call(url, "GET", "/subscriptions/7")[1] == {"id": 7, "expr": subs[7]}
+        assert call(url, "GET", "/subscriptions/700")[0] == 404
+        assert call(url, "PUT", "/subscriptions/7", {"expr": "i = 1"})[0] == 405
+        assert call(url, "DELETE", "/subscriptions/7")[0] == 405
+        assert call(url, "GET", "/stats")[1]["bexdb_subscriptions"] == 200
+    finally:
+        proc.terminate()
+        proc.wait(60)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 SCHEMA = {
@@ -108,3 +109,22 @@ def event(rng: random.Random) -> dict[str, Any]:
         if rng.random() < 0.05:
             ev[attr] = None
     return ev
+
+
+def build_sharded(root: Path, subs: dict[int, str]) -> str:
+    """A sharded store written by hand (the Spark job's layout), integer ids split by parity.
+
+    Each shard commits in many small batches, leaving free pages for compaction.
+    """
+    from betree.index import Index
+    from loaders.shards import shard_name, write_manifest
+
+    entries = []
+    for k in range(2):
+        part = [(i, e) for i, e in subs.items() if i % 2 == k]
+        with Index.open(root / shard_name(k), schema=SCHEMA) as idx:
+            for start in range(0, len(part), 20):
+                idx.subscribe_many(part[start : start + 20])
+        entries.append({"path": shard_name(k), "subscriptions": len(part)})
+    write_manifest(root, entries, {"by": "parity (test)"})
+    return str(root)

@@ -17,6 +17,7 @@ from typing import Any
 
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
+from loaders.shards import store_paths
 from storage.errors import InvalidInput
 from storage.swap import swap_in
 
@@ -50,13 +51,24 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise InvalidInput(f"the event is not JSON: {exc.msg} at column {exc.colno}") from exc
     if not isinstance(event, dict):
         raise InvalidInput("the event must be a JSON object")
-    with Index.open(args.store, readonly=True) as idx:
-        why = idx.explain(parse_id(args.id), event)
+    ident = parse_id(args.id)
+    paths = store_paths(args.store)
+    for shard, path in paths:  # the shard that holds the id (a plain store: the store)
+        with Index.open(path, readonly=True) as idx:
+            if shard is None or idx.expression(ident) is not None:
+                why = idx.explain(ident, event)
+                break
+    else:
+        raise InvalidInput(f"no subscription {ident!r} in any of {len(paths)} shards")
+    if shard is not None:
+        why["shard"] = shard
     if args.json:
         print(json.dumps(why, indent=2))
         return 0
     verdict = "matches" if why["matches"] else "does not match"
     print(f"subscription {why['id']!r} {verdict}: {why['expression']}")
+    if shard is not None:
+        print(f"(in shard {shard})")
     for k, clause in enumerate(why["clauses"]):
         print(f"clause {k + 1}: {'true' if clause['holds'] else 'false'}")
         for atom in clause["atoms"]:
@@ -76,11 +88,33 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    with Index.open(args.store, readonly=True) as idx:
-        stats = idx.stats()
+    """Figures of a plain store, or of each shard of a sharded one (and their totals)."""
+    found: list[tuple[str | None, dict[str, Any]]] = []
+    for shard, path in store_paths(args.store):
+        with Index.open(path, readonly=True) as idx:
+            found.append((shard, idx.stats()))
     if args.json:
-        print(json.dumps(stats, indent=2))
+        doc: Any = found[0][1]
+        if found[0][0] is not None:
+            doc = {
+                "subscriptions": sum(stats["subscriptions"] for _, stats in found),
+                "file_bytes": sum(stats["store"]["file_bytes"] for _, stats in found),
+                "shards": [{"shard": shard, **stats} for shard, stats in found],
+            }
+        print(json.dumps(doc, indent=2))
         return 0
+    for shard, stats in found:
+        if shard is not None:
+            print(f"== shard {shard}")
+        _print_stats(stats)
+    if len(found) > 1:
+        subs = sum(stats["subscriptions"] for _, stats in found)
+        size = sum(stats["store"]["file_bytes"] for _, stats in found)
+        print(f"== {len(found)} shards: subscriptions {subs:,}  bytes on disk {size:,}")
+    return 0
+
+
+def _print_stats(stats: dict[str, Any]) -> None:
     store = stats["store"]
     tree = stats["betree"]
     print(
@@ -111,17 +145,24 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             f"fill {t['leaf_fill']:.2f}, lists {lists['greater_than']['nodes']}/"
             f"{lists['less_than']['nodes']}/{lists['inequality']['nodes']}"
         )
-    return 0
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    """Compact a plain store, or each shard of a sharded one in turn (each swap atomic)."""
+    for shard, path in store_paths(args.store):
+        before, after = _compact(path.absolute(), args.rebuild)
+        name = f"shard {shard}" if shard is not None else str(path.absolute())
+        print(f"compacted {name}: {before:,} -> {after:,} bytes ({after / max(before, 1):.0%})")
+    return 0
+
+
+def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
     """A compacting copy (optionally rebuilt) beside the store, then an atomic swap."""
-    target = Path(args.store).absolute()
     with Index.open(target, readonly=True) as idx:
         before = idx.store.size_on_disk()
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.compact-", dir=target.parent))
         try:
-            if args.rebuild:
+            if rebuild:
                 _rebuild(idx, staging / "raw")
                 with Index.open(staging / "raw") as fresh:
                     fresh.store.copy_compact(staging / "store")
@@ -132,9 +173,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             swap_in(staging / "store", target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    after = os.path.getsize(target / "data.mdb")
-    print(f"compacted {target}: {before:,} -> {after:,} bytes ({after / max(before, 1):.0%})")
-    return 0
+    return before, os.path.getsize(target / "data.mdb")
 
 
 def _rebuild(idx: Index, path: Path) -> None:
