@@ -297,9 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_gen)
 
     p = sub.add_parser("demo", help="the main job end to end: generate, load, match, summarize")
-    p.add_argument("--dir", default="work/demo")
-    p.add_argument("--subs", type=int, default=20000)
-    p.add_argument("--events", type=int, default=1000)
+    from tools import demo
+
+    demo.add_arguments(p)
     p.set_defaults(func=_demo)
 
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")
