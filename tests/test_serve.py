@@ -166,6 +166,9 @@ def test_writes_and_replacement_beside_the_service(
         assert call(url, "POST", "/match", {"j": 1234})[1]["matches"] == ["fresh"]
     assert call(url, "GET", "/stats")[1]["bexdb_subscriptions"] == 1
     assert call(url, "PUT", "/subscriptions/after", {"expr": "j = 1234"})[0] == 201
+    assert main(["compact", str(store), "--rebuild"]) == 0  # swapped in under the service
+    for _ in range(6):
+        assert sorted(call(url, "POST", "/match", {"j": 1234})[1]["matches"]) == ["after", "fresh"]
     with Index.open(store, readonly=True) as idx:  # written into the new store
         assert sorted(idx.match({"j": 1234})) == ["after", "fresh"]
 
