@@ -206,6 +206,9 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession for loads: ``local[*]`` unless ``master`` names a cluster.
 
+    Under ``spark-submit`` (``bexdb load`` run as its application, see the README) the
+    master and resources are spark-submit's, and the executors use the Python it names.
+
     Local workers run this interpreter (``PYSPARK_PYTHON``: else they would use the
     system ``python3``, which lacks the project's dependencies) with the project on their
     ``PYTHONPATH``; adaptive execution is off (it merges partitions, and shards must stay
@@ -215,12 +218,15 @@ def spark_session(
     """
     from pyspark.sql import SparkSession
 
-    local = master is None or master.startswith("local")
+    submitted = master is None and "PYSPARK_GATEWAY_PORT" in os.environ  # under spark-submit
+    local = not submitted and (master is None or master.startswith("local"))
     root = str(Path(__file__).resolve().parents[1])
     paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    builder = SparkSession.builder
+    if not submitted:  # spark-submit's --master (and its other options) stand
+        builder = builder.master(master or "local[*]")
     builder = (
-        SparkSession.builder.master(master or "local[*]")
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.driver.memory", driver_memory or DRIVER_MEMORY)
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
