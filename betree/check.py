@@ -12,18 +12,35 @@ Catalog facts: every subscription's clauses are stored exactly once, at the c-no
 their uses; every order atom's entries are in its PB+tree and every PB+tree id is a live
 atom; direct atoms are listed under their attribute.
 
-Cost: reads every page and record once, bypassing the page cache.
+How: one scan of the subscription records packs every clause (internal id, subscription,
+atom ids) into numpy arrays; one walk of the BE-Tree collects every stored clause from the
+l-node pages' packed arrays (zero-copy), with the c-node holding it; then the per-clause
+facts are checked over whole arrays: a clause's place on an attribute is the intersection
+of its atoms' grid spans on it (the rule of :meth:`Index.places`, from a per-atom table),
+the stored copy is compared with the record, and the ``home`` records are read in one scan.
+Python work per subscription is one record decode and one id-map lookup; per c-node and
+l-node page a few steps; a violation costs its message only.
+
+Cost: reads every page and record once, bypassing the page cache.  Measured on 1M BEGen
+subscriptions, side by side on a busy machine: 9 s, where checking clause by clause from
+decoded records and a dict of places per clause took 94 s.  Memory: arrays of about 150
+bytes per clause, where the decoded records and places took about 2 KB.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from betree import grid
+from betree.adjust import check_adjust
+from betree.bulk import rows_of
 from betree.nodes import CNode, LNodePage
-from betree.normal import OrderAtom, atom_from_tuple
-from betree.tree import BETree
+from betree.normal import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -33,44 +50,175 @@ from storage.store import ReadTxn
 if TYPE_CHECKING:
     from betree.index import Index
 
+#: clauses whose places are checked in one vectorised step (bounds the temporaries)
+CHUNK = 1 << 18
+_CLAUSE_BITS = 16
+_NONE, _UNKNOWN, _SKIP = -3, -2, -1  # attribute ranks: no attribute, not an atom's, no place
+
 
 def check_index(index: Index, txn: ReadTxn) -> None:
     """Raise :class:`CheckFailed` listing every broken invariant of ``index``."""
     errors: list[str] = []
     rec = txn.get_obj(b"bexdb", b"index")
-    subs = {codec.decode_u64(key): codec.decode_value(value) for key, value in txn.scan(b"sub")}
-    atoms = {
-        codec.decode_u64(key): atom_from_tuple(codec.decode_value(value))
-        for key, value in txn.scan(b"aid")
-    }
-    places = {
-        (sid << 16 | k): index.places(tuple(atoms[a] for a in ids if a and a in atoms))
-        for sid, sub in subs.items()
-        for k, ids in enumerate(sub[2])
-    }
-    found = _check_tree(index, txn, rec, places, errors)
-    _check_catalog(index, txn, rec, subs, found, errors)
+    catalog_errors: list[str] = []
+    cat = _read_catalog(txn, rec, catalog_errors)
+    aid_keys = {codec.decode_u64(key): value for key, value in txn.scan(b"aid")}
+    atoms = {aid: atom_from_tuple(codec.decode_value(key)) for aid, key in aid_keys.items()}
+    spans = _AtomSpans(index, atoms)
+    stored = _check_tree(index, txn, rec, errors)
+    _check_clauses(cat, stored, spans, errors, catalog_errors)
+    errors.extend(catalog_errors)
+    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, errors)
     for name in (key.decode() for key, _ in txn.scan(PBTREE_NS)):
         try:
             PBTree(txn, name).check()
         except CheckFailed as exc:
             errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
+    errors.extend(check_adjust(txn, rec, set(index._hints)))
     if errors:
         raise CheckFailed("index", errors)
 
 
-def _check_tree(
-    index: Index,
-    txn: ReadTxn,
-    rec: dict[str, Any],
-    places: dict[int, dict[str, tuple[int, int]]],
-    errors: list[str],
-) -> dict[int, tuple[int, Any, list[int]]]:
-    """Walk the BE-Tree; return clause id -> (home page, external id, atom ids)."""
+# -- the subscription records, packed --------------------------------------------------------
+
+
+@dataclass
+class _Catalog:
+    """Every subscription record's clauses as arrays, in record (internal id) order."""
+
+    exts: list[Any]  # per subscription: its external id
+    cids: np.ndarray  # per clause: internal clause id (sid << 16 | k)
+    sub: np.ndarray  # per clause: index into exts
+    k: np.ndarray  # per clause: its number in the subscription
+    starts: np.ndarray  # per clause: first of its atom ids in ``atoms``
+    lens: np.ndarray
+    atoms: np.ndarray  # every clause's atom ids, concatenated
+    order: np.ndarray | None  # cids sorted (None when they already are)
+    sorted_cids: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sorted_cids = self.cids if self.order is None else self.cids[self.order]
+
+    def locate(self, cids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per clause id: its clause index here (where known) and whether it is known."""
+        keys = self.sorted_cids
+        if not len(keys):
+            return np.zeros(len(cids), dtype=np.int64), np.zeros(len(cids), dtype=bool)
+        at = np.minimum(np.searchsorted(keys, cids), len(keys) - 1)
+        known = keys[at] == cids
+        return (at if self.order is None else self.order[at]), known
+
+
+def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Catalog:
+    """One scan of the subscription records; checks each one's id map and internal id."""
+    sids, nclauses, lens, flat = array("q"), array("q"), array("q"), array("q")
+    exts: list[Any] = []
+    next_sid = rec["next_sid"]
+    decode_u64, decode_value, encode_id = codec.decode_u64, codec.decode_value, codec.encode_id
+    for key, value in txn.scan(b"sub"):
+        sid = decode_u64(key)
+        ext, _, clauses = decode_value(value)
+        ext_sid = txn.get(b"ext", encode_id(ext))
+        if ext_sid is None or decode_u64(ext_sid) != sid:
+            errors.append(f"subscription {ext!r}: id map does not lead to internal id {sid}")
+        if sid >= next_sid:
+            errors.append(f"subscription {ext!r}: internal id {sid} beyond the counter")
+        sids.append(sid)
+        exts.append(ext)
+        nclauses.append(len(clauses))
+        for ids in clauses:
+            lens.append(len(ids))
+            flat.extend(ids)
+    per_sub = np.frombuffer(nclauses, dtype=np.int64)
+    sub = np.repeat(np.arange(len(exts), dtype=np.int64), per_sub)
+    k = np.arange(len(sub), dtype=np.int64) - np.repeat(np.cumsum(per_sub) - per_sub, per_sub)
+    sid_of = np.frombuffer(sids, dtype=np.int64)[sub]
+    cids = (sid_of.astype(np.uint64) << np.uint64(_CLAUSE_BITS)) | k.astype(np.uint64)
+    lens_a = np.frombuffer(lens, dtype=np.int64)
+    ascending = bool(np.all(cids[1:] > cids[:-1]))
+    return _Catalog(
+        exts=exts,
+        cids=cids,
+        sub=sub,
+        k=k,
+        starts=np.cumsum(lens_a) - lens_a,
+        lens=lens_a,
+        atoms=np.frombuffer(flat, dtype=np.int64),
+        order=None if ascending else np.argsort(cids, kind="stable"),
+    )
+
+
+class _AtomSpans:
+    """Per atom id: the rank of its attribute and its grid span (:meth:`Index.places`).
+
+    Atoms that constrain nothing (those true on an undefined attribute, the true atom 0,
+    ids without an atom) have rank ``_SKIP``.  Ranks number the attributes by name.
+    """
+
+    def __init__(self, index: Index, atoms: dict[int, Atom]) -> None:
+        size = max(atoms, default=0) + 1
+        self.names = sorted({atom.attr for atom in atoms.values()})
+        self.rank = {name: r for r, name in enumerate(self.names)}
+        self.attr = np.full(size, _SKIP, dtype=np.int64)
+        self.lo = np.zeros(size, dtype=np.uint64)
+        self.hi = np.zeros(size, dtype=np.uint64)
+        for aid, atom in atoms.items():
+            if aid == 0 or not atom.requires_defined:
+                continue
+            lo, hi = index._span(index._types[atom.attr], atom)
+            self.attr[aid] = self.rank[atom.attr]
+            self.lo[aid], self.hi[aid] = lo, hi
+
+    def of(self, ids: np.ndarray) -> np.ndarray:
+        """Attribute ranks of atom ids (``_SKIP`` where out of range)."""
+        inside = (ids >= 0) & (ids < len(self.attr))
+        return np.where(inside, self.attr[np.where(inside, ids, 0)], _SKIP)
+
+    def rank_of(self, attr: str | None) -> int:
+        return _NONE if attr is None else self.rank.get(attr, _UNKNOWN)
+
+
+# -- the BE-Tree walk ----------------------------------------------------------------------
+
+
+@dataclass
+class _Stored:
+    """Every clause found in the BE-Tree, in walk order, and the c-nodes holding them."""
+
+    nodes: list[CNode] = field(default_factory=list)
+    used: list[frozenset[str]] = field(default_factory=list)
+    children: list[tuple[CNode, CNode] | None] = field(default_factory=list)
+    parts: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=list
+    )  # (node index, l-node page, cids, lens, atom ids) per l-node page
+    exts: list[Any] = field(default_factory=list)
+    # filled by pack(): per stored clause, in walk order
+    cids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    node: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    lpage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    lens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    atoms: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # filled by _check_clauses: per catalog clause, the c-node of its last copy (or -1)
+    where: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def pack(self) -> None:
+        """Concatenate the pages' arrays (and drop them)."""
+        if self.parts:
+            sizes = [len(p[2]) for p in self.parts]
+            self.cids = np.concatenate([p[2] for p in self.parts]).astype(np.uint64)
+            self.node = np.repeat(np.array([p[0] for p in self.parts], dtype=np.int64), sizes)
+            self.lpage = np.repeat(np.array([p[1] for p in self.parts], dtype=np.int64), sizes)
+            self.lens = np.concatenate([p[3] for p in self.parts]).astype(np.int64)
+            self.atoms = np.concatenate([p[4] for p in self.parts]).astype(np.int64)
+        self.parts = []
+
+
+def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Stored:
+    """Walk the BE-Tree: its shape and pages; collect the clauses for the later checks."""
     space = rec["space"]
-    tree = BETree(txn, rec)
+    max_cap = rec["max_cap"]
     seen: set[int] = set()
-    found: dict[int, tuple[int, Any, list[int]]] = {}
+    out = _Stored()
 
     def err(page: int, message: str) -> None:
         errors.append(f"page {page}: {message}")
@@ -98,9 +246,9 @@ def _check_tree(
             err(page, f"parent link {node.parent}, expected {parent}")
         if node.pdir and node.is_leaf and not node.atomic and node.attr is not None:
             err(page, "the c-node of a non-atomic leaf bucket is partitioned")
-        if node.cap < index_max_cap or node.cap % index_max_cap:
+        if node.cap < max_cap or node.cap % max_cap:
             err(page, f"l-node capacity {node.cap} is not a multiple of max_cap")
-        below = _check_lnode(node, used)
+        below = _lnode(node, used)
         if node.left or node.right:
             if node.atomic:
                 err(page, "an atomic bucket has children")
@@ -120,111 +268,265 @@ def _check_tree(
             below += n
         return below
 
-    def _check_lnode(node: CNode, used: frozenset[str]) -> int:
+    def _lnode(node: CNode, used: frozenset[str]) -> int:
+        at = len(out.nodes)
+        out.nodes.append(node)
+        out.used.append(used)
+        out.children.append(_children(txn, space, node))
         count = 0
         cur = node.lnode
         while cur:
             lpage: LNodePage | None = load(cur, LNodePage, "l-node page")
             if lpage is None:
                 break
-            clauses = lpage.clauses()
-            if not clauses:
+            cids, exts, lens, atoms = lpage.arrays()
+            if not len(exts):
                 err(cur, "empty l-node page left in a chain")
-            for cid, ext, ids in clauses:
-                if not ids:
-                    err(cur, f"clause {cid} has no atoms (atom 0 stands for none)")
-                if cid in found:
-                    err(cur, f"clause {cid} stored twice (also at c-node {found[cid][0]})")
-                found[cid] = (node.page, ext, ids)
-                place = places.get(cid)
-                if place is None:
-                    err(cur, f"clause {cid} of {ext!r} belongs to no subscription")
-                    continue
-                _check_place(node, cid, place, used)
-            count += len(clauses)
+            out.parts.append((at, cur, cids, lens, atoms))
+            out.exts.extend(exts)
+            count += len(exts)
             cur = lpage.next
         if count != node.size:
             err(node.page, f"l-node size {node.size}, but its pages hold {count} clauses")
         return count
 
-    def _check_place(
-        node: CNode, cid: int, place: dict[str, tuple[int, int]], used: frozenset[str]
-    ) -> None:
-        if node.attr is not None:
-            span = place.get(node.attr)
-            if span is None:
-                err(node.page, f"clause {cid} is not constrained on {node.attr!r}")
-                return
-            if not node.encloses(*span):
-                err(node.page, f"clause {cid} span {span} lies outside the bucket")
-            if node.left:
-                for child in (node.left, node.right):
-                    c = txn.load_uncached(space, child, CNode)
-                    if c.lo <= span[0] and span[1] <= c.hi:
-                        err(node.page, f"clause {cid} belongs in the smaller bucket {child}")
-        for pattr in node.pmap:
-            if pattr in place and pattr not in used:
-                err(node.page, f"clause {cid} stays although p-node {pattr!r} could take it")
-
-    index_max_cap = rec["max_cap"]
     subtree(rec["root"], 0, frozenset(), (None, False, 0, 0))
-    stored = set(txn.space_pages(space))
-    for page in sorted(stored - seen):
+    pages = set(txn.space_pages(space))
+    for page in sorted(pages - seen):
         err(page, "orphaned: stored in the BE-Tree's space but unreachable")
-    for page in sorted(seen - stored):
+    for page in sorted(seen - pages):
         err(page, "reached but not stored")
-    del tree
-    return found
+    out.pack()
+    return out
+
+
+def _children(txn: ReadTxn, space: int, node: CNode) -> tuple[CNode, CNode] | None:
+    """The child buckets a clause of ``node`` must not fit in (None: nothing to check)."""
+    if node.attr is None or not node.left:
+        return None
+    try:
+        return (
+            txn.load_uncached(space, node.left, CNode),
+            txn.load_uncached(space, node.right, CNode),
+        )
+    except BexdbError:
+        return None  # reported by the walk
+
+
+# -- per-clause facts, vectorised -------------------------------------------------------------
+
+
+def _check_clauses(
+    cat: _Catalog,
+    stored: _Stored,
+    spans: _AtomSpans,
+    tree_errors: list[str],
+    catalog_errors: list[str],
+) -> None:
+    """Each stored clause: atoms, uniqueness, subscription, place; the copy matches its record.
+
+    Sets ``stored.where`` (per catalog clause: the c-node holding its last copy, or -1).
+    """
+    cids, node, lpage, lens, atoms = (
+        stored.cids,
+        stored.node,
+        stored.lpage,
+        stored.lens,
+        stored.atoms,
+    )
+    nodes = stored.nodes
+    exts = stored.exts
+    page_of = np.array([n.page for n in nodes], dtype=np.int64)
+
+    def err(page: int, message: str) -> None:
+        tree_errors.append(f"page {page}: {message}")
+
+    for j in np.flatnonzero(lens == 0).tolist():
+        err(int(lpage[j]), f"clause {int(cids[j])} has no atoms (atom 0 stands for none)")
+    # stored twice: each later copy names the c-node of the copy before it
+    by_cid = np.argsort(cids, kind="stable")
+    twice = np.flatnonzero(cids[by_cid][1:] == cids[by_cid][:-1])
+    copies = zip(by_cid[twice + 1].tolist(), by_cid[twice].tolist(), strict=True)
+    for later, earlier in sorted(copies):
+        other = int(page_of[node[earlier]])
+        err(int(lpage[later]), f"clause {int(cids[later])} stored twice (also at c-node {other})")
+    pos, known = cat.locate(cids)
+    for j in np.flatnonzero(~known).tolist():
+        err(int(lpage[j]), f"clause {int(cids[j])} of {exts[j]!r} belongs to no subscription")
+    where = np.full(len(cat.cids), -1, dtype=np.int64)
+    where[pos[known]] = page_of[node[known]]  # the last copy wins, as a dict would keep
+    stored.where = where
+    starts = np.cumsum(lens) - lens
+    held = np.flatnonzero(known)
+    for lo in range(0, len(held), CHUNK):
+        part = held[lo : lo + CHUNK]
+        _check_places(cat, pos[part], node[part], cids[part], stored, spans, page_of, err)
+        _check_copies(cat, pos[part], part, starts, lens, atoms, exts, catalog_errors)
+
+
+def _check_places(
+    cat: _Catalog,
+    pos: np.ndarray,
+    node: np.ndarray,
+    cids: np.ndarray,
+    stored: _Stored,
+    spans: _AtomSpans,
+    page_of: np.ndarray,
+    err: Any,
+) -> None:
+    """Clauses ``pos`` of the catalog, held by c-nodes ``node``: each in the right bucket."""
+    nodes = stored.nodes
+    rows, owner = rows_of(cat.starts[pos], cat.lens[pos])
+    ids = cat.atoms[rows]
+    ranks = spans.of(ids)
+    node_rank = np.array([spans.rank_of(n.attr) for n in nodes], dtype=np.int64)
+    on = ranks == node_rank[node][owner]  # the rows on the holding c-node's attribute
+    n = len(pos)
+    defined = np.zeros(n, dtype=bool)
+    defined[owner[on]] = True
+    lo = np.zeros(n, dtype=np.uint64)
+    hi = np.full(n, grid.GRID_MAX, dtype=np.uint64)
+    np.maximum.at(lo, owner[on], spans.lo[ids[on]])
+    np.minimum.at(hi, owner[on], spans.hi[ids[on]])
+    empty = lo > hi
+    lo[empty], hi[empty] = 0, grid.GRID_MAX
+    bucketed = node_rank[node] != _NONE
+    for j in np.flatnonzero(bucketed & ~defined).tolist():
+        holder = nodes[node[j]]
+        err(holder.page, f"clause {int(cids[j])} is not constrained on {holder.attr!r}")
+    # the bucket encloses the place, and neither child does
+    nlo = np.array([n.lo for n in nodes], dtype=np.uint64)[node]
+    nhi = np.array([n.hi for n in nodes], dtype=np.uint64)[node]
+    top = np.array([n.top for n in nodes], dtype=bool)[node]
+    placed = bucketed & defined
+    outside = placed & ~top & ~((nlo <= lo) & (hi <= nhi))
+    for j in np.flatnonzero(outside).tolist():
+        span = (int(lo[j]), int(hi[j]))
+        err(nodes[node[j]].page, f"clause {int(cids[j])} span {span} lies outside the bucket")
+    kids = [c for c in stored.children if c is not None]
+    if kids:
+        which = np.array([-1 if c is None else 0 for c in stored.children], dtype=np.int64)
+        which[which == 0] = np.arange(len(kids))
+        for side in (0, 1):
+            clo = np.array([c[side].lo for c in kids], dtype=np.uint64)
+            chi = np.array([c[side].hi for c in kids], dtype=np.uint64)
+            w = which[node]
+            has = placed & (w >= 0)
+            wk = np.where(has, w, 0)
+            fits = has & (clo[wk] <= lo) & (hi <= chi[wk])
+            for j in np.flatnonzero(fits).tolist():
+                child = kids[int(w[j])][side].page
+                holder = nodes[node[j]].page
+                err(holder, f"clause {int(cids[j])} belongs in the smaller bucket {child}")
+    # no p-node of the holding c-node could take the clause
+    nattr = len(spans.names)
+    pairs = sorted(
+        i * nattr + spans.rank[pattr]
+        for i, n in enumerate(nodes)
+        for pattr in n.pmap
+        if pattr not in stored.used[i] and pattr in spans.rank
+    )
+    if not pairs:
+        return
+    keys = np.array(pairs, dtype=np.int64)
+    ok = (ranks >= 0) & (placed | ~bucketed)[owner]
+    row_keys = node[owner] * nattr + ranks
+    at = np.minimum(np.searchsorted(keys, row_keys), len(keys) - 1)
+    hits = np.flatnonzero(ok & (keys[at] == row_keys))
+    told: set[tuple[int, int]] = set()
+    for r in hits.tolist():
+        j, rank = int(owner[r]), int(ranks[r])
+        if (j, rank) not in told:
+            told.add((j, rank))
+            err(
+                nodes[node[j]].page,
+                f"clause {int(cids[j])} stays although p-node {spans.names[rank]!r} could take it",
+            )
+
+
+def _check_copies(
+    cat: _Catalog,
+    pos: np.ndarray,
+    held: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    atoms: np.ndarray,
+    exts: list[Any],
+    errors: list[str],
+) -> None:
+    """The stored copies ``held`` of catalog clauses ``pos``: same id and atom ids."""
+    rlens = cat.lens[pos]
+    slens = lens[held]
+    differ = rlens != slens
+    same = np.flatnonzero(~differ)
+    rrows, owner = rows_of(cat.starts[pos[same]], rlens[same])
+    srows, _ = rows_of(starts[held[same]], slens[same])
+    bad = np.zeros(len(same), dtype=bool)
+    bad[owner[cat.atoms[rrows] != atoms[srows]]] = True
+    differ[same[bad]] = True
+    sub = cat.sub[pos].tolist()
+    cat_exts = cat.exts
+    for j, (s, h) in enumerate(zip(sub, held.tolist(), strict=True)):
+        if exts[h] != cat_exts[s]:
+            differ[j] = True
+    for j in np.flatnonzero(differ).tolist():
+        h = int(held[j])
+        ids = atoms[starts[h] : starts[h] + lens[h]].tolist()
+        ext = cat_exts[sub[j]]
+        k = int(cat.k[pos[j]])
+        errors.append(f"subscription {ext!r}: clause {k} stored as {(exts[h], ids)}")
 
 
 def _check_catalog(
-    index: Index,
     txn: ReadTxn,
     rec: dict[str, Any],
-    subs: dict[int, list[Any]],
-    found: dict[int, tuple[int, Any, list[int]]],
+    cat: _Catalog,
+    stored: _Stored,
+    aid_keys: dict[int, bytes],
+    atoms: dict[int, Atom],
     errors: list[str],
 ) -> None:
-    if rec["subs"] != len(subs):
-        errors.append(f"root record counts {rec['subs']} subscriptions, found {len(subs)}")
-    uses: Counter[int] = Counter()
-    expected: set[int] = set()
-    for sid, (ext, _, clauses) in subs.items():
-        ext_sid = txn.get(b"ext", codec.encode_id(ext))
-        if ext_sid is None or codec.decode_u64(ext_sid) != sid:
-            errors.append(f"subscription {ext!r}: id map does not lead to internal id {sid}")
-        if sid >= rec["next_sid"]:
-            errors.append(f"subscription {ext!r}: internal id {sid} beyond the counter")
-        for k, ids in enumerate(clauses):
-            cid = sid << 16 | k
-            expected.add(cid)
-            uses.update(a for a in ids if a)
-            where = found.get(cid)
-            if where is None:
-                errors.append(f"subscription {ext!r}: clause {k} is not in the BE-Tree")
-                continue
-            home = txn.get(b"home", codec.encode_u64(cid))
-            if home is None or codec.decode_u64(home) != where[0]:
-                errors.append(f"subscription {ext!r}: clause {k} home record is wrong")
-            if where[1] != ext or where[2] != ids:
-                errors.append(f"subscription {ext!r}: clause {k} stored as {where[1:]}")
-    for cid in sorted(found.keys() - expected):
+    if rec["subs"] != len(cat.exts):
+        errors.append(f"root record counts {rec['subs']} subscriptions, found {len(cat.exts)}")
+    where = stored.where
+    for j in np.flatnonzero(where < 0).tolist():
+        errors.append(
+            f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} is not in the BE-Tree"
+        )
+    # home records, in one scan: each found clause's names the c-node holding it
+    home_cids, home_pages = array("Q"), array("q")
+    for key, value in txn.scan(b"home"):
+        home_cids.append(codec.decode_u64(key))
+        home_pages.append(codec.decode_u64(value))
+    home = np.full(len(cat.cids), -1, dtype=np.int64)
+    hpos, hknown = cat.locate(np.frombuffer(home_cids, dtype=np.uint64))
+    home[hpos[hknown]] = np.frombuffer(home_pages, dtype=np.int64)[hknown]
+    for j in np.flatnonzero((where >= 0) & (home != where)).tolist():
+        errors.append(
+            f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} home record is wrong"
+        )
+    _, known = cat.locate(stored.cids)
+    for cid in np.unique(stored.cids[~known]).tolist():
         errors.append(f"clause {cid} in the BE-Tree belongs to no subscription")
-    if txn.count(b"ext") != len(subs):
-        errors.append(f"{txn.count(b'ext')} id map records for {len(subs)} subscriptions")
-    if txn.count(b"home") != len(expected):
-        errors.append(f"{txn.count(b'home')} home records for {len(expected)} clauses")
+    n_ext = txn.count(b"ext")
+    if n_ext != len(cat.exts):
+        errors.append(f"{n_ext} id map records for {len(cat.exts)} subscriptions")
+    if len(home_cids) != len(cat.cids):
+        errors.append(f"{len(home_cids)} home records for {len(cat.cids)} clauses")
+    counted = cat.atoms[cat.atoms > 0]
+    uses: Counter[int] = Counter(dict(enumerate(np.bincount(counted).tolist())))
     live: dict[int, Any] = {}
     for key, value in txn.scan(b"atom"):
         aid, refs = codec.decode_value(value)
-        live[aid] = atom_from_tuple(codec.decode_value(key))
+        reverse = aid_keys.get(aid) == key  # the aid record leads back to this one
+        live[aid] = atoms[aid] if reverse else atom_from_tuple(codec.decode_value(key))
         if refs != uses[aid]:
             errors.append(f"atom {aid} ({live[aid]}) counts {refs} uses, found {uses[aid]}")
-        if txn.get(b"aid", codec.encode_u64(aid)) != key:
+        if not reverse:
             errors.append(f"atom {aid}: reverse record missing or wrong")
         if aid >= rec["next_atom"]:
             errors.append(f"atom {aid} beyond the counter")
-    for aid in sorted(uses.keys() - live.keys()):
+    for aid in sorted(a for a, n in uses.items() if n and a not in live):
         errors.append(f"atom {aid} is used but not in the catalog")
     entries: dict[str, set[tuple[str, Any, int]]] = {}
     direct: set[int] = set()
@@ -249,3 +551,6 @@ def _check_catalog(
             errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
         for op, const, aid in sorted(have - want, key=repr)[:20]:
             errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
+
+
+# -- helpers -----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ Records (namespaces of the store's ``records`` table):
 * ``atom``   canonical atom (msgpack of ``Atom.as_tuple()``) -> ``[atom id, refcount]``;
   ``aid`` atom id -> canonical atom.  Equal atoms share one id (interning).
 * ``direct`` attribute -> ``[[atom id, atom tuple], ...]``: atoms tested per event.
+* ``adj`` and ``bexdb/adjust``: self-adjustment windows and feedback (:mod:`betree.adjust`);
+  its settings ``adjust``, ``adjust_window``, ``theta`` live in the root record.
 
 Order atoms (``< <= = != >= >`` and what reduces to them) live in the attribute's PB+tree
 under their atom id, one entry per ``(op, constant)``.  Atom id 0 is always true: it
@@ -24,6 +26,7 @@ attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.t
 from __future__ import annotations
 
 import gc
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -31,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from betree import adjust as adjusting
 from betree import grid
+from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.expr import Node
 from betree.normal import (
     MAX_CLAUSES,
@@ -108,6 +113,14 @@ class Index:
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         self._spans: dict[Atom, tuple[int, int]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
+        # self-adjustment: matching counts in memory until :meth:`adjust` flushes them
+        self._collector: Collector | None = None
+        self._flush_every = math.inf
+        #: collect matching statistics in this process even when the store's ``adjust``
+        #: setting is off (flushed only by an explicit :meth:`adjust`)
+        self.collecting = False
+        #: with the ``adjust`` setting on, flush every ``adjust_window`` events from match()
+        self.auto_adjust = True
 
     # -- opening -------------------------------------------------------------------------
 
@@ -125,7 +138,8 @@ class Index:
 
         A new store needs a schema.  An existing store keeps its own schema; passing a
         different one is an error.  ``settings`` (``max_cap``, ``min_size``,
-        ``max_clauses``) apply to a new store.
+        ``max_clauses``, and the self-adjustment settings ``adjust``, ``adjust_window``,
+        ``theta`` of :mod:`betree.adjust`) apply to a new store.
         """
         given = schema if isinstance(schema, Schema) or schema is None else Schema.from_json(schema)
         store = open_store(path, readonly=readonly, **store_options)
@@ -156,17 +170,24 @@ class Index:
 
     @staticmethod
     def _create(store: Store, schema: Schema, settings: dict[str, int]) -> None:
-        options = {**DEFAULTS, "max_clauses": MAX_CLAUSES, **settings}
+        options = {**DEFAULTS, "max_clauses": MAX_CLAUSES, **ADJUST_DEFAULTS, **settings}
         if not 1 <= options["max_clauses"] < 1 << _CLAUSE_BITS:
             raise InvalidInput(f"max_clauses must be in [1, {1 << _CLAUSE_BITS})")
+        _check_adjust_settings(options)
         with store.write() as txn:
             rec = BETree.create(txn, options)
             rec.update(max_clauses=options["max_clauses"], next_sid=0, next_atom=1, subs=0)
+            rec.update({k: options[k] for k in ADJUST_DEFAULTS})
             txn.put_obj(NS, b"index", rec)
             txn.put_obj(NS, b"schema", schema.to_json())
 
     def close(self) -> None:
-        self.store.close()
+        """Close the store, first flushing matching statistics not yet flushed (if writable)."""
+        try:
+            if self._collector is not None and self._collector.events and not self.store.readonly:
+                self.adjust()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> Index:
         return self
@@ -238,10 +259,43 @@ class Index:
             return [tuple(codec.decode_value(v)[:2]) for _, v in txn.scan(b"sub")]  # type: ignore[misc]
 
     def settings(self) -> dict[str, int]:
-        """The index settings it was created with (``max_cap``, ``min_size``, ``max_clauses``)."""
+        """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
+        self-adjustment: ``adjust``, ``adjust_window``, ``theta``)."""
         with self.store.read() as txn:
             rec = txn.get_obj(NS, b"index")
-        return {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
+        out = {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
+        out.update({k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()})
+        return out
+
+    def set_adjust(
+        self, enabled: bool | None = None, window: int | None = None, theta: int | None = None
+    ) -> None:
+        """Change the stored self-adjustment settings (see :mod:`betree.adjust`).
+
+        ``enabled``: collect statistics while matching, flush them every ``window``
+        matched events, and re-insert the clauses of underflowing p-nodes on deletion.
+        """
+        with self.store.write() as txn:
+            rec = txn.get_obj(NS, b"index")
+            for key, value in (("adjust", enabled), ("adjust_window", window), ("theta", theta)):
+                if value is not None:
+                    rec[key] = int(value)
+            _check_adjust_settings(rec)
+            txn.put_obj(NS, b"index", rec)
+
+    def adjust(self) -> dict[str, Any]:
+        """Flush this process's matching statistics and run the self-adjustment policies.
+
+        One write transaction: the counts join the stored windows and attribute feedback;
+        nodes whose window ended are ranked and those below ``theta`` recycled (their
+        clauses re-inserted).  Callable at any time, whatever the settings.  Returns what
+        was done (events, nodes, evaluated, recycled p-nodes / l-nodes, re-inserted
+        clauses, seconds).
+        """
+        collector = self._collector if self._collector is not None else Collector()
+        self._collector = None
+        with gc_paused(), self.store.write() as txn, self._writer(txn) as w:
+            return adjusting.flush(w, collector)
 
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
@@ -257,7 +311,10 @@ class Index:
         """Ids of every subscription ``event`` satisfies, each once (SPEC sec. 1)."""
         values = self.schema.validate_event(event)
         with self.store.read() as txn:
-            return self.match_validated(txn, values)
+            found = self.match_validated(txn, values)
+        if self._collector is not None and self._collector.events >= self._flush_every:
+            self.adjust()
+        return found
 
     def match_validated(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """Match an event already validated by ``schema.validate_event`` in ``txn``."""
@@ -290,7 +347,12 @@ class Index:
                         sat[aid] = True
         tree = BETree(txn, snap["rec"])
         out: dict[int, SubId] = {}
-        candidates = tree.match(coords, sat, out)
+        stats = self._collector
+        if stats is None and (snap["collect"] or self.collecting):
+            stats = self._collector = Collector()
+        candidates = tree.match(coords, sat, out, stats)
+        if stats is not None:
+            stats.events += 1
         self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
         return list(out.values())
 
@@ -308,7 +370,16 @@ class Index:
             direct[key.decode()] = [
                 (aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)
             ]
-        snap = {"rec": rec, "next_atom": rec["next_atom"], "trees": trees, "direct": direct}
+        collect = bool(rec.get("adjust"))
+        snap = {
+            "rec": rec,
+            "next_atom": rec["next_atom"],
+            "trees": trees,
+            "direct": direct,
+            "collect": collect,
+        }
+        auto = collect and self.auto_adjust and not self.store.readonly
+        self._flush_every = rec.get("adjust_window", 1) if auto else math.inf
         self._snapshot = (txn.gen, snap)
         return snap
 
@@ -477,6 +548,7 @@ class Index:
                     "min_size": rec["min_size"],
                 },
                 "pbtrees": trees,
+                "adjust": _adjust_summary(txn, rec),
                 "pages": {k: {"pages": n, "bytes": b} for k, (n, b) in txn.page_kinds().items()},
                 "store": self.store.stat(),
             }
@@ -489,6 +561,26 @@ class Index:
 
         with self.store.read() as txn:
             check_index(self, txn)
+
+
+def _adjust_summary(txn: ReadTxn, rec: dict[str, Any]) -> dict[str, Any]:
+    """Self-adjustment settings and totals, for ``bexdb inspect``."""
+    state = adjusting.load_state(txn)
+    pnodes, lnodes, clauses = state["recycled"]
+    return {
+        **{k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()},
+        "events_flushed": state["events"],
+        "open_windows": txn.count(adjusting.ADJ_NS),
+        "recycled": {"p_nodes": pnodes, "l_nodes": lnodes, "clauses": clauses},
+        "feedback": dict(sorted(adjusting.feedback(txn).items(), key=lambda kv: -kv[1])[:10]),
+    }
+
+
+def _check_adjust_settings(options: Mapping[str, Any]) -> None:
+    if options.get("adjust", 0) not in (0, 1):
+        raise InvalidInput("adjust must be 0 or 1")
+    if int(options.get("adjust_window", 1)) < 1:
+        raise InvalidInput("adjust_window must be at least 1 event")
 
 
 @contextmanager
@@ -517,7 +609,15 @@ class _Writer:
         self.txn = txn
         self.rec = txn.get_obj(NS, b"index")
         self.trees: dict[str, PBTree] = {}
-        self.tree = BETree(txn, self.rec, places=self._places, hint=self._hint, moved=self._moved)
+        self.tree = BETree(
+            txn,
+            self.rec,
+            places=self._places,
+            hint=self._hint,
+            moved=self._moved,
+            feedback=adjusting.feedback(txn),
+            dissolve=bool(self.rec.get("adjust")),
+        )
         self.direct: dict[str, list[list[Any]]] = {}
         self.atoms: dict[int, Atom] = {}
 
