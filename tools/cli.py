@@ -304,12 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    from tools import bench_match, bench_pbtree, bench_serve
+    from tools import bench_adapt, bench_compare, bench_load, bench_match, bench_pbtree, bench_serve
 
     for name, module, text in (
         ("pbtree", bench_pbtree, "PB+tree search and insert against Grouped Filter"),
         ("match", bench_match, "BE-Tree matching against SCAN and counting"),
+        ("adapt", bench_adapt, "matching while the workload changes, self-adjustment off/on"),
+        ("compare", bench_compare, "bexdb against SCAN, counting, OpIndex, PSTBloom, PSTHash"),
         ("serve", bench_serve, "bexdb serve under concurrent load, beside the in-process matcher"),
+        ("load", bench_load, "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
     ):
         q = bench_sub.add_parser(name, help=text)
         module.add_arguments(q)
