@@ -7,9 +7,12 @@ same at every size):
 * each engine variant runs as the user runs it, ``bexdb load STORE subs.jsonl --schema ...``
   in its own process: ``spark`` (one store, local Spark on every core), ``spark x K``
   (``--shards K``), and ``python`` (``--engine python``), up to ``--python-max``
-  subscriptions; beyond that the python engine's time is *extrapolated* linearly from its
-  largest measured size (its cost per subscription is flat or rising, so this is a lower
-  bound) and labelled so everywhere it appears.
+  subscriptions; beside them ``online``: online insertion of the same set
+  (``bexdb subscribe STORE subs.jsonl --schema ...``: Alg. 3-6 clause by clause, one
+  transaction), up to ``--online-max``.  Beyond its limit an engine's time is
+  *extrapolated* linearly from its largest measured size (the cost per subscription of
+  both is flat or rising with n, so this is a lower bound) and labelled so everywhere it
+  appears.
 * **wall** seconds (Spark's start included: it is part of what a user waits for),
   throughput, the published store's size on disk, and memory: peak RSS of the driver
   (the ``bexdb`` process), of the JVM, and of the Python workers together, sampled from
@@ -56,6 +59,7 @@ from storage.errors import BexdbError
 from tools.args import sizes as args_sizes
 
 CHECK_EVENTS = 50
+ONLINE = "online"
 PROFILE_SUBS = 20_000
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -189,17 +193,24 @@ def _variants(shards: list[int]) -> list[tuple[str, list[str]]]:
 def run_variant(
     name: str, flags: list[str], n: int, data: Path, work: Path, master: str | None
 ) -> dict[str, Any]:
+    """One measured ``bexdb load`` (or, for ``online``, ``bexdb subscribe``) of n subs."""
     store = work / f"store-{name.replace(' ', '')}-{n}"
-    argv = [sys.executable, "-m", "tools.cli", "load", str(store), str(data / f"subs-{n}.jsonl")]
-    argv += ["--schema", str(data / "schema.json"), "--replace", *flags]
+    subs, schema = str(data / f"subs-{n}.jsonl"), str(data / "schema.json")
+    if name == ONLINE:
+        shutil.rmtree(store, ignore_errors=True)
+        argv = [sys.executable, "-m", "tools.cli", "subscribe", str(store), subs]
+        argv += ["--schema", schema]
+    else:
+        argv = [sys.executable, "-m", "tools.cli", "load", str(store), subs]
+        argv += ["--schema", schema, "--replace", *flags]
     if master and "spark" in flags:
         argv += ["--master", master]
     _log(f"n={n:,}: {name} ...")
     res = run_measured(argv)
     if res["code"] != 0:
         raise BexdbError(f"{name} load of {n} failed (exit {res['code']}): {res['stderr_tail']}")
-    summary = json.loads(res["stdout"].strip().splitlines()[-1])
-    res.pop("stdout")
+    last = res.pop("stdout").strip().splitlines()[-1]
+    summary = json.loads(last) if name != ONLINE else {"engine": ONLINE, "output": last}
     row = {
         "engine": name,
         "n": n,
@@ -235,14 +246,14 @@ def check_agreement(rows: list[dict[str, Any]], events: list[dict[str, Any]]) ->
     return len(events)
 
 
-def _extrapolate(rows: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
-    done = [r for r in rows if r["engine"] == "python" and r["measured"]]
+def _extrapolate(rows: list[dict[str, Any]], n: int, engine: str) -> dict[str, Any] | None:
+    done = [r for r in rows if r["engine"] == engine and r["measured"]]
     if not done:
         return None
     base = max(done, key=lambda r: r["n"])
     wall = base["wall_s"] * n / base["n"]
     return {
-        "engine": "python",
+        "engine": engine,
         "n": n,
         "measured": False,
         "wall_s": round(wall, 1),
@@ -422,6 +433,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1_000_000,
         help="largest size the python engine runs; above it, extrapolated (0: never run)",
     )
+    parser.add_argument(
+        "--online-max",
+        type=int,
+        default=100_000,
+        help="largest size inserted online (bexdb subscribe); above it, extrapolated (0: never)",
+    )
     parser.add_argument("--master", help="Spark master (default local[*])")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--check-events", type=int, default=CHECK_EVENTS)
@@ -458,6 +475,7 @@ def main(args: argparse.Namespace) -> int:
             "sizes": sizes,
             "shards": shards,
             "python_max": args.python_max,
+            "online_max": args.online_max,
             "master": args.master or "local[*]",
         },
         "workload": {k: v for k, v in summary.items() if k not in ("seconds", "files")},
@@ -466,8 +484,9 @@ def main(args: argparse.Namespace) -> int:
             "memory: peak RSS (VmHWM) of the driver and of the JVM; the Python workers' RSS "
             "summed at the sample where the sum was highest (0.2 s sampling)",
             "cpu: user+system seconds of the whole process tree",
-            "a python row with measured false is an EXTRAPOLATION (linear in n from the "
-            "largest measured python size), not a measurement",
+            "a python or online row with measured false is an EXTRAPOLATION (linear in n "
+            "from the largest measured size of that engine), not a measurement",
+            "online: `bexdb subscribe` of the whole file (online insertion, one transaction)",
             "the machine is shared: load_average_before says how busy it was",
         ],
         "rows": [],
@@ -475,6 +494,8 @@ def main(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = results["rows"]
     for n in sizes:
         mine = []
+        if 0 < n <= args.online_max:
+            mine.append(run_variant(ONLINE, [], n, data, work, None))
         if 0 < n <= args.python_max:
             mine.append(run_variant("python", ["--engine", "python"], n, data, work, None))
         for name, flags in _variants(shards):
@@ -482,8 +503,8 @@ def main(args: argparse.Namespace) -> int:
         checked = check_agreement(mine, events)
         for row in mine:
             row["agreement_events"] = checked
-        if n > args.python_max:
-            guess = _extrapolate(rows, n)
+        for engine, limit in ((ONLINE, args.online_max), ("python", args.python_max)):
+            guess = _extrapolate(rows, n, engine) if n > limit else None
             if guess is not None:
                 mine.insert(0, guess)
         rows.extend(mine)

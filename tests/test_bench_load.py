@@ -1,0 +1,51 @@
+"""``bexdb bench load`` end to end on tiny sizes: rows, extrapolation, agreement, files.
+
+The first case needs no Spark (online insertion and the python engine only); the second
+runs one local Spark load in its own process, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import cli
+
+
+def run(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "out"
+    argv = ["bench", "load", "--check-events", "5", "--work", str(tmp_path / "w")]
+    code = cli.main([*argv, "--out", str(out), *args])
+    assert code == 0
+    assert (out / "load.png").stat().st_size > 0
+    return json.loads((out / "results.json").read_text())
+
+
+def test_bench_load_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run(
+        tmp_path,
+        *("--sizes", "200,300", "--shards", "", "--python-max", "300", "--online-max", "200"),
+    )
+    rows = {(r["engine"], r["n"]): r for r in doc["rows"]}
+    assert set(rows) == {("online", 200), ("python", 200), ("online", 300), ("python", 300)}
+    guess = rows[("online", 300)]
+    assert not guess["measured"] and guess["extrapolated_from"] == 200
+    for key in (("online", 200), ("python", 200), ("python", 300)):
+        row = rows[key]
+        assert row["measured"] and row["agreement_events"] == 5
+        assert row["store_bytes"] > 0 and row["driver_mb"] > 0
+    table = capsys.readouterr().out
+    assert "~" in table and "EXTRAPOLATED" in table  # the guess is labelled
+
+
+@pytest.mark.spark
+def test_bench_load_spark(tmp_path: Path) -> None:
+    doc = run(
+        tmp_path, *("--sizes", "300", "--shards", "1", "--python-max", "0", "--online-max", "300")
+    )
+    spark = next(r for r in doc["rows"] if r["engine"] == "spark")
+    assert spark["measured"] and spark["agreement_events"] == 5  # same answers as online
+    assert spark["jvm_mb"] > 0 and spark["summary"]["loaded"] == 300
+    assert spark["summary"]["shard_figures"][0]["seconds"]["check"] >= 0
