@@ -142,6 +142,7 @@ class SingleReader:
         index = self.index
         with index.store.read() as txn:
             yield lambda values: index.match_validated(txn, values)
+        index.adjust_if_due()  # self-adjustment, when the store has it on (a write)
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         return self.index.match(event)

@@ -19,12 +19,14 @@ from betree.adjust import STATE_KEY, Collector, load_state
 from betree.index import NS, Index
 from betree.schema import Schema
 from betree.tree import ADJ_NS, BETree
+from loaders.shards import SingleReader
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, event, expression
 from tools import bench_adapt
 from tools.cli import build_parser
+from tools.cli import main as cli_main
 
 SMALL = {"max_cap": 3, "min_size": 2}
 
@@ -298,3 +300,37 @@ def test_bench_adapt_smoke(tmp_path: Path) -> None:
     assert [r["zipf_share"] for r in results["rows"]] == [0.0, 1.0, 0.0]
     assert (tmp_path / "adapt_ms.png").stat().st_size > 0
     assert "recycled" in bench_adapt.format_table(results["rows"])
+
+
+def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
+    """``bexdb serve`` matches through SingleReader snapshots: windows flush after them."""
+    rng = random.Random(3)
+    with _open(str(tmp_path), adjust=1, adjust_window=10) as idx:
+        idx.subscribe_many([(k, expression(rng)) for k in range(60)])
+        reader = SingleReader(idx)
+        for _ in range(5):
+            with reader.snapshot() as match:
+                for _ in range(6):
+                    match(idx.schema.validate_event(event(rng)))
+        with idx.store.read() as txn:
+            assert load_state(txn)["events"] == 24  # flushed after snapshots 2 and 4
+        idx.check()
+    with Index.open(str(tmp_path), readonly=True) as ro:  # read-only: nothing collected
+        ro.match(event(rng))
+        assert ro._collector is None
+
+
+def test_cli_adjust(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "s")
+    with _open(store) as idx:
+        idx.subscribe_many([(k, f"i = {k % 3} and j > {k}") for k in range(20)])
+    assert cli_main(["adjust", store, "--on", "--window", "7", "--theta", "-2"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["adjust"], shown["adjust_window"], shown["theta"]) == (1, 7, -2)
+    with Index.open(store) as idx:
+        for k in range(9):
+            idx.match({"i": k % 3, "j": k})
+    assert cli_main(["adjust", store, "--off", "--now"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["adjust"] == 0 and shown["events_flushed"] == 9 and "ran" in shown
+    assert cli_main(["adjust", store, "--window", "0"]) == 3  # invalid input

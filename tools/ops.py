@@ -1,8 +1,9 @@
-"""Operations subcommands: ``explain``, ``inspect`` and ``compact``.
+"""Operations subcommands: ``explain``, ``inspect``, ``compact`` and ``adjust``.
 
 Thin wrappers: the figures come from :meth:`betree.index.Index.explain`,
-:meth:`~betree.index.Index.stats` and :meth:`storage.store.Store.copy_compact`; this module
-only formats them and swaps a compacted store into place.
+:meth:`~betree.index.Index.stats`, :meth:`storage.store.Store.copy_compact` and
+:meth:`~betree.index.Index.set_adjust`; this module only formats them and swaps a compacted
+store into place.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ def add_arguments(sub: Any) -> None:
     p.add_argument("store")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index in one batch")
     p.set_defaults(func=cmd_compact)
+
+    p = sub.add_parser("adjust", help="self-adjustment: show or change its settings, or run it now")
+    p.add_argument("store")
+    on = p.add_mutually_exclusive_group()
+    on.add_argument("--on", dest="enabled", action="store_const", const=True, default=None)
+    on.add_argument("--off", dest="enabled", action="store_const", const=False)
+    p.add_argument("--window", type=int, help="matched events per node window")
+    p.add_argument("--theta", type=int, help="rank below which a node is recycled")
+    p.add_argument("--now", action="store_true", help="rank the nodes whose window ended")
+    p.set_defaults(func=cmd_adjust)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -185,3 +196,25 @@ def _rebuild(idx: Index, path: Path) -> None:
             for ident, expr in subs:
                 batch.add(ident, expr, fresh.compile(ident, expr))
             batch.build()
+
+
+def cmd_adjust(args: argparse.Namespace) -> int:
+    """Change the self-adjustment settings of a store (each shard), then print them as JSON.
+
+    With ``--on``, whatever matches through a writable store (``bexdb serve``, the Python
+    API) collects statistics and adjusts the tree every ``--window`` events; ``--now``
+    ranks and recycles the nodes whose window has ended, here.
+    """
+    found = []
+    for shard, path in store_paths(args.store):
+        with Index.open(path) as idx:
+            idx.set_adjust(args.enabled, args.window, args.theta)
+            done = idx.adjust() if args.now else None
+            if done is not None:
+                done["seconds"] = round(done["seconds"], 3)
+            summary = idx.adjust_summary()
+        if done is not None:
+            summary["ran"] = done
+        found.append(summary if shard is None else {"shard": shard, **summary})
+    print(json.dumps(found[0] if len(found) == 1 else found, indent=2))
+    return 0
