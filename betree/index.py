@@ -297,6 +297,12 @@ class Index:
         with gc_paused(), self.store.write() as txn, self._writer(txn) as w:
             return adjusting.flush(w, collector)
 
+    def adjust_summary(self) -> dict[str, Any]:
+        """Self-adjustment settings and totals: flushed events, open windows, recycled
+        nodes and clauses, the attributes with the most matching feedback."""
+        with self.store.read() as txn:
+            return _adjust_summary(txn, txn.get_obj(NS, b"index"))
+
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
         with self.store.read() as txn:
@@ -312,9 +318,19 @@ class Index:
         values = self.schema.validate_event(event)
         with self.store.read() as txn:
             found = self.match_validated(txn, values)
+        self.adjust_if_due()
+        return found
+
+    def adjust_if_due(self) -> None:
+        """Flush the matching statistics once a window of events has been collected.
+
+        :meth:`match` calls it; callers that match through :meth:`match_validated` in
+        their own read transaction (``bexdb serve``) call it after
+        closing it.  A no-op unless the store's ``adjust`` setting is on and the store
+        is writable.
+        """
         if self._collector is not None and self._collector.events >= self._flush_every:
             self.adjust()
-        return found
 
     def match_validated(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """Match an event already validated by ``schema.validate_event`` in ``txn``."""
@@ -370,7 +386,8 @@ class Index:
             direct[key.decode()] = [
                 (aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)
             ]
-        collect = bool(rec.get("adjust"))
+        # read-only, statistics could never be flushed: collect only when asked to
+        collect = bool(rec.get("adjust")) and not self.store.readonly
         snap = {
             "rec": rec,
             "next_atom": rec["next_atom"],
