@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from betree.grid import halves
-from betree.index import NS, Index, clause_id
+from betree.index import _CLAUSE_BITS as CLAUSE_BITS
+from betree.index import NS, Index
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
 from betree.normal import Atom, Clause, OrderAtom
 from betree.tree import BETree, Places
@@ -147,26 +148,21 @@ def build_from_parts(
         rec = txn.get_obj(NS, b"index")
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
-        clauses = _Clauses()
-        put, put_obj = txn.put, txn.put_obj
-        encode_u64, encode_id = codec.encode_u64, codec.encode_id
-        for sid, (ident, expr, clause_ids) in enumerate(subs):
-            key = encode_u64(sid)
-            put_obj(b"sub", key, [ident, expr, clause_ids])
-            put(b"ext", encode_id(ident), key)
-            for k, ids in enumerate(clause_ids):
-                clauses.add(clause_id(sid, k), ident, ids)
+        keys = codec.encode_u64s(range(len(subs)))
+        idents = [ident for ident, _, _ in subs]
+        txn.put_many(b"sub", zip(keys, codec.encode_values(subs), strict=True))
+        txn.put_many(b"ext", zip(map(codec.encode_id, idents), keys, strict=True))
+        clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
-        clauses.pack()
         next_atom = max(atoms, default=0) + 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
         _write_atoms(txn, atoms, refs.tolist())
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
-        for cid, page in zip(clauses.cids.tolist(), builder.home.tolist(), strict=True):
-            put(b"home", encode_u64(cid), encode_u64(page))
+        cids, homes = clauses.cids.tolist(), builder.home.tolist()
+        txn.put_many(b"home", zip(codec.encode_u64s(cids), codec.encode_u64s(homes), strict=True))
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         txn.put_obj(NS, b"index", rec)
     return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
@@ -175,37 +171,31 @@ def build_from_parts(
 class _Clauses:
     """Every clause of a build, packed: internal id, external id, atom ids (CSR)."""
 
-    def __init__(self) -> None:
-        self.exts: list[Any] = []
-        self._cids = array("q")
-        self._lens = array("q")
-        self._atoms = array("q")
-        self.cids = self.lens = self.starts = self.atoms = np.zeros(0, dtype=np.int64)
+    def __init__(self, idents: list[Any], clause_ids: list[list[list[int]]]) -> None:
+        per_sub = np.fromiter(map(len, clause_ids), dtype=np.int64, count=len(clause_ids))
+        sub = np.repeat(np.arange(len(per_sub)), per_sub)
+        k = np.arange(len(sub)) - np.repeat(np.cumsum(per_sub) - per_sub, per_sub)
+        self.cids = (sub.astype(np.uint64) << np.uint64(CLAUSE_BITS)) | k.astype(np.uint64)
+        self.exts = list(map(idents.__getitem__, sub.tolist()))
+        flat = list(chain.from_iterable(clause_ids))
+        self.lens = np.fromiter(map(len, flat), dtype=np.int64, count=len(flat))
+        self.starts = np.cumsum(self.lens) - self.lens
+        self.atoms = np.fromiter(chain.from_iterable(flat), dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.exts)
-
-    def add(self, cid: int, ext: Any, ids: list[int]) -> None:
-        self.exts.append(ext)
-        self._cids.append(cid)
-        self._lens.append(len(ids))
-        self._atoms.extend(ids)
-
-    def pack(self) -> None:
-        self.cids = np.frombuffer(self._cids, dtype=np.int64).astype(np.uint64)
-        self.lens = np.frombuffer(self._lens, dtype=np.int64)
-        self.starts = np.cumsum(self.lens) - self.lens
-        self.atoms = np.frombuffer(self._atoms, dtype=np.int64)
 
 
 def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None:
     """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute."""
     order: dict[str, list[tuple[Any, str, int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
-    for aid, atom in sorted(atoms.items()):
-        key = codec.encode_value(atom.as_tuple())
-        txn.put_obj(b"atom", key, [aid, refs[aid] if aid < len(refs) else 0])
-        txn.put(b"aid", codec.encode_u64(aid), key)
+    ordered = sorted(atoms.items())
+    keys = codec.encode_values(atom.as_tuple() for _, atom in ordered)
+    counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
+    txn.put_many(b"atom", zip(keys, codec.encode_values(counts), strict=True))
+    txn.put_many(b"aid", zip(codec.encode_u64s(aid for aid, _ in ordered), keys, strict=True))
+    for aid, atom in ordered:
         if isinstance(atom, OrderAtom):
             order.setdefault(atom.attr, []).extend((c, op, aid) for op, c in atom.entries)
         else:

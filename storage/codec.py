@@ -31,6 +31,7 @@ Keys of user-visible tables (subscription ids) are order-preserving bytes: ints 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgpack
@@ -154,6 +155,11 @@ def decode_value(data: bytes | memoryview) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
+def encode_values(values: Iterable[Any]) -> list[bytes]:
+    """:func:`encode_value` of each of many records."""
+    return list(map(_packb, values))
+
+
 def encode_u64(value: int) -> bytes:
     """Big-endian u64: order-preserving for non-negative ints (counters, internal ids)."""
     return _INT_KEY.pack(value)
@@ -162,6 +168,19 @@ def encode_u64(value: int) -> bytes:
 def decode_u64(data: bytes | memoryview) -> int:
     """Inverse of :func:`encode_u64`."""
     return int(_INT_KEY.unpack(data)[0])
+
+
+def encode_u64s(values: Iterable[int]) -> list[bytes]:
+    """:func:`encode_u64` of each of many ints."""
+    return list(map(_INT_KEY.pack, values))
+
+
+def decode_u64s(data: Sequence[bytes]) -> np.ndarray:
+    """:func:`decode_u64` of each of many 8-byte strings, as one uint64 array."""
+    joined = b"".join(data)
+    if len(joined) != 8 * len(data):
+        raise CorruptPage(-1, "a u64 key or value is not 8 bytes long")
+    return np.frombuffer(joined, dtype=">u8").astype(np.uint64)
 
 
 def encode_id(value: int | str) -> bytes:

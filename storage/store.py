@@ -22,9 +22,9 @@ changed since it was cached, one decode.  A durable commit is one fsync (~140 µ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import islice
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -172,20 +172,39 @@ class ReadTxn:
         return None if value is None else bytes(value)
 
     def scan(self, ns: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """Records of ``ns`` in key order from ``start``: ``(key, value)`` pairs."""
+        """Records of ``ns`` in key order from ``start``: ``(key, value)`` pairs.
+
+        Cost: ~0.4 µs a record (keys are compared as bytes: slicing and comparing the
+        snapshot's memoryviews costs several times that).
+        """
         prefix = ns + b"\0"
-        cut = len(prefix)
+        end, cut = ns + b"\1", len(prefix)  # every key of ``ns`` sorts below ``end``
         cursor = self._txn.cursor(db=self._records)
         if not cursor.set_range(prefix + start):
             return
         for key, value in cursor.iternext():
-            if bytes(key[:cut]) != prefix:
+            whole = bytes(key)
+            if whole >= end:
                 break
-            yield bytes(key[cut:]), bytes(value)
+            yield whole[cut:], bytes(value)
+
+    def scan_all(self, ns: bytes) -> tuple[list[bytes], list[bytes]]:
+        """Every record of ``ns`` in key order, as its keys and its values (for bulk
+        decoding: :func:`storage.codec.decode_u64s`, :func:`storage.codec.decode_values`)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for key, value in self.scan(ns):
+            keys.append(key)
+            values.append(value)
+        return keys, values
 
     def count(self, ns: bytes) -> int:
         """Number of records in ``ns`` (a key-only cursor walk)."""
-        return sum(1 for _ in self.scan(ns))
+        end = ns + b"\1"
+        cursor = self._txn.cursor(db=self._records)
+        if not cursor.set_range(ns + b"\0"):
+            return 0
+        return sum(1 for _ in takewhile(end.__gt__, map(bytes, cursor.iternext(values=False))))
 
     def get_obj(self, ns: bytes, key: bytes) -> Any:
         """A record decoded with :func:`storage.codec.decode_value`, or None."""
@@ -281,6 +300,18 @@ class WriteTxn(ReadTxn):
     def put_obj(self, ns: bytes, key: bytes, value: Any) -> None:
         """Set a record to ``codec.encode_value(value)``."""
         self._apply(ns + b"\0" + key, codec.encode_value(value))
+
+    def put_many(self, ns: bytes, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Set many records at once (one LMDB call; ~0.5 µs a record in key order)."""
+        prefix = ns + b"\0"
+        pairs = [(prefix + key, value) for key, value in items]
+        self._log.extend(pairs)
+        try:
+            self._txn.cursor(db=self._records).putmulti(pairs)
+        except lmdb.MapFullError:
+            self._grow_and_replay()
+        except lmdb.Error as exc:
+            raise _lmdb_error(exc, self.store.path) from exc
 
     def delete(self, ns: bytes, key: bytes) -> None:
         """Remove a record (no error if absent)."""
