@@ -111,7 +111,7 @@ class Index:
             name for name, spec in schema.attributes.items() if not spec.allow_undefined
         )
         self._snapshot: tuple[int, dict[str, Any]] | None = None
-        self._spans: dict[Atom, tuple[int, int]] = {}  # atom -> grid span, bounded
+        self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
         # self-adjustment: matching counts in memory until :meth:`adjust` flushes them
         self._collector: Collector | None = None
@@ -486,22 +486,33 @@ class Index:
     # -- places ---------------------------------------------------------------------------
 
     def places(self, clause: Clause) -> Places:
-        """Per attribute the clause needs defined, the grid interval its atoms allow."""
+        """Per attribute the clause needs defined, the grid interval its atoms allow.
+
+        Cost: ~0.3 µs per atom whose span is cached (by atom, bounded; ``()`` for the
+        atom ``a is null``, which needs nothing) and found by identity (see
+        :func:`betree.normal._order_atom`).
+        """
         spans: dict[str, tuple[int, int]] = {}
         cache = self._spans
+        empty = False
         for atom in clause:
-            if not atom.requires_defined:
-                continue
             span = cache.get(atom)
             if span is None:
                 if len(cache) > 200_000:
                     cache.clear()
-                span = cache[atom] = self._span(self._types[atom.attr], atom)
-            lo, hi = span
-            if atom.attr in spans:
-                plo, phi = spans[atom.attr]
-                lo, hi = max(lo, plo), min(hi, phi)
-            spans[atom.attr] = (lo, hi)
+                span = cache[atom] = (
+                    self._span(self._types[atom.attr], atom) if atom.requires_defined else ()
+                )
+            if not span:
+                continue
+            attr = atom.attr
+            prev = spans.get(attr)
+            if prev is not None:
+                span = (max(span[0], prev[0]), min(span[1], prev[1]))
+            spans[attr] = span
+            empty = empty or span[0] > span[1]
+        if not empty:
+            return spans
         full = (0, grid.GRID_MAX)
         return {attr: span if span[0] <= span[1] else full for attr, span in spans.items()}
 
@@ -515,8 +526,13 @@ class Index:
                 return 0, 0
             return grid.interval(kind, None, False, None, False)
         assert isinstance(atom, OrderAtom)
+        entries = atom.entries
+        if all(op == "=" for op, _ in entries):
+            # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
+            # so the hull is the first constant's interval to the last's.
+            return grid.interval(kind, entries[0][1], True, entries[-1][1], True)
         los, his = [], []
-        for op, c in atom.entries:
+        for op, c in entries:
             if op == "!=":
                 return grid.interval(kind, None, False, None, False)
             lo, lo_incl, hi, hi_incl = _BOUNDS[op](c)

@@ -343,9 +343,32 @@ class OrderAtom(Atom):
 _new_atom = object.__new__
 
 
+#: One-entry order atoms with an int or string constant, by ``(attr, op, constant)``;
+#: cleared when full.  (Floats are left out: an int out of int64 range equals a float.)
+_INTERNED: dict[tuple[str, str, Value], OrderAtom] = {}
+_INTERNED_MAX = 1 << 16
+
+
 def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
     """``OrderAtom(attr, ((op, c),))`` for a known ``op`` and a *canonical* ``c`` (see
-    :func:`_canon`), without the checks: about 0.35 µs, two thirds of the constructor's."""
+    :func:`_canon`), without the checks.
+
+    Interned for int and string constants, so that a bulk load's many equal atoms are
+    one object: each is built once, and the dicts keyed by atoms downstream (grid spans,
+    store keys) find it by identity, without calling :meth:`Atom.__eq__`.  Cost: ~0.1 µs
+    when interned, else ~0.4 µs (a fifth, and two thirds, of the constructor's).
+    """
+    if type(c) is not float:
+        atom = _INTERNED.get((attr, op, c))
+        if atom is None:
+            if len(_INTERNED) >= _INTERNED_MAX:
+                _INTERNED.clear()
+            atom = _INTERNED[(attr, op, c)] = _new_order_atom(attr, op, c)
+        return atom
+    return _new_order_atom(attr, op, c)
+
+
+def _new_order_atom(attr: str, op: str, c: Value) -> OrderAtom:
     atom: OrderAtom = _new_atom(OrderAtom)
     atom.attr = attr
     atom.entries = ((op, c),)

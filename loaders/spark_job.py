@@ -85,7 +85,7 @@ import pyarrow.compute as pc
 from betree.bulk import PlaceTable, build_from_parts
 from betree.expr import ExpressionError
 from betree.index import Index, gc_paused
-from betree.normal import atom_from_tuple
+from betree.normal import Atom, atom_from_tuple
 from betree.parser import parse
 
 # The evidence and resolution rules of Schema.infer, applied here per record and per
@@ -108,6 +108,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DRIVER_MEMORY = "2g"
+#: Bound on the atoms whose store key a compile task remembers.
+_KEYS_MAX = 1 << 16
 #: Input split size bounds; within them, about 8 splits per core (progress, balance).
 MIN_SPLIT, MAX_SPLIT = 2 << 20, 128 << 20
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
@@ -434,14 +436,17 @@ def compile_partition(
     scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
     splits: dict[tuple[int, str, int], int] = {}
     fids: dict[str, int] = {}
+    keys: dict[Atom, bytes] = {}  # atom -> its store key (atoms repeat: see _order_atom)
+    encode = codec.encode_value
     seen = 0
     try:
         with (
             gc_paused(),
             Index.open(scratch, schema=schema_doc, settings=settings, sync=False) as idx,
         ):
+            places = idx.places
             for batch in batches:
-                out: dict[str, list[Any]] = {name: [] for name in COMPILED.names}
+                rows: list[tuple[Any, ...]] = []
                 for arg, path, block, kind, text in _rows(
                     batch, "arg", "path", "block", "kind", "text"
                 ):
@@ -455,53 +460,52 @@ def compile_partition(
                     fid = fids.get(path)
                     if fid is None:
                         fid = fids[path] = _file_id(path)
-                    key = compiled = cerror = None
+                    ident = record.id
+                    key = expr = compiled = cerror = None
                     if record.error is None:
-                        key = codec.encode_id(record.id)
+                        key = codec.encode_id(ident)
+                        expr = record.expr
                         try:
-                            clauses = idx.compile(record.id, record.expr)
+                            clauses = idx.compile(ident, expr)
                         except InvalidInput as exc:
                             # as python_load: the reason without "subscription ID: "
                             cerror = exc.message.split(": ", 1)[-1]
                         else:
-                            compiled = codec.encode_value(
-                                [
-                                    [[codec.encode_value(a.as_tuple()) for a in c], idx.places(c)]
-                                    for c in clauses
-                                ]
-                            )
-                    _append(
-                        out,
-                        kind=RECORD,
-                        arg=arg,
-                        fid=fid,
-                        block=block,
-                        pos=pos,
-                        key=key,
-                        id=json.dumps(record.id),
-                        expr=record.expr if record.error is None else None,
-                        error=record.error,
-                        cerror=cerror,
-                        compiled=compiled,
-                        path=None,
-                    )
-                yield pa.RecordBatch.from_pydict(out, schema=COMPILED)
-            out = {name: [] for name in COMPILED.names}
-            for (arg, path, block), count in splits.items():
-                _append(
-                    out,
-                    kind=BLOCK,
-                    arg=arg,
-                    fid=_file_id(path),
-                    block=block,
-                    pos=count,
-                    path=path,
-                )
-            yield pa.RecordBatch.from_pydict(out, schema=COMPILED)
+                            packed = []
+                            for clause in clauses:
+                                atom_keys = []
+                                for atom in clause:
+                                    k = keys.get(atom)
+                                    if k is None:
+                                        if len(keys) >= _KEYS_MAX:
+                                            keys.clear()
+                                        k = keys[atom] = encode(atom.as_tuple())
+                                    atom_keys.append(k)
+                                packed.append((atom_keys, places(clause)))
+                            compiled = encode(packed)
+                    shown = str(ident) if type(ident) is int else json.dumps(ident)
+                    rows.append(
+                        (RECORD, arg, fid, block, pos, key, shown, expr, record.error, cerror,
+                         compiled, None)
+                    )  # fmt: skip
+                yield _batch(rows, COMPILED)
+            rows = [
+                (BLOCK, arg, _file_id(path), block, count, *(None,) * 6, path)
+                for (arg, path, block), count in splits.items()
+            ]
+            yield _batch(rows, COMPILED)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if counter is not None:
             counter.add(seen)
+
+
+def _batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
+    """Rows (tuples in ``schema``'s column order) as one Arrow batch."""
+    columns = list(zip(*rows, strict=True)) or [()] * len(schema)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+    )
 
 
 def _append(out: dict[str, list[Any]], **values: Any) -> None:
