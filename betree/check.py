@@ -29,16 +29,16 @@ bytes per clause, where the decoded records and places took about 2 KB.
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import ne
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from betree import grid
 from betree.adjust import check_adjust
-from betree.bulk import rows_of
+from betree.bulk import pack_clauses, rows_of
 from betree.nodes import CNode, LNodePage
 from betree.normal import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
@@ -62,7 +62,8 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     rec = txn.get_obj(b"bexdb", b"index")
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
-    aid_keys = {codec.decode_u64(key): value for key, value in txn.scan(b"aid")}
+    aid_ids, aid_values = txn.scan_all(b"aid")
+    aid_keys = dict(zip(codec.decode_u64s(aid_ids).tolist(), aid_values, strict=True))
     atoms = {aid: atom_from_tuple(codec.decode_value(key)) for aid, key in aid_keys.items()}
     spans = _AtomSpans(index, atoms)
     stored = _check_tree(index, txn, rec, errors)
@@ -87,6 +88,7 @@ class _Catalog:
     """Every subscription record's clauses as arrays, in record (internal id) order."""
 
     exts: list[Any]  # per subscription: its external id
+    n_ext: int  # id map records
     cids: np.ndarray  # per clause: internal clause id (sid << 16 | k)
     sub: np.ndarray  # per clause: index into exts
     k: np.ndarray  # per clause: its number in the subscription
@@ -110,40 +112,30 @@ class _Catalog:
 
 
 def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Catalog:
-    """One scan of the subscription records; checks each one's id map and internal id."""
-    sids, nclauses, lens, flat = array("q"), array("q"), array("q"), array("q")
-    exts: list[Any] = []
-    next_sid = rec["next_sid"]
-    decode_u64, decode_value, encode_id = codec.decode_u64, codec.decode_value, codec.encode_id
-    for key, value in txn.scan(b"sub"):
-        sid = decode_u64(key)
-        ext, _, clauses = decode_value(value)
-        ext_sid = txn.get(b"ext", encode_id(ext))
-        if ext_sid is None or decode_u64(ext_sid) != sid:
-            errors.append(f"subscription {ext!r}: id map does not lead to internal id {sid}")
-        if sid >= next_sid:
-            errors.append(f"subscription {ext!r}: internal id {sid} beyond the counter")
-        sids.append(sid)
-        exts.append(ext)
-        nclauses.append(len(clauses))
-        for ids in clauses:
-            lens.append(len(ids))
-            flat.extend(ids)
-    per_sub = np.frombuffer(nclauses, dtype=np.int64)
-    sub = np.repeat(np.arange(len(exts), dtype=np.int64), per_sub)
-    k = np.arange(len(sub), dtype=np.int64) - np.repeat(np.cumsum(per_sub) - per_sub, per_sub)
-    sid_of = np.frombuffer(sids, dtype=np.int64)[sub]
-    cids = (sid_of.astype(np.uint64) << np.uint64(_CLAUSE_BITS)) | k.astype(np.uint64)
-    lens_a = np.frombuffer(lens, dtype=np.int64)
+    """One scan of the subscription records and one of the id map; checks that the id map
+    leads each subscription to its internal id, which is below the counter."""
+    keys, values = txn.scan_all(b"sub")
+    sids = codec.decode_u64s(keys)
+    records = list(map(codec.decode_value, values))
+    exts = [ext for ext, _, _ in records]
+    ext_map = dict(zip(*txn.scan_all(b"ext"), strict=True))
+    leads = map(ext_map.get, map(codec.encode_id, exts))
+    for j in np.flatnonzero(list(map(ne, leads, keys))).tolist():
+        errors.append(f"subscription {exts[j]!r}: id map does not lead to internal id {sids[j]}")
+    for j in np.flatnonzero(sids >= rec["next_sid"]).tolist():
+        errors.append(f"subscription {exts[j]!r}: internal id {sids[j]} beyond the counter")
+    sub, k, lens, atoms = pack_clauses([clauses for _, _, clauses in records])
+    cids = (sids[sub] << np.uint64(_CLAUSE_BITS)) | k.astype(np.uint64)
     ascending = bool(np.all(cids[1:] > cids[:-1]))
     return _Catalog(
         exts=exts,
+        n_ext=len(ext_map),
         cids=cids,
         sub=sub,
         k=k,
-        starts=np.cumsum(lens_a) - lens_a,
-        lens=lens_a,
-        atoms=np.frombuffer(flat, dtype=np.int64),
+        starts=np.cumsum(lens) - lens,
+        lens=lens,
+        atoms=atoms,
         order=None if ascending else np.argsort(cids, kind="stable"),
     )
 
@@ -494,13 +486,11 @@ def _check_catalog(
             f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} is not in the BE-Tree"
         )
     # home records, in one scan: each found clause's names the c-node holding it
-    home_cids, home_pages = array("Q"), array("q")
-    for key, value in txn.scan(b"home"):
-        home_cids.append(codec.decode_u64(key))
-        home_pages.append(codec.decode_u64(value))
+    home_keys, home_values = txn.scan_all(b"home")
+    home_cids, home_pages = codec.decode_u64s(home_keys), codec.decode_u64s(home_values)
     home = np.full(len(cat.cids), -1, dtype=np.int64)
-    hpos, hknown = cat.locate(np.frombuffer(home_cids, dtype=np.uint64))
-    home[hpos[hknown]] = np.frombuffer(home_pages, dtype=np.int64)[hknown]
+    hpos, hknown = cat.locate(home_cids)
+    home[hpos[hknown]] = home_pages[hknown].astype(np.int64)
     for j in np.flatnonzero((where >= 0) & (home != where)).tolist():
         errors.append(
             f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} home record is wrong"
@@ -508,9 +498,8 @@ def _check_catalog(
     _, known = cat.locate(stored.cids)
     for cid in np.unique(stored.cids[~known]).tolist():
         errors.append(f"clause {cid} in the BE-Tree belongs to no subscription")
-    n_ext = txn.count(b"ext")
-    if n_ext != len(cat.exts):
-        errors.append(f"{n_ext} id map records for {len(cat.exts)} subscriptions")
+    if cat.n_ext != len(cat.exts):
+        errors.append(f"{cat.n_ext} id map records for {len(cat.exts)} subscriptions")
     if len(home_cids) != len(cat.cids):
         errors.append(f"{len(home_cids)} home records for {len(cat.cids)} clauses")
     counted = cat.atoms[cat.atoms > 0]
@@ -540,7 +529,8 @@ def _check_catalog(
         aid
         for key, value in txn.scan(b"direct")
         for aid, t in codec.decode_value(value)
-        if atom_from_tuple(t) == live.get(aid) and atom_from_tuple(t).attr == key.decode()
+        for atom in (atom_from_tuple(t),)
+        if atom == live.get(aid) and atom.attr == key.decode()
     }
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
