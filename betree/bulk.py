@@ -149,8 +149,8 @@ def build_from_parts(
             raise InvalidInput("a batch build needs an empty index")
         keys = codec.encode_u64s(range(len(subs)))
         idents = [ident for ident, _, _ in subs]
-        txn.put_many(b"sub", zip(keys, codec.encode_values(subs), strict=True))
-        txn.put_many(b"ext", zip(map(codec.encode_id, idents), keys, strict=True))
+        txn.put_many(b"sub", keys, codec.encode_values(subs))
+        txn.put_many(b"ext", codec.encode_ids(idents), keys)
         clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
@@ -162,7 +162,7 @@ def build_from_parts(
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
         builder.write_lnodes()
         cids, homes = clauses.cids.tolist(), builder.home.tolist()
-        txn.put_many(b"home", zip(codec.encode_u64s(cids), codec.encode_u64s(homes), strict=True))
+        txn.put_many(b"home", codec.encode_u64s(cids), codec.encode_u64s(homes))
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         txn.put_obj(NS, b"index", rec)
     return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
@@ -203,8 +203,8 @@ def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None
     ordered = sorted(atoms.items())
     keys = codec.encode_values(atom.as_tuple() for _, atom in ordered)
     counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
-    txn.put_many(b"atom", zip(keys, codec.encode_values(counts), strict=True))
-    txn.put_many(b"aid", zip(codec.encode_u64s(aid for aid, _ in ordered), keys, strict=True))
+    txn.put_many(b"atom", keys, codec.encode_values(counts))
+    txn.put_many(b"aid", codec.encode_u64s(aid for aid, _ in ordered), keys)
     for aid, atom in ordered:
         if isinstance(atom, OrderAtom):
             order.setdefault(atom.attr, []).extend((c, op, aid) for op, c in atom.entries)

@@ -119,7 +119,7 @@ def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Cata
     records = list(map(codec.decode_value, values))
     exts = [ext for ext, _, _ in records]
     ext_map = dict(zip(*txn.scan_all(b"ext"), strict=True))
-    leads = map(ext_map.get, map(codec.encode_id, exts))
+    leads = map(ext_map.get, codec.encode_ids(exts))
     for j in np.flatnonzero(list(map(ne, leads, keys))).tolist():
         errors.append(f"subscription {exts[j]!r}: id map does not lead to internal id {sids[j]}")
     for j in np.flatnonzero(sids >= rec["next_sid"]).tolist():

