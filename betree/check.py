@@ -190,8 +190,10 @@ class _Stored:
     lpage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     lens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     atoms: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    # filled by _check_clauses: per catalog clause, the c-node of its last copy (or -1)
+    # filled by _check_clauses: per catalog clause, the c-node of its last copy (or -1);
+    # per stored clause, whether a subscription has it
     where: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    known: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def pack(self) -> None:
         """Concatenate the pages' arrays (and drop them)."""
@@ -264,7 +266,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
         at = len(out.nodes)
         out.nodes.append(node)
         out.used.append(used)
-        out.children.append(_children(txn, space, node))
+        kids.append((node.left, node.right) if node.attr is not None and node.left else None)
         count = 0
         cur = node.lnode
         while cur:
@@ -282,7 +284,16 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
             err(node.page, f"l-node size {node.size}, but its pages hold {count} clauses")
         return count
 
+    kids: list[tuple[int, int] | None] = []  # per c-node: its child buckets' pages
     subtree(rec["root"], 0, frozenset(), (None, False, 0, 0))
+    # the walk decoded every readable child bucket: no need to load them again
+    by_page = {node.page: node for node in out.nodes}
+    out.children = [
+        (by_page[pair[0]], by_page[pair[1]])
+        if pair is not None and pair[0] in by_page and pair[1] in by_page
+        else None
+        for pair in kids
+    ]
     pages = set(txn.space_pages(space))
     for page in sorted(pages - seen):
         err(page, "orphaned: stored in the BE-Tree's space but unreachable")
@@ -290,19 +301,6 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
         err(page, "reached but not stored")
     out.pack()
     return out
-
-
-def _children(txn: ReadTxn, space: int, node: CNode) -> tuple[CNode, CNode] | None:
-    """The child buckets a clause of ``node`` must not fit in (None: nothing to check)."""
-    if node.attr is None or not node.left:
-        return None
-    try:
-        return (
-            txn.load_uncached(space, node.left, CNode),
-            txn.load_uncached(space, node.right, CNode),
-        )
-    except BexdbError:
-        return None  # reported by the walk
 
 
 # -- per-clause facts, vectorised -------------------------------------------------------------
@@ -317,7 +315,8 @@ def _check_clauses(
 ) -> None:
     """Each stored clause: atoms, uniqueness, subscription, place; the copy matches its record.
 
-    Sets ``stored.where`` (per catalog clause: the c-node holding its last copy, or -1).
+    Sets ``stored.where`` (per catalog clause: the c-node holding its last copy, or -1)
+    and ``stored.known``.
     """
     cids, node, lpage, lens, atoms = (
         stored.cids,
@@ -347,7 +346,7 @@ def _check_clauses(
         err(int(lpage[j]), f"clause {int(cids[j])} of {exts[j]!r} belongs to no subscription")
     where = np.full(len(cat.cids), -1, dtype=np.int64)
     where[pos[known]] = page_of[node[known]]  # the last copy wins, as a dict would keep
-    stored.where = where
+    stored.where, stored.known = where, known
     starts = np.cumsum(lens) - lens
     held = np.flatnonzero(known)
     for lo in range(0, len(held), CHUNK):
@@ -458,9 +457,8 @@ def _check_copies(
     differ[same[bad]] = True
     sub = cat.sub[pos].tolist()
     cat_exts = cat.exts
-    for j, (s, h) in enumerate(zip(sub, held.tolist(), strict=True)):
-        if exts[h] != cat_exts[s]:
-            differ[j] = True
+    other = map(ne, map(exts.__getitem__, held.tolist()), map(cat_exts.__getitem__, sub))
+    differ |= np.fromiter(other, dtype=bool, count=len(sub))
     for j in np.flatnonzero(differ).tolist():
         h = int(held[j])
         ids = atoms[starts[h] : starts[h] + lens[h]].tolist()
@@ -495,8 +493,7 @@ def _check_catalog(
         errors.append(
             f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} home record is wrong"
         )
-    _, known = cat.locate(stored.cids)
-    for cid in np.unique(stored.cids[~known]).tolist():
+    for cid in np.unique(stored.cids[~stored.known]).tolist():
         errors.append(f"clause {cid} in the BE-Tree belongs to no subscription")
     if cat.n_ext != len(cat.exts):
         errors.append(f"{cat.n_ext} id map records for {len(cat.exts)} subscriptions")
