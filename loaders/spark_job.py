@@ -16,9 +16,10 @@ into a line by adding the row counts of the file's earlier splits.  For Parquet 
 
 * :func:`compile_partition` parses each record and compiles it with the compiler of online
   ``subscribe`` (:meth:`Index.compile`, on a scratch index per task), and emits the record's
-  extract or compile error, or its clauses in transport form: per clause the canonical
-  atom keys (``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by)
-  and the clause's places (:meth:`Index.places`: the BE-Tree's per-attribute grid spans).
+  extract or compile error, or its clauses in transport form, one msgpack per record: per
+  clause the canonical atom keys (``codec.encode_value(atom.as_tuple())``, the key the
+  store interns atoms by; made once per distinct atom of the task) and the clause's places
+  (:meth:`Index.places`: the BE-Tree's per-attribute grid spans).
 * Without a schema, :func:`evidence_partition` first emits each record's typing evidence
   (the rules of :meth:`Schema.infer`); Spark drops duplicated ids and reduces the evidence
   to the distinct (attribute, kind) pairs, and the driver settles the types.  Only that
@@ -47,16 +48,17 @@ failure but saves caching the compiled set; shard stores are written straight in
 staging directory, so on a cluster the target must be on a file system the executors share.
 
 Cost, measured on 1M BEGen subscriptions on this 2-core machine (``bexdb bench load``):
-Spark start ~8 s; the compile stage ~80 µs of CPU per record (parse and normalize ~40,
-places ~20, transport ~20), spread over the cores: ~50 s; then the build stage, each shard
-single-threaded in its task: shuffle read and triage ~15 µs, interning (with packing the
-places) ~14 µs, the BE-B build ~22 µs and ``check()`` ~12 µs per subscription, the
-compacting copy ~4 µs.  One store of 1M: ~130 s end to end, ~65 s of it the build stage;
-``--shards K`` divides the build stage by up to min(K, cores), and the compile stage is
-then the limit.  Memory: the shard task's Python worker peaks at ~4 KB per subscription of
-its shard (the compiled set, then the build's write transaction); the JVM stays near its
-heap (``DRIVER_MEMORY``), spilling the shuffle to disk beyond it; the driver holds results
-only.  10M subscriptions load with ``--shards 16`` in ~2 GB per worker.
+Spark start ~8 s; the compile stage ~75 µs of CPU per record (measured in one process, was
+~110: parse and normalize ~45, places ~5, transport ~5, reading the record ~5), spread over
+the cores; then the build stage, each shard single-threaded in its task: shuffle read and
+triage ~15 µs, interning (with packing the places) ~14 µs, the BE-B build ~22 µs and
+``check()`` ~12 µs per subscription, the compacting copy ~4 µs.  One store of 1M: ~130 s
+end to end, ~65 s of it the build stage; ``--shards K`` divides the build stage by up to
+min(K, cores), and the compile stage is then the limit.  Memory: the shard task's Python
+worker peaks at ~4 KB per subscription of its shard (the compiled set, then the build's
+write transaction); the JVM stays near its heap (``DRIVER_MEMORY``), spilling the shuffle
+to disk beyond it; the driver holds results only.  10M subscriptions load with ``--shards
+16`` in ~2 GB per worker.
 """
 
 from __future__ import annotations
@@ -432,6 +434,11 @@ def compile_partition(
 
     Errors of a record (malformed JSON, bad id, missing column; syntax and type errors of
     its expression) are data, not exceptions.  ``counter`` (an accumulator) counts records.
+    ``compiled`` is ``[[atom keys, places], ...]`` per clause, read by :func:`build_store`.
+
+    Cost: ~75 µs of CPU per record of BEGen's workload (8 atoms), most of it
+    :meth:`Index.compile`; an atom's store key is remembered (``_KEYS_MAX`` atoms), since
+    its interned object (:func:`betree.normal._order_atom`) recurs.
     """
     scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
     splits: dict[tuple[int, str, int], int] = {}
@@ -675,11 +682,12 @@ def build_store(
             atoms: dict[bytes, int] = {}
             subs: list[tuple[Any, str, list[list[int]]]] = []
             places = PlaceTable()
+            decode, intern, add = codec.decode_value, atoms.setdefault, places.add
             for ident, expr, compiled in good:
                 ids = []
-                for keys, place in codec.decode_value(compiled):
-                    ids.append([atoms.setdefault(k, len(atoms) + 1) for k in keys] or [0])
-                    places.add(place)
+                for keys, place in decode(compiled):
+                    ids.append([intern(k, len(atoms) + 1) for k in keys] or [0])
+                    add(place)
                 subs.append((ident, expr, ids))
             good.clear()
             catalog = {aid: atom_from_tuple(codec.decode_value(k)) for k, aid in atoms.items()}

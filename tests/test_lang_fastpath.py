@@ -5,7 +5,9 @@
   constants (``1`` and never ``1.0``), same order, same errors;
 - tokenizing: ``_tokens`` (``str.split`` on a plain text) gives ``_TOKEN_RE.findall``;
 - parsing: the inline ``name op 12`` conjunct and the ``between``/list shortcuts build the
-  nodes of the general path, and leave every error to it.
+  nodes of the general path, and leave every error to it;
+- interning: an interned order atom is the atom the constructor builds; places: the grid
+  span of an ``=``-only atom (its hull) is the one of the per-entry rule.
 """
 
 from __future__ import annotations
@@ -20,8 +22,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from betree.expr import And, Between, Compare, Const, InList, IsNull, Node, Not, StrFunc
-from betree.normal import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
+from betree import grid
+from betree.expr import And, Between, Compare, Const, InList, IsNull, ListItem, Node, Not, StrFunc
+from betree.index import Index
+from betree.normal import (
+    MAX_CLAUSES,
+    OrderAtom,
+    _conjunction_clauses,
+    _dnf_clauses,
+    _order_atom,
+    to_clauses,
+)
 from betree.parser import _PLAIN_MATCH, _TOKEN_RE, _tokens, compile_expr, parse
 from betree.schema import Schema
 from storage.errors import InvalidInput
@@ -204,6 +215,32 @@ def test_max_clauses_zero_is_honoured() -> None:
     with pytest.raises(InvalidInput, match="more than 0 clauses"):
         to_clauses(parse("i = 1 and f = 2"), 0)
     assert to_clauses(parse("i = 1"), 0) == _dnf_clauses(parse("i = 1"), 0, ())
+
+
+def test_interned_order_atoms_are_the_constructors() -> None:
+    first = to_clauses(parse("i = 2 and s < 'x' and f > 2.5"))
+    again = to_clauses(parse("i = 2.0 and s < 'x' and f > 2.5"))
+    for a, b in zip(first[0], again[0], strict=True):
+        assert repr(a) == repr(b) and a == b
+        assert repr(a) == repr(OrderAtom(a.attr, a.entries))
+    assert [a is b for a, b in zip(first[0], again[0], strict=True)] == [False, True, True]
+    # (2.5 is not interned; "i = 2" is, and 2.0 is canonically 2)
+    assert _order_atom("i", "=", 2) is _order_atom("i", "=", 2)
+    assert _order_atom("i", "=", 2.5) is not _order_atom("i", "=", 2.5)
+
+
+@pytest.mark.parametrize("kind", ["int", "float", "string"])
+def test_equality_atoms_span_their_hull(kind: str) -> None:
+    values: list[list[ListItem]] = (
+        [["a", "ab", "b\u00e9"], ["", "zzzzzzzzzz"], ["x"]]
+        if kind == "string"
+        else [[-3, 0, 2.5, 7], [1.5, 2.5], [4], [-(2**63), 2**63 - 1], [0.25]]
+    )
+    for vs in values:
+        atom = OrderAtom("a", [("=", v) for v in vs])
+        spans = [grid.interval(kind, c, True, c, True) for _, c in atom.entries]
+        hull = (min(lo for lo, _ in spans), max(hi for _, hi in spans))
+        assert Index._span(kind, atom) == hull, vs
 
 
 # -- tokenizing ------------------------------------------------------------------------------------
