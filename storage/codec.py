@@ -195,8 +195,8 @@ def encode_id(value: int | str) -> bytes:
 
 
 def encode_ids(values: Sequence[int | str]) -> list[bytes]:
-    """:func:`encode_id` of each of many ids; ints alone are encoded with numpy (~0.1 µs
-    an id, where :func:`encode_id` takes ~0.5 µs)."""
+    """:func:`encode_id` of each of many ids; when all are ints, with numpy (a quarter of
+    the time of :func:`encode_id` one by one)."""
     ints = cast("Sequence[int]", values) if set(map(type, values)) == {int} else []
     if not ints or not -_SIGN <= min(ints) <= max(ints) < _SIGN:
         return list(map(encode_id, values))

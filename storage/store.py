@@ -174,8 +174,8 @@ class ReadTxn:
     def scan(self, ns: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Records of ``ns`` in key order from ``start``: ``(key, value)`` pairs.
 
-        Cost: ~0.4 µs a record (keys are compared as bytes: slicing and comparing the
-        snapshot's memoryviews costs several times that).
+        Cost: ~1 µs a record (keys are compared as bytes: slicing and comparing the
+        snapshot's memoryviews cost 2.5 µs).
         """
         prefix = ns + b"\0"
         end, cut = ns + b"\1", len(prefix)  # every key of ``ns`` sorts below ``end``
