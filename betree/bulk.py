@@ -34,6 +34,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -216,7 +217,7 @@ def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None
         else:
             direct.setdefault(atom.attr, []).append([aid, list(atom.as_tuple())])
     for attr, predicates in order.items():
-        predicates.sort(key=lambda p: p[0])
+        predicates.sort(key=itemgetter(0))
         build_pbtree(txn, attr, predicates)
     for attr, listed in direct.items():
         txn.put_obj(b"direct", attr.encode(), listed)
@@ -329,10 +330,10 @@ class _Builder:
         attrs = self.attr[rows]
         nattr = len(self.names)
         counts = np.bincount(attrs, minlength=nattr)
+        by_attr = np.argsort(attrs, kind="stable")  # rows grouped by attribute, in order
+        bounds = np.concatenate(([0], np.cumsum(counts)))
         if used:
             counts[list(used)] = 0
-        by_attr = np.argsort(attrs, kind="stable")  # rows grouped by attribute, in order
-        bounds = np.searchsorted(attrs[by_attr], np.arange(nattr + 1))
         local_sizes = self.sizes[idx]
         local_starts = np.cumsum(local_sizes) - local_sizes
         alive = np.ones(len(idx), dtype=bool)

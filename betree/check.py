@@ -508,8 +508,8 @@ def _check_catalog(
     counted = cat.atoms[cat.atoms > 0]
     uses: Counter[int] = Counter(dict(enumerate(np.bincount(counted).tolist())))
     live: dict[int, Any] = {}
-    for key, value in txn.scan(b"atom"):
-        aid, refs = codec.decode_value(value)
+    atom_keys, atom_values = txn.scan_all(b"atom")
+    for key, (aid, refs) in zip(atom_keys, map(codec.decode_value, atom_values), strict=True):
         reverse = aid_keys.get(aid) == key  # the aid record leads back to this one
         live[aid] = atoms[aid] if reverse else atom_from_tuple(codec.decode_value(key))
         if refs != uses[aid]:
@@ -524,8 +524,9 @@ def _check_catalog(
     direct: set[int] = set()
     for aid, atom in live.items():
         if isinstance(atom, OrderAtom):
-            for op, const in atom.entries:
-                entries.setdefault(atom.attr, set()).add((op, const, aid))
+            if atom.attr not in entries:
+                entries[atom.attr] = set()
+            entries[atom.attr].update([(op, const, aid) for op, const in atom.entries])
         else:
             direct.add(aid)
     listed = {
