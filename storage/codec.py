@@ -194,19 +194,39 @@ def encode_id(value: int | str) -> bytes:
     return b"\x01" + _INT_KEY.pack((value + _SIGN) & _MAX_U64)
 
 
+def int_ids(values: Sequence[int | str]) -> np.ndarray | None:
+    """Many ids as one int64 array when all are ints that :func:`encode_id` takes."""
+    ints = cast("Sequence[int]", values) if set(map(type, values)) == {int} else []
+    if not ints or not -_SIGN <= min(ints) <= max(ints) < _SIGN:
+        return None
+    return np.array(ints, dtype=np.int64)
+
+
 def encode_ids(values: Sequence[int | str]) -> list[bytes]:
     """:func:`encode_id` of each of many ids; when all are ints, with numpy (a quarter of
     the time of :func:`encode_id` one by one)."""
-    ints = cast("Sequence[int]", values) if set(map(type, values)) == {int} else []
-    if not ints or not -_SIGN <= min(ints) <= max(ints) < _SIGN:
+    ids = int_ids(values)
+    if ids is None:
         return list(map(encode_id, values))
-    n = len(ints)
+    n = len(ids)
     keys = np.empty((n, 9), dtype=np.uint8)
     keys[:, 0] = 1
-    flipped = np.array(ints, dtype=np.int64).view(np.uint64) ^ np.uint64(_SIGN)
+    flipped = ids.view(np.uint64) ^ np.uint64(_SIGN)
     keys[:, 1:] = flipped.astype(">u8").view(np.uint8).reshape(n, 8)
     data = keys.tobytes()
     return [data[i : i + 9] for i in range(0, len(data), 9)]
+
+
+def decode_int_ids(data: Sequence[bytes]) -> np.ndarray | None:
+    """:func:`decode_id` of many keys as one int64 array, when all are int ids' keys."""
+    joined = b"".join(data)
+    if len(joined) != 9 * len(data):
+        return None
+    rows = np.frombuffer(joined, dtype=np.uint8).reshape(len(data), 9)
+    if not np.all(rows[:, 0] == 1):
+        return None
+    flipped = np.ascontiguousarray(rows[:, 1:]).view(">u8").ravel().astype(np.uint64)
+    return (flipped ^ np.uint64(_SIGN)).view(np.int64)
 
 
 def decode_id(data: bytes | memoryview) -> int | str:

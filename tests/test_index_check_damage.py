@@ -122,3 +122,12 @@ def test_clause_not_constrained_on_its_bucket(mixed: Index) -> None:
     edit(mixed, target.page, [*tentries, loner], home=target.page)
     found = violations(mixed)
     assert f"page {target.page}: clause {loner[0]} is not constrained on 'x'" in found
+
+
+@pytest.mark.parametrize("fixture", ["idx", "mixed"])  # int ids alone (numpy), mixed (dict)
+def test_id_map_leads_elsewhere(fixture: str, request: pytest.FixtureRequest) -> None:
+    index: Index = request.getfixturevalue(fixture)
+    with index.store.write() as txn:
+        sid = codec.decode_u64(txn.get(b"ext", codec.encode_id(3)) or b"")
+        txn.put(b"ext", codec.encode_id(3), codec.encode_u64(sid + 1))
+    assert violations(index) == [f"subscription 3: id map does not lead to internal id {sid}"]
