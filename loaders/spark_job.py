@@ -48,17 +48,18 @@ failure but saves caching the compiled set; shard stores are written straight in
 staging directory, so on a cluster the target must be on a file system the executors share.
 
 Cost, measured on 1M BEGen subscriptions on this 2-core machine (``bexdb bench load``):
-Spark start ~8 s; the compile stage ~75 µs of CPU per record (measured in one process, was
-~110: parse and normalize ~45, places ~5, transport ~5, reading the record ~5), spread over
-the cores; then the build stage, each shard single-threaded in its task: shuffle read and
-triage ~15 µs, interning (with packing the places) ~14 µs, the BE-B build ~22 µs and
-``check()`` ~12 µs per subscription, the compacting copy ~4 µs.  One store of 1M: ~130 s
-end to end, ~65 s of it the build stage; ``--shards K`` divides the build stage by up to
-min(K, cores), and the compile stage is then the limit.  Memory: the shard task's Python
-worker peaks at ~4 KB per subscription of its shard (the compiled set, then the build's
-write transaction); the JVM stays near its heap (``DRIVER_MEMORY``), spilling the shuffle
-to disk beyond it; the driver holds results only.  10M subscriptions load with ``--shards
-16`` in ~2 GB per worker.
+Spark start ~7 s; the compile stage ~75 µs of CPU per record in the Python function (parse
+and normalize ~45, places ~5, transport ~5, reading the record ~5), ~100 µs with Spark's
+JVM and Arrow transport, spread over the cores (50 s wall for 1M on 2 cores); then the
+build stage, each shard single-threaded in its task: interning (with packing the places)
+~11 µs, the BE-B build ~11 µs, ``check()`` ~12 µs and the compacting copy ~4 µs per
+subscription, plus the shuffle read and triage.  One store of 1M: 118 s end to end, 42 s
+of it the build stage; ``--shards 2``: 88 s, 22 s; ``--shards K`` divides the build stage
+by up to min(K, cores), and the compile stage is then the limit.  Memory: the shard task's
+Python worker peaks at ~4 KB per subscription of its shard (the compiled set, then the
+build's write transaction); the JVM stays near its heap (``DRIVER_MEMORY``), spilling the
+shuffle to disk beyond it; the driver holds results only.  10M subscriptions load with
+``--shards 16`` in under 4 GB of Python workers.
 """
 
 from __future__ import annotations
