@@ -256,3 +256,38 @@ def test_swap_in_replaces_a_directory_in_one_step(tmp_path: Path) -> None:
         assert (target / "f").read_text() == "2" and not new.exists()
         assert kept.read() == "1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+_I64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+
+
+@given(st.lists(_I64, max_size=40))
+def test_bulk_int_id_codecs_agree_with_one_by_one(ids: list[int]) -> None:
+    keys = codec.encode_ids(ids)
+    assert keys == [codec.encode_id(i) for i in ids]
+    back = codec.decode_int_ids(keys)
+    if ids:
+        assert back is not None and back.tolist() == ids
+
+
+@given(st.lists(st.one_of(_I64, st.text(max_size=12)), max_size=40))
+def test_bulk_id_codecs_with_strings(ids: list[int | str]) -> None:
+    keys = codec.encode_ids(ids)
+    assert keys == [codec.encode_id(i) for i in ids]
+    if any(isinstance(i, str) for i in ids):
+        assert codec.decode_int_ids(keys) is None  # the caller decodes one by one
+
+
+@given(st.lists(st.integers(min_value=0, max_value=(1 << 64) - 1), max_size=40))
+def test_bulk_u64_codecs(values: list[int]) -> None:
+    keys = codec.encode_u64s(values)
+    assert keys == [codec.encode_u64(v) for v in values]
+    assert codec.decode_u64s(keys).tolist() == values
+
+
+def test_bulk_codecs_refuse_bad_input() -> None:
+    with pytest.raises(InvalidInput):
+        codec.encode_ids([1, True])  # a bool is not an id, in bulk as one by one
+    with pytest.raises(codec.CorruptPage):
+        codec.decode_u64s([b"\x00" * 8, b"\x00" * 7])
+    assert codec.int_ids([1 << 63]) is None  # out of range: left to encode_id's error
