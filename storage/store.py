@@ -341,16 +341,16 @@ class WriteTxn(ReadTxn):
     def _flush(self) -> None:
         """Write dirty pages, delete freed ones, advance counters; then commit."""
         gen = self.gen + 1
+        encode, key = codec.encode_page, codec.page_key
+        encoded = [
+            (key(space, page), encode(gen, node.KIND, node.to_fields()))
+            for page, (space, node) in self._dirty.items()
+        ]  # once: a map that must grow retries the writes, not the encoding
         while True:
             try:
                 txn, pages, meta = self._txn, self._pages, self.store._meta
                 for page, space in self._freed.items():
                     txn.delete(codec.page_key(space, page), db=pages)
-                encode, key = codec.encode_page, codec.page_key
-                encoded = [
-                    (key(space, page), encode(gen, node.KIND, node.to_fields()))
-                    for page, (space, node) in self._dirty.items()
-                ]
                 txn.cursor(db=pages).putmulti(encoded)
                 txn.put(b"gen", codec.encode_u64(gen), db=meta)
                 txn.put(b"next_page", codec.encode_u64(self._next_page), db=meta)
