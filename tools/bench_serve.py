@@ -28,6 +28,8 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import os
+import resource
 import sys
 import threading
 import time
@@ -93,13 +95,40 @@ def drive(url: str, bodies: list[bytes], requests: int, concurrency: int) -> dic
             latencies.extend(mine)
 
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    cpu = _own_cpu_s()
     began = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - began
-    return {"latencies": latencies, "errors": errors, "wall_s": wall}
+    return {
+        "latencies": latencies,
+        "errors": errors,
+        "wall_s": wall,
+        "cpu_s": _own_cpu_s() - cpu,
+    }
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds (user + system) this process has used, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (utime + stime, ``/proc/PID/stat``) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14 and 15 of stat(5)
+
+
+def _busy_s() -> float:
+    """CPU seconds every core of the machine has been busy (``/proc/stat``), for others' load."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICK  # all but idle and iowait (and guest)
 
 
 def _rss_mb(pid: int) -> float:
@@ -141,19 +170,23 @@ def in_process(store: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
     with Index.open(store, readonly=True) as idx:
         answers = [sorted(map(str, idx.match(e))) for e in events]  # warm-up pass
         seconds = []
+        cpu = _own_cpu_s()
         began = time.perf_counter()
         for e in events:
             start = time.perf_counter()
             idx.match(e)
             seconds.append(time.perf_counter() - start)
         wall = time.perf_counter() - began
+        cpu = _own_cpu_s() - cpu
     return {
         "mode": "in-process",
         "workers": 1,
         "requests": len(events),
         "errors": 0,
         "per_s": len(events) / wall,
+        "wall_s": wall,
         "latency_ms": _percentiles(seconds),
+        "cpu": {"server_ms": cpu * 1000 / len(events), "per_server_cpu_s": len(events) / cpu},
         "answers": answers,
     }
 
@@ -174,14 +207,20 @@ def served(
         rss_warm = {pid: _rss_mb(pid) for pid in pids}
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
+            pool.apply(_own_cpu_s)  # the client process started and this module imported
+            before = {pid: _cpu_s(pid) for pid in [proc.pid, *pids]}, _busy_s()
             load = pool.apply(drive, (url, bodies, args.requests, args.concurrency))
+            after = {pid: _cpu_s(pid) for pid in [proc.pid, *pids]}, _busy_s()
         rss_end = {pid: _rss_mb(pid) for pid in _workers(proc.pid)}
     finally:
         proc.terminate()
         proc.wait(60)
+    answered = len(load["latencies"])
+    cpu = _cpu_figures(proc.pid, pids, before, after, load, max(answered, 1))
     _log(
-        f"{workers} workers: {len(load['latencies']):,} answered, {len(load['errors'])} errors,"
-        f" {len(load['latencies']) / load['wall_s']:,.0f} requests/s"
+        f"{workers} workers: {answered:,} answered, {len(load['errors'])} errors,"
+        f" {answered / load['wall_s']:,.0f} requests/s; CPU ms per request: server"
+        f" {cpu['server_ms']:.2f}, client {cpu['client_ms']:.2f}, others {cpu['other_ms']:.2f}"
     )
     return {
         "mode": "serve",
@@ -190,9 +229,10 @@ def served(
         "concurrency": args.concurrency,
         "errors": len(load["errors"]),
         "error_samples": load["errors"][:5],
-        "per_s": len(load["latencies"]) / load["wall_s"],
+        "per_s": answered / load["wall_s"],
         "wall_s": load["wall_s"],
         "latency_ms": _percentiles(load["latencies"] or [float("nan")]),
+        "cpu": cpu,
         "worker_rss_mb_warm": sorted(rss_warm.values()),
         "worker_rss_mb_end": sorted(rss_end.values()),
         "workers_replaced": sorted(rss_warm) != sorted(rss_end),
@@ -200,18 +240,56 @@ def served(
     }
 
 
+def _cpu_figures(
+    master: int,
+    workers: list[int],
+    before: tuple[dict[int, float], float],
+    after: tuple[dict[int, float], float],
+    load: dict[str, Any],
+    answered: int,
+) -> dict[str, Any]:
+    """CPU used during the timed run, per request: the service's, the client's, the rest.
+
+    ``other_ms`` is what the machine was busy with besides the service and the client
+    (anyone else's work, and the kernel's outside them): large means a noisy measurement.
+    ``per_server_cpu_s`` is what the workers answer per second of their own CPU, the
+    throughput they would reach with a core each and nothing else running.
+    """
+    worker_s = {pid: after[0][pid] - before[0][pid] for pid in workers}
+    master_s = after[0][master] - before[0][master]
+    server_s = sum(worker_s.values()) + master_s
+    busy_s = after[1] - before[1]
+    wall = load["wall_s"]
+    return {
+        "server_ms": server_s * 1000 / answered,
+        "worker_ms": sum(worker_s.values()) * 1000 / answered,
+        "master_ms": master_s * 1000 / answered,
+        "client_ms": load["cpu_s"] * 1000 / answered,
+        "other_ms": max(busy_s - server_s - load["cpu_s"], 0.0) * 1000 / answered,
+        "worker_busy": [round(s / wall, 3) for s in worker_s.values()],
+        "machine_busy": busy_s / wall / (os.cpu_count() or 1),
+        "per_server_cpu_s": answered / server_s if server_s else float("nan"),
+    }
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| mode | workers | requests | errors | per s | mean ms | p50 | p95 | p99 | RSS MB/worker |"
+        "| mode | workers | requests | errors | per s | mean ms | p50 | p95 | p99 "
+        "| server CPU ms/req | client CPU ms/req | others' CPU ms/req | per server CPU s "
+        "| RSS MB/worker |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
-        lat = r["latency_ms"]
+        lat, cpu = r["latency_ms"], r["cpu"]
         rss = r.get("worker_rss_mb_end")
+        client = f"{cpu['client_ms']:.2f}" if "client_ms" in cpu else "-"
+        other = f"{cpu['other_ms']:.2f}" if "other_ms" in cpu else "-"
         lines.append(
             f"| {r['mode']} | {r['workers']} | {r['requests']:,} | {r['errors']} | "
             f"{r['per_s']:,.0f} | {lat['mean']:.2f} | {lat['p50']:.2f} | {lat['p95']:.2f} | "
-            f"{lat['p99']:.2f} | {', '.join(f'{m:.0f}' for m in rss) if rss else '-'} |"
+            f"{lat['p99']:.2f} | {cpu['server_ms']:.2f} | {client} | {other} | "
+            f"{cpu['per_server_cpu_s']:,.0f} | "
+            f"{', '.join(f'{m:.0f}' for m in rss) if rss else '-'} |"
         )
     return "\n".join(lines)
 
