@@ -37,6 +37,7 @@ import numpy as np
 from betree import adjust as adjusting
 from betree import grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
+from betree.conjuncts import ConjunctMemo
 from betree.expr import Node
 from betree.normal import (
     MAX_CLAUSES,
@@ -110,6 +111,7 @@ class Index:
         self._always_defined = tuple(
             name for name, spec in schema.attributes.items() if not spec.allow_undefined
         )
+        self._conjuncts = ConjunctMemo(schema)
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
@@ -220,13 +222,22 @@ class Index:
         return created
 
     def compile(self, ident: SubId, expr: str) -> list[Clause]:
-        """Type-check and normalize one expression; errors name the subscription."""
+        """Type-check and normalize one expression; errors name the subscription.
+
+        A plain conjunction is joined from its remembered pieces (:mod:`betree.conjuncts`,
+        ~4 µs), anything else parsed and normalized (~35 µs for 8 predicates).
+        """
         codec.encode_id(ident)  # validates the id
         if not isinstance(expr, str):
             raise InvalidInput(f"subscription {ident!r}: the expression must be a string")
+        max_clauses = self._max_clauses()
+        if max_clauses >= 1:
+            clauses = self._conjuncts.clauses(expr)
+            if clauses is not None:
+                return clauses
         try:
             node: Node = compile_expr(expr, self.schema)
-            return to_clauses(node, self._max_clauses(), always_defined=self._always_defined)
+            return to_clauses(node, max_clauses, always_defined=self._always_defined)
         except InvalidInput as exc:
             raise InvalidInput(
                 f"subscription {ident!r}: {exc.message}", column=exc.column, hint=exc.hint

@@ -763,35 +763,10 @@ def _conjunction_clauses(node: Node, always_defined: Collection[str]) -> list[Cl
             merge = True  # two atoms on one attribute: bounds to merge, contradictions
         else:
             seen.add(a)
-        if type(child) is Compare:
-            v = child.value
-            atom = _INTERNED.get((a, child.op, v)) if type(v) is int or type(v) is str else None
-            if atom is not None:  # (only valid operators and canonical constants are there)
-                atoms.append(atom)
-                continue
-            if type(v) is not bool and child.op in _OP_RANK:
-                atoms.append(_order_atom(child.attr, child.op, _canon(v)))
-                continue
-        elif type(child) is Between:
-            lo, hi = child.lo, child.hi
-            if not child.negated and (
-                (type(lo) is str and type(hi) is str)
-                or (isinstance(lo, _NUMBER_TYPES) and isinstance(hi, _NUMBER_TYPES))
-            ):
-                # What _simplify makes of _between's "a >= lo and a <= hi".
-                lo, hi = _canon(lo), _canon(hi)
-                if lo < hi:  # type: ignore[operator]
-                    atoms.append(_order_atom(a, ">=", lo))
-                    atoms.append(_order_atom(a, "<=", hi))
-                elif lo == hi:
-                    atoms.append(_order_atom(a, "=", lo))
-                else:
-                    false = True
-                continue
-        elif type(child) is InList and not child.negated:
-            values = set(map(_canon, child.values))
-            if values:
-                atoms.append(_equal_any(a, values))
+        found = order_atoms(child)
+        if found is not None:
+            if found:
+                atoms.extend(found)
             else:
                 false = True
             continue
@@ -825,6 +800,41 @@ def _conjunction_clauses(node: Node, always_defined: Collection[str]) -> list[Cl
             return []
         return [tuple(sorted(merged, key=_atom_key))]
     return [tuple(sorted(atoms, key=_atom_key))]
+
+
+def order_atoms(node: Node) -> tuple[Atom, ...] | None:
+    """The atoms of a positive comparison, ``between`` or ``in`` node as a conjunct, ``()``
+    if it is false (an empty range or list), or ``None`` for any other node (left to
+    :func:`_atom_clauses`).
+
+    These atoms go to the PB+trees: ``a op c``; ``a between lo and hi`` is ``a >= lo and
+    a <= hi`` (what :func:`_simplify` makes of it), or ``a = lo`` when ``lo == hi``;
+    ``a in (...)`` is one atom of ``=`` entries.  Cost: ~0.2 µs when interned.
+    """
+    if type(node) is Compare:
+        v = node.value
+        if type(v) is int or type(v) is str:
+            atom = _INTERNED.get((node.attr, node.op, v))
+            if atom is not None:  # (only valid operators and canonical constants are there)
+                return (atom,)
+        if type(v) is not bool and node.op in _OP_RANK:
+            return (_order_atom(node.attr, node.op, _canon(v)),)
+    elif type(node) is Between:
+        lo, hi = node.lo, node.hi
+        if not node.negated and (
+            (type(lo) is str and type(hi) is str)
+            or (isinstance(lo, _NUMBER_TYPES) and isinstance(hi, _NUMBER_TYPES))
+        ):
+            lo, hi = _canon(lo), _canon(hi)
+            if lo < hi:  # type: ignore[operator]
+                return (_order_atom(node.attr, ">=", lo), _order_atom(node.attr, "<=", hi))
+            if lo == hi:
+                return (_order_atom(node.attr, "=", lo),)
+            return ()
+    elif type(node) is InList and not node.negated:
+        values = set(map(_canon, node.values))
+        return (_equal_any(node.attr, values),) if values else ()
+    return None
 
 
 class _Normalizer:

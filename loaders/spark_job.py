@@ -441,17 +441,14 @@ def compile_partition(
     :meth:`Index.compile`; an atom's store key is remembered (``_KEYS_MAX`` atoms), since
     its interned object (:func:`betree.normal._order_atom`) recurs.
     """
-    scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
     splits: dict[tuple[int, str, int], int] = {}
     fids: dict[str, int] = {}
-    keys: dict[Atom, bytes] = {}  # atom -> its store key (atoms repeat: see _order_atom)
+    keys = _KEYS  # atom -> its store key (atoms repeat: see _order_atom)
     encode = codec.encode_value
     seen = 0
     try:
-        with (
-            gc_paused(),
-            Index.open(scratch, schema=schema_doc, settings=settings, sync=False) as idx,
-        ):
+        with gc_paused():
+            idx = _compiler(schema_doc, settings)
             places = idx.places
             for batch in batches:
                 rows: list[tuple[Any, ...]] = []
@@ -503,9 +500,39 @@ def compile_partition(
             ]
             yield _batch(rows, COMPILED)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
         if counter is not None:
             counter.add(seen)
+
+
+#: Per Python worker, kept across its tasks (Spark reuses workers): the compiling index of
+#: the last (schema, settings), whose caches (remembered conjuncts, grid spans) then start
+#: warm, and the store keys of recent atoms.
+_COMPILER: dict[str, Index] = {}
+_KEYS: dict[Atom, bytes] = {}
+
+
+def _compiler(schema_doc: dict[str, Any], settings: dict[str, int] | None) -> Index:
+    """An index that only compiles (:meth:`Index.compile`, :meth:`Index.places`).
+
+    Its store is an empty scratch directory, removed as soon as the store is open: the
+    index keeps reading its settings through the open environment, and nothing is left
+    behind however the worker ends.
+    """
+    key = json.dumps([schema_doc, settings], sort_keys=True)
+    idx = _COMPILER.get(key)
+    if idx is None:
+        for old in _COMPILER.values():
+            old.close()
+        _COMPILER.clear()
+        _KEYS.clear()
+        scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
+        try:
+            idx = Index.open(scratch, schema=schema_doc, settings=settings, sync=False)
+            idx.settings()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        _COMPILER[key] = idx
+    return idx
 
 
 def _batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:

@@ -6,6 +6,8 @@
 - tokenizing: ``_tokens`` (``str.split`` on a plain text) gives ``_TOKEN_RE.findall``;
 - parsing: the inline ``name op 12`` conjunct and the ``between``/list shortcuts build the
   nodes of the general path, and leave every error to it;
+- remembered conjuncts: ``ConjunctMemo`` (a plain conjunction joined from its pieces, each
+  compiled once) gives ``to_clauses(compile_expr(...))`` or declines, never anything else;
 - interning: an interned order atom is the atom the constructor builds; places: the grid
   span of an ``=``-only atom (its hull) is the one of the per-entry rule.
 """
@@ -17,12 +19,14 @@ import dataclasses
 import pickle
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from betree import grid
+from betree.conjuncts import ConjunctMemo
 from betree.expr import And, Between, Compare, Const, InList, IsNull, ListItem, Node, Not, StrFunc
 from betree.index import Index
 from betree.normal import (
@@ -380,3 +384,126 @@ def test_nodes_with_their_own_init_behave_as_dataclasses() -> None:
     assert dataclasses.replace(InList("a", (1, 2)), negated=True) == nodes[5]
     with pytest.raises(TypeError):
         Compare("a", "<")  # type: ignore[call-arg]
+
+
+# Texts for the conjunct memo: mostly conjunctions of predicates on distinct attributes (what
+# it answers), joined in every spelling, with pieces it must decline: non-order atoms,
+# an "or", a repeated attribute, strings holding what it cuts at (" and " before a letter).
+MEMO_SCHEMA = Schema.from_json(
+    {
+        "attributes": {
+            **{f"i{k}": {"type": "int"} for k in range(4)},
+            **{f"f{k}": {"type": "float"} for k in range(2)},
+            **{f"s{k}": {"type": "string"} for k in range(3)},
+            **SCHEMA.to_json()["attributes"],  # those of _atoms
+        }
+    }
+)
+_TRICKY = ['"x and i0 = 1"', '"a AND b"', "'q and s1 = \\'t'", '"p or q"', '"and "', '" and i"']
+
+
+def _memo_piece(attr: str) -> st.SearchStrategy[str]:
+    if attr[0] == "s":
+        lit = st.sampled_from(STRINGS + _TRICKY)
+    else:
+        lit = st.sampled_from(NUMBERS if attr[0] in "fr" else INTS)
+    plain = st.one_of(
+        st.builds(lambda o, v: f"{attr} {o} {v}", st.sampled_from(OPS), lit),
+        st.builds(lambda o, v: f"{v} {o} {attr}", st.sampled_from(OPS), lit),
+        st.builds(lambda lo, hi: f"{attr} between {lo} and {hi}", lit, lit),
+        st.builds(lambda vs: f"{attr} in {vs}", _list(lit)),
+        st.builds(lambda v: f"({attr} = {v})", lit),
+    )
+    odd = st.one_of(
+        st.builds(lambda v: f"{attr} not in ({v})", lit),
+        st.builds(lambda v: f"not {attr} = {v}", lit),
+        st.builds(lambda a, b: f"{attr} = {a} or {attr} = {b}", lit, lit),
+        st.just(f"{attr} is null"),
+        _atoms,
+    )
+    return st.one_of(*[plain] * 9, odd)
+
+
+_memo_texts = st.lists(
+    st.sampled_from([a for a in sorted(MEMO_SCHEMA.attributes) if a not in ("b", "il", "sl")]),
+    min_size=1,
+    max_size=6,
+    unique=True,
+).flatmap(
+    lambda attrs: st.tuples(
+        st.tuples(*map(_memo_piece, attrs)),
+        st.lists(
+            st.sampled_from([" and "] * 20 + [" AND ", "  and  ", " && ", " or "]),
+            min_size=len(attrs) - 1,
+            max_size=len(attrs) - 1,
+        ),
+    ).map(lambda pj: pj[0][0] + "".join(j + p for j, p in zip(pj[1], pj[0][1:], strict=True)))
+)
+_MEMO = ConjunctMemo(MEMO_SCHEMA)  # shared by the examples: pieces are found remembered too
+
+
+@SETTINGS
+@given(_memo_texts, st.sampled_from(ALWAYS_DEFINED))
+def test_conjunct_memo_gives_the_general_clauses_or_declines(
+    text: str, always: tuple[str, ...]
+) -> None:
+    general = _outcome(lambda: to_clauses(compile_expr(text, MEMO_SCHEMA), always_defined=always))
+    for _ in range(2):  # the first time pieces are learned, the second they are remembered
+        found = _MEMO.clauses(text)
+        if found is not None:
+            assert repr(found) == general, text
+
+
+def test_conjunct_memo_answers_plain_conjunctions() -> None:
+    """It is taken where it should be (else the test above could pass by declining)."""
+    memo = ConjunctMemo(SCHEMA, limit=3)  # cleared often: still right
+    rng = random.Random(7)
+    answered = 0
+    for _ in range(500):
+        attrs = rng.sample(["i", "f", "s", "r"], rng.randint(1, 4))
+        parts = []
+        for a in attrs:
+            lit = (lambda: rng.choice(STRINGS)) if a == "s" else (lambda: rng.choice(NUMBERS))
+            parts.append(
+                rng.choice(
+                    [
+                        f"{a} {rng.choice(OPS)} {lit()}",
+                        f"{a} between {lit()} and {lit()}",
+                        f"{a} in ({lit()}, {lit()})",
+                        f"({a} = {lit()})",
+                    ]
+                )
+            )
+        text = " and ".join(parts)
+        found = memo.clauses(text)
+        if found is not None:
+            answered += 1
+            assert found == to_clauses(compile_expr(text, SCHEMA)), text
+    assert answered == 500
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "i = 1 and i = 2",  # two atoms on one attribute: merged by the general path
+        "i > 1 and i < 5",
+        "i = 1 or i = 1",  # one predicate's worth, but an "or"
+        "not i = 1 and f = 2",
+        's = "x and i = 1"',  # the cut falls inside the string
+        "i between 1 and 3 and",
+        "i = 1 and nope = 2",  # an unknown attribute: the general path names it
+        "i = 1 and b",  # not an order atom
+    ],
+)
+def test_conjunct_memo_declines(text: str) -> None:
+    assert ConjunctMemo(SCHEMA).clauses(text) is None
+
+
+def test_index_compile_errors_are_unchanged_by_the_memo(tmp_path: Path) -> None:
+    with Index.open(tmp_path / "s", schema=SCHEMA.to_json()) as idx:
+        assert idx.compile(1, "i = 1 and f = 2") == to_clauses(
+            compile_expr("i = 1 and f = 2", SCHEMA)
+        )
+        with pytest.raises(InvalidInput) as info:
+            idx.compile(2, "i = 1 and nope = 2")
+        assert info.value.column == 11 and "nope" in info.value.message

@@ -311,3 +311,50 @@ def test_failed_loads_publish_nothing(spark: Any, tmp_path: Path) -> None:
     assert leftovers(target) == ["store"]
     with open_any(target) as reader:
         assert reader.match({"i": 50}) == ["new"]
+
+
+def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None:
+    """The compile transform (run here in-process, as a reused Spark worker runs it task
+    after task) keeps one compiling index per (schema, settings), its scratch store already
+    gone; its output is the online compiler's, for one schema and then another."""
+    import pyarrow as pa
+
+    from storage import codec
+
+    def run(schema: dict[str, Any], texts: list[str]) -> list[Any]:
+        batch = pa.RecordBatch.from_pydict(
+            {
+                "arg": [0] * len(texts),
+                "path": ["p"] * len(texts),
+                "block": [0] * len(texts),
+                "kind": [spark_job.JSONL] * len(texts),
+                "text": [json.dumps({"id": k, "expr": t}) for k, t in enumerate(texts)],
+            }
+        )
+        out = pa.Table.from_batches(list(spark_job.compile_partition([batch], schema)))
+        rows = out.filter(pa.compute.equal(out["kind"], spark_job.RECORD))
+        return [None if c is None else codec.decode_value(c) for c in rows["compiled"].to_pylist()]
+
+    rng = random.Random(5)
+    texts = [expression(rng) for _ in range(200)] + ["i = 1 and j between 2 and 4"] * 3
+    other = {"attributes": {"i": {"type": "float"}, "j": {"type": "int"}}}
+    with (
+        Index.open(tmp_path / "a", schema=SCHEMA) as a,
+        Index.open(tmp_path / "b", schema=other) as b,
+    ):
+        for schema, idx, batch in ((SCHEMA, a, texts), (other, b, texts[-3:]), (SCHEMA, a, texts)):
+            for _ in range(2):  # the second task finds the compiler and its memo warm
+                got = run(schema, batch)
+                compiler = spark_job._compiler(schema, None)
+                assert not Path(compiler.store.path).exists()
+                for k, (text, packed) in enumerate(zip(batch, got, strict=True)):
+                    try:
+                        clauses = idx.compile(k, text)
+                    except InvalidInput:
+                        assert packed is None
+                        continue
+                    expected = [
+                        [[codec.encode_value(atom.as_tuple()) for atom in c], idx.places(c)]
+                        for c in clauses
+                    ]
+                    assert packed == codec.decode_value(codec.encode_value(expected)), text
