@@ -2,7 +2,8 @@
 
 Matches are compared with the brute-force evaluator; writes from the service and from the
 command line beside it are seen without a restart; a store replaced by a bulk load is picked
-up; every malformed request gets its documented 4xx; SIGTERM drains the request in hand.
+up; every malformed request gets its documented 4xx; connections are kept alive through
+errors; SIGTERM drains the request in hand.
 """
 
 from __future__ import annotations
@@ -119,6 +120,31 @@ def workers(proc: subprocess.Popen[str], expect: int) -> set[int]:
     raise AssertionError(f"{len(pids)} workers, expected {expect}")
 
 
+def test_connections_are_kept_alive_through_errors(server: tuple[Any, str]) -> None:
+    _, url = server
+    where = urlsplit(url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+    conn.request("GET", "/healthz")
+    resp = conn.getresponse()
+    pid = json.loads(resp.read())["pid"]
+    sock = conn.sock
+    assert sock is not None and resp.getheader("Connection") != "close"
+    for body, status in [(b'{"i": 3,', 400), (b'{"i": "three"}', 400), (b'{"i": 3}', 200)]:
+        conn.request("POST", "/match", body)
+        resp = conn.getresponse()
+        assert resp.status == status and json.loads(resp.read())
+    conn.request("GET", "/healthz")
+    assert json.loads(conn.getresponse().read())["pid"] == pid  # the same worker answered
+    assert conn.sock is sock, "the connection was not kept"
+    # a body over the limit is answered unread; gunicorn then closes the connection (it
+    # drains at most 64 KiB of what the application left), and the next one is served
+    conn.request("POST", "/match", b"[" + b"1," * 600_000 + b"1]")
+    resp = conn.getresponse()
+    assert resp.status == 413 and "error" in json.loads(resp.read())
+    conn.close()
+    assert call(url, "GET", "/healthz")[0] == 200
+
+
 def test_bad_requests_get_4xx_and_leave_workers_up(server: tuple[Any, str]) -> None:
     proc, url = server
     pids = workers(proc, 2)
@@ -205,6 +231,10 @@ def test_metrics_and_stats(server: tuple[Any, str], subs: dict[Any, str]) -> Non
 
 def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
     proc, url = spawn(store, "--workers", "1")
+    where = urlsplit(url)
+    idle = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+    idle.request("GET", "/healthz")  # a kept-alive connection left idle: it does not hold
+    assert idle.getresponse().read()  # up the stop
     rng = random.Random(11)
     events = [event(rng) for _ in range(6000)]
     answer: list[Any] = []
@@ -219,6 +249,7 @@ def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     thread.join(60)
     assert proc.wait(60) == 0
+    idle.close()
     status, body, _ = answer[0]
     assert status == 200 and len(body["results"]) == len(events)
     with pytest.raises(ConnectionRefusedError):
