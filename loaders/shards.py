@@ -11,9 +11,8 @@ A sharded store (``bexdb load --shards K``) is a directory of K independent, com
 
 Subscriptions are split by a stable hash of their id, so each id lives in exactly one shard
 and a match is the union of the shards' matches.  ``partitioning`` records the hash
-(``pmod(hash(key), K)`` with Spark SQL's ``hash``, its Murmur3 variant with seed 42, over
-the id key of :func:`storage.codec.encode_id`), so that a later writer can route an id to
-its shard.
+(``crc32(key) mod K`` over the id key of :func:`storage.codec.encode_id`:
+:func:`loaders.spark_job.shard_of`), so that a later writer can route an id to its shard.
 Why shards rather than one big store: the K stores are built by K Spark tasks at once (the
 batch build of one store is single-threaded), and can sit on different disks.
 

@@ -1,4 +1,4 @@
-"""``bexdb load`` on Spark: extract -> pure transforms -> load, one Spark job end to end.
+"""``bexdb load`` on Spark: extract -> pure transforms -> load, in two Spark jobs.
 
 The path for large subscription sets (the single-process engine is
 :mod:`loaders.python_load`; both build the same stores: same rejects, same answers).
@@ -15,23 +15,27 @@ into a line by adding the row counts of the file's earlier splits.  For Parquet 
 **Transform**, in the executors, Arrow batches in and out (``mapInArrow``; never Rows):
 
 * :func:`compile_partition` parses each record and compiles it with the compiler of online
-  ``subscribe`` (:meth:`Index.compile`, on a scratch index per task), and emits the record's
-  extract or compile error, or its clauses in transport form, one msgpack per record: per
-  clause the canonical atom keys (``codec.encode_value(atom.as_tuple())``, the key the
-  store interns atoms by; made once per distinct atom of the task) and the clause's places
-  (:meth:`Index.places`: the BE-Tree's per-attribute grid spans).
+  ``subscribe`` (:meth:`Index.compile`, on a compile-only index the Python worker keeps
+  across its tasks), and writes the record's extract or compile error, or its clauses in
+  transport form (one msgpack per record: per clause the canonical atom keys,
+  ``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by, and the
+  clause's places, :meth:`Index.places`: the BE-Tree's per-attribute grid spans) to the
+  *run file* of the record's shard: one Arrow stream per (shard, task attempt) in the
+  staging directory.  Records are routed by :func:`shard_of`, ``crc32`` of the id key of
+  :func:`storage.codec.encode_id`, so all occurrences of an id land in one shard, where
+  duplicate ids are found (every occurrence rejected, as
+  :func:`loaders.records.mark_duplicates`).  The task returns only the names of the files
+  it wrote and its split counts.
 * Without a schema, :func:`evidence_partition` first emits each record's typing evidence
   (the rules of :meth:`Schema.infer`); Spark drops duplicated ids and reduces the evidence
   to the distinct (attribute, kind) pairs, and the driver settles the types.  Only that
   small set crosses to the driver.  If some attribute cannot be typed, the driver runs
   :meth:`Schema.infer` itself over the records in input order, so that the error (message
   and offending ids) is exactly the single-process engine's: a rare, slower path.
-* Records are routed to their shard by ``pmod(hash(key), K)`` (Spark's Murmur3 over the
-  id key of :func:`storage.codec.encode_id`), with adaptive execution off so that the
-  K partitions stay K.  All occurrences of an id land in one task, so duplicate ids are
-  found there (every occurrence rejected, as :func:`loaders.records.mark_duplicates`).
 
-**Load** (:func:`build_partition`, one task per shard): interns the shard's atoms to dense
+**Load** (:func:`build_partition`, a second job of one task per shard over
+``spark.range(K)``): reads the shard's run files (those of the compile tasks that
+succeeded: a failed attempt's file is never named), interns the shard's atoms to dense
 ids, builds the index in one batch (:func:`betree.bulk.build_from_parts`: BE-B and
 bottom-up PB+trees) in a scratch store inside the publishing staging directory, runs
 ``check()``, and writes the compacting copy as the shard's store.  Without ``--shards`` the
@@ -41,11 +45,15 @@ sharded store (:mod:`loaders.shards`) and publishes the whole directory with one
 (:func:`loaders.records.publishing`): complete or not at all.  On any failure the job is
 cancelled, the driver waits for running tasks to stop, and the staging directory goes.
 
-Decisions: the shard build runs in a Spark task rather than on the driver so that K shards
-build in parallel and one code path serves both cases; ``--max-rejects`` is applied after
-the build (rejects are known only once duplicates are), which costs a wasted build on
-failure but saves caching the compiled set; shard stores are written straight into the
-staging directory, so on a cluster the target must be on a file system the executors share.
+Decisions: compiled records go from the compile tasks to the shard tasks through run
+files rather than a Spark shuffle: the shuffle made the JVM convert every compiled row
+from Arrow and back, sort, compress and spill it, about a fifth of the load's CPU on 2
+cores.  So run files and shard stores are written straight into the staging directory,
+and on a cluster the target must be on a file system the executors share.  The shard
+build runs in a Spark task rather than on the driver so that K shards build in parallel
+and one code path serves both cases; ``--max-rejects`` is applied after the build
+(rejects are known only once duplicates are), which costs a wasted build on failure but
+saves keeping the compiled set.
 
 Cost, measured on 1M BEGen subscriptions on this 2-core machine (``bexdb bench load``):
 Spark start ~7 s; the compile stage ~75 µs of CPU per record in the Python function (parse
@@ -76,6 +84,7 @@ import tempfile
 import threading
 import time
 import warnings
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial, reduce
@@ -119,34 +128,30 @@ _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
 
 # record kinds of the extracted rows
 JSONL, PARQUET, CSV = 0, 1, 2
-# row kinds of the transform's and the load's output
-RECORD = REJECT = 0
-BLOCK = 1
-SHARD = 2
+# row kinds of the transform's and the load's output (RESULT)
+REJECT = 0
+BLOCK = 1  # a file split: its row count
+SHARD = 2  # a built shard: its figures
+RUNS = 3  # a run file written by a compile task: its shard and rows
 
-COMPILED = pa.schema(
+#: A run file's rows: one shard's compiled records from one compile task.
+RUN = pa.schema(
     [
-        ("kind", pa.int8()),  # RECORD or BLOCK
         ("arg", pa.int32()),  # which input argument
         ("fid", pa.int64()),  # the file (hash of its path)
         ("block", pa.int64()),  # start of the file split
-        ("pos", pa.int64()),  # RECORD: row within the split; BLOCK: the split's row count
+        ("pos", pa.int64()),  # row within the split
         ("key", pa.binary()),  # codec.encode_id(id); null if the record is unusable
         ("id", pa.string()),  # the record's id as JSON (for rejects and the store)
         ("expr", pa.string()),
         ("error", pa.string()),  # extract error: malformed JSON, bad id, missing column
         ("cerror", pa.string()),  # compile error: syntax, types
         ("compiled", pa.binary()),  # [[atom keys, places], ...] per clause
-        ("path", pa.string()),  # BLOCK only: the file
     ]
-)
-COMPILED_DDL = (
-    "kind tinyint, arg int, fid bigint, block bigint, pos bigint, key binary, id string, "
-    "expr string, error string, cerror string, compiled binary, path string"
 )
 RESULT = pa.schema(
     [
-        ("kind", pa.int8()),  # REJECT, BLOCK or SHARD
+        ("kind", pa.int8()),  # REJECT, BLOCK, SHARD or RUNS
         ("arg", pa.int32()),
         ("fid", pa.int64()),
         ("block", pa.int64()),
@@ -162,8 +167,6 @@ RESULT_DDL = (
 )
 EVIDENCE = pa.schema([("key", pa.binary()), ("pairs", pa.list_(pa.string()))])
 EVIDENCE_DDL = "key binary, pairs array<string>"
-#: what a shard task receives: the compiled rows and the shard Spark routed them to
-ROUTED = COMPILED.append(pa.field("shard", pa.int32()))
 GOOD = pa.schema(
     [
         ("arg", pa.int32()),
@@ -430,28 +433,42 @@ def compile_partition(
     schema_doc: dict[str, Any],
     settings: dict[str, int] | None = None,
     counter: Any = None,
+    *,
+    runs: str,
+    shards: int = 1,
 ) -> Iterator[pa.RecordBatch]:
-    """Extracted rows -> compiled records (:data:`COMPILED`), then one row per file split.
+    """Extracted rows -> compiled records in run files; emits the files and the splits.
 
-    Errors of a record (malformed JSON, bad id, missing column; syntax and type errors of
-    its expression) are data, not exceptions.  ``counter`` (an accumulator) counts records.
-    ``compiled`` is ``[[atom keys, places], ...]`` per clause, read by :func:`build_store`.
+    Each record goes to the run file of its shard (:func:`shard_of`) in ``runs``: one
+    Arrow stream per (shard, task attempt), ``runs/shard-XXXX/<attempt>.arrow``, rows
+    :data:`RUN`.  What this yields (:data:`RESULT`) is small: one ``RUNS`` row per file
+    written (its shard in ``pos``, its rows in ``block``) and one ``BLOCK`` row per file
+    split read.  Errors of a record (malformed JSON, bad id, missing column; syntax and
+    type errors of its expression) are data, not exceptions.  ``counter`` (an
+    accumulator) counts records.  ``compiled`` is ``[[atom keys, places], ...]`` per
+    clause, read by :func:`build_store`.
 
-    Cost: ~75 µs of CPU per record of BEGen's workload (8 atoms), most of it
-    :meth:`Index.compile`; an atom's store key is remembered (``_KEYS_MAX`` atoms), since
-    its interned object (:func:`betree.normal._order_atom`) recurs.
+    Cost: ~40 µs of CPU per record of BEGen's workload (8 atoms) once the worker's
+    compiler is warm (:func:`_compiler`): reading the record ~6, :meth:`Index.compile`
+    ~15 (remembered conjuncts), places ~8, store keys and transport ~10.
     """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    attempt = context.taskAttemptId() if context is not None else os.getpid()
     splits: dict[tuple[int, str, int], int] = {}
     fids: dict[str, int] = {}
     keys = _KEYS  # atom -> its store key (atoms repeat: see _order_atom)
     encode = codec.encode_value
+    writers: dict[int, tuple[str, pa.RecordBatchStreamWriter]] = {}
+    written = [0] * shards
     seen = 0
     try:
         with gc_paused():
             idx = _compiler(schema_doc, settings)
             places = idx.places
             for batch in batches:
-                rows: list[tuple[Any, ...]] = []
+                rows: list[list[tuple[Any, ...]]] = [[] for _ in range(shards)]
                 for arg, path, block, kind, text in _rows(
                     batch, "arg", "path", "block", "kind", "text"
                 ):
@@ -489,19 +506,47 @@ def compile_partition(
                                 packed.append((atom_keys, places(clause)))
                             compiled = encode(packed)
                     shown = str(ident) if type(ident) is int else json.dumps(ident)
-                    rows.append(
-                        (RECORD, arg, fid, block, pos, key, shown, expr, record.error, cerror,
-                         compiled, None)
-                    )  # fmt: skip
-                yield _batch(rows, COMPILED)
-            rows = [
-                (BLOCK, arg, _file_id(path), block, count, *(None,) * 6, path)
-                for (arg, path, block), count in splits.items()
-            ]
-            yield _batch(rows, COMPILED)
+                    rows[shard_of(key, shards)].append(
+                        (arg, fid, block, pos, key, shown, expr, record.error, cerror, compiled)
+                    )
+                for shard, part in enumerate(rows):
+                    if not part:
+                        continue
+                    entry = writers.get(shard)
+                    if entry is None:
+                        name = str(Path(runs) / sharding.shard_name(shard) / f"{attempt}.arrow")
+                        entry = writers[shard] = (name, pa.ipc.new_stream(name, RUN))
+                    entry[1].write_batch(_batch(part, RUN))
+                    written[shard] += len(part)
     finally:
+        for _, writer in writers.values():
+            writer.close()
         if counter is not None:
             counter.add(seen)
+    out: dict[str, list[Any]] = {name: [] for name in RESULT.names}
+    for (arg, path, block), count in splits.items():
+        _append(out, kind=BLOCK, arg=arg, fid=_file_id(path), block=block, pos=count, path=path)
+    for shard, (name, _) in sorted(writers.items()):
+        _append(out, kind=RUNS, pos=shard, block=written[shard], path=name)
+    yield pa.RecordBatch.from_pydict(out, schema=RESULT)
+
+
+def shard_of(key: bytes | None, shards: int) -> int:
+    """The shard of a record by its id key: ``crc32(key) mod shards`` (0 for no key).
+
+    Stable across processes and runs (unlike Python's ``hash``), so every occurrence of
+    an id meets in one shard task, where duplicates are found.
+    """
+    return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
+
+
+def read_runs(paths: Iterable[str]) -> pa.Table:
+    """The rows of run files (:data:`RUN`), in the order given."""
+    tables = []
+    for path in paths:
+        with pa.ipc.open_stream(path) as reader:
+            tables.append(reader.read_all())
+    return pa.concat_tables(tables) if tables else RUN.empty_table()
 
 
 #: Per Python worker, kept across its tasks (Spark reuses workers): the compiling index of
@@ -601,37 +646,29 @@ def build_partition(
     settings: dict[str, int] | None,
     staging: str,
     shards: int | None,
+    runs: dict[int, list[str]],
     fail_at: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The compiled records of one shard -> its store; emits rejects, splits and figures."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    shard = context.partitionId() if context is not None else 0
-    table = pa.Table.from_batches(list(batches), schema=ROUTED)
-    if table.num_rows and not pc.all(pc.equal(table["shard"], shard)).as_py():
-        raise BexdbError(
-            f"shard task {shard} received records of another shard",
-            "partitions were merged: spark.sql.adaptive.enabled must stay false",
-        )
-    splits = table.filter(pc.equal(table["kind"], BLOCK))
-    out: dict[str, list[Any]] = {name: [] for name in RESULT.names}
-    for arg, fid, block, count, path in zip(
-        *(splits[c].to_pylist() for c in ("arg", "fid", "block", "pos", "path")), strict=True
-    ):
-        _append(out, kind=BLOCK, arg=arg, fid=fid, block=block, pos=count, path=path)
-    good, rejects = _triage(table.filter(pc.equal(table["kind"], RECORD)))
-    del table, splits  # the shard's records now live in ``good`` only
-    for arg, fid, block, pos, ident, error in rejects:
-        _append(out, kind=REJECT, arg=arg, fid=fid, block=block, pos=pos, id=ident, error=error)
+    """Shard numbers (``id`` of ``spark.range``) -> their stores, from their run files;
+    emits each shard's rejects and figures."""
     root = Path(staging)
-    dest = _shard_dest(root, shards, shard)
-    figures = build_store(
-        good, schema_doc, settings, root / f"raw-{shard:04d}", dest, fail_at=fail_at
-    )
-    figures["shard"] = shard
-    _append(out, kind=SHARD, pos=shard, error=json.dumps(figures))
-    yield pa.RecordBatch.from_pydict(out, schema=RESULT)
+    for batch in batches:
+        for shard in batch.column("id").to_pylist():
+            table = read_runs(runs.get(shard, ()))
+            good, rejects = triage(table)
+            del table  # the shard's records now live in ``good`` only
+            out: dict[str, list[Any]] = {name: [] for name in RESULT.names}
+            for arg, fid, block, pos, ident, error in rejects:
+                _append(
+                    out, kind=REJECT, arg=arg, fid=fid, block=block, pos=pos, id=ident, error=error
+                )
+            dest = _shard_dest(root, shards, shard)
+            figures = build_store(
+                good, schema_doc, settings, root / f"raw-{shard:04d}", dest, fail_at=fail_at
+            )
+            figures["shard"] = shard
+            _append(out, kind=SHARD, pos=shard, error=json.dumps(figures))
+            yield pa.RecordBatch.from_pydict(out, schema=RESULT)
 
 
 def _shard_dest(staging: Path, shards: int | None, shard: int) -> Path:
@@ -639,7 +676,7 @@ def _shard_dest(staging: Path, shards: int | None, shard: int) -> Path:
     return staging / "store" if shards is None else staging / "store" / sharding.shard_name(shard)
 
 
-def _triage(
+def triage(
     records: pa.Table,
 ) -> tuple[list[tuple[Any, str, bytes]], list[tuple[int, int, int, int, str, str]]]:
     """Split one shard's records into loadable ``(id, expr, compiled)`` and rejects.
@@ -855,33 +892,48 @@ def _load_job(
     driver: _Driver,
     fail_at: str | None,
 ) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
     sc = spark.sparkContext
     k = shards or 1
     schema_doc = schema.to_json()
     counter = sc.accumulator(0)
+    runs = staging / "runs"
+    for i in range(k):
+        (runs / sharding.shard_name(i)).mkdir(parents=True)
     compiled = _map(
         source,
-        partial(compile_partition, schema_doc=schema_doc, settings=settings, counter=counter),
-        COMPILED_DDL,
+        partial(
+            compile_partition,
+            schema_doc=schema_doc,
+            settings=settings,
+            counter=counter,
+            runs=str(runs),
+            shards=k,
+        ),
+        RESULT_DDL,
     )
-    routed = compiled.withColumn("shard", F.expr(f"pmod(hash(key), {k})")).repartition(k, "key")
+    first = driver.run(sc, compiled, ("compile",), counter)
+    files: dict[int, list[str]] = {i: [] for i in range(k)}
+    written = first.filter(pc.equal(first["kind"], RUNS))
+    for shard, path in zip(written["pos"].to_pylist(), written["path"].to_pylist(), strict=True):
+        files[shard].append(path)
+    if shards is not None:
+        (staging / "store").mkdir()
     built = _map(
-        routed,
+        spark.range(k, numPartitions=k),
         partial(
             build_partition,
             schema_doc=schema_doc,
             settings=settings,
             staging=str(staging),
             shards=shards,
+            runs=files,
             fail_at=fail_at,
         ),
         RESULT_DDL,
     )
-    if shards is not None:
-        (staging / "store").mkdir()
-    result = driver.run(sc, built, ("compile", "build"), counter)
+    second = driver.run(sc, built, ("build",), counter)
+    shutil.rmtree(runs)
+    result = pa.concat_tables([first, second])
     figures = {}
     for row in result.filter(pc.equal(result["kind"], SHARD))["error"].to_pylist():
         doc = json.loads(row)
@@ -890,11 +942,6 @@ def _load_job(
     if rejects is not None:
         write_rejects(rejects, rejected)
     check_rejects(len(rejected), max_rejects)
-    for i in range(k):  # a shard no record hashed to: Spark may run no task for it
-        if i not in figures:
-            dest = _shard_dest(staging, shards, i)
-            figures[i] = build_store([], schema_doc, settings, staging / f"raw-{i:04d}", dest)
-            figures[i]["shard"] = i
     if shards is not None:
         sharding.write_manifest(
             staging / "store",
@@ -908,7 +955,7 @@ def _load_job(
             ],
             {
                 "by": "id",
-                "hash": "pmod(spark_sql_hash(storage.codec.encode_id(id)), shards)",
+                "hash": "crc32(storage.codec.encode_id(id)) mod shards",
                 "shards": k,
             },
         )

@@ -26,7 +26,7 @@ from betree.parser import compile_expr
 from betree.schema import InferenceError, Schema
 from loaders import python_load, spark_job
 from loaders.records import read_jsonl
-from loaders.shards import open_any, read_manifest, verify
+from loaders.shards import open_any, read_manifest, shard_name, verify
 from storage.errors import BexdbError, InvalidInput
 from tests.workload import SCHEMA, event, expression
 
@@ -331,10 +331,26 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
                 "text": [json.dumps({"id": k, "expr": t}) for k, t in enumerate(texts)],
             }
         )
-        out = pa.Table.from_batches(list(spark_job.compile_partition([batch], schema)))
-        rows = out.filter(pa.compute.equal(out["kind"], spark_job.RECORD))
-        return [None if c is None else codec.decode_value(c) for c in rows["compiled"].to_pylist()]
+        runs = tmp_path / f"runs-{next(tasks)}"
+        for shard in range(2):
+            (runs / shard_name(shard)).mkdir(parents=True)
+        out = pa.Table.from_batches(
+            list(spark_job.compile_partition([batch], schema, runs=str(runs), shards=2))
+        )
+        files = out.filter(pa.compute.equal(out["kind"], spark_job.RUNS))
+        if len(texts) > 100:
+            assert sorted(files["pos"].to_pylist()) == [0, 1]  # both shards got records
+        rows = spark_job.read_runs(files["path"].to_pylist())
+        for shard, key in zip(files["pos"].to_pylist(), files["path"].to_pylist(), strict=True):
+            for k in spark_job.read_runs([key])["key"].to_pylist():
+                assert spark_job.shard_of(k, 2) == shard
+        by_id = dict(zip(rows["id"].to_pylist(), rows["compiled"].to_pylist(), strict=True))
+        return [
+            None if by_id[str(k)] is None else codec.decode_value(by_id[str(k)])
+            for k in range(len(texts))
+        ]
 
+    tasks = iter(range(100))
     rng = random.Random(5)
     texts = [expression(rng) for _ in range(200)] + ["i = 1 and j between 2 and 4"] * 3
     other = {"attributes": {"i": {"type": "float"}, "j": {"type": "int"}}}

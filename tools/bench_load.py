@@ -270,6 +270,7 @@ def profile_hot_spots(data: Path, n: int) -> str:
     import pyarrow as pa
 
     from loaders import spark_job
+    from loaders.shards import shard_name
 
     schema = json.loads((data / "schema.json").read_text())
     with open(data / "subs-all.jsonl", encoding="utf-8") as fh:
@@ -284,19 +285,15 @@ def profile_hot_spots(data: Path, n: int) -> str:
         }
     )
     parts = []
-    compiled: list[pa.RecordBatch] = []
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.runcall(lambda: compiled.extend(spark_job.compile_partition([batch], schema)))
-    parts.append(_top(prof, f"compile transform (executors), {n:,} subscriptions", t0))
-    table = pa.Table.from_batches(compiled)
-    good = [
-        (json.loads(i), e, c)
-        for k, i, e, c in zip(
-            *(table[col].to_pylist() for col in ("kind", "id", "expr", "compiled")), strict=True
-        )
-        if k == spark_job.RECORD and c is not None
-    ]
+    with tempfile.TemporaryDirectory() as runs:
+        (Path(runs) / shard_name(0)).mkdir()
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        out = prof.runcall(lambda: list(spark_job.compile_partition([batch], schema, runs=runs)))
+        parts.append(_top(prof, f"compile transform (executors), {n:,} subscriptions", t0))
+        result = pa.Table.from_batches(out)
+        files = result.filter(pa.compute.equal(result["kind"], spark_job.RUNS))
+        good, _ = spark_job.triage(spark_job.read_runs(files["path"].to_pylist()))
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
         t0 = time.perf_counter()
