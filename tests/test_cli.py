@@ -60,6 +60,13 @@ def test_subscribe_match_unsubscribe(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert lines[3]["matches"] == [5]
     assert lines[4]["matches"] == ["5"]
     assert len(lines) == 5
+    bad = tmp_path / "bad.jsonl"  # a line that is not UTF-8, one nested past the parser
+    bad.write_bytes(b'{"price": 35}\n\xff\xfe{"price": 35}\n' + b"[" * 100_000 + b"\n{}\n")
+    code, out, _ = run(capsys, "match", store, str(bad))
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 3 and len(lines) == 4
+    assert lines[0] == {"matches": [5]} and lines[3] == {"matches": ["5"]}
+    assert "not UTF-8" in lines[1]["error"] and "nested too deeply" in lines[2]["error"]
     code, _, err = run(capsys, "unsubscribe", store, "5", "nope")
     assert code == 3 and "'nope'" in err
     code, out, _ = run(capsys, "match", store, write_lines(tmp_path / "e2.jsonl", [{"price": 35}]))

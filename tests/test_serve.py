@@ -155,6 +155,8 @@ def test_bad_requests_get_4xx_and_leave_workers_up(server: tuple[Any, str]) -> N
     assert call(url, "POST", "/match", [1, 2])[0] == 400
     assert call(url, "POST", "/match", {"f": float("nan")})[0] == 400
     assert call(url, "POST", "/match", b"\xff\xfe")[0] == 400
+    status, body, _ = call(url, "POST", "/match", b"[" * 100_000)
+    assert status == 400 and "nested too deeply" in body["error"]
     status, body, _ = call(url, "POST", "/match", {"events": [{"i": 1}, {"i": 1.5}, 7]})
     assert status == 200
     assert "matches" in body["results"][0]

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
 from tools.args import positive
@@ -98,8 +98,8 @@ def cmd_match(args: argparse.Namespace) -> int:
 
     rejected = 0
     out = sys.stdout
-    with open_any(args.store) as reader, _input(args.events) as fh:
-        batch: list[str] = []
+    with open_any(args.store) as reader, _binary_input(args.events) as fh:
+        batch: list[bytes] = []
         for line in _lines(fh):
             batch.append(line)
             if len(batch) == MATCH_BATCH:
@@ -109,13 +109,23 @@ def cmd_match(args: argparse.Namespace) -> int:
     return EXIT_INVALID if rejected else EXIT_OK
 
 
-def _lines(fh: TextIO) -> Iterator[str]:
+@contextmanager
+def _binary_input(path: str | None) -> Iterator[BinaryIO]:
+    """Events as bytes: a line that is not UTF-8 is one bad event, not the end of the input."""
+    if path is None or path == "-":
+        yield sys.stdin.buffer
+    else:
+        with open(path, "rb") as fh:
+            yield fh
+
+
+def _lines(fh: BinaryIO) -> Iterator[bytes]:
     for line in fh:
         if line.strip():
             yield line
 
 
-def _match_batch(reader: Any, lines: list[str], out: TextIO) -> int:
+def _match_batch(reader: Any, lines: list[bytes], out: TextIO) -> int:
     if not lines:
         return 0
     rejected = 0
@@ -123,7 +133,7 @@ def _match_batch(reader: Any, lines: list[str], out: TextIO) -> int:
     with reader.snapshot() as match:
         for line in lines:
             try:
-                event = json.loads(line)
+                event = json.loads(line.decode("utf-8"))
                 if not isinstance(event, dict):
                     raise InvalidInput("an event must be a JSON object")
                 values = reader.schema.validate_event(event)
@@ -131,6 +141,12 @@ def _match_batch(reader: Any, lines: list[str], out: TextIO) -> int:
             except json.JSONDecodeError as exc:
                 rejected += 1
                 results.append({"error": f"malformed JSON: {exc.msg} at column {exc.colno}"})
+            except UnicodeDecodeError as exc:
+                rejected += 1
+                results.append({"error": f"not UTF-8: {exc.reason} at byte {exc.start}"})
+            except RecursionError:
+                rejected += 1
+                results.append({"error": "malformed JSON: nested too deeply"})
             except InvalidInput as exc:
                 rejected += 1
                 results.append({"error": exc.message})

@@ -232,6 +232,8 @@ class Service:
             raise HTTPError(
                 400, f"malformed JSON: {exc.msg} at column {exc.colno}", column=exc.colno
             ) from exc
+        except RecursionError:
+            raise HTTPError(400, "malformed JSON: nested too deeply") from None
 
     # -- the routes ----------------------------------------------------------------------
 
