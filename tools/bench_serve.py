@@ -412,6 +412,13 @@ def _cpu_figures(
     }
 
 
+def _ceiling(workers: int, cpu: dict[str, Any]) -> float:
+    """Requests per second the cores allow: each worker uses at most one core, and the
+    workers and the client together at most all of them (nothing else running)."""
+    server, client = cpu["server_ms"] / 1000, cpu["client_ms"] / 1000
+    return min(workers / server, (os.cpu_count() or 1) / (server + client))
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| mode | workers | requests | errors | per s | mean ms | p50 | p95 | p99 "
@@ -476,13 +483,17 @@ def main(args: argparse.Namespace) -> int:
     agree = all(
         r["answers"] and all(a == rows[0]["answers"] for a in r["answers"]) for r in rows[1:]
     )
-    base = {r["workers"]: r["per_s"] for r in rows if r["mode"] == "serve"}
+    served_rows = {r["workers"]: r for r in rows if r["mode"] == "serve"}
+    base = {w: r["per_s"] for w, r in served_rows.items()}
     scaling = {f"{w}_vs_1": base[w] / base[1] for w in base if 1 in base and w != 1}
+    ceiling = {w: _ceiling(w, r["cpu"]) for w, r in served_rows.items()}
+    allowed = {f"{w}_vs_1": ceiling[w] / ceiling[1] for w in ceiling if 1 in ceiling and w != 1}
     results = {
         "benchmark": "serve",
         "params": {k: v for k, v in vars(args).items() if not callable(v)},
         "answers_agree": agree,
         "scaling": scaling,
+        "scaling_the_cores_allow": allowed,
         "rows": [{k: v for k, v in r.items() if k != "answers"} for r in rows],
     }
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -490,5 +501,10 @@ def main(args: argparse.Namespace) -> int:
     print(format_table(rows))
     print(f"\nanswers over HTTP equal the in-process matches: {agree}")
     for key, ratio in scaling.items():
-        print(f"throughput {key.replace('_', ' ')} worker: {ratio:.2f}x")
+        w = int(key.split("_")[0])
+        print(
+            f"throughput {key.replace('_', ' ')} worker: {ratio:.2f}x (the cores allow"
+            f" {allowed[key]:.2f}x at the server and client CPU per request measured;"
+            f" others used {served_rows[w]['cpu']['other_ms']:.2f} ms per request meanwhile)"
+        )
     return 0 if agree and not any(r["errors"] for r in rows) else 1
