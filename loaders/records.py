@@ -40,31 +40,36 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Record]:
 
 
 def parse_lines(lines: Iterable[str], first: int = 1) -> Iterator[Record]:
+    """The records of JSON Lines (numbered from ``first``); blank lines skipped."""
     for n, text in enumerate(lines, first):
-        if not text.strip():
-            continue
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield Record(n, None, None, f"malformed JSON: {exc.msg} at column {exc.colno}")
-            continue
-        if not isinstance(doc, dict) or "id" not in doc or "expr" not in doc:
-            yield Record(
-                n,
-                doc.get("id") if isinstance(doc, dict) else None,
-                None,
-                'a record must be an object with "id" and "expr"',
-            )
-            continue
-        ident, expr = doc["id"], doc["expr"]
-        if isinstance(ident, bool) or not isinstance(ident, int | str):
-            yield Record(n, ident, expr, "id must be a string or an integer")
-        elif isinstance(ident, int) and not -(1 << 63) <= ident < 1 << 63:
-            yield Record(n, ident, expr, "integer id outside the signed 64-bit range")
-        elif not isinstance(expr, str):
-            yield Record(n, ident, expr, "expr must be a string")
-        else:
-            yield Record(n, ident, expr)
+        record = parse_line(text, n)
+        if record is not None:
+            yield record
+
+
+def parse_line(text: str, n: int = 1) -> Record | None:
+    """The record of line ``n`` (its error, if it is not usable), or None if it is blank."""
+    if not text or text.isspace():
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Record(n, None, None, f"malformed JSON: {exc.msg} at column {exc.colno}")
+    if type(doc) is not dict or "id" not in doc or "expr" not in doc:
+        return Record(
+            n,
+            doc.get("id") if isinstance(doc, dict) else None,
+            None,
+            'a record must be an object with "id" and "expr"',
+        )
+    ident, expr = doc["id"], doc["expr"]
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        return Record(n, ident, expr, "id must be a string or an integer")
+    if isinstance(ident, int) and not -(1 << 63) <= ident < 1 << 63:
+        return Record(n, ident, expr, "integer id outside the signed 64-bit range")
+    if not isinstance(expr, str):
+        return Record(n, ident, expr, "expr must be a string")
+    return Record(n, ident, expr)
 
 
 def mark_duplicates(records: list[Record]) -> None:

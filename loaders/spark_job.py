@@ -108,7 +108,7 @@ from loaders.records import (
     Record,
     check_rejects,
     mark_duplicates,
-    parse_lines,
+    parse_line,
     publishing,
     write_rejects,
 )
@@ -404,7 +404,7 @@ def parse_record(kind: int, text: str | None) -> Record | None:
     """The record of one extracted row (its ``line`` is set later), or None if blank."""
     if text is None:
         return None
-    record = next(parse_lines((text,)), None)
+    record = parse_line(text)
     if record is None or kind == JSONL:
         return record
     if record.error == _RECORD_SHAPE:
