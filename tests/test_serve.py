@@ -258,6 +258,29 @@ def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
         call(url, "GET", "/healthz")
 
 
+def test_timeout_restarts_a_worker_stuck_in_a_request(store: Path) -> None:
+    proc, url = spawn(store, "--workers", "1", "--timeout", "1")
+    try:
+        before = workers(proc, 1)
+        rng = random.Random(12)
+        events = [event(rng) for _ in range(30_000)]  # several seconds of matching
+        began = time.monotonic()
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
+            call(url, "POST", "/match", {"events": events})
+        assert time.monotonic() - began < 10
+        for _ in range(100):  # gunicorn starts a new worker
+            if workers(proc, 1) - before:
+                break
+            time.sleep(0.1)
+        assert call(url, "GET", "/healthz")[1]["pid"] not in before
+        # the metrics directory outlived the worker: the new one counts, and /metrics sums
+        assert call(url, "POST", "/match", {"i": 1})[0] == 200
+        assert call(url, "GET", "/stats")[1]["bexdb_events_matched"] >= 1
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
 def test_bench_serve_runs_and_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["bench", "serve", "--subs", "400", "--events", "30", "--requests", "120"]
     assert main([*argv, "--concurrency", "4", "--workers", "1", "--out", str(tmp_path)]) == 0

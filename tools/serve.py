@@ -8,18 +8,14 @@ time.  Matching is CPU-bound Python, so processes, not threads, are what scales 
 cores.
 
 * **Connections** are kept alive (HTTP/1.1; an idle one is closed after ``--keepalive``
-  seconds).  The workers are gunicorn's ``gthread`` class with one thread: the main thread
-  polls the listening socket and the kept-alive connections, the request thread answers one
-  request at a time.  The ``sync`` class used before closed every connection after one
-  answer: a client reconnecting for each request spent about 0.3 ms of CPU per request
-  against 0.1 ms on a kept-alive connection, on the cores the workers need, while gunicorn
-  itself costs about the same either way (0.28 ms per request with ``gthread``, 0.24 with
-  ``sync``, measured with a trivial application; ``bexdb bench serve`` records both sides).
-  What ``gthread`` changes besides: a worker's connections stay with it, so the workers
-  share the load by connection, not by request (a worker busy with a large batch still
-  accepts connections, whose requests then wait for it); and ``--timeout`` no longer bounds
-  a request, since the main thread reports the worker alive while a request runs (a worker
-  whose main thread is stuck, say in code holding the GIL, is still restarted).
+  seconds), and a worker answers the requests of its connections on its main thread (see
+  :func:`_worker_class`).  The ``sync`` workers used before closed every connection after
+  one answer: a client reconnecting for each request spent about 0.4 ms of CPU per request
+  against 0.1 ms on a kept-alive connection, CPU the workers need on a machine with a core
+  per worker (``bexdb bench serve`` records the client's CPU and the workers').  A busy
+  worker takes no new connection; the connections it has stay with it, so the workers
+  share the load by connection.  ``--timeout`` bounds a request: a worker that has not
+  finished one in that time is restarted (its client's connection is closed unanswered).
 * **Freshness.** Each request reads in a new LMDB snapshot, so every committed write is
   seen at once; the page cache is validated by generation, not flushed.  A store replaced
   by ``bexdb load --replace`` is a new directory: a worker notices by the inode of the
@@ -76,6 +72,7 @@ _REASONS = {
     503: "Service Unavailable",
 }
 _SUBS = "/subscriptions/"
+_FIRST_REQUEST_WAIT = 0.02  # seconds a worker waits for the request of a new connection
 
 
 class HTTPError(Exception):
@@ -322,8 +319,7 @@ def run(args: argparse.Namespace) -> int:
     options = {
         "bind": f"{args.host}:{args.port}",
         "workers": args.workers,
-        "worker_class": "gthread",
-        "threads": 1,  # one request at a time per process: matching holds the GIL
+        "worker_class": _worker_class(),
         "keepalive": args.keepalive,
         "timeout": args.timeout,
         "graceful_timeout": args.graceful_timeout,
@@ -344,6 +340,49 @@ def run(args: argparse.Namespace) -> int:
 
     _App().run()
     return 0
+
+
+def _worker_class() -> type:
+    """gunicorn's ``gthread`` worker, with each request answered on its main thread.
+
+    ``gthread`` keeps connections alive: its main thread polls the listening socket and the
+    idle connections, and hands each request to a pool thread.  With one request at a time
+    per process (matching holds the GIL) the pool only adds cost: every request crosses two
+    threads and a wake-up pipe, and the main thread, woken by the next request while a
+    match runs, contends for the GIL (the process used 1.08 cores for one core's work).
+    Measured with ``bexdb bench serve``'s client at 100,000 subscriptions, 32 connections,
+    on the 2-core machine, nothing else running: one worker answered 540-550 requests/s at
+    1.8 ms of server CPU each, against 470-490 at 2.2-2.3 ms with the pool thread (and
+    410-450 at 2.1 ms with the ``sync`` worker, whose client paid 0.4 ms per request to
+    reconnect); two workers 920-1,000 against 850-940.
+
+    On its main thread a worker also works as a ``sync`` one does: it takes no new
+    connection while it answers (so a burst of connections spreads over the workers instead
+    of landing on whichever polled first), and its heartbeat waits for the request, so
+    ``--timeout`` bounds a request.  The request of a new connection is awaited at most
+    ``_FIRST_REQUEST_WAIT`` (it comes right behind the handshake); a silent connection is
+    polled instead, so it holds up no one.
+
+    It overrides ``ThreadWorker.enqueue_req``, an internal of gunicorn 27 (hence the lower
+    bound in pyproject.toml); the service's tests run it under real gunicorn.
+    """
+    from concurrent.futures import Future
+
+    from gunicorn.workers.gthread import _DEFER, ThreadWorker
+
+    class MatcherWorker(ThreadWorker):  # type: ignore[misc]
+        def enqueue_req(self, conn: Any) -> None:
+            done: Future[Any] = Future()
+            if not conn.data_ready and not conn.wait_for_data(_FIRST_REQUEST_WAIT):
+                done.set_result(_DEFER)  # a silent new connection: polled until it speaks
+            else:
+                try:
+                    done.set_result(self.handle(conn))
+                except Exception as exc:  # handle() catches its own; closes the connection
+                    done.set_exception(exc)
+            self.finish_request(conn, done)
+
+    return MatcherWorker
 
 
 def _announce(server: Any) -> None:
@@ -375,13 +414,20 @@ def spawn(
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bexdb serve``: a private metrics directory for this service's workers, then run."""
+    """``bexdb serve``: a private metrics directory for this service's workers, then run.
+
+    Only the master removes the directory at the end: a worker is a fork that leaves
+    through here too (gunicorn ends it with ``sys.exit``), and one restarted after a
+    timeout or a crash must not take the directory from the workers still running.
+    """
     metrics_dir = tempfile.mkdtemp(prefix="bexdb-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client loads
+    master = os.getpid()
     try:
         return run(args)
     finally:
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        if os.getpid() == master:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -402,7 +448,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive,
         default=120,
-        help="seconds before a worker whose main loop is stuck is restarted (120)",
+        help="seconds a request may run before its worker is restarted (120)",
     )
     p.add_argument(
         "--keepalive", type=positive, default=5, help="seconds an idle connection is kept (5)"
