@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -78,6 +79,25 @@ class PlaceTable:
     def __len__(self) -> int:
         return len(self.sizes)
 
+    @classmethod
+    def from_arrays(
+        cls,
+        names: Sequence[str],
+        sizes: np.ndarray,
+        attr: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+    ) -> PlaceTable:
+        """The table of rows packed elsewhere: rows per clause, and per row the attribute's
+        number in ``names``, lo and hi (for loaders that compute places in bulk)."""
+        table = cls()
+        table.names = {name: i for i, name in enumerate(names)}
+        table.sizes.frombytes(np.ascontiguousarray(sizes, dtype=np.int64).tobytes())
+        table.attr.frombytes(np.ascontiguousarray(attr, dtype=np.int64).tobytes())
+        table.lo.frombytes(np.ascontiguousarray(lo, dtype=np.uint64).tobytes())
+        table.hi.frombytes(np.ascontiguousarray(hi, dtype=np.uint64).tobytes())
+        return table
+
     def add(self, places: Mapping[str, Sequence[int]]) -> None:
         """Append one clause's places (``{attribute: (lo, hi)}``)."""
         names = self.names
@@ -92,6 +112,35 @@ class PlaceTable:
         self.attr.extend(numbers)
         self.lo.extend(spans[0::2])
         self.hi.extend(spans[1::2])
+
+
+@dataclass
+class PackedSubs:
+    """Subscriptions for :func:`build_from_parts`, with their clauses packed: per
+    subscription its clause count, per clause its atom count, and every atom id
+    concatenated (a loader that interned in bulk has them so; no list per clause)."""
+
+    idents: list[Any]
+    exprs: list[str]
+    per_sub: np.ndarray
+    lens: np.ndarray
+    atoms: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.idents)
+
+    def clause_ids(self) -> list[list[list[int]]]:
+        """Each subscription's clauses as lists of atom ids (its stored record's form)."""
+        flat = self.atoms.tolist()
+        ends = np.cumsum(self.lens).tolist()
+        clauses = [flat[e - n : e] for e, n in zip(ends, self.lens.tolist(), strict=True)]
+        if len(clauses) == len(self.idents):  # one clause each: the common case
+            return [[c] for c in clauses]
+        out, i = [], 0
+        for n in self.per_sub.tolist():
+            out.append(clauses[i : i + n])
+            i += n
+        return out
 
 
 class Batch:
@@ -131,17 +180,17 @@ class Batch:
 
 def build_from_parts(
     index: Index,
-    subs: Sequence[tuple[Any, str, list[list[int]]]],
+    subs: Sequence[tuple[Any, str, list[list[int]]]] | PackedSubs,
     places: PlaceTable | Sequence[Places],
     atoms: dict[int, Atom],
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit.
 
-    ``subs`` are ``(external id, expression, clauses as atom ids)`` with distinct ids,
-    internal ids given by position; ``places`` holds :meth:`Index.places` of every clause
-    in order (packed, or one mapping per clause); ``atoms`` maps every atom id used (dense
-    from 1; 0 is the true atom) to its atom.  For loaders that intern and compute places
-    elsewhere (in Spark executors).
+    ``subs`` are ``(external id, expression, clauses as atom ids)`` with distinct ids
+    (or the same packed, :class:`PackedSubs`), internal ids given by position; ``places``
+    holds :meth:`Index.places` of every clause in order (packed, or one mapping per
+    clause); ``atoms`` maps every atom id used (dense from 1; 0 is the true atom) to its
+    atom.  For loaders that intern and compute places elsewhere (in Spark executors).
     """
     if not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -153,10 +202,16 @@ def build_from_parts(
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
         keys = codec.encode_u64s(range(len(subs)))
-        idents = [ident for ident, _, _ in subs]
-        txn.put_many(b"sub", keys, codec.encode_values(subs))
+        if isinstance(subs, PackedSubs):
+            idents = subs.idents
+            records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
+            txn.put_many(b"sub", keys, codec.encode_values(records))
+            clauses = _Clauses.packed(idents, subs.per_sub, subs.lens, subs.atoms)
+        else:
+            idents = [ident for ident, _, _ in subs]
+            txn.put_many(b"sub", keys, codec.encode_values(subs))
+            clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         txn.put_many(b"ext", codec.encode_ids(idents), keys)
-        clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
         next_atom = max(atoms, default=0) + 1
@@ -177,7 +232,21 @@ class _Clauses:
     """Every clause of a build, packed: internal id, external id, atom ids (CSR)."""
 
     def __init__(self, idents: list[Any], clause_ids: list[list[list[int]]]) -> None:
-        sub, k, self.lens, self.atoms = pack_clauses(clause_ids)
+        self._set(idents, *pack_clauses(clause_ids))
+
+    @classmethod
+    def packed(
+        cls, idents: list[Any], per_sub: np.ndarray, lens: np.ndarray, atoms: np.ndarray
+    ) -> _Clauses:
+        self = cls.__new__(cls)
+        sub, k = _clause_numbers(np.asarray(per_sub, dtype=np.int64))
+        self._set(idents, sub, k, np.asarray(lens, dtype=np.int64), atoms.astype(np.int64))
+        return self
+
+    def _set(
+        self, idents: list[Any], sub: np.ndarray, k: np.ndarray, lens: np.ndarray, atoms: np.ndarray
+    ) -> None:
+        self.lens, self.atoms = lens, atoms
         self.cids = (sub.astype(np.uint64) << np.uint64(CLAUSE_BITS)) | k.astype(np.uint64)
         self.exts = list(map(idents.__getitem__, sub.tolist()))
         self.starts = np.cumsum(self.lens) - self.lens
@@ -194,12 +263,18 @@ def pack_clauses(
     must be ints: strings and floats are refused, not converted).  ~1 µs a clause of
     eight atoms."""
     per_sub = np.fromiter(map(len, clause_ids), dtype=np.int64, count=len(clause_ids))
-    sub = np.repeat(np.arange(len(per_sub)), per_sub)
-    k = np.arange(len(sub)) - np.repeat(np.cumsum(per_sub) - per_sub, per_sub)
+    sub, k = _clause_numbers(per_sub)
     flat = list(chain.from_iterable(clause_ids))
     lens = np.fromiter(map(len, flat), dtype=np.int64, count=len(flat))
     atoms = np.frombuffer(array("q", chain.from_iterable(flat)), dtype=np.int64)
     return sub, k, lens, atoms
+
+
+def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per clause, its subscription's position and its number in it."""
+    sub = np.repeat(np.arange(len(per_sub)), per_sub)
+    k = np.arange(len(sub)) - np.repeat(np.cumsum(per_sub) - per_sub, per_sub)
+    return sub, k
 
 
 def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None:

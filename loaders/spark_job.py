@@ -85,16 +85,19 @@ import threading
 import time
 import warnings
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial, reduce
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from betree.bulk import PlaceTable, build_from_parts
+from betree.bulk import PackedSubs, PlaceTable, build_from_parts
 from betree.expr import ExpressionError
 from betree.index import Index, gc_paused
 from betree.normal import Atom, atom_from_tuple
@@ -146,9 +149,18 @@ RUN = pa.schema(
         ("expr", pa.string()),
         ("error", pa.string()),  # extract error: malformed JSON, bad id, missing column
         ("cerror", pa.string()),  # compile error: syntax, types
-        ("compiled", pa.binary()),  # [[atom keys, places], ...] per clause
+        # the clauses (empty lists for a record with an error):
+        ("atoms", pa.list_(pa.int32())),  # atom ids of every clause, concatenated (see ATOMS)
+        ("lens", pa.list_(pa.int32())),  # per clause: its atoms
+        ("rows", pa.list_(pa.int32())),  # per clause: its places' rows
+        ("pattr", pa.list_(pa.int32())),  # per place row: the attribute (schema order)
+        ("plo", pa.list_(pa.uint64())),  # ... and its grid span
+        ("phi", pa.list_(pa.uint64())),
     ]
 )
+_LISTS = ("atoms", "lens", "rows", "pattr", "plo", "phi")
+#: A compile task's atoms: the store key of atom id i + 1 is row i (0 is the true atom).
+ATOMS = pa.schema([("key", pa.binary())])
 RESULT = pa.schema(
     [
         ("kind", pa.int8()),  # REJECT, BLOCK, SHARD or RUNS
@@ -441,16 +453,17 @@ def compile_partition(
 
     Each record goes to the run file of its shard (:func:`shard_of`) in ``runs``: one
     Arrow stream per (shard, task attempt), ``runs/shard-XXXX/<attempt>.arrow``, rows
-    :data:`RUN`.  What this yields (:data:`RESULT`) is small: one ``RUNS`` row per file
-    written (its shard in ``pos``, its rows in ``block``) and one ``BLOCK`` row per file
-    split read.  Errors of a record (malformed JSON, bad id, missing column; syntax and
-    type errors of its expression) are data, not exceptions.  ``counter`` (an
-    accumulator) counts records.  ``compiled`` is ``[[atom keys, places], ...]`` per
-    clause, read by :func:`build_store`.
+    :data:`RUN`: the record, its error (malformed JSON, bad id, missing column; syntax and
+    type errors of its expression: data, not exceptions), or its clauses as atom ids
+    local to the task and its places (:meth:`Index.places`) as rows.  The task's atoms go
+    to ``runs/atoms/<attempt>.arrow`` (:data:`ATOMS`: each one's store key, made once per
+    atom in the worker).  What this yields (:data:`RESULT`) is small: one ``RUNS`` row
+    per record file (its shard in ``pos``, its rows in ``block``) and one ``BLOCK`` row per
+    file split read.  ``counter`` (an accumulator) counts records.
 
-    Cost: ~40 µs of CPU per record of BEGen's workload (8 atoms) once the worker's
+    Cost: ~35 µs of CPU per record of BEGen's workload (8 atoms) once the worker's
     compiler is warm (:func:`_compiler`): reading the record ~6, :meth:`Index.compile`
-    ~15 (remembered conjuncts), places ~8, store keys and transport ~10.
+    ~12 (remembered conjuncts), places ~8, atom ids and columns ~8.
     """
     from pyspark import TaskContext
 
@@ -458,7 +471,10 @@ def compile_partition(
     attempt = context.taskAttemptId() if context is not None else os.getpid()
     splits: dict[tuple[int, str, int], int] = {}
     fids: dict[str, int] = {}
-    keys = _KEYS  # atom -> its store key (atoms repeat: see _order_atom)
+    keys = _KEYS  # atom -> its store key, kept by the worker (atoms repeat: _order_atom)
+    local: dict[Atom, int] = {}  # atom -> its id in this task
+    local_keys: list[bytes] = []
+    numbers = {name: i for i, name in enumerate(sorted(schema_doc["attributes"]))}
     encode = codec.encode_value
     writers: dict[int, tuple[str, pa.RecordBatchStreamWriter]] = {}
     written = [0] * shards
@@ -468,7 +484,7 @@ def compile_partition(
             idx = _compiler(schema_doc, settings)
             places = idx.places
             for batch in batches:
-                rows: list[list[tuple[Any, ...]]] = [[] for _ in range(shards)]
+                parts = [_RunPart() for _ in range(shards)]
                 for arg, path, block, kind, text in _rows(
                     batch, "arg", "path", "block", "kind", "text"
                 ):
@@ -483,7 +499,8 @@ def compile_partition(
                     if fid is None:
                         fid = fids[path] = _file_id(path)
                     ident = record.id
-                    key = expr = compiled = cerror = None
+                    key = expr = cerror = None
+                    clauses: list[Any] = []
                     if record.error is None:
                         key = codec.encode_id(ident)
                         expr = record.expr
@@ -492,43 +509,114 @@ def compile_partition(
                         except InvalidInput as exc:
                             # as python_load: the reason without "subscription ID: "
                             cerror = exc.message.split(": ", 1)[-1]
-                        else:
-                            packed = []
-                            for clause in clauses:
-                                atom_keys = []
-                                for atom in clause:
-                                    k = keys.get(atom)
-                                    if k is None:
-                                        if len(keys) >= _KEYS_MAX:
-                                            keys.clear()
-                                        k = keys[atom] = encode(atom.as_tuple())
-                                    atom_keys.append(k)
-                                packed.append((atom_keys, places(clause)))
-                            compiled = encode(packed)
                     shown = str(ident) if type(ident) is int else json.dumps(ident)
-                    rows[shard_of(key, shards)].append(
-                        (arg, fid, block, pos, key, shown, expr, record.error, cerror, compiled)
-                    )
-                for shard, part in enumerate(rows):
-                    if not part:
+                    part = parts[shard_of(key, shards)]
+                    part.rows.append((arg, fid, block, pos, key, shown, expr, record.error, cerror))
+                    for clause in clauses:
+                        ids = []
+                        for atom in clause:
+                            aid = local.get(atom)
+                            if aid is None:
+                                k = keys.get(atom)
+                                if k is None:
+                                    if len(keys) >= _KEYS_MAX:
+                                        keys.clear()
+                                    k = keys[atom] = encode(atom.as_tuple())
+                                local_keys.append(k)
+                                aid = local[atom] = len(local_keys)
+                            ids.append(aid)
+                        part.atoms.extend(ids or (0,))
+                        part.lens.append(len(ids) or 1)
+                        spans = places(clause)
+                        part.nrows.append(len(spans))
+                        part.pattr.extend(map(numbers.__getitem__, spans))
+                        flat = list(chain.from_iterable(spans.values()))
+                        part.plo.extend(flat[0::2])
+                        part.phi.extend(flat[1::2])
+                    part.close_record()
+                for shard, part in enumerate(parts):
+                    if not part.rows:
                         continue
                     entry = writers.get(shard)
                     if entry is None:
                         name = str(Path(runs) / sharding.shard_name(shard) / f"{attempt}.arrow")
                         entry = writers[shard] = (name, pa.ipc.new_stream(name, RUN))
-                    entry[1].write_batch(_batch(part, RUN))
-                    written[shard] += len(part)
+                    entry[1].write_batch(part.batch())
+                    written[shard] += len(part.rows)
     finally:
         for _, writer in writers.values():
             writer.close()
         if counter is not None:
             counter.add(seen)
-    out: dict[str, list[Any]] = {name: [] for name in RESULT.names}
+    if writers:
+        with pa.ipc.new_stream(_atoms_file(next(iter(writers.values()))[0]), ATOMS) as out:
+            out.write_batch(pa.record_batch([pa.array(local_keys, pa.binary())], schema=ATOMS))
+    done: dict[str, list[Any]] = {name: [] for name in RESULT.names}
     for (arg, path, block), count in splits.items():
-        _append(out, kind=BLOCK, arg=arg, fid=_file_id(path), block=block, pos=count, path=path)
+        _append(done, kind=BLOCK, arg=arg, fid=_file_id(path), block=block, pos=count, path=path)
     for shard, (name, _) in sorted(writers.items()):
-        _append(out, kind=RUNS, pos=shard, block=written[shard], path=name)
-    yield pa.RecordBatch.from_pydict(out, schema=RESULT)
+        _append(done, kind=RUNS, pos=shard, block=written[shard], path=name)
+    yield pa.RecordBatch.from_pydict(done, schema=RESULT)
+
+
+class _RunPart:
+    """One shard's records of one input batch, as :data:`RUN` columns: the scalar ones
+    as row tuples, the list ones flat with their offsets (no list object per record)."""
+
+    __slots__ = (
+        "atom_end",
+        "atoms",
+        "clause_end",
+        "lens",
+        "nrows",
+        "pattr",
+        "phi",
+        "place_end",
+        "plo",
+        "rows",
+    )
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.atoms, self.lens, self.nrows, self.pattr = (array("i") for _ in range(4))
+        self.plo, self.phi = array("Q"), array("Q")
+        self.atom_end, self.clause_end, self.place_end = (
+            array("i", [0]),
+            array("i", [0]),
+            array("i", [0]),
+        )
+
+    def close_record(self) -> None:
+        self.atom_end.append(len(self.atoms))
+        self.clause_end.append(len(self.lens))
+        self.place_end.append(len(self.pattr))
+
+    def batch(self) -> pa.RecordBatch:
+        scalars = _batch(self.rows, pa.schema(list(RUN)[: -len(_LISTS)]))
+        lists = []
+        for values, ends, field in (
+            (self.atoms, self.atom_end, "atoms"),
+            (self.lens, self.clause_end, "lens"),
+            (self.nrows, self.clause_end, "rows"),
+            (self.pattr, self.place_end, "pattr"),
+            (self.plo, self.place_end, "plo"),
+            (self.phi, self.place_end, "phi"),
+        ):
+            typ = RUN.field(field).type
+            lists.append(
+                pa.ListArray.from_arrays(
+                    pa.array(np.frombuffer(ends, dtype=np.int32)),
+                    pa.array(np.frombuffer(values, dtype=typ.value_type.to_pandas_dtype())),
+                    type=typ,
+                )
+            )
+        return pa.RecordBatch.from_arrays([*scalars.columns, *lists], schema=RUN)
+
+
+def _atoms_file(run_file: str) -> str:
+    """The atoms file of the task that wrote ``run_file``: ``runs/atoms/<attempt>.arrow``."""
+    path = Path(run_file)
+    return str(path.parent.parent / "atoms" / path.name)
 
 
 def shard_of(key: bytes | None, shards: int) -> int:
@@ -540,13 +628,27 @@ def shard_of(key: bytes | None, shards: int) -> int:
     return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
 
 
-def read_runs(paths: Iterable[str]) -> pa.Table:
-    """The rows of run files (:data:`RUN`), in the order given."""
+def read_runs(paths: Iterable[str]) -> tuple[pa.Table, list[bytes]]:
+    """The rows of run files (:data:`RUN`) in the order given, their atom ids made global:
+    the store key of atom id i + 1 is the i-th of the keys returned (0: the true atom).
+
+    Cost: one dict lookup per atom of each task, then numpy (no work per record).
+    """
+    ids: dict[bytes, int] = {}
     tables = []
     for path in paths:
+        with pa.ipc.open_stream(_atoms_file(path)) as reader:
+            keys = reader.read_all()["key"].to_pylist()
+        glob_ids = np.zeros(len(keys) + 1, dtype=np.int32)
+        glob_ids[1:] = [ids.setdefault(k, len(ids) + 1) for k in keys]
         with pa.ipc.open_stream(path) as reader:
-            tables.append(reader.read_all())
-    return pa.concat_tables(tables) if tables else RUN.empty_table()
+            table = reader.read_all().combine_chunks()
+        atoms = table["atoms"].chunk(0) if table.num_rows else pa.array([], RUN.field("atoms").type)
+        local = np.asarray(atoms.values)
+        renamed = pa.ListArray.from_arrays(atoms.offsets, pa.array(glob_ids[local]))
+        tables.append(table.set_column(table.schema.get_field_index("atoms"), "atoms", renamed))
+    table = pa.concat_tables(tables) if tables else RUN.empty_table()
+    return table, list(ids)
 
 
 #: Per Python worker, kept across its tasks (Spark reuses workers): the compiling index of
@@ -654,7 +756,7 @@ def build_partition(
     root = Path(staging)
     for batch in batches:
         for shard in batch.column("id").to_pylist():
-            table = read_runs(runs.get(shard, ()))
+            table, atom_keys = read_runs(runs.get(shard, ()))
             good, rejects = triage(table)
             del table  # the shard's records now live in ``good`` only
             out: dict[str, list[Any]] = {name: [] for name in RESULT.names}
@@ -663,9 +765,8 @@ def build_partition(
                     out, kind=REJECT, arg=arg, fid=fid, block=block, pos=pos, id=ident, error=error
                 )
             dest = _shard_dest(root, shards, shard)
-            figures = build_store(
-                good, schema_doc, settings, root / f"raw-{shard:04d}", dest, fail_at=fail_at
-            )
+            raw = root / f"raw-{shard:04d}"
+            figures = build_store(good, atom_keys, schema_doc, settings, raw, dest, fail_at=fail_at)
             figures["shard"] = shard
             _append(out, kind=SHARD, pos=shard, error=json.dumps(figures))
             yield pa.RecordBatch.from_pydict(out, schema=RESULT)
@@ -676,10 +777,8 @@ def _shard_dest(staging: Path, shards: int | None, shard: int) -> Path:
     return staging / "store" if shards is None else staging / "store" / sharding.shard_name(shard)
 
 
-def triage(
-    records: pa.Table,
-) -> tuple[list[tuple[Any, str, bytes]], list[tuple[int, int, int, int, str, str]]]:
-    """Split one shard's records into loadable ``(id, expr, compiled)`` and rejects.
+def triage(records: pa.Table) -> tuple[pa.Table, list[tuple[int, int, int, int, str, str]]]:
+    """Split one shard's records into the loadable ones (a table) and rejects.
 
     In input order.  Precedence as the single-process engine: an extract error, else a
     duplicate id (counted among records without an extract error, every occurrence
@@ -693,36 +792,34 @@ def triage(
     counts = pc.value_counts(usable["key"])
     repeated = pc.greater(counts.field("counts"), 1)
     dup_keys = set(counts.field("values").filter(repeated).to_pylist())
-    dup_errors: dict[int, str] = {}
-    columns = [
-        records[c].to_pylist()
-        for c in ("arg", "fid", "block", "pos", "key", "id", "expr", "error", "cerror", "compiled")
-    ]
+    reasons = pc.coalesce(records["error"], records["cerror"]).to_pylist()
     if dup_keys:
+        columns = [records[c].to_pylist() for c in ("key", "id", "expr", "error")]
         dups = [
             (i, Record(i, json.loads(ident), expr))
-            for i, (key, ident, expr) in enumerate(
-                zip(columns[4], columns[5], columns[6], strict=True)
-            )
-            if key in dup_keys and columns[7][i] is None
+            for i, (key, ident, expr, error) in enumerate(zip(*columns, strict=True))
+            if key in dup_keys and error is None
         ]
         mark_duplicates([r for _, r in dups])
-        dup_errors = {i: r.error for i, r in dups if r.error is not None}
-    good: list[tuple[Any, str, bytes]] = []
-    rejects: list[tuple[int, int, int, int, str, str]] = []
-    for i, (arg, fid, block, pos, _, ident, expr, error, cerror, compiled) in enumerate(
-        zip(*columns, strict=True)
-    ):
-        reason = error or dup_errors.get(i) or cerror
-        if reason is not None:
-            rejects.append((arg, fid, block, pos, ident, reason))
-        else:
-            good.append((json.loads(ident), expr, compiled))
+        for i, r in dups:
+            if r.error is not None:
+                reasons[i] = r.error
+    rejected = [i for i, reason in enumerate(reasons) if reason is not None]
+    rejects = []
+    if rejected:
+        rows = records.take(rejected)
+        columns = [rows[c].to_pylist() for c in ("arg", "fid", "block", "pos", "id")]
+        for i, (arg, fid, block, pos, ident) in zip(
+            rejected, zip(*columns, strict=True), strict=True
+        ):
+            rejects.append((arg, fid, block, pos, ident, reasons[i]))
+    good = records.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
     return good, rejects
 
 
 def build_store(
-    good: list[tuple[Any, str, bytes]],
+    good: pa.Table,
+    atom_keys: list[bytes],
     schema_doc: dict[str, Any],
     settings: dict[str, int] | None,
     raw: Path,
@@ -730,12 +827,13 @@ def build_store(
     *,
     fail_at: str | None = None,
 ) -> dict[str, Any]:
-    """Intern, batch-build, check and compact one store from compiled records (consumed:
-    ``good`` is emptied once decoded, so that its bytes do not outlive their use).
+    """Batch-build, check and compact one store from compiled records (:data:`RUN` rows
+    without errors, their atom ids global: the key of id i + 1 is ``atom_keys[i]``).
 
-    ``raw`` (a scratch store) must not exist and its parent must: a task that outlives a
-    cancelled load finds the staging directory gone and stops instead of re-creating it.
-    Returns the store's figures and the seconds of each step.
+    Atom ids are renumbered densely in order of first use (as the single-process engine
+    numbers them).  ``raw`` (a scratch store) must not exist and its parent must: a task
+    that outlives a cancelled load finds the staging directory gone and stops instead of
+    re-creating it.  Returns the store's figures and the seconds of each step.
     """
     t0 = time.perf_counter()
     os.mkdir(raw)
@@ -744,19 +842,31 @@ def build_store(
             gc_paused(),
             Index.open(raw, schema=schema_doc, settings=settings, sync=False) as idx,
         ):
-            atoms: dict[bytes, int] = {}
-            subs: list[tuple[Any, str, list[list[int]]]] = []
-            places = PlaceTable()
-            decode, intern, add = codec.decode_value, atoms.setdefault, places.add
-            for ident, expr, compiled in good:
-                ids = []
-                for keys, place in decode(compiled):
-                    ids.append([intern(k, len(atoms) + 1) for k in keys] or [0])
-                    add(place)
-                subs.append((ident, expr, ids))
-            good.clear()
-            catalog = {aid: atom_from_tuple(codec.decode_value(k)) for k, aid in atoms.items()}
-            del atoms
+            flat = {name: np.asarray(pc.list_flatten(good[name])) for name in _LISTS}
+            atoms = flat["atoms"].astype(np.int64)
+            used, first = np.unique(atoms[atoms > 0], return_index=True)
+            used = used[np.argsort(first)]  # global ids in order of first use
+            dense = np.zeros(len(atom_keys) + 1, dtype=np.int64)
+            dense[used] = np.arange(1, len(used) + 1)
+            subs = PackedSubs(
+                idents=[json.loads(i) for i in good["id"].to_pylist()],
+                exprs=good["expr"].to_pylist(),
+                per_sub=np.asarray(pc.list_value_length(good["lens"])),
+                lens=flat["lens"],
+                atoms=dense[atoms],
+            )
+            places = PlaceTable.from_arrays(
+                sorted(schema_doc["attributes"]),
+                flat["rows"],
+                flat["pattr"],
+                flat["plo"],
+                flat["phi"],
+            )
+            catalog = {
+                aid: atom_from_tuple(codec.decode_value(atom_keys[g - 1]))
+                for aid, g in enumerate(used.tolist(), 1)
+            }
+            del flat, atoms, dense
             t1 = time.perf_counter()
             counts = build_from_parts(idx, subs, places, catalog)
             del subs, places, catalog  # the store has them now; check() reads them back
@@ -897,8 +1007,8 @@ def _load_job(
     schema_doc = schema.to_json()
     counter = sc.accumulator(0)
     runs = staging / "runs"
-    for i in range(k):
-        (runs / sharding.shard_name(i)).mkdir(parents=True)
+    for name in ("atoms", *map(sharding.shard_name, range(k))):
+        (runs / name).mkdir(parents=True)
     compiled = _map(
         source,
         partial(

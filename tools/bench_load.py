@@ -293,12 +293,19 @@ def profile_hot_spots(data: Path, n: int) -> str:
         parts.append(_top(prof, f"compile transform (executors), {n:,} subscriptions", t0))
         result = pa.Table.from_batches(out)
         files = result.filter(pa.compute.equal(result["kind"], spark_job.RUNS))
-        good, _ = spark_job.triage(spark_job.read_runs(files["path"].to_pylist()))
+        table, atom_keys = spark_job.read_runs(files["path"].to_pylist())
+        good, _ = spark_job.triage(table)
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
         t0 = time.perf_counter()
         prof.runcall(
-            spark_job.build_store, good, schema, None, Path(tmp) / "raw", Path(tmp) / "store"
+            spark_job.build_store,
+            good,
+            atom_keys,
+            schema,
+            None,
+            Path(tmp) / "raw",
+            Path(tmp) / "store",
         )
         parts.append(_top(prof, f"shard build (intern, BE-B, check, copy), {n:,} subs", t0))
     return "\n".join(parts)
