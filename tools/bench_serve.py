@@ -20,12 +20,15 @@ engine into a store in ``--out``/store, reused when it is there; ``--events`` ev
 * **memory**: each worker's RSS after the warm-up and at the end (bounded: the page cache
   is capped, nothing grows per request).
 
-The client runs on the same 2 cores as the workers, so the two workers share the cores with
+The client runs on the same 2 cores as the workers, so two workers share the cores with
 it: with ``S`` ms of server CPU and ``C`` of client CPU per request, two workers reach at
-most ``2S / (S + C)`` times one worker's throughput (one worker has a core to itself).  On
-this machine ``S`` is about 1.8 ms at 100,000 subscriptions and ``C`` about 0.1 ms on a
-kept-alive connection (0.3 ms with ``http.client`` threads opening one per request, which
-the sync workers this service used before forced), so the bound is about 1.9x.
+most ``2S / (S + C)`` times one worker's throughput (one worker has a core to itself); the
+run prints that bound beside the measured ratio.  On this machine ``S`` is about 1.8 ms at
+100,000 subscriptions (1.25 of it the match) and ``C`` about 0.1 ms on a kept-alive
+connection (0.3 ms with the ``http.client`` threads opening one per request that this
+replaced, as the ``sync`` workers the service used then closed every connection), so the
+bound is about 1.9x.  ``S`` also grows by 5-10% when both cores are busy (the two workers'
+caches compete), which the bound, taken per row, includes.
 
 Output: a markdown table, ``results.json`` and ``serve.png`` in ``--out``.
 
