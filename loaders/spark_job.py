@@ -817,6 +817,16 @@ def triage(records: pa.Table) -> tuple[pa.Table, list[tuple[int, int, int, int, 
     return good, rejects
 
 
+def _idents(shown: pa.ChunkedArray) -> list[Any]:
+    """External ids from their JSON text: integers parsed by Arrow, strings by ``json``."""
+    quoted = pc.starts_with(shown, '"')
+    ids = pc.cast(pc.if_else(quoted, "0", shown), pa.int64()).to_pylist()
+    if pc.any(quoted).as_py():
+        for i in np.flatnonzero(np.asarray(quoted)).tolist():
+            ids[i] = json.loads(shown[i].as_py())
+    return ids
+
+
 def build_store(
     good: pa.Table,
     atom_keys: list[bytes],
@@ -849,7 +859,7 @@ def build_store(
             dense = np.zeros(len(atom_keys) + 1, dtype=np.int64)
             dense[used] = np.arange(1, len(used) + 1)
             subs = PackedSubs(
-                idents=[json.loads(i) for i in good["id"].to_pylist()],
+                idents=_idents(good["id"]),
                 exprs=good["expr"].to_pylist(),
                 per_sub=np.asarray(pc.list_value_length(good["lens"])),
                 lens=flat["lens"],
