@@ -33,56 +33,81 @@ strings with ``and`` inside included.  Memory: bounded by ``limit`` remembered p
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from operator import itemgetter
 
 from betree.expr import Between, Compare, InList
 from betree.normal import Atom, Clause, _atom_key, order_atoms
 from betree.parser import compile_expr
 from betree.schema import Schema
+from betree.tree import Places
 from storage.errors import InvalidInput
 
 #: Cut a text at "and" between spaces and before what can start a predicate.
+_first = itemgetter(0)
 _CUT = re.compile(r" +[Aa][Nn][Dd] +(?=[A-Za-z_(])").split
 
-#: A remembered piece: its attribute and atoms (``()`` when it is false), or ``None``.
-Piece = tuple[str, tuple[Atom, ...]] | None
-_MISS: Piece = ("", ())  # (found by identity)
+#: A remembered piece: its attribute, atoms (``()`` when it is false) and places, or None.
+Piece = tuple[str, tuple[Atom, ...], Places] | None
+_MISS: Piece = ("", (), {})  # (found by identity)
 
 
 class ConjunctMemo:
-    """The clauses of plain conjunctions over ``schema``, by their pieces' texts."""
+    """The clauses of plain conjunctions over ``schema``, by their pieces' texts.
 
-    __slots__ = ("_pieces", "limit", "schema")
+    With ``places`` (:meth:`betree.index.Index.places`), each piece also remembers its
+    places, and :meth:`compiled` gives the clause's: the union of its pieces' (an
+    attribute's interval depends only on the atoms on it, all in one piece).
+    """
 
-    def __init__(self, schema: Schema, limit: int = 1 << 17) -> None:
+    __slots__ = ("_pieces", "limit", "places", "schema")
+
+    def __init__(
+        self,
+        schema: Schema,
+        limit: int = 1 << 17,
+        places: Callable[[Clause], Places] | None = None,
+    ) -> None:
         self.schema = schema
         self.limit = limit
+        self.places = places
         self._pieces: dict[str, Piece] = {}
 
     def clauses(self, text: str) -> list[Clause] | None:
         """``to_clauses(compile_expr(text, schema))`` when ``text`` is a plain conjunction
         (see the module docstring), else ``None``."""
+        found = self._join(text)
+        return None if found is None else found[0]
+
+    def compiled(self, text: str) -> tuple[list[Clause], list[Places]] | None:
+        """:meth:`clauses` and the places of each clause (needs ``places``)."""
+        return self._join(text, True)
+
+    def _join(
+        self, text: str, with_places: bool = False
+    ) -> tuple[list[Clause], list[Places]] | None:
         pieces = self._pieces
-        attrs: list[str] = []
-        atoms: list[Atom] = []
-        false = False
+        found: list[tuple[str, tuple[Atom, ...], Places]] = []
         for part in _CUT(text):
             piece = pieces.get(part, _MISS)
             if piece is _MISS:
                 piece = self._learn(part)
             if piece is None:
                 return None
-            attr, found = piece
-            attrs.append(attr)
-            if found:
-                atoms.extend(found)
-            else:
-                false = True
-        if len(set(attrs)) != len(attrs):
+            found.append(piece)
+        if len({attr for attr, _, _ in found}) != len(found):
             return None  # bounds to merge, contradictions: the general path's work
-        if false:
-            return []
+        if not all(atoms for _, atoms, _ in found):
+            return [], []  # a false piece
+        atoms = [atom for _, piece_atoms, _ in found for atom in piece_atoms]
         atoms.sort(key=_atom_key)
-        return [tuple(atoms)]
+        if not with_places:
+            return [tuple(atoms)], []
+        found.sort(key=_first)  # places in the clause's attribute order, as Index.places
+        places: Places = {}
+        for _, _, piece_places in found:
+            places.update(piece_places)
+        return [tuple(atoms)], [places]
 
     def _learn(self, part: str) -> Piece:
         try:
@@ -93,7 +118,9 @@ class ConjunctMemo:
             piece = None
             if isinstance(node, (Compare, Between, InList)):  # one predicate, on one attribute
                 found = order_atoms(node)
-                piece = None if found is None else (node.attr, found)
+                if found is not None:
+                    places = self.places(found) if self.places is not None and found else {}
+                    piece = (node.attr, found, places)
         if len(self._pieces) >= self.limit:
             self._pieces.clear()
         self._pieces[part] = piece

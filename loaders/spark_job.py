@@ -481,8 +481,7 @@ def compile_partition(
     seen = 0
     try:
         with gc_paused():
-            idx = _compiler(schema_doc, settings)
-            places = idx.places
+            compile_places = _compiler(schema_doc, settings).compile_places
             for batch in batches:
                 parts = [_RunPart() for _ in range(shards)]
                 for arg, path, block, kind, text in _rows(
@@ -501,18 +500,19 @@ def compile_partition(
                     ident = record.id
                     key = expr = cerror = None
                     clauses: list[Any] = []
+                    spans_of: list[Any] = []
                     if record.error is None:
                         key = codec.encode_id(ident)
                         expr = record.expr
                         try:
-                            clauses = idx.compile(ident, expr)
+                            clauses, spans_of = compile_places(ident, expr)
                         except InvalidInput as exc:
                             # as python_load: the reason without "subscription ID: "
                             cerror = exc.message.split(": ", 1)[-1]
                     shown = str(ident) if type(ident) is int else json.dumps(ident)
                     part = parts[shard_of(key, shards)]
                     part.rows.append((arg, fid, block, pos, key, shown, expr, record.error, cerror))
-                    for clause in clauses:
+                    for clause, spans in zip(clauses, spans_of, strict=True):
                         ids = []
                         for atom in clause:
                             aid = local.get(atom)
@@ -527,7 +527,6 @@ def compile_partition(
                             ids.append(aid)
                         part.atoms.extend(ids or (0,))
                         part.lens.append(len(ids) or 1)
-                        spans = places(clause)
                         part.nrows.append(len(spans))
                         part.pattr.extend(map(numbers.__getitem__, spans))
                         flat = list(chain.from_iterable(spans.values()))
