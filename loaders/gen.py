@@ -381,8 +381,8 @@ def draw_events(p: Params, bases: Bases, n: int, stream: int) -> tuple[np.ndarra
 
 
 def dense(p: Params, attrs: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Events as an (n, D) matrix, _NONE where undefined."""
-    out = np.full((len(attrs), p.dims), _NONE, dtype=np.int16)
+    """Events as an (n, D) matrix, _NONE where undefined (int32: any cardinality fits)."""
+    out = np.full((len(attrs), p.dims), _NONE, dtype=np.int32)
     np.put_along_axis(out, attrs, values, axis=1)
     return out
 

@@ -186,3 +186,12 @@ def test_bench_match_fails_loudly_on_disagreement(
     with pytest.raises(bench_match.AgreementError, match="counting returned"):
         bench_match.main(_bench_args(out))
     assert not (out / "results.json").exists()
+
+
+def test_dense_events_keep_large_values() -> None:
+    """Values above int16's range survive (an int16 matrix wrapped them)."""
+    p = gen.Params(dims=4, card=100_000)
+    attrs = np.array([[0, 2], [1, 3]])
+    values = np.array([[40_000, 99_999], [7, 65_536]])
+    out = gen.dense(p, attrs, values)
+    assert out.tolist() == [[40_000, -1, 99_999, -1], [-1, 7, -1, 65_536]]
