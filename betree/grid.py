@@ -94,3 +94,21 @@ def halves(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """The two children of the bucket ``[lo, hi]`` (``lo < hi``)."""
     mid = (lo + hi) // 2
     return (lo, mid), (mid + 1, hi)
+
+
+def value(kind: str, c: int) -> Any:
+    """The value at grid coordinate ``c`` (for showing buckets): the int, the double, the
+    8-byte string prefix, or the bool; ``None`` for lists.  ``coord(kind, value(kind, c))``
+    is ``c`` for ints, floats and bools (strings: for prefixes that are whole characters).
+    """
+    if kind == "int":
+        return c - _SIGN
+    if kind == "float":
+        bits = c ^ _SIGN if c & _SIGN else c ^ GRID_MAX
+        x = float(_DOUBLE.unpack(_U64.pack(bits))[0])
+        return x if x == x else (math.inf if c & _SIGN else -math.inf)  # NaN bits: beyond
+    if kind == "string":
+        return _U64.pack(c).rstrip(b"\0").decode("utf-8", errors="replace")
+    if kind == "bool":
+        return bool(c)
+    return None

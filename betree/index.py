@@ -29,7 +29,7 @@ import gc
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,7 @@ from betree.tree import DEFAULTS, BETree, Places
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
-from storage.errors import InvalidInput, StoreError
+from storage.errors import InvalidInput, StoreError, StoreReplaced
 from storage.store import ReadTxn, Store, WriteTxn, open_store
 
 NS = b"bexdb"
@@ -184,10 +184,16 @@ class Index:
             txn.put_obj(NS, b"schema", schema.to_json())
 
     def close(self) -> None:
-        """Close the store, first flushing matching statistics not yet flushed (if writable)."""
+        """Close the store, first flushing matching statistics not yet flushed (if writable).
+
+        Statistics of a store replaced meanwhile (``bexdb compact``) are dropped: they
+        cannot be written to it, and closing it is what its reopening needs.
+        """
         try:
             if self._collector is not None and self._collector.events and not self.store.readonly:
                 self.adjust()
+        except StoreReplaced:
+            pass
         finally:
             self.store.close()
 
@@ -278,16 +284,21 @@ class Index:
         yield writer
         writer.finish()
 
-    def subscriptions(self) -> list[tuple[SubId, str]]:
-        """Every ``(id, expression)``, in insertion order (one snapshot)."""
-        with self.store.read() as txn:
-            return [tuple(codec.decode_value(v)[:2]) for _, v in txn.scan(b"sub")]  # type: ignore[misc]
+    def subscriptions(self, txn: ReadTxn | None = None) -> list[tuple[SubId, str]]:
+        """Every ``(id, expression)``, in insertion order (one snapshot, or ``txn``'s)."""
+        if txn is None:
+            with self.store.read() as snap:
+                return self.subscriptions(snap)
+        return [tuple(codec.decode_value(v)[:2]) for _, v in txn.scan(b"sub")]  # type: ignore[misc]
 
-    def settings(self) -> dict[str, int]:
+    def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
-        self-adjustment: ``adjust``, ``adjust_window``, ``theta``)."""
-        with self.store.read() as txn:
-            rec = txn.get_obj(NS, b"index")
+        self-adjustment: ``adjust``, ``adjust_window``, ``theta``), in a snapshot of their
+        own or ``txn``'s."""
+        if txn is None:
+            with self.store.read() as snap:
+                return self.settings(snap)
+        rec = txn.get_obj(NS, b"index")
         out = {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
         out.update({k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()})
         return out
@@ -352,10 +363,13 @@ class Index:
         :meth:`match` calls it; callers that match through :meth:`match_validated` in
         their own read transaction (``bexdb serve``) call it after
         closing it.  A no-op unless the store's ``adjust`` setting is on and the store
-        is writable.
+        is writable.  In a store replaced meanwhile (``bexdb compact``) the window's
+        statistics are dropped rather than failing the match that completed it: they are
+        advice, and the caller reopens the store (``bexdb serve`` does, by inode).
         """
         if self._collector is not None and self._collector.events >= self._flush_every:
-            self.adjust()
+            with suppress(StoreReplaced):
+                self.adjust()
 
     def match_validated(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """Match an event already validated by ``schema.validate_event`` in ``txn``."""
@@ -493,7 +507,12 @@ class Index:
             steps.append(
                 {
                     "attribute": node.attr,
-                    "bucket": "top" if node.top else [node.lo, node.hi],
+                    # the bucket as values (an attribute's values from lo to hi), and on the
+                    # grid (betree.grid: where the c-directory halves it)
+                    "bucket": "top"
+                    if node.top
+                    else [_shown(grid.value(kind, node.lo)), _shown(grid.value(kind, node.hi))],
+                    "grid": None if node.top else [node.lo, node.hi],
                     "c_node": node.page,
                     "reached": reached,
                     "pruned": why,
@@ -788,3 +807,10 @@ class _Writer:
             else:
                 self.txn.delete(b"direct", attr.encode())
         self.txn.put_obj(NS, b"index", self.rec)
+
+
+def _shown(value: Any) -> Any:
+    """A bucket bound for JSON: an infinite float as the string ``"inf"``/``"-inf"``."""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value

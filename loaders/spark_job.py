@@ -56,18 +56,18 @@ and one code path serves both cases; ``--max-rejects`` is applied after the buil
 saves keeping the compiled set.
 
 Cost, measured on 1M BEGen subscriptions on this 2-core machine (``bexdb bench load``):
-Spark start ~7 s; the compile stage ~75 µs of CPU per record in the Python function (parse
-and normalize ~45, places ~5, transport ~5, reading the record ~5), ~100 µs with Spark's
-JVM and Arrow transport, spread over the cores (50 s wall for 1M on 2 cores); then the
-build stage, each shard single-threaded in its task: interning (with packing the places)
-~11 µs, the BE-B build ~11 µs, ``check()`` ~12 µs and the compacting copy ~4 µs per
-subscription, plus the shuffle read and triage.  One store of 1M: 118 s end to end, 42 s
-of it the build stage; ``--shards 2``: 88 s, 22 s; ``--shards K`` divides the build stage
-by up to min(K, cores), and the compile stage is then the limit.  Memory: the shard task's
-Python worker peaks at ~4 KB per subscription of its shard (the compiled set, then the
-build's write transaction); the JVM stays near its heap (``DRIVER_MEMORY``), spilling the
-shuffle to disk beyond it; the driver holds results only.  10M subscriptions load with
-``--shards 16`` in under 4 GB of Python workers.
+Spark start ~5 s; the compile job ~28 s: the compile transform takes ~40 µs of CPU per
+record once the worker's compiler is warm (:func:`compile_partition`), the JVM ~15 CPU
+seconds in all; then the build job, each shard single-threaded in its task: reading its
+run files and triage ~4 µs, interning ~2.5 µs, the BE-B build ~10 µs, ``check()`` ~10 µs
+and the compacting copy ~4 µs per subscription.  One store of 1M: 69 s end to end;
+``--shards 2``: 54 s (95 CPU seconds); ``--shards K`` divides the build job by up to
+min(K, cores), and the compile job is then the limit.  Memory: the Python workers
+together peaked at 3.6 GB for 1M in two shards (a shard task holds its records as Arrow
+columns, then the build's write transaction); the JVM stays near its heap
+(``DRIVER_MEMORY``): nothing is shuffled through it; run files take ~380 bytes per
+subscription on disk (1.4x the JSON input) while the load runs; the driver holds
+results only.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from betree import grid
 from betree.index import Index
 from storage.errors import InvalidInput
 from tests.workload import SCHEMA, event, expression
@@ -44,6 +47,33 @@ def test_explain_names_values_and_pruning(tmp_path: Path) -> None:
         path = why["clauses"][0]["path"]
         assert path[0]["bucket"] == "top" and path[0]["reached"]
         assert any(step["pruned"] == "value outside bucket" for step in path)
+        for step in path[1:]:  # buckets as prices, each enclosing the clause's 60..61
+            lo, hi = step["bucket"]
+            assert 0 <= lo <= 60 and 61 <= hi <= 100, step
+            assert step["grid"] == [grid.coord("int", lo), grid.coord("int", hi)]
+        assert path[-1]["bucket"][1] - path[-1]["bucket"][0] < 100
         assert idx.explain(60, {})["clauses"][0]["path"][0]["pruned"] == "undefined"
         with pytest.raises(InvalidInput, match="no subscription"):
             idx.explain("nope", {})
+
+
+@given(
+    st.one_of(
+        st.tuples(st.just("int"), st.integers(-(1 << 63), (1 << 63) - 1)),
+        st.tuples(st.just("float"), st.floats(allow_nan=False)),
+        st.tuples(st.just("bool"), st.booleans()),
+        st.tuples(st.just("string"), st.text(max_size=3)),
+    )
+)
+def test_grid_values_invert_coordinates(case: tuple[str, object]) -> None:
+    """What explain shows a bucket bound as: the value at that grid coordinate."""
+    kind, x = case
+    c = grid.coord(kind, x)
+    shown = grid.value(kind, c)
+    if kind == "string":
+        if len(str(x).encode()) <= 8:  # (the grid keeps 8 bytes, "\0"-padded)
+            assert shown == str(x).rstrip("\0")
+            assert grid.coord(kind, shown) == c
+    else:
+        assert grid.coord(kind, shown) == c
+        assert shown == x  # (-0.0 == 0.0: the grid has one zero)
