@@ -618,7 +618,11 @@ class Index:
                     "depth": depth,
                     "p_nodes": pnodes,
                     "c_nodes": cnodes,
-                    "l_node_sizes": sizes,
+                    "l_node_sizes": {  # bins in size order
+                        label: sizes[label]
+                        for label in (*(f"<= {b}" for b in bins), f"> {bins[-1]}")
+                        if label in sizes
+                    },
                     "spilled_l_nodes": spilled,
                     "extended_l_nodes": extended,
                     "max_cap": rec["max_cap"],

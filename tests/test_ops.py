@@ -44,6 +44,8 @@ def test_inspect(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert stats["subscriptions"] == 200
     assert stats["clauses"] >= 150 and stats["betree"]["c_nodes"] >= 1
     assert stats["store"]["free_pages"] > 0
+    bins = [int(label.split()[-1]) for label in stats["betree"]["l_node_sizes"]]
+    assert len(bins) >= 2 and bins == sorted(bins)  # the histogram in size order
     assert set(stats["pages"]) <= {
         "betree.cnode",
         "betree.lnode",
