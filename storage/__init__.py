@@ -11,6 +11,7 @@ from storage.errors import (
     InvalidInput,
     StoreError,
     StoreFull,
+    StoreReplaced,
     VersionMismatch,
 )
 from storage.store import FORMAT_VERSION, ReadTxn, Store, WriteTxn, open_store
@@ -25,6 +26,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreFull",
+    "StoreReplaced",
     "VersionMismatch",
     "WriteTxn",
     "open_store",

@@ -33,6 +33,24 @@ class StoreFull(StoreError):
     """The LMDB map is full and may not grow further."""
 
 
+class StoreReplaced(StoreError):
+    """The store was replaced (compacted) while this process had it open.
+
+    ``bexdb compact`` swaps a new directory in under the store's path and marks the old
+    environment retired; a write begun on the old one (whose commits nobody would ever see
+    again) raises this instead, before anything is written.  Reopen the path and redo the
+    write.  Reading the old environment goes on working, at its last committed state.
+    """
+
+    def __init__(self, path: str, reason: str = "compacted") -> None:
+        super().__init__(
+            f"store {path} was replaced ({reason}) while open: nothing was written",
+            "reopen it and retry",
+        )
+        self.path = path
+        self.reason = reason
+
+
 class CorruptPage(StoreError):
     """A page could not be decoded or is of an unexpected kind or version."""
 

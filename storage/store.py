@@ -3,7 +3,8 @@
 Tables (LMDB named databases):
 
 * ``meta``    — ``format`` (msgpack map: format version, settings), ``gen`` (u64, number
-  of the last commit), ``next_page`` and ``next_space`` (u64 counters).
+  of the last commit), ``next_page`` and ``next_space`` (u64 counters); ``retired`` (a
+  msgpack map) once the environment has been replaced at its path (:meth:`Store.replacing`).
 * ``pages``   — page key (:func:`storage.codec.page_key`) -> page value (header + envelope).
 * ``records`` — small records under a namespace: key ``ns + b"\\0" + key``; structures keep
   their roots and catalogues here (subscriptions, id maps, tree roots).
@@ -15,6 +16,11 @@ write is logged so that when the map is full the transaction is replayed after g
 the map: callers never see ``MapFullError``.  A crash before commit leaves the previous
 commit intact (LMDB's copy-on-write B+tree and meta-page flip).
 
+Replacement: ``bexdb compact`` holds the writer lock from its copy to the swap of the
+directories and leaves the old environment marked retired (:meth:`Store.replacing`), so no
+commit lands where nobody will read it again: a write begun in a retired environment
+raises :class:`~storage.errors.StoreReplaced`, and its caller reopens the path.
+
 Costs: a page visit is a cache hit (~0.1 µs) or one LMDB get (1–2 µs) plus, if the page
 changed since it was cached, one decode.  A durable commit is one fsync (~140 µs).
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -32,7 +38,7 @@ import lmdb
 
 from storage import codec
 from storage.cache import PageCache
-from storage.errors import CorruptPage, StoreError, StoreFull, VersionMismatch
+from storage.errors import CorruptPage, StoreError, StoreFull, StoreReplaced, VersionMismatch
 
 #: Version of the store layout as a whole (tables, meta records, key layouts).
 FORMAT_VERSION = 1
@@ -41,6 +47,8 @@ DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space; the file grows only as wri
 #: million-subscription BEGen index (measured: 88K pages, 155 MB).
 DEFAULT_CACHE_BYTES = 256 << 20
 _MAX_MAP_SIZE = 1 << 46
+#: Meta key marking an environment replaced at its path: no write may begin in it.
+_RETIRED = b"retired"
 
 
 class PageNode(Protocol):
@@ -408,7 +416,14 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[WriteTxn]:
-        """The write transaction; committed (durably) when the block exits normally."""
+        """The write transaction; committed (durably) when the block exits normally.
+
+        Waits for LMDB's writer lock (held by any other writer, in any process, and by a
+        compaction for its whole copy).  Raises :class:`~storage.errors.StoreReplaced`,
+        having written nothing, if this environment was retired by a compaction meanwhile:
+        the caller reopens the path and redoes the write.  Checking costs one meta get
+        (about 1 µs) per transaction.
+        """
         if self.readonly:
             raise StoreError(f"store {self.path} was opened read-only", "open it writable")
         wtxn = WriteTxn(self, self._begin(write=True))
@@ -420,16 +435,83 @@ class Store:
         wtxn._flush()
 
     def _begin(self, write: bool) -> lmdb.Transaction:
+        """A new LMDB transaction; a write one only in an environment not retired.
+
+        Every write transaction begins here (also the one a full map restarts in
+        :meth:`_grow`, whose lock was released meanwhile), so every one checks the mark.
+        """
         for _ in range(2):
             try:
-                if write:
-                    return self.env.begin(write=True)
-                return self.env.begin(buffers=True)
+                if not write:
+                    return self.env.begin(buffers=True)
+                txn = self.env.begin(write=True)
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)  # another process grew the map: adopt its size
+                continue
             except lmdb.Error as exc:
                 raise _lmdb_error(exc, self.path) from exc
+            try:
+                retired = txn.get(_RETIRED, db=self._meta)
+            except lmdb.Error as exc:
+                txn.abort()
+                raise _lmdb_error(exc, self.path) from exc
+            if retired is None:
+                return txn
+            txn.abort()
+            info = codec.decode_value(bytes(retired))
+            raise StoreReplaced(self.path, str(info.get("reason", "replaced")))
         raise StoreError(f"store {self.path}: cannot begin a transaction")
+
+    @contextmanager
+    def replacing(self, reason: str = "compacted") -> Iterator[ReadTxn]:
+        """Hold the writer lock while this store's replacement is built and swapped in.
+
+        For ``bexdb compact``: the block gets a read view of a write transaction, so what
+        it copies (:meth:`copy_compact` with ``txn=``) is the last commit and no writer, in
+        any process, can commit after it until the block ends.  The block swaps the copy in
+        under the path; on its normal exit the mark ``retired`` is committed in the same
+        transaction, and the lock released.  A writer that waited on the lock, or that has
+        this environment open and writes later, then gets
+        :class:`~storage.errors.StoreReplaced` (nothing written), reopens the path and
+        finds the new store, which holds every commit made before the copy.  Readers of
+        this environment keep reading it.  The block must put the replacement in place
+        or raise; if it raises, the transaction is aborted: no mark, and writers carry on
+        here.
+
+        Cost: writers wait for the whole block (the copy, its check, the swap) instead of
+        writing into a store about to be dropped.  The view must not be written through:
+        this is not a :class:`WriteTxn`.  A process killed between the swap and the commit
+        of the mark (a directory fsync and a commit apart) lets a writer that was waiting
+        on the lock commit into the old environment; writers that open the path meanwhile
+        get the new store.
+        """
+        if self.readonly:
+            raise StoreError(f"store {self.path} was opened read-only", "open it writable")
+        mark = codec.encode_value({"reason": reason, "pid": os.getpid()})
+        txn = self._begin(write=True)
+        while True:  # the mark is put first, while a full map can still grow: nothing
+            try:  # is copied yet, so the lock may be let go (copies skip the mark)
+                txn.put(_RETIRED, mark, db=self._meta)
+                break
+            except lmdb.MapFullError:
+                txn.abort()
+                txn = self._grow()
+            except lmdb.Error as exc:
+                txn.abort()
+                raise _lmdb_error(exc, self.path) from exc
+        try:
+            yield ReadTxn(self, txn)
+        except BaseException:
+            txn.abort()
+            raise
+        try:
+            txn.commit()
+        except lmdb.Error as exc:
+            raise StoreError(
+                f"store {self.path} was replaced, but its old environment could not be "
+                f"marked retired ({exc}): a process that still has it open may write there",
+                "restart the writers that had the store open",
+            ) from exc
 
     def _grow(self) -> lmdb.Transaction:
         size = self.env.info()["map_size"]
@@ -442,13 +524,18 @@ class Store:
         """Bytes of the data file."""
         return os.path.getsize(os.path.join(self.path, "data.mdb"))
 
-    def copy_compact(self, path: str | os.PathLike[str], batch: int = 65536) -> int:
+    def copy_compact(
+        self, path: str | os.PathLike[str], batch: int = 65536, *, txn: ReadTxn | None = None
+    ) -> int:
         """Write a compacted copy of the store into the new directory ``path``.
 
         Every table is rewritten in key order with LMDB's append mode, so B-tree pages
         come out full and no free pages are carried over (LMDB's own compacting copy
-        keeps the half-full pages that sequential inserts leave behind).  Reads one
-        snapshot; other readers and the writer carry on.  Returns the new file's bytes.
+        keeps the half-full pages that sequential inserts leave behind).  Reads ``txn``
+        (the view of :meth:`replacing`, when the copy is to replace the store: then no
+        commit can come after it), else a snapshot of its own, beside which readers and
+        the writer carry on.  A ``retired`` mark is never copied.  Returns the new file's
+        bytes.
 
         Cost: one cursor pass per table; MEASURED.md puts sorted appends at 0.3–3 M
         entries/s depending on value size.
@@ -463,7 +550,12 @@ class Store:
         except lmdb.Error as exc:
             raise _lmdb_error(exc, str(target)) from exc
         try:
-            with self.env.begin(buffers=True) as src:
+            with ExitStack() as stack:
+                src = (
+                    txn._txn
+                    if txn is not None
+                    else stack.enter_context(self.env.begin(buffers=True))
+                )
                 for name, db in (
                     (b"meta", self._meta),
                     (b"pages", self._pages),
@@ -471,12 +563,14 @@ class Store:
                 ):
                     out_db = dst.open_db(name)
                     items = src.cursor(db=db).iternext()
+                    if db is self._meta:
+                        items = ((k, v) for k, v in items if bytes(k) != _RETIRED)
                     while True:
                         chunk = [(bytes(k), bytes(v)) for k, v in islice(items, batch)]
                         if not chunk:
                             break
-                        with dst.begin(write=True, db=out_db) as txn:
-                            txn.cursor().putmulti(chunk, append=True)
+                        with dst.begin(write=True, db=out_db) as out:
+                            out.cursor().putmulti(chunk, append=True)
             dst.sync(True)
         except lmdb.Error as exc:
             raise _lmdb_error(exc, str(target)) from exc

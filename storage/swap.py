@@ -45,21 +45,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def swap_in(new: Path, target: Path) -> None:
+def swap_in(new: Path, target: Path, *, keep_old: bool = False) -> Path | None:
     """Put directory ``new`` at ``target`` (same file system), replacing what is there.
 
     The replaced directory is removed afterwards; a process that still has it open keeps
-    reading it (Linux frees the files when the last one closes them).
+    reading it (Linux frees the files when the last one closes them).  With ``keep_old``
+    it is left for the caller to remove, and the directory to remove is returned (None
+    when nothing was replaced): ``bexdb compact`` marks the old store retired first, so
+    that only a directory fsync, not a removal, stands between the swap and the mark.
     """
     if not target.exists():
         os.rename(new, target)
         fsync_dir(target.parent)
-    elif _exchange(new, target):
+        return None
+    if _exchange(new, target):
         fsync_dir(target.parent)
-        shutil.rmtree(new, ignore_errors=True)  # now the old store
+        old = new  # now the old store
     else:
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
         os.rename(target, old / "store")
         os.rename(new, target)
         fsync_dir(target.parent)
-        shutil.rmtree(old, ignore_errors=True)
+    if keep_old:
+        return old
+    shutil.rmtree(old, ignore_errors=True)
+    return None

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,6 +78,32 @@ def test_compact_keeps_answers(
         idx.check()
         assert len(idx) == 200
     assert not [p for p in Path(store).parent.iterdir() if p.name.startswith(".")]
+
+
+def test_subscribe_redoes_a_write_overtaken_by_a_compaction(store: str, tmp_path: Path) -> None:
+    """``bexdb subscribe`` opened the store, then a compaction replaced it: it reopens."""
+    from storage.swap import swap_in
+
+    (tmp_path / "late.jsonl").write_text(json.dumps({"id": "late", "expr": "i = 7"}) + "\n")
+    data = os.path.realpath(os.path.join(store, "data.mdb"))
+    argv = [sys.executable, "-m", "tools.cli", "subscribe", store, str(tmp_path / "late.jsonl")]
+    with Index.open(store) as idx, idx.store.replacing() as view:  # compact's steps, by hand
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        fds = Path(f"/proc/{proc.pid}/fd")
+        for _ in range(600):  # until it has the old store open (then it waits on the lock)
+            if data in {os.path.realpath(fd) for fd in fds.iterdir()}:
+                break
+            assert proc.poll() is None
+            time.sleep(0.01)
+        else:
+            raise AssertionError("bexdb subscribe never opened the store")
+        idx.store.copy_compact(tmp_path / "new", txn=view)
+        swap_in(tmp_path / "new", Path(store))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out == "subscribed 1 (1 new, 0 replaced)\n"
+    with Index.open(store, readonly=True) as idx:  # written into the new store
+        assert idx.expression("late") == "i = 7" and len(idx) == 201
 
 
 @pytest.fixture

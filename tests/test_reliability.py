@@ -6,6 +6,9 @@
   the old one or the new one, with the same subscriptions.
 * Readers matching while a writer commits see one committed state per snapshot: every
   answer equals the brute-force answer for some committed state, never a mix.
+* ``bexdb compact`` (plain and ``--rebuild``) beside live writers, a process of the Python
+  API and ``bexdb subscribe`` runs: every write acknowledged is in the store afterwards;
+  a writer that had the old store open is refused (``StoreReplaced``) and reopens it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from itertools import chain
 from pathlib import Path
@@ -56,14 +60,14 @@ def start(*argv: str) -> subprocess.Popen[str]:
     )
 
 
-def assert_store_holds(store: Path, subs: dict[Any, str], seed: int) -> None:
+def assert_store_holds(store: Path, subs: dict[Any, str], seed: int, events: int = 30) -> None:
     """``verify`` passes and matches equal the brute force over ``subs``."""
     assert main(["verify", str(store)]) == 0
     schema = Schema.from_json(SCHEMA)
     rng = random.Random(seed)
     with Index.open(store, readonly=True) as idx:
         assert dict(idx.subscriptions()) == subs
-        for _ in range(30):
+        for _ in range(events):
             ev = event(rng)
             assert set(idx.match(ev)) == brute(subs, schema, ev)
 
@@ -160,3 +164,117 @@ def test_readers_beside_a_writer_see_whole_commits(tmp_path: Path) -> None:
             assert answers in expected, "a snapshot mixing two commits"
             seen.add(expected.index(answers))
     assert len(seen) >= 2, f"the readers saw only states {seen}: no commit happened meanwhile"
+
+
+LOOP_WRITER = """
+import os, sys, time
+from betree.index import Index
+from storage.errors import StoreReplaced
+from tests.test_reliability import small_batch
+store, stop = sys.argv[1], sys.argv[2]
+k = 0
+idx = Index.open(store)
+try:
+    while not os.path.exists(stop):
+        try:
+            idx.subscribe_many(small_batch(k))
+        except StoreReplaced:
+            print("replaced", flush=True)
+            idx.close()
+            idx = Index.open(store)
+            continue
+        print(k, flush=True)
+        k += 1
+        time.sleep(0.01)  # a writer, not a CPU hog beside the compactions
+finally:
+    idx.close()
+"""
+
+
+def small_batch(k: int) -> list[tuple[str, str]]:
+    """Batch ``k`` of the writer beside the compactions (10 subscriptions)."""
+    rng = random.Random(k)
+    return [(f"w{k}-{j}", expression(rng)) for j in range(10)]
+
+
+class Lines:
+    """The lines of a child's stdout, collected by a thread as they come."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line.strip())
+
+    def commits(self) -> int:
+        return sum(line != "replaced" for line in self.lines)
+
+    def wait_for(self, n: int, proc: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + 60
+        while self.commits() < n:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the writer stopped committing"
+            time.sleep(0.01)
+
+
+def cli_subscribers(store: Path, tmp: Path, stop: threading.Event, runs: list[Any]) -> None:
+    """``bexdb subscribe`` runs one after another until ``stop``: (ids, exit code, stderr)."""
+    k = 0
+    while not stop.is_set():
+        rng = random.Random(1000 + k)
+        subs = [(f"c{k}-{j}", expression(rng)) for j in range(10)]
+        lines = tmp / f"cli-{k}.jsonl"
+        lines.write_text("".join(json.dumps({"id": i, "expr": e}) + "\n" for i, e in subs))
+        proc = start("-m", "tools.cli", "subscribe", str(store), str(lines))
+        _, err = proc.communicate(timeout=120)
+        runs.append((dict(subs), proc.returncode, err))
+        k += 1
+        stop.wait(0.5)  # a core left to the compactions
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_compact_beside_writers_loses_no_commit(tmp_path: Path, rebuild: bool) -> None:
+    store, stop = tmp_path / "store", tmp_path / "stop"
+    rng = random.Random(11)
+    subs = {f"s{i}": expression(rng) for i in range(200)}
+    with Index.open(store, schema=SCHEMA) as idx:
+        idx.subscribe_many(subs.items())
+    writer = start("-c", LOOP_WRITER, str(store), str(stop))
+    lines = Lines(writer)
+    runs: list[Any] = []
+    stop_cli = threading.Event()
+    cli = threading.Thread(target=cli_subscribers, args=(store, tmp_path, stop_cli, runs))
+    cli.start()
+    compactions = 3
+    try:
+        for _ in range(compactions):
+            lines.wait_for(lines.commits() + 3, writer)  # writes between compactions
+            argv = ["-m", "tools.cli", "compact", str(store), *(["--rebuild"] if rebuild else [])]
+            proc = start(*argv)
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        lines.wait_for(lines.commits() + 3, writer)  # and after the last, in the new store
+    finally:
+        stop.touch()
+        stop_cli.set()
+        cli.join()
+        writer.wait(60)
+        lines.thread.join()
+    assert writer.returncode == 0, writer.stderr.read() if writer.stderr else ""
+    committed = [int(line) for line in lines.lines if line != "replaced"]
+    assert committed == list(range(len(committed)))
+    # the writer always had the store open: each compaction refused it exactly once
+    assert lines.lines.count("replaced") == compactions
+    for k in committed:
+        subs.update(small_batch(k))
+    for added, code, err in runs:  # a CLI run either wrote or said why not: never lost
+        if code == 0:
+            subs.update(added)
+        else:
+            assert code == 1 and "was replaced (compacted) while open" in err, err
+    assert any(code == 0 for _, code, _ in runs)
+    assert_store_holds(store, subs, 12, events=5)

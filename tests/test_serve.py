@@ -2,7 +2,8 @@
 
 Matches are compared with the brute-force evaluator; writes from the service and from the
 command line beside it are seen without a restart; a store replaced by a bulk load is picked
-up; every malformed request gets its documented 4xx; connections are kept alive through
+up; writes answered while ``bexdb compact`` runs beside the service are all kept; every
+malformed request gets its documented 4xx; connections are kept alive through
 errors; SIGTERM drains the request in hand.
 """
 
@@ -13,6 +14,7 @@ import json
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -199,6 +201,70 @@ def test_writes_and_replacement_beside_the_service(
         assert sorted(call(url, "POST", "/match", {"j": 1234})[1]["matches"]) == ["after", "fresh"]
     with Index.open(store, readonly=True) as idx:  # written into the new store
         assert sorted(idx.match({"j": 1234})) == ["after", "fresh"]
+
+
+def test_writes_beside_compactions_are_all_kept(
+    server: tuple[Any, str], store: Path, subs: dict[Any, str]
+) -> None:
+    _, url = server
+    kept = dict(subs)
+    failed: list[Any] = []
+    done = {"put": 0, "delete": 0}
+    stop = threading.Event()
+
+    def putter() -> None:  # PUTs, and a match now and then, on either worker
+        k = 0
+        while not stop.is_set():
+            status, body, _ = call(url, "PUT", f"/subscriptions/p{k}", {"expr": f"j = {k}"})
+            if status == 201:
+                kept[f"p{k}"] = f"j = {k}"
+                done["put"] += 1
+            else:
+                failed.append(("PUT", status, body))
+            if k % 10 == 0 and call(url, "POST", "/match", {"j": k})[0] != 200:
+                failed.append(("match", k))
+            k += 1
+
+    def deleter() -> None:
+        for ident in list(subs)[:150]:
+            if stop.is_set():
+                return
+            status, body, _ = call(url, "DELETE", f"/subscriptions/{ident}")
+            if status == 204:
+                del kept[ident]
+                done["delete"] += 1
+            else:
+                failed.append(("DELETE", ident, status, body))
+            time.sleep(0.02)  # spread over the compactions
+
+    threads = [threading.Thread(target=putter), threading.Thread(target=deleter)]
+    for thread in threads:
+        thread.start()
+
+    def wait_for_puts(n: int) -> None:
+        deadline = time.monotonic() + 60
+        while done["put"] < n and not failed:
+            assert time.monotonic() < deadline, "PUTs stopped being answered"
+            time.sleep(0.01)
+
+    try:
+        for rebuild in (False, True, False):
+            wait_for_puts(done["put"] + 5)
+            argv = ["-m", "tools.cli", "compact", str(store), *(["--rebuild"] if rebuild else [])]
+            proc = subprocess.run(
+                [sys.executable, *argv], capture_output=True, text=True, timeout=120
+            )
+            assert proc.returncode == 0, proc.stderr
+        wait_for_puts(done["put"] + 5)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert not failed
+    assert done["delete"] > 0
+    with Index.open(store, readonly=True) as idx:
+        assert dict(idx.subscriptions()) == kept
+    assert main(["verify", str(store)]) == 0
 
 
 def test_metrics_and_stats(server: tuple[Any, str], subs: dict[Any, str]) -> None:

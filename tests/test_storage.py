@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -222,6 +223,47 @@ def test_compacting_copy_keeps_everything_and_shrinks(path: str) -> None:
     with open_store(copy, readonly=True) as store, store.read() as txn:
         assert (list(txn.scan(b"r")), set(PBTree(txn, "a").search(-1))) == want
         PBTree(txn, "a").check()
+
+
+def test_a_replaced_store_refuses_writes_and_keeps_its_readers(path: str) -> None:
+    from storage import StoreReplaced
+
+    with open_store(path) as store:
+        with store.write() as txn:
+            txn.put(b"r", b"k", b"1")
+        with pytest.raises(StoreError, match="already holds"), store.replacing() as view:
+            store.copy_compact(path, txn=view)  # fails in the block: no mark, writes go on
+        with store.write() as txn:
+            txn.put(b"r", b"k", b"2")
+        # a writer in another process, started inside the block, waits on the lock
+        code = textwrap.dedent(
+            f"""
+            from storage import StoreReplaced, open_store
+            with open_store({path!r}) as store:
+                try:
+                    with store.write() as txn:
+                        txn.put(b"r", b"late", b"x")
+                except StoreReplaced as exc:
+                    print("refused:", exc)
+            """
+        )
+        with store.replacing() as view:
+            late = subprocess.Popen(
+                [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
+            )
+            store.copy_compact(path + "-copy", txn=view)
+            time.sleep(1)  # the writer is blocked on the lock by now (or opens later)
+        out, _ = late.communicate(timeout=60)
+        assert late.returncode == 0 and out.startswith("refused: store ") and "compacted" in out
+        with pytest.raises(StoreReplaced, match="reopen it"), store.write() as txn:
+            txn.put(b"r", b"k", b"3")
+        with store.read() as txn:  # readers keep reading the old environment
+            assert list(txn.scan(b"r")) == [(b"k", b"2")]
+        with pytest.raises(StoreReplaced), store.replacing():  # nor a second replacement
+            pass
+    with open_store(path + "-copy") as copy, copy.write() as txn:  # the mark is not copied
+        assert list(txn.scan(b"r")) == [(b"k", b"2")]
+        txn.put(b"r", b"k", b"3")
 
 
 def test_page_cache_is_bounded_by_bytes_and_pages() -> None:

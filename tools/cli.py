@@ -51,9 +51,26 @@ def parse_id(text: str) -> int | str:
 # -- subcommands ---------------------------------------------------------------------------
 
 
+def _write_reopening(path: str, write: Callable[[Any], Any], **options: Any) -> Any:
+    """``write(index)`` in the store at ``path``, redone once in the reopened store if a
+    ``bexdb compact`` replaced it meanwhile (``StoreReplaced``: nothing was written).
+
+    A second replacement within one write is reported (exit 1, SPEC section 6).
+    """
+    from betree.index import Index
+    from storage.errors import StoreReplaced
+
+    with Index.open(path, **options) as idx:
+        try:
+            return write(idx)
+        except StoreReplaced:
+            pass
+    with Index.open(path, **options) as idx:
+        return write(idx)
+
+
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
-    from betree.index import Index
     from betree.schema import Schema
     from loaders.records import mark_duplicates, parse_lines
 
@@ -69,8 +86,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     schema = _read_json(args.schema) if args.schema else None
     if schema is None and not os.path.exists(os.path.join(args.store, "data.mdb")):
         schema = Schema.infer((r.id, r.expr) for r in records)  # a new store: infer it
-    with Index.open(args.store, schema=schema) as idx:
-        created = idx.subscribe_many([(r.id, r.expr) for r in records])
+    items = [(r.id, r.expr) for r in records]
+    created = _write_reopening(args.store, lambda idx: idx.subscribe_many(items), schema=schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
@@ -78,11 +95,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
     """Delete subscriptions by id, in one transaction; exit 3 if some were absent."""
-    from betree.index import Index
-
     ids = [parse_id(text) for text in args.ids]
-    with Index.open(args.store) as idx:
-        found = idx.unsubscribe_many(ids)
+    found = _write_reopening(args.store, lambda idx: idx.unsubscribe_many(ids))
     missing = [ident for ident, ok in zip(ids, found, strict=True) if not ok]
     for ident in missing:
         print(f"bexdb: no subscription {ident!r}", file=sys.stderr)

@@ -19,7 +19,8 @@ from typing import Any
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from loaders.shards import store_paths
-from storage.errors import InvalidInput
+from storage.errors import InvalidInput, StoreError
+from storage.store import ReadTxn
 from storage.swap import swap_in
 
 
@@ -159,7 +160,11 @@ def _print_stats(stats: dict[str, Any]) -> None:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    """Compact a plain store, or each shard of a sharded one in turn (each swap atomic)."""
+    """Compact a plain store, or each shard of a sharded one in turn (each swap atomic).
+
+    Safe beside live writers (see :func:`_compact`): they wait while a store is copied,
+    and one that had the old store open reopens it (or reports that it must).
+    """
     for shard, path in store_paths(args.store):
         before, after = _compact(path.absolute(), args.rebuild)
         name = f"shard {shard}" if shard is not None else str(path.absolute())
@@ -168,30 +173,47 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
-    """A compacting copy (optionally rebuilt) beside the store, then an atomic swap."""
-    with Index.open(target, readonly=True) as idx:
+    """A compacting copy (optionally rebuilt) beside the store, then an atomic swap.
+
+    Everything from reading the store to the swap runs under the store's writer lock
+    (:meth:`storage.store.Store.replacing`): a write committed before it is in the copy,
+    and none can be committed after it into the old store, which is left marked retired.
+    A writer blocked on the lock meanwhile, or holding the old store open, gets
+    ``StoreReplaced`` at its next write, having written nothing, and reopens the path
+    (``bexdb serve`` does so itself).  The cost: writers wait for the copy, its check
+    and (with ``rebuild``) the batch build, instead of losing what they commit meanwhile.
+    """
+    if not (target / "data.mdb").exists():  # opened writable below, which would create it
+        raise StoreError(
+            f"no store at {target}", "create it with `bexdb load` or `bexdb subscribe`"
+        )
+    with Index.open(target) as idx:
         before = idx.store.size_on_disk()
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.compact-", dir=target.parent))
+        old: Path | None = None
         try:
-            if rebuild:
-                _rebuild(idx, staging / "raw")
-                with Index.open(staging / "raw") as fresh:
-                    fresh.store.copy_compact(staging / "store")
-            else:
-                idx.store.copy_compact(staging / "store")
-            with Index.open(staging / "store", readonly=True) as fresh:
-                fresh.check()
-            swap_in(staging / "store", target)
-        finally:
+            with idx.store.replacing("compacted") as view:
+                if rebuild:
+                    _rebuild(idx, view, staging / "raw")
+                    with Index.open(staging / "raw") as fresh:
+                        fresh.store.copy_compact(staging / "store")
+                else:
+                    idx.store.copy_compact(staging / "store", txn=view)
+                with Index.open(staging / "store", readonly=True) as fresh:
+                    fresh.check()
+                old = swap_in(staging / "store", target, keep_old=True)
+        finally:  # the old store is removed once marked retired
             shutil.rmtree(staging, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     return before, os.path.getsize(target / "data.mdb")
 
 
-def _rebuild(idx: Index, path: Path) -> None:
-    """A fresh batch-built index (BE-B) from the stored subscriptions."""
+def _rebuild(idx: Index, view: ReadTxn, path: Path) -> None:
+    """A fresh batch-built index (BE-B) from the subscriptions of ``view``."""
     with gc_paused():
-        subs = idx.subscriptions()
-        with Index.open(path, schema=idx.schema, settings=idx.settings()) as fresh:
+        subs = idx.subscriptions(view)
+        with Index.open(path, schema=idx.schema, settings=idx.settings(view)) as fresh:
             batch = Batch(fresh)
             for ident, expr in subs:
                 batch.add(ident, expr, fresh.compile(ident, expr))

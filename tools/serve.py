@@ -18,9 +18,13 @@ cores.
   finished one in that time is restarted (its client's connection is closed unanswered).
 * **Freshness.** Each request reads in a new LMDB snapshot, so every committed write is
   seen at once; the page cache is validated by generation, not flushed.  A store replaced
-  by ``bexdb load --replace`` is a new directory: a worker notices by the inode of the
-  store's data file (one ``stat`` per request, about 2 µs) and reopens it; while the
-  replacement is half-way (old renamed away, new not yet in) it keeps the old one.
+  by ``bexdb load --replace`` or ``bexdb compact`` is a new directory: a worker notices by
+  the inode of the store's data file (one ``stat`` per request, about 2 µs) and reopens
+  it; while the replacement is half-way (old renamed away, new not yet in) it keeps the
+  old one.  A ``PUT`` or ``DELETE`` that a compaction overtakes (it waited on the writer
+  lock, then found the store it had open retired: ``StoreReplaced``, nothing written) is
+  redone once in the reopened store, so no acknowledged write is lost; a second
+  replacement in that time answers 503.
 * **Durability.** A write is committed with fsync before it is answered.
 * **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``); nothing
   grows per request (the body is read up to ``--max-body-mb``, else 413: answered without
@@ -53,7 +57,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from storage.errors import BexdbError, InvalidInput
+from storage.errors import BexdbError, InvalidInput, StoreReplaced
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -124,10 +128,14 @@ class Service:
 
     # -- the store -----------------------------------------------------------------------
 
-    def current(self) -> Any:
-        """The reader of the store now at ``path``, reopened if the store was replaced."""
+    def current(self, reopen: bool = False) -> Any:
+        """The reader of the store now at ``path``, reopened if the store was replaced.
+
+        ``reopen``: whatever the inode says (the store open here was found retired); then
+        a store that cannot be opened is a 503, not a reason to keep the old one.
+        """
         ident = _identity(self.probes)
-        if self.reader is not None and (ident is None or ident == self.ident):
+        if self.reader is not None and not reopen and (ident is None or ident == self.ident):
             return self.reader
         from betree.index import Index
         from loaders.shards import SingleReader, is_sharded, open_any
@@ -139,7 +147,7 @@ class Service:
                 index = Index.open(self.path, cache_bytes=self.cache_bytes)
                 reader = SingleReader(index)
         except (BexdbError, OSError) as exc:
-            if self.reader is not None:  # a replacement under way: keep the old store
+            if self.reader is not None and not reopen:  # a replacement under way: keep it
                 return self.reader
             raise HTTPError(503, f"cannot open the store: {exc}") from exc
         if self.reader is not None:
@@ -276,18 +284,33 @@ class Service:
     def put(self, ident: Any, body: Any) -> Answer:
         if not isinstance(body, dict) or not isinstance(body.get("expr"), str):
             raise HTTPError(400, 'the body must be a JSON object {"expr": "..."}')
-        self._writable()
-        created = self.index.subscribe(ident, body["expr"])
+        created = self._write(lambda index: index.subscribe(ident, body["expr"]))
         return (201 if created else 200), {"id": ident, "created": created}
 
     def delete(self, ident: Any) -> Answer:
-        self._writable()
-        if not self.index.unsubscribe(ident):
+        if not self._write(lambda index: index.unsubscribe(ident)):
             raise HTTPError(404, f"no subscription {ident!r}")
         return 204, None
 
-    def _writable(self) -> None:
-        self.current()
+    def _write(self, write: Callable[[Any], Any]) -> Any:
+        """``write(index)`` in the store at ``path``, redone once if it was replaced.
+
+        ``StoreReplaced`` means a compaction swapped a new store in while this worker had
+        the old one open, and nothing was written: the worker reopens the path and writes
+        there.  Costs nothing unless it happens.
+        """
+        self._writable()
+        try:
+            return write(self.index)
+        except StoreReplaced:
+            self._writable(reopen=True)
+        try:
+            return write(self.index)
+        except StoreReplaced as exc:
+            raise HTTPError(503, f"{exc.message}, twice; retry", hint=exc.hint) from exc
+
+    def _writable(self, reopen: bool = False) -> None:
+        self.current(reopen)
         if self.index is None:
             raise HTTPError(
                 405,
