@@ -393,7 +393,7 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
     largest = max(r["n"] for r in rows)
     spark = [r for r in rows if r["n"] == largest and r["measured"] and "summary" in r]
     spark = [r for r in spark if r["summary"].get("engine") == "spark"]
-    # "other": the shuffle read, triage and the driver's share of the wall time
+    # "other": reading run files, triage, worker start and the driver's share of the wall time
     parts = ("session", "compile", "intern", "build", "check", "compact")
     bottoms = [0.0] * len(spark)
     for part in parts:
