@@ -163,6 +163,7 @@ RUN = pa.schema(
     ]
 )
 _LISTS = ("atoms", "lens", "rows", "pattr", "plo", "phi")
+_RUN_SCALARS = pa.schema(list(RUN)[: -len(_LISTS)])  # the columns before them
 #: A compile task's atoms: the store key of atom id i + 1 is row i (0 is the true atom).
 ATOMS = pa.schema([("key", pa.binary())])
 RESULT = pa.schema(
@@ -596,7 +597,7 @@ class _RunPart:
         self.place_end.append(len(self.pattr))
 
     def batch(self) -> pa.RecordBatch:
-        scalars = _batch(self.rows, pa.schema(list(RUN)[: -len(_LISTS)]))
+        scalars = _batch(self.rows, _RUN_SCALARS)
         lists = []
         for values, ends, field in (
             (self.atoms, self.atom_end, "atoms"),
