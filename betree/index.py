@@ -55,7 +55,7 @@ from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import InvalidInput, StoreError, StoreReplaced
-from storage.store import ReadTxn, Store, WriteTxn, open_store
+from storage.store import ReadTxn, Store, WriteTxn, open_store, refuse_sharded, store_exists
 
 NS = b"bexdb"
 SubId = int | str
@@ -144,6 +144,12 @@ class Index:
         ``theta`` of :mod:`betree.adjust`) apply to a new store.
         """
         given = schema if isinstance(schema, Schema) or schema is None else Schema.from_json(schema)
+        if given is None and not store_exists(path):  # create nothing that cannot be used
+            refuse_sharded(path)
+            raise StoreError(
+                f"no store at {path}",
+                "create it with `bexdb load`, `bexdb subscribe --schema F`, or a schema",
+            )
         store = open_store(path, readonly=readonly, **store_options)
         try:
             with store.read() as txn:
@@ -273,10 +279,21 @@ class Index:
         """Delete one subscription; False if there was none with that id."""
         return self.unsubscribe_many([ident])[0]
 
-    def unsubscribe_many(self, idents: Iterable[SubId]) -> list[bool]:
-        """Delete subscriptions in one transaction; per id, whether it existed."""
+    def unsubscribe_many(self, idents: Iterable[SubId], *, strict: bool = False) -> list[bool]:
+        """Delete subscriptions in one transaction; per id, whether it existed.
+
+        With ``strict``, an absent id deletes nothing: :class:`InvalidInput` names every
+        absent one and the transaction is rolled back.
+        """
+        idents = list(idents)
         with gc_paused(), self.store.write() as txn, self._writer(txn) as w:
-            return [w.delete(ident) for ident in idents]
+            found = [w.delete(ident) for ident in idents]
+            missing = [ident for ident, ok in zip(idents, found, strict=True) if not ok]
+            if strict and missing:
+                raise InvalidInput(
+                    "no subscription " + ", ".join(map(repr, missing)) + ": nothing was deleted"
+                )
+            return found
 
     @contextmanager
     def _writer(self, txn: WriteTxn) -> Iterator[_Writer]:

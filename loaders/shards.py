@@ -36,8 +36,9 @@ from typing import Any, Protocol
 from betree.index import Index, SubId
 from betree.schema import Schema
 from storage.errors import BexdbError, CheckFailed, StoreError, VersionMismatch
+from storage.store import SHARD_MANIFEST
 
-MANIFEST = "manifest.json"
+MANIFEST = SHARD_MANIFEST
 FORMAT = "bexdb-shards"
 VERSION = 1
 

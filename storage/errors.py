@@ -51,6 +51,23 @@ class StoreReplaced(StoreError):
         self.reason = reason
 
 
+class ShardedStore(StoreError):
+    """A plain store was expected where a sharded one (a manifest and its shards) lies.
+
+    Raised before anything is opened or created, so nothing is written beside the
+    manifest.  Sharded stores are read through ``loaders.shards.open_any`` and take no
+    writes yet.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path} is a sharded store (manifest.json and its shards); it takes no writes",
+            "open it with loaders.shards.open_any(path) (as bexdb match, explain, inspect and "
+            "verify do); to change it, rebuild it with `bexdb load --replace --shards K`",
+        )
+        self.path = path
+
+
 class CorruptPage(StoreError):
     """A page could not be decoded or is of an unexpected kind or version."""
 

@@ -38,7 +38,14 @@ import lmdb
 
 from storage import codec
 from storage.cache import PageCache
-from storage.errors import CorruptPage, StoreError, StoreFull, StoreReplaced, VersionMismatch
+from storage.errors import (
+    CorruptPage,
+    ShardedStore,
+    StoreError,
+    StoreFull,
+    StoreReplaced,
+    VersionMismatch,
+)
 
 #: Version of the store layout as a whole (tables, meta records, key layouts).
 FORMAT_VERSION = 1
@@ -47,6 +54,9 @@ DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space; the file grows only as wri
 #: million-subscription BEGen index (measured: 88K pages, 155 MB).
 DEFAULT_CACHE_BYTES = 256 << 20
 _MAX_MAP_SIZE = 1 << 46
+#: The file that makes a directory a sharded store (owned by ``loaders.shards``); a plain
+#: store is never opened, nor created, beside one.
+SHARD_MANIFEST = "manifest.json"
 #: Meta key marking an environment replaced at its path: no write may begin in it.
 _RETIRED = b"retired"
 
@@ -613,6 +623,17 @@ class Store:
         }
 
 
+def refuse_sharded(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`ShardedStore` if ``path`` is a sharded store, not one environment."""
+    if os.path.exists(os.path.join(path, SHARD_MANIFEST)):
+        raise ShardedStore(str(path))
+
+
+def store_exists(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a plain store's environment (a sharded store is not one)."""
+    return os.path.exists(os.path.join(path, "data.mdb"))
+
+
 def open_store(
     path: str | os.PathLike[str],
     readonly: bool = False,
@@ -637,7 +658,8 @@ def open_store(
     ...     txn.put(b"demo", b"k", b"v")
     """
     path = str(path)
-    exists = os.path.exists(os.path.join(path, "data.mdb"))
+    refuse_sharded(path)
+    exists = store_exists(path)
     if readonly and not exists:
         raise StoreError(f"no store at {path}", "create it with `bexdb load` or `bexdb subscribe`")
     if not exists:

@@ -16,6 +16,8 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _AT_FDCWD = -100
@@ -70,3 +72,30 @@ def swap_in(new: Path, target: Path, *, keep_old: bool = False) -> Path | None:
         return old
     shutil.rmtree(old, ignore_errors=True)
     return None
+
+
+@contextmanager
+def creating(target: Path) -> Iterator[Path]:
+    """Yield a directory in which to build a new store for ``target``; publish it on success.
+
+    For writes that may create their store (``bexdb subscribe`` of a new one): a write that
+    fails leaves nothing behind, not even an empty environment that would later read as a
+    store without an index.  On success the store is renamed to ``target`` when ``target``
+    does not exist, or its ``data.mdb`` linked into ``target`` (a directory holding no store)
+    when it does; a store that appeared there meanwhile is never overwritten (the link
+    fails, and :class:`FileExistsError` says so).  Cost: one rename or link and a directory
+    fsync.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.creating-", dir=target.parent))
+    try:
+        built = staging / "store"
+        yield built
+        if not target.exists():
+            os.rename(built, target)
+            fsync_dir(target.parent)
+        else:
+            os.link(built / "data.mdb", target / "data.mdb")
+            fsync_dir(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -14,15 +14,24 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
-from tools.args import positive
+from tools.args import non_negative, positive
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
 MATCH_BATCH = 256  # events matched per read snapshot: later batches see newer commits
 
 Command = Callable[[argparse.Namespace], int]
+DESCRIPTION = (
+    "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
+    "subscriptions (expressions over event attributes), then match events against them."
+)
+EPILOG = (
+    "exit codes: 0 success, 1 runtime failure, 2 usage error, 3 invalid input (some records "
+    "or events rejected), 4 store check failed.  `bexdb COMMAND --help` for a command's options."
+)
 
 
 def _read_json(path: str) -> Any:
@@ -71,8 +80,11 @@ def _write_reopening(path: str, write: Callable[[Any], Any], **options: Any) -> 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
+    from betree.index import Index
     from betree.schema import Schema
     from loaders.records import mark_duplicates, parse_lines
+    from storage.store import refuse_sharded, store_exists
+    from storage.swap import creating
 
     with _input(args.input) as fh:
         records = list(parse_lines(fh))
@@ -84,23 +96,27 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
     schema = _read_json(args.schema) if args.schema else None
-    if schema is None and not os.path.exists(os.path.join(args.store, "data.mdb")):
-        schema = Schema.infer((r.id, r.expr) for r in records)  # a new store: infer it
     items = [(r.id, r.expr) for r in records]
-    created = _write_reopening(args.store, lambda idx: idx.subscribe_many(items), schema=schema)
+    refuse_sharded(args.store)
+    if store_exists(args.store):
+        created = _write_reopening(args.store, lambda idx: idx.subscribe_many(items), schema=schema)
+    else:  # a new store, published only if every record goes in
+        if schema is None:
+            schema = Schema.infer((r.id, r.expr) for r in records)
+        with creating(Path(args.store)) as staging, Index.open(staging, schema=schema) as idx:
+            created = idx.subscribe_many(items)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
 
 
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
-    """Delete subscriptions by id, in one transaction; exit 3 if some were absent."""
+    """Delete subscriptions by id, all or nothing (like ``subscribe``): if one is absent,
+    none is deleted and the absent ones are named (exit 3)."""
     ids = [parse_id(text) for text in args.ids]
-    found = _write_reopening(args.store, lambda idx: idx.unsubscribe_many(ids))
-    missing = [ident for ident, ok in zip(ids, found, strict=True) if not ok]
-    for ident in missing:
-        print(f"bexdb: no subscription {ident!r}", file=sys.stderr)
-    return EXIT_INVALID if missing else EXIT_OK
+    _write_reopening(args.store, lambda idx: idx.unsubscribe_many(ids, strict=True))
+    print(f"unsubscribed {len(ids)}")
+    return EXIT_OK
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -271,7 +287,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bexdb", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bexdb", description=DESCRIPTION, epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("subscribe", help="insert or replace subscriptions (JSON Lines)")
@@ -301,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
-    p.add_argument("--max-rejects", type=int)
+    p.add_argument("--max-rejects", type=non_negative, help="fail (publish nothing) past N rejects")
     p.add_argument("--replace", action="store_true", help="replace an existing store")
     p.set_defaults(func=cmd_load)
 
@@ -356,7 +372,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func: Command = args.func
     try:
-        return func(args)
+        try:
+            return func(args)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+    except BrokenPipeError:
+        # The reader went away (`bexdb inspect S | head -1`): it has what it wanted.  Point
+        # stdout at /dev/null so that the interpreter's own flush at exit stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except CheckFailed as exc:
         print(f"bexdb: {exc}", file=sys.stderr)
         return EXIT_CHECK
