@@ -1,1 +1,22 @@
-"""bexdb's Boolean-expression index (the lead exports ``Index`` here); kept import-free."""
+"""bexdb's Boolean-expression index: ``from betree import Index`` (SPEC section 8).
+
+``Index`` is imported on first use (PEP 562), so importing a light module of the package
+(the parser, the schema) does not load the index, numpy and the store with it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from betree.index import Index
+
+__all__ = ["Index"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Index":
+        from betree.index import Index
+
+        return Index
+    raise AttributeError(f"module 'betree' has no attribute {name!r}")

@@ -67,7 +67,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -721,22 +721,57 @@ def _nonneg(text: str) -> int:
     return value
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low`` (a usage error, exit 2, else)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a rate between 0 and 1, got {text!r}")
+    return value
+
+
+def _skew(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb gen``."""
     parser.add_argument("out_dir", metavar="OUT_DIR", help="directory for the three files")
     parser.add_argument("--profile", choices=PROFILES, default="begen", help="workload profile")
     parser.add_argument("--subs", type=_nonneg, default=100_000, help="subscriptions (100000)")
     parser.add_argument("--events", type=_nonneg, default=1_000, help="events (1000)")
-    parser.add_argument("--dims", type=int, default=400, help="attributes a0..a{D-1} (400)")
-    parser.add_argument("--card", type=int, default=48, help="values per attribute (48)")
+    parser.add_argument(
+        "--dims", type=_at_least(EVENT_ATTRS), default=400, help="attributes a0..a{D-1} (400)"
+    )
+    parser.add_argument("--card", type=_at_least(2), default=48, help="values per attribute (48)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument(
-        "--zipf", type=float, default=0.0, help="Zipf skew of attribute choice (0 = uniform)"
+        "--zipf", type=_skew, default=0.0, help="Zipf skew of attribute choice (0 = uniform)"
     )
-    parser.add_argument("--eq-share", type=float, default=0.3, help="share of = predicates (0.3)")
-    parser.add_argument("--bases", type=int, default=25, help="base events (25)")
+    parser.add_argument("--eq-share", type=_share, default=0.3, help="share of = predicates (0.3)")
+    parser.add_argument("--bases", type=_at_least(1), default=25, help="base events (25)")
     parser.add_argument(
-        "--target-rate", type=float, default=0.01, help="match rate to calibrate to (0.01)"
+        "--target-rate", type=_rate, default=0.01, help="match rate to calibrate to (0.01)"
     )
 
 

@@ -1311,6 +1311,8 @@ class _Progress:
         tty = out is not None and out.isatty()
         shown: list[str] = []  # the line on screen (a terminal), or the last label printed
 
+        finish: dict[tuple[str, int], float] = {}  # (label, tasks done) -> projected end
+
         def poll() -> None:
             tracker = sc.statusTracker()
             printed = 0.0
@@ -1326,7 +1328,8 @@ class _Progress:
                         label = labels[min(i, len(labels) - 1)]
                         span = seen.setdefault(label, [now, now])
                         span[1] = now
-                        line = self._line(label, st, now - span[0], counter)
+                        records = int(counter.value) if counter is not None else 0
+                        line = self._line(label, st, now - span[0], now - started, records, finish)
                 if not line or out is None:
                     continue
                 if tty:
@@ -1354,17 +1357,29 @@ class _Progress:
             stages["job: " + "+".join(labels)] = round(total, 3)
 
     @staticmethod
-    def _line(label: str, st: Any, elapsed: float, counter: Any) -> str:
+    def _line(
+        label: str,
+        st: Any,
+        elapsed: float,
+        job: float,
+        records: int,
+        finish: dict[tuple[str, int], float],
+    ) -> str:
+        """One progress line: ``elapsed`` seconds in this label, ``job`` in the job, whose
+        ``records`` so far (tasks report them as they finish) give the rate over the job's
+        time, once a second has passed (over the label's first moments it was absurd).  The
+        time left counts down from the end projected when the last task finished, instead of
+        moving only when one finishes."""
         done, total = st.numCompletedTasks, st.numTasks
-        records = counter.value if counter is not None else 0
         if label == "build":  # K long tasks: no fraction to speak of
             text = f"build: {done}/{total} shard stores"
             if records:
                 text += f" of {records:,} records"
             return text + f", {elapsed:,.0f} s"
         text = f"{label}: {done}/{total} tasks"
-        if records:
-            text += f", {records:,} records, {records / max(elapsed, 1e-9):,.0f}/s"
+        if records and job >= 1.0:
+            text += f", {records:,} records, {records / job:,.0f}/s"
         if done:
-            return text + f", ~{elapsed * (total - done) / done:,.0f} s left"
+            end = finish.setdefault((label, done), elapsed * total / done)
+            return text + f", ~{max(end - elapsed, 0.0):,.0f} s left"
         return text + f", {elapsed:,.0f} s"

@@ -67,9 +67,13 @@ def test_subscribe_match_unsubscribe(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 3 and len(lines) == 4
     assert lines[0] == {"matches": [5]} and lines[3] == {"matches": ["5"]}
     assert "not UTF-8" in lines[1]["error"] and "nested too deeply" in lines[2]["error"]
-    code, _, err = run(capsys, "unsubscribe", store, "5", "nope")
-    assert code == 3 and "'nope'" in err
-    code, out, _ = run(capsys, "match", store, write_lines(tmp_path / "e2.jsonl", [{"price": 35}]))
+    code, _, err = run(capsys, "unsubscribe", store, "5", "nope")  # all or nothing
+    assert code == 3 and "'nope'" in err and "nothing was deleted" in err
+    events = write_lines(tmp_path / "e2.jsonl", [{"price": 35}])
+    assert json.loads(run(capsys, "match", store, events)[1]) == {"matches": [5]}
+    code, out, _ = run(capsys, "unsubscribe", store, "5")
+    assert code == 0 and out == "unsubscribed 1\n"
+    code, out, _ = run(capsys, "match", store, events)
     assert code == 0 and json.loads(out) == {"matches": []}
     assert run(capsys, "verify", store)[0] == 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -34,7 +35,7 @@ def test_explain(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", store, '"x"', '{"i": 4, "s": "b"}']) == 0
     out = capsys.readouterr().out
     assert "does not match" in out and "true   i >= 3 (saw 4)" in out
-    assert "false  s = \"ab\" (saw 'b')" in out or "false  s = 'ab' (saw 'b')" in out
+    assert 'false  s = "ab" (saw "b")' in out
     assert main(["explain", store, '"x"', '{"i": 4, "s": "ab"}', "--json"]) == 0
     why = json.loads(capsys.readouterr().out)
     assert why["matches"] and why["clauses"][0]["reached"]
@@ -91,7 +92,7 @@ def test_subscribe_redoes_a_write_overtaken_by_a_compaction(store: str, tmp_path
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         fds = Path(f"/proc/{proc.pid}/fd")
         for _ in range(600):  # until it has the old store open (then it waits on the lock)
-            if data in {os.path.realpath(fd) for fd in fds.iterdir()}:
+            if data in _open_files(fds):
                 break
             assert proc.poll() is None
             time.sleep(0.01)
@@ -104,6 +105,15 @@ def test_subscribe_redoes_a_write_overtaken_by_a_compaction(store: str, tmp_path
     assert out == "subscribed 1 (1 new, 0 replaced)\n"
     with Index.open(store, readonly=True) as idx:  # written into the new store
         assert idx.expression("late") == "i = 7" and len(idx) == 201
+
+
+def _open_files(fds: Path) -> set[str]:
+    """The files a process has open (an fd may close while it is listed: skipped)."""
+    found = set()
+    for fd in fds.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            found.add(os.readlink(fd))
+    return found
 
 
 @pytest.fixture

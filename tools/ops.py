@@ -78,13 +78,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(json.dumps(why, indent=2))
         return 0
     verdict = "matches" if why["matches"] else "does not match"
-    print(f"subscription {why['id']!r} {verdict}: {why['expression']}")
+    print(f"subscription {_shown(why['id'])} {verdict}: {why['expression']}")
     if shard is not None:
         print(f"(in shard {shard})")
     for k, clause in enumerate(why["clauses"]):
         print(f"clause {k + 1}: {'true' if clause['holds'] else 'false'}")
         for atom in clause["atoms"]:
-            seen = f" (saw {atom['value']!r})" if "value" in atom else ""
+            seen = f" (saw {_shown(atom['value'])})" if "value" in atom else ""
             print(f"  {'true ' if atom['holds'] else 'false'}  {atom['atom']}{seen}")
         where = " -> ".join(
             f"{s['attribute']}:{s['bucket'] if s['bucket'] == 'top' else tuple(s['bucket'])}"
@@ -97,6 +97,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         else:
             print(f"  pruned at p-node {pruned['attribute']!r}: {pruned['pruned']}")
     return 0
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: JSON (``null`` for undefined, lists as arrays)."""
+    return json.dumps(value, ensure_ascii=False, default=sorted)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

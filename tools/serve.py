@@ -454,11 +454,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from tools.args import positive
+    from tools.args import port, positive
 
     p.add_argument("store")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (8765; 0 picks a free one)")
+    p.add_argument("--port", type=port, default=8765, help="port (8765; 0 picks a free one)")
     p.add_argument(
         "--workers",
         type=positive,
