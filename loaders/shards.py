@@ -119,6 +119,10 @@ class Reader(Protocol):
 
     def match(self, event: Mapping[str, object]) -> list[SubId]: ...
 
+    def subscriptions(self) -> Iterator[tuple[SubId, str]]:
+        """Every ``(id, expression)`` as given (``bexdb export``)."""
+        ...
+
     def check(self) -> None: ...
 
     def close(self) -> None: ...
@@ -146,6 +150,9 @@ class SingleReader:
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         return self.index.match(event)
+
+    def subscriptions(self) -> Iterator[tuple[SubId, str]]:
+        return self.index.iter_subscriptions()
 
     def check(self) -> None:
         self.index.check()
@@ -214,6 +221,11 @@ class ShardedReader:
         values = self.schema.validate_event(event)
         with self.snapshot() as match:
             return match(values)
+
+    def subscriptions(self) -> Iterator[tuple[SubId, str]]:
+        """Every ``(id, expression)``, shard after shard (each shard in one snapshot)."""
+        for index in self.shards:
+            yield from index.iter_subscriptions()
 
     def check(self) -> None:
         violations = _shard_violations(self.root, self.manifest)

@@ -185,6 +185,42 @@ def _match_batch(reader: Any, lines: list[bytes], out: TextIO) -> int:
     return rejected
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write every subscription of a store (plain or sharded) as JSON Lines records.
+
+    ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, so that ``bexdb load``
+    reads the file back into an equal store.  A file is written beside ``OUT`` and renamed
+    into place when complete (a failed export leaves no partial file).
+    """
+    from loaders.shards import open_any
+
+    with open_any(args.store) as reader, _output(args.out) as out:
+        count = 0
+        for ident, expr in reader.subscriptions():
+            out.write(json.dumps({"id": ident, "expr": expr}, ensure_ascii=False) + "\n")
+            count += 1
+    print(f"exported {count:,} subscriptions", file=sys.stderr)
+    return EXIT_OK
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[TextIO]:
+    """``path`` written whole or not at all (stdout for None or ``-``)."""
+    if path is None or path == "-":
+        yield sys.stdout
+        return
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    try:
+        with open(partial, "w", encoding="utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def cmd_load(args: argparse.Namespace) -> int:
     """Offline bulk load into a new store (published atomically)."""
     if args.engine == "python" and (args.shards is not None or args.master is not None):
@@ -305,6 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("events", nargs="?", help="JSON Lines file (default: stdin)")
     p.set_defaults(func=cmd_match)
+
+    p = sub.add_parser("export", help="write every subscription as JSON Lines (backup, re-shard)")
+    p.add_argument("store")
+    p.add_argument("out", nargs="?", help="output file (default: stdout)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("load", help="offline bulk load into a new store")
     p.add_argument("store")
