@@ -207,6 +207,16 @@ class PBTree:
             return leaf, i
         return None
 
+    def _item(self, key: Any) -> tuple[LeafNode, int]:
+        """The leaf and position of ``key``, which the tree's own records say is stored."""
+        found = self._find(key)
+        if found is None:
+            raise StoreError(
+                f"PB+tree {self.name!r}: no leaf item for {key!r}, which its lists name",
+                "the store is damaged: run `bexdb verify`, then restore it or rebuild it",
+            )
+        return found
+
     def _check_key(self, key: Any) -> None:
         domain = key_domain(key)
         rec = self.record
@@ -396,9 +406,7 @@ class PBTree:
             self._insert_in_parent(path[:-1], page, up, new)
 
     def _leaf_run_add(self, key: Any, column: str, ident: int) -> bool:
-        found = self._find(key)
-        assert found is not None  # _ensure_item ran first
-        leaf, i = found
+        leaf, i = self._item(key)  # _ensure_item ran first
         run = getattr(leaf, column)[i]
         j = bisect_left(run, ident)
         if j < len(run) and run[j] == ident:
@@ -408,9 +416,7 @@ class PBTree:
 
     def _list_add(self, kind: int, part: int, key: Any, ident: int) -> bool:
         """InsertToList (Fig. 7): add ``ident`` to the item ``key`` of list ``kind``."""
-        found = self._find(key)
-        assert found is not None
-        leaf, i = found
+        leaf, i = self._item(key)
         node = self._load(getattr(leaf, _PTR[kind])[i], ListNode)
         if node.sentinel == REAL:
             j = bisect_left(node.keys, key)
@@ -547,9 +553,7 @@ class PBTree:
         return removed
 
     def _leaf_run_remove(self, key: Any, column: str, ident: int) -> bool:
-        found = self._find(key)
-        assert found is not None
-        leaf, i = found
+        leaf, i = self._item(key)
         run = getattr(leaf, column)[i]
         j = bisect_left(run, ident)
         if j == len(run) or run[j] != ident:
@@ -626,9 +630,7 @@ class PBTree:
 
     def _drop_item_if_unused(self, key: Any) -> None:
         """Remove the leaf item of ``key`` once no predicate and no list item uses it."""
-        found = self._find(key)
-        assert found is not None
-        leaf, i = found
+        leaf, i = self._item(key)
         if leaf.eq[i] or leaf.bound[i]:
             return
         if any(self._list_item(kind, key) is not None for kind in (GT, LT, NE)):
