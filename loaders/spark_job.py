@@ -343,10 +343,11 @@ def check_inputs(inputs: Sequence[str]) -> int:
 def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     """One DataFrame ``(arg, path, block, kind, text)`` over every input, in input order.
 
-    ``text`` is the JSON Lines line, or for Parquet and CSV the row as a JSON object (a
-    null field left out, so the record parser reports the missing column).  Parquet ``id``
-    must be an integer or string column, ``expr`` a string column; a column that is absent
-    makes every row a reject.
+    ``text`` is the JSON Lines line as bytes (Spark does not check that a line is UTF-8:
+    :func:`parse_record` decodes it, a bad line being one reject), or for Parquet and CSV
+    the row as a JSON object (a null field left out, so the record parser reports the
+    missing column).  Parquet ``id`` must be an integer or string column, ``expr`` a string
+    column; a column that is absent makes every row a reject.
     """
     from pyspark.sql import functions as F
 
@@ -354,7 +355,9 @@ def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     for arg, path in enumerate(inputs):
         fmt = source_format(path)
         if fmt == "jsonl":
-            df = spark.read.text(path)
+            # lines end at "\n" only, as loaders.records.input_lines (a "\r" is JSON white
+            # space); Hadoop's line reader drops a BOM at the start of a file, as it does
+            df = spark.read.text(path, lineSep="\n")
             kind, text = JSONL, F.col("value")
         else:
             if fmt == "parquet":
@@ -370,7 +373,7 @@ def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
                 F.col("_metadata.file_path").alias("path"),
                 F.col("_metadata.file_block_start").alias("block"),
                 F.lit(kind).cast("tinyint").alias("kind"),
-                text.cast("string").alias("text"),
+                text.cast("binary").alias("text"),  # the line's bytes, decoded per record
             )
         )
     return reduce(lambda a, b: a.unionByName(b), frames)
@@ -418,7 +421,7 @@ def csv_id(text: str) -> int | str:
 _RECORD_SHAPE = 'a record must be an object with "id" and "expr"'
 
 
-def parse_record(kind: int, text: str | None) -> Record | None:
+def parse_record(kind: int, text: bytes | None) -> Record | None:
     """The record of one extracted row (its ``line`` is set later), or None if blank."""
     if text is None:
         return None
