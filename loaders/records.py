@@ -79,6 +79,11 @@ def loads_line(raw: bytes | str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        if exc.pos == 0 and text.startswith("\ufeff"):
+            raise InvalidInput(
+                "malformed JSON: a byte order mark (U+FEFF) starts the line; "
+                "only the file's first line may have one"
+            ) from None
         where = f"line {exc.lineno} column" if exc.lineno > 1 else "column"  # a whole file
         raise InvalidInput(f"malformed JSON: {exc.msg} at {where} {exc.colno}") from None
     except RecursionError:
