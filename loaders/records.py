@@ -116,10 +116,10 @@ def parse_line(text: bytes | str, n: int = 1) -> Record | None:
     except InvalidInput as exc:
         return Record(n, None, None, exc.message)
     if type(doc) is not dict or "id" not in doc or "expr" not in doc:
-        shown, _ = _shown_id(doc.get("id") if isinstance(doc, dict) else None)
+        shown, _ = shown_id(doc.get("id") if isinstance(doc, dict) else None)
         return Record(n, shown, None, 'a record must be an object with "id" and "expr"')
     ident, expr = doc["id"], doc["expr"]
-    shown, problem = _shown_id(ident)
+    shown, problem = shown_id(ident)
     if problem is not None:
         return Record(n, shown, None, problem)
     if isinstance(ident, bool) or not isinstance(ident, int | str):
@@ -134,9 +134,9 @@ def parse_line(text: bytes | str, n: int = 1) -> Record | None:
     return Record(n, ident, expr)
 
 
-def _shown_id(ident: Any) -> tuple[Any, str | None]:
-    """The id as a rejects line shows it (strict JSON), and why it is not an id if the
-    rejects line cannot show it."""
+def shown_id(ident: Any) -> tuple[Any, str | None]:
+    """The id as a rejects line shows it (strict JSON: None if it cannot), and why it is
+    not an id if the rejects line cannot show it (else None)."""
     if isinstance(ident, str):
         where = _lone_surrogate(ident)
         return (ident, None) if where is None else (None, f"id holds {where} (not valid Unicode)")

@@ -113,6 +113,7 @@ from loaders.records import (
     mark_duplicates,
     parse_line,
     publishing,
+    shown_id,
     write_rejects,
 )
 from storage import codec
@@ -409,7 +410,7 @@ def csv_id(text: str) -> int | str:
     """
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a huge integer, nested too deeply
         return text
     if isinstance(value, str):
         return value
@@ -432,7 +433,9 @@ def parse_record(kind: int, text: bytes | None) -> Record | None:
         column = "id" if record.id is None else "expr"
         record.error = f'the row has no value in column "{column}"'
     if kind == CSV and isinstance(record.id, str):
-        record.id = csv_id(record.id)
+        record.id, problem = shown_id(csv_id(record.id))  # '"\\ud800"' is a lone surrogate
+        if problem is not None and record.error is None:
+            record.expr, record.error = None, problem
     return record
 
 

@@ -322,3 +322,23 @@ def test_spark_load_matches_the_python_engine(
     assert rejects.read_text() == python_rejects.getvalue()
     assert loaded_ids(tmp_path / "spark") == loaded_ids(tmp_path / "py")
     assert loaded_ids(tmp_path / "spark") == sorted(json.dumps(i) for i in LOADED)
+
+
+@pytest.mark.parametrize(
+    ("field", "want"),
+    [
+        ('"\\ud800"', (None, f"id holds a lone surrogate \\ud800 at character 1 {NOT_UNICODE}")),
+        ("[" * 5000, ("[" * 5000, None)),  # not a JSON id: the text is the id
+        ("9" * 5000, ("9" * 5000, None)),
+        ("NaN", ("NaN", None)),
+        ('"7"', ("7", None)),
+        ("7", (7, None)),
+    ],
+)
+def test_a_csv_id_field_is_one_record(field: str, want: tuple[Any, str | None]) -> None:
+    """A CSV id field that is JSON is read as JSON (Spark engine, no Spark needed)."""
+    from loaders.spark_job import CSV, parse_record
+
+    record = parse_record(CSV, json.dumps({"id": field, "expr": "i = 1"}).encode())
+    assert record is not None
+    assert (record.id, record.error) == want
