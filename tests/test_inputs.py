@@ -31,6 +31,7 @@ SCHEMA = {"attributes": {"i": {"type": "int"}, "s": {"type": "string"}}}
 BOM = b"\xef\xbb\xbf"
 DEEP = b"[" * 100_000 + b"]" * 100_000
 NOT_UNICODE = "(not valid Unicode)"
+TOO_DEEP = "malformed JSON: nested too deeply (more than 128 levels)"
 
 #: (line, the reject's id and error, or None if the line loads or is blank); the file is
 #: these lines joined by "\n", and the last one has no newline.
@@ -42,10 +43,10 @@ LINES: list[tuple[bytes, tuple[Any, str] | None]] = [
         b'{"id": 4, "expr": "\xed\xa0\x80"}',
         (None, "not UTF-8: invalid continuation byte at byte 19"),
     ),
-    (DEEP, (None, "malformed JSON: nested too deeply")),
+    (DEEP, (None, TOO_DEEP)),
     (
         b'{"id": 6, "expr": "i = 1", "x": ' + DEEP + b"}",
-        (None, "malformed JSON: nested too deeply"),
+        (None, TOO_DEEP),
     ),
     (
         b'{"id": "\\ud800", "expr": "i = 1"}',
@@ -102,9 +103,12 @@ LINES: list[tuple[bytes, tuple[Any, str] | None]] = [
     (b'{"id": "\\ud83d\\ude00", "expr": "s = \\"\\u00fc\\""}', None),  # a surrogate pair
     ('{"id": "ü", "expr": "i = 29"}'.encode(), None),
     (b'{"id": 30, "expr": "i = 30", "x": NaN}', None),  # fields other than id, expr ignored
-    (b'{"id": 31, "expr": "i = 31"}', None),  # no newline at the end of the file
+    (b'{"id": 31, "expr": "i = 1", "x": ' + b"[" * 127 + b"]" * 127 + b"}", None),
+    (b'{"id": 32, "expr": "i = 1", "x": ' + b"[" * 128 + b"]" * 128 + b"}", (None, TOO_DEEP)),
+    (b'{"id": 33, "expr": "i = 1", "x": "' + b"[" * 200 + b'"}', None),  # brackets in a string
+    (b'{"id": 34, "expr": "i = 34"}', None),  # no newline at the end of the file
 ]
-LOADED = [1, 22, 27, "\U0001f600", "ü", 30, 31]
+LOADED = [1, 22, 27, "\U0001f600", "ü", 30, 31, 33, 34]
 REJECTS = [
     {"line": n, "id": want[0], "error": want[1]}
     for n, (_, want) in enumerate(LINES, 1)
@@ -212,7 +216,7 @@ def test_match_answers_every_line(tmp_path: Path) -> None:
         (BOM + b'{"i": 1}\r', {"matches": [1]}),
         (b'{"s": "\xff"}', {"error": "not UTF-8: invalid start byte at byte 7"}),
         (b'{"s": "\xc0\xaf"}', {"error": "not UTF-8: invalid start byte at byte 7"}),
-        (DEEP, {"error": "malformed JSON: nested too deeply"}),
+        (DEEP, {"error": TOO_DEEP}),
         (
             b'{"s": "\\ud800"}',
             {"error": f'attribute "s": the string holds a lone surrogate {NOT_UNICODE}'},
