@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from betree.index import Index
+from loaders.records import Record, parse_line, write_rejects
 from tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -346,3 +349,50 @@ def test_a_csv_id_field_is_one_record(field: str, want: tuple[Any, str | None]) 
     record = parse_record(CSV, json.dumps({"id": field, "expr": "i = 1"}).encode())
     assert record is not None
     assert (record.id, record.error) == want
+
+
+#: JSON-ish values: every float (NaN, infinities), every code point (lone surrogates too),
+#: integers past 64 bits, nesting; written with ``json.dumps`` (NaN as ``NaN``, a
+#: surrogate as its ``\\ud800`` escape).
+VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(
+        st.characters(exclude_categories=())
+        | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+        max_size=8,
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ident=VALUES,
+    expr=VALUES | st.sampled_from(["i = 1", 's = "\\ud800"', "i = 1 \ud800"]),
+    noise=st.binary(max_size=4),
+    cut=st.integers(min_value=0, max_value=60),
+)
+def test_any_line_is_a_record_or_a_reject_in_strict_json(
+    ident: Any, expr: Any, noise: bytes, cut: int
+) -> None:
+    """Whatever a line holds, the reader gives a record or its reason, never an exception,
+    and the rejects file stays strict JSON Lines (also with bytes spliced into the line)."""
+    line = json.dumps({"id": ident, "expr": expr}).encode()
+    for text in (line, line[:cut] + noise + line[cut:]):
+        record = parse_line(text, 7)
+        assert record is None or isinstance(record, Record)
+        if record is None:
+            continue
+        if record.error is None:
+            record.expr.encode("utf-8")  # a usable record is valid Unicode
+        out = io.StringIO()
+        write_rejects(out, [Record(7, record.id, None, record.error or "x")])
+        assert strict_json(out.getvalue().encode()) == {
+            "line": 7,
+            "id": record.id,
+            "error": record.error or "x",
+        }
