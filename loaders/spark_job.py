@@ -5,7 +5,10 @@ The path for large subscription sets (the single-process engine is
 
 **Extract** (:func:`extract`): each input is JSON Lines (``spark.read.text``), Parquet or CSV
 (columns ``id``, ``expr``; a row becomes the JSON object ``to_json(struct(id, expr))``, so
-every format goes through the one record parser of :mod:`loaders.records`).  Every row
+every format goes through the one record parser of :mod:`loaders.records`).  A JSON Lines
+line reaches the executors as its bytes, cut at ``"\\n"`` only, and is decoded there with
+the record, so that a line that is not UTF-8 is one reject, as in the single-process
+engine (Spark itself never checks that text is UTF-8).  Every row
 carries its file and the start of its file split (Spark's ``_metadata``), which is how
 rejects get their line numbers without a second pass: a task numbers the rows of each split
 it reads and reports how many rows each split had; the driver turns (split start, position)
