@@ -280,10 +280,12 @@ def _check_spec(spec: AttrSpec) -> None:
             if not _is_int(bound) or not INT64_MIN <= bound <= INT64_MAX:
                 raise InvalidInput(f'{where}: "{key}" must be an integer in signed 64-bit range')
         elif spec.type == "float":
-            if not _is_number(bound) or not math.isfinite(bound):
+            if not _is_number(bound) or not _finite(bound):
                 raise InvalidInput(f'{where}: "{key}" must be a finite number')
         elif not isinstance(bound, str):
             raise InvalidInput(f'{where}: "{key}" must be a string for a {spec.type} attribute')
+        elif not bound.isascii() and not _is_unicode(bound):
+            raise InvalidInput(f'{where}: "{key}" holds a lone surrogate (not valid Unicode)')
     if spec.min is not None and spec.max is not None and spec.min > spec.max:  # type: ignore[operator]
         raise InvalidInput(f'{where}: "min" ({spec.min!r}) is greater than "max" ({spec.max!r})')
 
@@ -294,6 +296,22 @@ def _is_int(v: object) -> bool:
 
 def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _finite(v: float) -> bool:
+    """Whether ``v`` is a finite double (an integer beyond the double range is not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # -- event value checks: (attribute name, value) -> stored value ---------------------------------

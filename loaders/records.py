@@ -9,13 +9,16 @@ renaming it aside first and removing it after the new store is in place.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,13 +36,81 @@ class Record:
     error: str | None = None
 
 
+#: A UTF-8 byte order mark.  At the very start of an input file it is ignored (RFC 8259
+#: allows a parser to; Windows editors write one, and Spark's line reader drops it);
+#: anywhere else it is a character, and a line that starts with one is malformed JSON.
+BOM = b"\xef\xbb\xbf"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: The deepest nesting of arrays and objects a line may have.  Checked before parsing,
+#: so that where the limit falls does not depend on the caller's stack (the parser's
+#: recursion limit would: a Spark worker runs it deeper than ``bexdb load`` does, and the
+#: two engines must reject the same lines).  Records and events need two levels.
+MAX_DEPTH = 128
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^][{}]+")
+_HUGE_INT = "Exceeds the limit"  # how int() refuses more than sys.get_int_max_str_digits()
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Record]:
     """Subscription records from a JSON Lines file (SPEC section 5); blank lines skipped."""
-    with open(path, encoding="utf-8") as fh:
-        yield from parse_lines(fh)
+    with open(path, "rb") as fh:
+        yield from parse_lines(input_lines(fh))
 
 
-def parse_lines(lines: Iterable[str], first: int = 1) -> Iterator[Record]:
+def input_lines(fh: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a JSON Lines file read as bytes, a BOM at its start dropped.
+
+    Lines end at ``b"\\n"`` only (a ``"\\r"`` before it, or anywhere, is JSON white
+    space), and each is decoded on its own (:func:`loads_line`): a line that is not UTF-8
+    is one bad line, not the end of the input.  Spark reads files the same way
+    (``lineSep="\\n"``, :func:`loaders.spark_job.extract`).
+    """
+    lines = iter(fh)
+    for first in lines:
+        yield first.removeprefix(BOM)
+        break
+    yield from lines
+
+
+def loads_line(raw: bytes | str) -> Any:
+    """The JSON value of one line (or file); raises ``InvalidInput`` with the reason it
+    has none.
+
+    Not UTF-8, malformed JSON, nesting deeper than :data:`MAX_DEPTH`, an integer of more
+    than 4,300 digits: each is the line's own error.  Cost: one decode and one
+    ``json.loads``; a line with more than :data:`MAX_DEPTH` brackets is scanned once more.
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+        raise InvalidInput(f"malformed JSON: nested too deeply (more than {MAX_DEPTH} levels)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos == 0 and text.startswith("\ufeff"):
+            raise InvalidInput(
+                "malformed JSON: a byte order mark (U+FEFF) starts the line; "
+                "only the file's first line may have one"
+            ) from None
+        where = f"line {exc.lineno} column" if exc.lineno > 1 else "column"  # a whole file
+        raise InvalidInput(f"malformed JSON: {exc.msg} at {where} {exc.colno}") from None
+    except RecursionError:  # a caller already deep in its stack
+        raise InvalidInput("malformed JSON: nested too deeply") from None
+    except ValueError as exc:
+        if str(exc).startswith(_HUGE_INT):
+            raise InvalidInput("malformed JSON: an integer of more than 4300 digits") from None
+        raise InvalidInput(f"malformed JSON: {exc}") from None
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets outside JSON strings in ``text``."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+
+
+def parse_lines(lines: Iterable[bytes | str], first: int = 1) -> Iterator[Record]:
     """The records of JSON Lines (numbered from ``first``); blank lines skipped."""
     for n, text in enumerate(lines, first):
         record = parse_line(text, n)
@@ -47,29 +118,62 @@ def parse_lines(lines: Iterable[str], first: int = 1) -> Iterator[Record]:
             yield record
 
 
-def parse_line(text: str, n: int = 1) -> Record | None:
-    """The record of line ``n`` (its error, if it is not usable), or None if it is blank."""
+def parse_line(text: bytes | str, n: int = 1) -> Record | None:
+    """The record of line ``n`` (its error, if it is not usable), or None if it is blank.
+
+    Every error is the record's own, whatever the bytes.  The record's ``id`` is what
+    the rejects file shows: an id that JSON cannot show (NaN, infinities, a lone
+    surrogate) or that is an object or array becomes None, and the error says what it was.
+    """
     if not text or text.isspace():
         return None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Record(n, None, None, f"malformed JSON: {exc.msg} at column {exc.colno}")
+        doc = loads_line(text)
+    except InvalidInput as exc:
+        return Record(n, None, None, exc.message)
     if type(doc) is not dict or "id" not in doc or "expr" not in doc:
-        return Record(
-            n,
-            doc.get("id") if isinstance(doc, dict) else None,
-            None,
-            'a record must be an object with "id" and "expr"',
-        )
+        shown, _ = shown_id(doc.get("id") if isinstance(doc, dict) else None)
+        return Record(n, shown, None, 'a record must be an object with "id" and "expr"')
     ident, expr = doc["id"], doc["expr"]
+    shown, problem = shown_id(ident)
+    if problem is not None:
+        return Record(n, shown, None, problem)
     if isinstance(ident, bool) or not isinstance(ident, int | str):
-        return Record(n, ident, expr, "id must be a string or an integer")
+        return Record(n, ident, None, "id must be a string or an integer")
     if isinstance(ident, int) and not -(1 << 63) <= ident < 1 << 63:
-        return Record(n, ident, expr, "integer id outside the signed 64-bit range")
+        return Record(n, ident, None, "integer id outside the signed 64-bit range")
     if not isinstance(expr, str):
-        return Record(n, ident, expr, "expr must be a string")
+        return Record(n, ident, None, "expr must be a string")
+    where = _lone_surrogate(expr)
+    if where is not None:
+        return Record(n, ident, None, f"expr holds {where} (not valid Unicode)")
     return Record(n, ident, expr)
+
+
+def shown_id(ident: Any) -> tuple[Any, str | None]:
+    """The id as a rejects line shows it (strict JSON: None if it cannot), and why it is
+    not an id if the rejects line cannot show it (else None)."""
+    if isinstance(ident, str):
+        where = _lone_surrogate(ident)
+        return (ident, None) if where is None else (None, f"id holds {where} (not valid Unicode)")
+    if isinstance(ident, float) and not math.isfinite(ident):
+        what = "NaN" if math.isnan(ident) else "an infinite number"
+        return None, f"id must be a string or an integer, not {what}"
+    if isinstance(ident, dict | list):
+        what = "an object" if isinstance(ident, dict) else "an array"
+        return None, f"id must be a string or an integer, not {what}"
+    return ident, None
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """Where ``text`` holds a lone surrogate (a JSON ``\\ud800`` escape decodes to one,
+    and UTF-8 cannot encode it), or None.  Cost: nothing for ASCII text."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"a lone surrogate \\u{ord(found.group()):04x} at character {found.start() + 1}"
 
 
 def mark_duplicates(records: list[Record]) -> None:
@@ -81,11 +185,16 @@ def mark_duplicates(records: list[Record]) -> None:
 
 
 def write_rejects(out: TextIO, records: Iterable[Record]) -> int:
-    """Write ``{"line", "id", "error"}`` lines for rejected records; return how many."""
+    """Write ``{"line", "id", "error"}`` lines for rejected records; return how many.
+
+    Strict JSON (no NaN, ASCII with ``\\u`` escapes): :func:`parse_line` leaves in a
+    record only ids that JSON can show.
+    """
     n = 0
     for record in records:
         if record.error is not None:
-            out.write(json.dumps({"line": record.line, "id": record.id, "error": record.error}))
+            doc = {"line": record.line, "id": record.id, "error": record.error}
+            out.write(json.dumps(doc, allow_nan=False))
             out.write("\n")
             n += 1
     return n

@@ -5,7 +5,10 @@ The path for large subscription sets (the single-process engine is
 
 **Extract** (:func:`extract`): each input is JSON Lines (``spark.read.text``), Parquet or CSV
 (columns ``id``, ``expr``; a row becomes the JSON object ``to_json(struct(id, expr))``, so
-every format goes through the one record parser of :mod:`loaders.records`).  Every row
+every format goes through the one record parser of :mod:`loaders.records`).  A JSON Lines
+line reaches the executors as its bytes, cut at ``"\\n"`` only, and is decoded there with
+the record, so that a line that is not UTF-8 is one reject, as in the single-process
+engine (Spark itself never checks that text is UTF-8).  Every row
 carries its file and the start of its file split (Spark's ``_metadata``), which is how
 rejects get their line numbers without a second pass: a task numbers the rows of each split
 it reads and reports how many rows each split had; the driver turns (split start, position)
@@ -113,6 +116,7 @@ from loaders.records import (
     mark_duplicates,
     parse_line,
     publishing,
+    shown_id,
     write_rejects,
 )
 from storage import codec
@@ -343,10 +347,11 @@ def check_inputs(inputs: Sequence[str]) -> int:
 def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     """One DataFrame ``(arg, path, block, kind, text)`` over every input, in input order.
 
-    ``text`` is the JSON Lines line, or for Parquet and CSV the row as a JSON object (a
-    null field left out, so the record parser reports the missing column).  Parquet ``id``
-    must be an integer or string column, ``expr`` a string column; a column that is absent
-    makes every row a reject.
+    ``text`` is the JSON Lines line as bytes (Spark does not check that a line is UTF-8:
+    :func:`parse_record` decodes it, a bad line being one reject), or for Parquet and CSV
+    the row as a JSON object (a null field left out, so the record parser reports the
+    missing column).  Parquet ``id`` must be an integer or string column, ``expr`` a string
+    column; a column that is absent makes every row a reject.
     """
     from pyspark.sql import functions as F
 
@@ -354,7 +359,9 @@ def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     for arg, path in enumerate(inputs):
         fmt = source_format(path)
         if fmt == "jsonl":
-            df = spark.read.text(path)
+            # lines end at "\n" only, as loaders.records.input_lines (a "\r" is JSON white
+            # space); Hadoop's line reader drops a BOM at the start of a file, as it does
+            df = spark.read.text(path, lineSep="\n")
             kind, text = JSONL, F.col("value")
         else:
             if fmt == "parquet":
@@ -370,7 +377,7 @@ def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
                 F.col("_metadata.file_path").alias("path"),
                 F.col("_metadata.file_block_start").alias("block"),
                 F.lit(kind).cast("tinyint").alias("kind"),
-                text.cast("string").alias("text"),
+                text.cast("binary").alias("text"),  # the line's bytes, decoded per record
             )
         )
     return reduce(lambda a, b: a.unionByName(b), frames)
@@ -406,7 +413,7 @@ def csv_id(text: str) -> int | str:
     """
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a huge integer, nested too deeply
         return text
     if isinstance(value, str):
         return value
@@ -418,7 +425,7 @@ def csv_id(text: str) -> int | str:
 _RECORD_SHAPE = 'a record must be an object with "id" and "expr"'
 
 
-def parse_record(kind: int, text: str | None) -> Record | None:
+def parse_record(kind: int, text: bytes | None) -> Record | None:
     """The record of one extracted row (its ``line`` is set later), or None if blank."""
     if text is None:
         return None
@@ -429,7 +436,9 @@ def parse_record(kind: int, text: str | None) -> Record | None:
         column = "id" if record.id is None else "expr"
         record.error = f'the row has no value in column "{column}"'
     if kind == CSV and isinstance(record.id, str):
-        record.id = csv_id(record.id)
+        record.id, problem = shown_id(csv_id(record.id))  # '"\\ud800"' is a lone surrogate
+        if problem is not None and record.error is None:
+            record.expr, record.error = None, problem
     return record
 
 

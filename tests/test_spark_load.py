@@ -14,7 +14,6 @@ import io
 import json
 import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +31,6 @@ from tests.workload import SCHEMA, event, expression
 
 pytestmark = pytest.mark.spark
 SETTINGS = {"max_cap": 4, "min_size": 2}  # small l-nodes: a deep tree from few subscriptions
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The one local Spark session of the test run (two cores, as CI)."""
-    session = spark_job.spark_session(
-        "local[2]", driver_memory="1g", log_dir=tmp_path_factory.mktemp("spark-log")
-    )
-    yield session
-    session.stop()
 
 
 def ids_of(matches: list[Any]) -> list[str]:

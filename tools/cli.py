@@ -34,18 +34,24 @@ EPILOG = (
 )
 
 
-def _read_json(path: str) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+def schema_file(path: str) -> Any:
+    """``--schema FILE``: the schema document (SPEC section 2), validated while the
+    arguments are parsed, so that a bad file is a usage error (exit 2) naming the file and
+    the reason, before anything is read or written.  A BOM at its start is ignored."""
+    from betree.schema import Schema
+    from loaders.records import BOM, loads_line
 
-
-@contextmanager
-def _input(path: str | None) -> Iterator[TextIO]:
-    if path is None or path == "-":
-        yield sys.stdin
-    else:
-        with open(path, encoding="utf-8") as fh:
-            yield fh
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read().removeprefix(BOM)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{path}: cannot read it: {exc.strerror}") from None
+    try:
+        doc = loads_line(raw)
+        Schema.from_json(doc)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc.message}") from None
+    return doc
 
 
 def parse_id(text: str) -> int | str:
@@ -82,12 +88,12 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
     from betree.index import Index
     from betree.schema import Schema
-    from loaders.records import mark_duplicates, parse_lines
+    from loaders.records import input_lines, mark_duplicates, parse_lines
     from storage.store import refuse_sharded, store_exists
     from storage.swap import creating
 
-    with _input(args.input) as fh:
-        records = list(parse_lines(fh))
+    with _binary_input(args.input) as fh:
+        records = list(parse_lines(input_lines(fh)))
     mark_duplicates(records)
     bad = [r for r in records if r.error is not None]
     if bad:
@@ -95,7 +101,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
-    schema = _read_json(args.schema) if args.schema else None
+    schema = args.schema
     items = [(r.id, r.expr) for r in records]
     refuse_sharded(args.store)
     if store_exists(args.store):
@@ -141,7 +147,7 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _binary_input(path: str | None) -> Iterator[BinaryIO]:
-    """Events as bytes: a line that is not UTF-8 is one bad event, not the end of the input."""
+    """Input as bytes: a line that is not UTF-8 is one bad line, not the end of the input."""
     if path is None or path == "-":
         yield sys.stdin.buffer
     else:
@@ -150,12 +156,16 @@ def _binary_input(path: str | None) -> Iterator[BinaryIO]:
 
 
 def _lines(fh: BinaryIO) -> Iterator[bytes]:
-    for line in fh:
+    from loaders.records import input_lines
+
+    for line in input_lines(fh):
         if line.strip():
             yield line
 
 
 def _match_batch(reader: Any, lines: list[bytes], out: TextIO) -> int:
+    from loaders.records import loads_line
+
     if not lines:
         return 0
     rejected = 0
@@ -163,20 +173,11 @@ def _match_batch(reader: Any, lines: list[bytes], out: TextIO) -> int:
     with reader.snapshot() as match:
         for line in lines:
             try:
-                event = json.loads(line.decode("utf-8"))
+                event = loads_line(line)
                 if not isinstance(event, dict):
                     raise InvalidInput("an event must be a JSON object")
                 values = reader.schema.validate_event(event)
                 results.append({"matches": match(values)})
-            except json.JSONDecodeError as exc:
-                rejected += 1
-                results.append({"error": f"malformed JSON: {exc.msg} at column {exc.colno}"})
-            except UnicodeDecodeError as exc:
-                rejected += 1
-                results.append({"error": f"not UTF-8: {exc.reason} at byte {exc.start}"})
-            except RecursionError:
-                rejected += 1
-                results.append({"error": "malformed JSON: nested too deeply"})
             except InvalidInput as exc:
                 rejected += 1
                 results.append({"error": exc.message})
@@ -226,7 +227,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.engine == "python" and (args.shards is not None or args.master is not None):
         print("bexdb: --shards and --master need --engine spark", file=sys.stderr)
         return EXIT_USAGE
-    schema = _read_json(args.schema) if args.schema else None
+    schema = args.schema
     rejects = open(args.rejects, "w", encoding="utf-8") if args.rejects else None  # noqa: SIM115
     try:
         if args.engine == "spark":
@@ -329,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("subscribe", help="insert or replace subscriptions (JSON Lines)")
     p.add_argument("store")
     p.add_argument("input", nargs="?", help="JSON Lines file (default: stdin)")
-    p.add_argument("--schema", help="schema JSON for a new store (else inferred)")
+    p.add_argument("--schema", type=schema_file, help="schema JSON for a new store (else inferred)")
     p.set_defaults(func=cmd_subscribe)
 
     p = sub.add_parser("unsubscribe", help="delete subscriptions by id")
@@ -350,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", help="offline bulk load into a new store")
     p.add_argument("store")
     p.add_argument("inputs", nargs="+", metavar="INPUT")
-    p.add_argument("--schema")
+    p.add_argument("--schema", type=schema_file, help="schema JSON (else inferred)")
     p.add_argument("--engine", choices=["spark", "python"], default="spark")
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument(

@@ -1,0 +1,398 @@
+"""Input that does not decode: every bad line is its own reject, in every reader.
+
+One JSON Lines file holds a line of every kind that once took a whole command down (bytes
+that are not UTF-8, overlong UTF-8, encoded surrogates, JSON nested 100,000 deep, lone
+surrogates in an id and in an expr, NaN and infinite ids, a 5,000-digit integer, a BOM),
+mixed with good lines, CRLF endings, blank lines and a last line without a newline.
+``bexdb load`` on both engines loads the same ids and writes the same rejects (strict JSON
+Lines, exit 3); ``bexdb subscribe`` rejects the batch with one clean error per bad line
+(exit 3, nothing written); ``bexdb match`` answers every line of a same-shaped events file.
+A bad ``--schema`` file is a usage error (exit 2) naming the file.  The expected rejects
+are written out by hand below.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from betree.index import Index
+from loaders.records import Record, parse_line, write_rejects
+from tools.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = {"attributes": {"i": {"type": "int"}, "s": {"type": "string"}}}
+BOM = b"\xef\xbb\xbf"
+DEEP = b"[" * 100_000 + b"]" * 100_000
+NOT_UNICODE = "(not valid Unicode)"
+TOO_DEEP = "malformed JSON: nested too deeply (more than 128 levels)"
+
+#: (line, the reject's id and error, or None if the line loads or is blank); the file is
+#: these lines joined by "\n", and the last one has no newline.
+LINES: list[tuple[bytes, tuple[Any, str] | None]] = [
+    (BOM + b'{"id": 1, "expr": "i = 1"}\r', None),  # a BOM at the start of the file is ignored
+    (b'{"id": 2, "expr": "\xff"}', (None, "not UTF-8: invalid start byte at byte 19")),
+    (b'{"id": 3, "expr": "\xc0\xaf"}', (None, "not UTF-8: invalid start byte at byte 19")),
+    (
+        b'{"id": 4, "expr": "\xed\xa0\x80"}',
+        (None, "not UTF-8: invalid continuation byte at byte 19"),
+    ),
+    (DEEP, (None, TOO_DEEP)),
+    (
+        b'{"id": 6, "expr": "i = 1", "x": ' + DEEP + b"}",
+        (None, TOO_DEEP),
+    ),
+    (
+        b'{"id": "\\ud800", "expr": "i = 1"}',
+        (None, f"id holds a lone surrogate \\ud800 at character 1 {NOT_UNICODE}"),
+    ),
+    (
+        b'{"id": 8, "expr": "s = \\"\\udc00\\""}',
+        (8, f"expr holds a lone surrogate \\udc00 at character 6 {NOT_UNICODE}"),
+    ),
+    (
+        b'{"id": 9, "expr": "i = 1 \\udbff"}',
+        (9, f"expr holds a lone surrogate \\udbff at character 7 {NOT_UNICODE}"),
+    ),
+    (b'{"id": NaN, "expr": "i = 1"}', (None, "id must be a string or an integer, not NaN")),
+    (
+        b'{"id": -Infinity, "expr": "i = 1"}',
+        (None, "id must be a string or an integer, not an infinite number"),
+    ),
+    (
+        b'{"id": 1e400, "expr": "i = 1"}',
+        (None, "id must be a string or an integer, not an infinite number"),
+    ),
+    (
+        b'{"id": ' + b"9" * 5000 + b', "expr": "i = 1"}',
+        (None, "malformed JSON: an integer of more than 4300 digits"),
+    ),
+    (
+        b'{"id": 18446744073709551616, "expr": "i = 1"}',
+        (18446744073709551616, "integer id outside the signed 64-bit range"),
+    ),
+    (b'{"id": 1.5, "expr": "i = 1"}', (1.5, "id must be a string or an integer")),
+    (
+        b'{"id": {"a": [1]}, "expr": "i = 1"}',
+        (None, "id must be a string or an integer, not an object"),
+    ),
+    (b'{"id": [17], "expr": "i = 1"}', (None, "id must be a string or an integer, not an array")),
+    (b'{"id": 18, "expr": NaN}', (18, "expr must be a string")),
+    (b'{"id": 19, "expr": ["i = 1"]}', (19, "expr must be a string")),
+    (b'"just a string"', (None, 'a record must be an object with "id" and "expr"')),
+    (b'{"id": NaN}', (None, 'a record must be an object with "id" and "expr"')),
+    (b'{"id": 22, "expr": "i = 22"}\r', None),
+    (b"", None),
+    (b" \t", None),
+    (b"\r", None),
+    (
+        BOM + b'{"id": 26, "expr": "i = 26"}',
+        (
+            None,
+            "malformed JSON: a byte order mark (U+FEFF) starts the line; "
+            "only the file's first line may have one",
+        ),
+    ),
+    (b'{"id": 27,\r"expr": "i = 27"}', None),  # a lone CR is white space, not a line end
+    (b'{"id": "\\ud83d\\ude00", "expr": "s = \\"\\u00fc\\""}', None),  # a surrogate pair
+    ('{"id": "ü", "expr": "i = 29"}'.encode(), None),
+    (b'{"id": 30, "expr": "i = 30", "x": NaN}', None),  # fields other than id, expr ignored
+    (b'{"id": 31, "expr": "i = 1", "x": ' + b"[" * 127 + b"]" * 127 + b"}", None),
+    (b'{"id": 32, "expr": "i = 1", "x": ' + b"[" * 128 + b"]" * 128 + b"}", (None, TOO_DEEP)),
+    (b'{"id": 33, "expr": "i = 1", "x": "' + b"[" * 200 + b'"}', None),  # brackets in a string
+    (b'{"id": 34, "expr": "i = 34"}', None),  # no newline at the end of the file
+]
+LOADED = [1, 22, 27, "\U0001f600", "ü", 30, 31, 33, 34]
+REJECTS = [
+    {"line": n, "id": want[0], "error": want[1]}
+    for n, (_, want) in enumerate(LINES, 1)
+    if want is not None
+]
+
+
+def write_bad(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(line for line, _ in LINES))
+    return path
+
+
+def write_schema(tmp_path: Path, doc: Any = SCHEMA) -> str:
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def bexdb(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    """``bexdb ARGV`` in a child process: what a user runs, tracebacks and all."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.cli", *argv],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def strict_json(line: bytes) -> Any:
+    """``line`` parsed as RFC 8259 JSON: UTF-8, no NaN or infinities, no lone surrogates."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    doc = json.loads(line.decode("utf-8"), parse_constant=refuse)
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")  # a lone surrogate raises
+    return doc
+
+
+def rejects_of(path: Path) -> list[Any]:
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n")
+    return [strict_json(line) for line in raw.split(b"\n")[:-1]]
+
+
+def loaded_ids(store: Path) -> list[str]:
+    with Index.open(store) as idx:
+        return sorted(json.dumps(ident) for ident, _ in idx.subscriptions())
+
+
+def test_python_load_rejects_each_bad_line(tmp_path: Path) -> None:
+    rejects = tmp_path / "rejects.jsonl"
+    done = bexdb(
+        "load",
+        str(tmp_path / "store"),
+        str(write_bad(tmp_path)),
+        "--engine",
+        "python",
+        "--schema",
+        write_schema(tmp_path),
+        "--rejects",
+        str(rejects),
+    )
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 3, done.stderr
+    assert json.loads(done.stdout)["loaded"] == len(LOADED)
+    assert rejects_of(rejects) == REJECTS
+    assert loaded_ids(tmp_path / "store") == sorted(json.dumps(i) for i in LOADED)
+
+
+def test_subscribe_rejects_the_batch_line_by_line(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = bexdb(
+        "subscribe", str(store), str(write_bad(tmp_path)), "--schema", write_schema(tmp_path)
+    )
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [
+        *(f"bexdb: line {r['line']}: {r['error']}" for r in REJECTS),
+        "bexdb: nothing was subscribed",
+    ]
+    assert not store.exists()
+
+
+def test_subscribe_reads_bom_crlf_and_a_last_line_without_newline(tmp_path: Path) -> None:
+    good = BOM + b'{"id": 1, "expr": "i = 1"}\r\n\r\n{"id": "\\u00fc", "expr": "i = 2"}'
+    store = tmp_path / "store"
+    done = bexdb("subscribe", str(store), "--schema", write_schema(tmp_path), stdin=good)
+    assert (done.returncode, done.stdout) == (0, "subscribed 2 (2 new, 0 replaced)\n"), done.stderr
+    assert loaded_ids(store) == sorted(json.dumps(i) for i in (1, "ü"))
+
+
+def test_match_answers_every_line(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    subs = tmp_path / "subs.jsonl"
+    subs.write_text('{"id": 1, "expr": "i = 1"}\n{"id": 2, "expr": "s = \\"ü\\""}\n')
+    assert main(["subscribe", str(store), str(subs), "--schema", write_schema(tmp_path)]) == 0
+    events: list[tuple[bytes, dict[str, Any] | None]] = [
+        (BOM + b'{"i": 1}\r', {"matches": [1]}),
+        (b'{"s": "\xff"}', {"error": "not UTF-8: invalid start byte at byte 7"}),
+        (b'{"s": "\xc0\xaf"}', {"error": "not UTF-8: invalid start byte at byte 7"}),
+        (DEEP, {"error": TOO_DEEP}),
+        (
+            b'{"s": "\\ud800"}',
+            {"error": f'attribute "s": the string holds a lone surrogate {NOT_UNICODE}'},
+        ),
+        (b'{"i": NaN}', {"error": 'attribute "i": expected an integer, got a float (nan)'}),
+        (b"", None),
+        (b"\r", None),
+        (
+            BOM + b'{"i": 1}',
+            {
+                "error": "malformed JSON: a byte order mark (U+FEFF) starts the line; "
+                "only the file's first line may have one"
+            },
+        ),
+        (b'{"s": "\\u00fc",\r"i": 5}', {"matches": [2]}),
+        (b'{"i": 1}', {"matches": [1]}),  # no newline at the end
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\n".join(line for line, _ in events))
+    done = bexdb("match", str(store), str(path))
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 3
+    out = [strict_json(line.encode()) for line in done.stdout.splitlines()]
+    assert out == [want for _, want in events if want is not None]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"{not json", "malformed JSON: Expecting property name enclosed in double quotes"),
+        (b'{"attributes":\n {"i": {"type": "int"}}\n', "malformed JSON: Expecting ',' delimiter"),
+        (b'{"attributes": {"s": {"type": "string", "max": "\xff"}}}', "not UTF-8"),
+        (b"[1]", "the document must be a JSON object"),
+        (b'{"attributes": {"i": {"type": "integer"}}}', 'attribute "i": unknown type "integer"'),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (
+            b'{"attributes": {"s": {"type": "string", "max": "\\ud800"}}}',
+            f'"max" holds a lone surrogate {NOT_UNICODE}',
+        ),
+        (
+            b'{"attributes": {"f": {"type": "float", "min": 1' + b"0" * 400 + b"}}}",
+            '"min" must be a finite number',
+        ),
+        (None, "cannot read it: No such file or directory"),
+    ],
+)
+@pytest.mark.parametrize("command", ["load", "subscribe"])
+def test_a_bad_schema_file_is_a_usage_error(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    content: bytes | None,
+    reason: str,
+) -> None:
+    schema = tmp_path / "schema.json"
+    if content is not None:
+        schema.write_bytes(content)
+    subs = tmp_path / "subs.jsonl"
+    subs.write_text('{"id": 1, "expr": "i = 1"}\n')
+    store = tmp_path / "store"
+    argv = [command, str(store), str(subs), "--schema", str(schema)]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--engine", "python"] if command == "load" else argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --schema: {schema}: " in err
+    assert reason in err
+    assert not store.exists()
+
+
+def test_a_schema_file_may_start_with_a_bom(tmp_path: Path) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_bytes(BOM + json.dumps(SCHEMA).encode())
+    subs = tmp_path / "subs.jsonl"
+    subs.write_text('{"id": 1, "expr": "i = 1"}\n')
+    assert main(["subscribe", str(tmp_path / "store"), str(subs), "--schema", str(schema)]) == 0
+
+
+@pytest.mark.spark
+def test_spark_load_matches_the_python_engine(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """``bexdb load --engine spark`` (run in this process, so that the load takes the
+    session fixture as the active session) over several input splits: exit 3, and the
+    python engine's rejects, byte for byte, and loaded ids."""
+    from loaders import python_load, spark_job
+    from loaders.records import read_jsonl
+
+    bad = str(write_bad(tmp_path))
+    python_rejects = io.StringIO()
+    python_load.load(tmp_path / "py", read_jsonl(bad), SCHEMA, rejects=python_rejects)
+    rejects = tmp_path / "rejects.jsonl"
+    monkeypatch.setattr(spark_job, "MIN_SPLIT", 64 << 10)  # about 7 splits of the 410 KB
+    code = main(
+        [
+            "load",
+            str(tmp_path / "spark"),
+            bad,
+            "--schema",
+            write_schema(tmp_path),
+            "--rejects",
+            str(rejects),
+        ]
+    )
+    assert code == 3, capsys.readouterr().err
+    assert rejects_of(rejects) == REJECTS
+    assert rejects.read_text() == python_rejects.getvalue()
+    assert loaded_ids(tmp_path / "spark") == loaded_ids(tmp_path / "py")
+    assert loaded_ids(tmp_path / "spark") == sorted(json.dumps(i) for i in LOADED)
+
+
+@pytest.mark.parametrize(
+    ("field", "want"),
+    [
+        ('"\\ud800"', (None, f"id holds a lone surrogate \\ud800 at character 1 {NOT_UNICODE}")),
+        ("[" * 5000, ("[" * 5000, None)),  # not a JSON id: the text is the id
+        ("9" * 5000, ("9" * 5000, None)),
+        ("NaN", ("NaN", None)),
+        ('"7"', ("7", None)),
+        ("7", (7, None)),
+    ],
+)
+def test_a_csv_id_field_is_one_record(field: str, want: tuple[Any, str | None]) -> None:
+    """A CSV id field that is JSON is read as JSON (Spark engine, no Spark needed)."""
+    from loaders.spark_job import CSV, parse_record
+
+    record = parse_record(CSV, json.dumps({"id": field, "expr": "i = 1"}).encode())
+    assert record is not None
+    assert (record.id, record.error) == want
+
+
+#: JSON-ish values: every float (NaN, infinities), every code point (lone surrogates too),
+#: integers past 64 bits, nesting; written with ``json.dumps`` (NaN as ``NaN``, a
+#: surrogate as its ``\\ud800`` escape).
+VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(
+        st.characters(exclude_categories=())
+        | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+        max_size=8,
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ident=VALUES,
+    expr=VALUES | st.sampled_from(["i = 1", 's = "\\ud800"', "i = 1 \ud800"]),
+    noise=st.binary(max_size=4),
+    cut=st.integers(min_value=0, max_value=60),
+)
+def test_any_line_is_a_record_or_a_reject_in_strict_json(
+    ident: Any, expr: Any, noise: bytes, cut: int
+) -> None:
+    """Whatever a line holds, the reader gives a record or its reason, never an exception,
+    and the rejects file stays strict JSON Lines (also with bytes spliced into the line)."""
+    line = json.dumps({"id": ident, "expr": expr}).encode()
+    for text in (line, line[:cut] + noise + line[cut:]):
+        record = parse_line(text, 7)
+        assert record is None or isinstance(record, Record)
+        if record is None:
+            continue
+        if record.error is None:
+            record.expr.encode("utf-8")  # a usable record is valid Unicode
+        out = io.StringIO()
+        write_rejects(out, [Record(7, record.id, None, record.error or "x")])
+        assert strict_json(out.getvalue().encode()) == {
+            "line": 7,
+            "id": record.id,
+            "error": record.error or "x",
+        }
