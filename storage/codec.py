@@ -188,7 +188,13 @@ def encode_id(value: int | str) -> bytes:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidInput(f"id must be a string or an integer, not {type(value).__name__}")
     if isinstance(value, str):
-        return b"\x02" + value.encode("utf-8", "surrogatepass")
+        try:
+            return b"\x02" + value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 (nor JSON) shows it
+            raise InvalidInput(
+                f"id holds a lone surrogate \\u{ord(value[exc.start]):04x} at character "
+                f"{exc.start + 1} (not valid Unicode)"
+            ) from None
     if not -_SIGN <= value < _SIGN:
         raise InvalidInput(f"integer id {value} is outside the signed 64-bit range")
     return b"\x01" + _INT_KEY.pack((value + _SIGN) & _MAX_U64)

@@ -191,3 +191,25 @@ def test_load_progress_rate_and_time_left() -> None:
     assert "250,000 records, 2,500/s" in first and "~300 s left" in first
     later = _Progress._line("compile", stage, 160.0, 160.0, 250_000, finish)
     assert "~240 s left" in later  # counts down while no task ends
+
+
+def test_ids_and_events_on_the_command_line_that_cannot_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from storage import InvalidInput
+
+    store = tmp_path / "s"
+    with Index.open(store, schema=SCHEMA) as idx:
+        idx.subscribe("[[", "price = 1")
+        with pytest.raises(InvalidInput, match=r"lone surrogate \\ud800 at character 2"):
+            idx.subscribe("a\ud800", "price = 1")
+    deep = "[" * 5_000
+    code, _, err = run(capsys, "unsubscribe", str(store), deep)  # the text itself is the id
+    assert code == 3 and "no subscription" in err and "Traceback" not in err
+    code, _, err = run(capsys, "unsubscribe", str(store), '"\\ud800"')
+    assert code == 3 and "lone surrogate" in err
+    assert run(capsys, "unsubscribe", str(store), "[[")[0] == 0  # not JSON: the text
+    code, _, err = run(capsys, "explain", str(store), "1", deep)
+    assert code == 3 and "nested too deeply" in err
+    code, _, err = run(capsys, "explain", str(store), "1", "{")
+    assert code == 3 and "the event: malformed JSON" in err

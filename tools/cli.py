@@ -55,12 +55,20 @@ def schema_file(path: str) -> Any:
 
 
 def parse_id(text: str) -> int | str:
-    """A subscription id from the command line: a JSON integer or string, else the text."""
+    """A subscription id from the command line or a URL: a JSON integer or string, else
+    the text itself.  An id no store can hold (a lone surrogate, an integer past 64 bits)
+    raises :class:`InvalidInput`."""
+    from loaders.records import loads_line
+    from storage.codec import encode_id
+
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return value if isinstance(value, int | str) and not isinstance(value, bool) else text
+        value = loads_line(text)
+    except InvalidInput:
+        value = text
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        value = text
+    encode_id(value)  # validates it
+    return value
 
 
 # -- subcommands ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
+from loaders.records import loads_line
 from loaders.shards import store_paths
 from storage.errors import InvalidInput, StoreError
 from storage.store import ReadTxn
@@ -58,9 +59,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from tools.cli import parse_id
 
     try:
-        event = json.loads(args.event)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"the event is not JSON: {exc.msg} at column {exc.colno}") from exc
+        event = loads_line(args.event)
+    except InvalidInput as exc:
+        raise InvalidInput(f"the event: {exc.message}") from None
     if not isinstance(event, dict):
         raise InvalidInput("the event must be a JSON object")
     ident = parse_id(args.id)
