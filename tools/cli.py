@@ -266,7 +266,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _gen(args: argparse.Namespace) -> int:
-    from loaders import gen
+    from tools.bench import gen
 
     return int(gen.main(args))
 
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_arguments(p)
     p.set_defaults(func=_serve)
     p = sub.add_parser("gen", help="write a synthetic workload (schema, subscriptions, events)")
-    from loaders import gen
+    from tools.bench import gen
 
     gen.add_arguments(p)
     p.set_defaults(func=_gen)
@@ -350,7 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    from tools import bench_adapt, bench_compare, bench_load, bench_match, bench_pbtree, bench_serve
+    from tools.bench import adapt as bench_adapt
+    from tools.bench import compare as bench_compare
+    from tools.bench import load as bench_load
+    from tools.bench import match as bench_match
+    from tools.bench import pbtree as bench_pbtree
+    from tools.bench import serve as bench_serve
 
     for name, module, text in (
         ("pbtree", bench_pbtree, "PB+tree search and insert against Grouped Filter"),

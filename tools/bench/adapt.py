@@ -34,7 +34,7 @@ Cost: the churn dominates (2 x 2 x ``--subs`` insertions and deletions, ~1,500/s
 ``(2 x checkpoints + 1) x 2 x events`` matches.  The defaults (5,000 subscriptions, 400
 events, 8 checkpoints per transition) take about three minutes.
 
-    python -m tools.bench_adapt --subs 5000 --events 400 --out docs/bench/adapt
+    python -m tools.bench.adapt --subs 5000 --events 400 --out docs/bench/adapt
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ from betree.index import Index
 from betree.parser import compile_expr
 from betree.schema import Schema
 from betree.tree import DEFAULTS
-from loaders.gen import make_workload
 from storage.errors import BexdbError
 from tools.args import positive
-from tools.bench_match import _git_head, _machine, source_digests
+from tools.bench.gen import make_workload
+from tools.bench.match import _git_head, _machine, source_digests
 
 CHECKED_EVENTS = 10
 OVERHEAD_ROUNDS = 15

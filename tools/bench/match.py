@@ -1,7 +1,7 @@
 """``bexdb bench match``: event matching on the BEGen workload against SCAN and counting.
 
 What it measures, for each size n (default 10K, 100K, 1M subscriptions), on one BEGen
-workload (:mod:`loaders.gen`, defaults: 400 int attributes of 48 values, 25 base events,
+workload (:mod:`tools.bench.gen`, defaults: 400 int attributes of 48 values, 25 base events,
 range widths calibrated to a ~1% match rate) and the same ``--events`` events at every size
 (subscription i is the same at every size: the sizes are prefixes of one workload):
 
@@ -45,7 +45,7 @@ subscriptions/s at 10K, ~1,400/s at 100K, ~780/s averaged over 936K), then compi
 subscriptions for the baselines (~150-180 µs each) and SCAN (``--scan-seconds``).  The
 default sizes take about 35 minutes, 1M at the 20-minute build budget.
 
-    python -m tools.bench_match --sizes 10000,100000 --events 1000 --out bench-results/match
+    python -m tools.bench.match --sizes 10000,100000 --events 1000 --out bench-results/match
 """
 
 from __future__ import annotations
@@ -75,12 +75,12 @@ import numpy as np
 from betree.index import Index
 from betree.schema import Schema
 from betree.tree import DEFAULTS
-from loaders.gen import Workload, make_workload
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive, sizes
-from tools.baselines.counting import Counting
-from tools.baselines.scan import Compiled, scan
+from tools.bench.baselines.counting import Counting
+from tools.bench.baselines.scan import Compiled, scan
+from tools.bench.gen import Workload, make_workload
 
 CHECKED_EVENTS = 20
 PROFILE_SIZE = 100_000
@@ -134,9 +134,6 @@ def _stats(ms: np.ndarray) -> dict[str, float]:
         "p50": float(np.median(ms)),
         "p99": float(np.percentile(ms, 99)),
     }
-
-
-# -- baselines: tools/baselines/ (SCAN and counting) --------------------------------------------
 
 
 # -- the matcher process ----------------------------------------------------------------------

@@ -1,16 +1,16 @@
 """The in-memory indexes bexdb is measured against (``bexdb bench match`` and ``compare``).
 
-Every baseline is built from :class:`~tools.baselines.scan.Compiled` (the subscriptions'
+Every baseline is built from :class:`~tools.bench.baselines.scan.Compiled` (the subscriptions'
 clauses, the normal form bexdb indexes) and answers ``match(values) -> list of ids`` for an
 event validated by ``Schema.validate_event``, over the whole language:
 
-* :mod:`~tools.baselines.scan` -- SCAN, every clause evaluated;
-* :mod:`~tools.baselines.counting` -- two-phase counting (the BE-Tree paper's baseline);
-* :mod:`~tools.baselines.opindex` -- OpIndex (seed 002);
-* :mod:`~tools.baselines.pstree` -- PS-Tree, PSTBloom and PSTHash (seed 003).
+* :mod:`~tools.bench.baselines.scan` -- SCAN, every clause evaluated;
+* :mod:`~tools.bench.baselines.counting` -- two-phase counting (the BE-Tree paper's baseline);
+* :mod:`~tools.bench.baselines.opindex` -- OpIndex (seed 002);
+* :mod:`~tools.bench.baselines.pstree` -- PS-Tree, PSTBloom and PSTHash (seed 003).
 
 Test atoms (lists, ``ends_with``, ``contains``, ``is null``, booleans) are evaluated
-directly by counting, OpIndex and the PS-Tree variants (see :mod:`~tools.baselines.flat`).
+directly by counting, OpIndex and the PS-Tree variants (see :mod:`~tools.bench.baselines.flat`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``bexdb bench compare``: bexdb against the published baselines, one workload axis at a time.
 
 The axes of the BE-Tree / OpIndex / PS-Tree evaluations, each swept alone around the BEGen
-default (:mod:`loaders.gen`: 400 int attributes of 48 values, subscriptions of 5-9
+default (:mod:`tools.bench.gen`: 400 int attributes of 48 values, subscriptions of 5-9
 predicates derived from 25 base events, events of 15 attributes, 30% ``=``, uniform
 attributes, ~1% match rate):
 
@@ -35,14 +35,14 @@ build times), then for every index
   ``--scan-seconds``), at least the first ``CHECKED_EVENTS``.
 
 Before anything is reported, every index must return the same ids as SCAN on the first
-``CHECKED_EVENTS`` events (:class:`~tools.bench_match.AgreementError` otherwise).  A
+``CHECKED_EVENTS`` events (:class:`~tools.bench.match.AgreementError` otherwise).  A
 PS-Tree variant that would exceed ``--max-entries`` (range predicates over many spaces: the
 papers' O(N_p^2) per dimension) is skipped at that point and marked so; a point whose
 workload or build fails is recorded with the error and the sweep goes on (a disagreement
 never is: it stops the run).
 
 The ``size`` axis changes BEGen's per-subscription and per-event attribute counts, which
-:class:`loaders.gen.Params` does not expose: the module's constants are set for the one
+:class:`tools.bench.gen.Params` does not expose: the module's constants are set for the one
 ``make_workload`` call and restored (:func:`_begen_shape`).
 
 Output: one markdown table per axis and metric on stdout, ``results.json`` (rewritten after
@@ -54,7 +54,7 @@ minutes).  The full default (100,000 subscriptions off the subs axis, 5-6 points
 to 1M) takes hours: per point, compiling (~40 µs a subscription), two builds of each baseline
 (the second traced for memory; ``--no-memory`` skips it) and SCAN's time box dominate.
 
-    python -m tools.bench_compare --quick --axes subs,card --out docs/bench/compare
+    python -m tools.bench.compare --quick --axes subs,card --out docs/bench/compare
 """
 
 from __future__ import annotations
@@ -78,17 +78,17 @@ import numpy as np
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from betree.schema import Schema
-from loaders import gen
-from loaders.gen import make_workload
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive
-from tools.baselines import Baseline
-from tools.baselines.counting import Counting
-from tools.baselines.opindex import OpIndex
-from tools.baselines.pstree import MAX_ENTRIES, PSTBloom, PSTHash, TooBig
-from tools.baselines.scan import Compiled, Scan
-from tools.bench_match import (
+from tools.bench import gen
+from tools.bench.baselines import Baseline
+from tools.bench.baselines.counting import Counting
+from tools.bench.baselines.opindex import OpIndex
+from tools.bench.baselines.pstree import MAX_ENTRIES, PSTBloom, PSTHash, TooBig
+from tools.bench.baselines.scan import Compiled, Scan
+from tools.bench.gen import make_workload
+from tools.bench.match import (
     CHECKED_EVENTS,
     AgreementError,
     MatcherJob,
@@ -532,7 +532,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the sweep; returns 0, or raises :class:`~tools.bench_match.AgreementError`."""
+    """Run the sweep; returns 0, or raises :class:`~tools.bench.match.AgreementError`."""
     if args.base_subs is None:
         args.base_subs = 20_000 if args.quick else AXES["subs"].default
     if args.events is None:

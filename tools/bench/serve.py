@@ -305,8 +305,9 @@ def _workers(pid: int) -> list[int]:
 
 def build_store(out: Path, subs: int, events: int, seed: int) -> tuple[Path, list[dict[str, Any]]]:
     """The BEGen workload and its bulk-loaded store in ``out`` (reused if already there)."""
-    from loaders import gen, python_load
+    from loaders import python_load
     from loaders.records import read_jsonl
+    from tools.bench import gen
 
     data, store = out / "workload", out / "store"
     stamp = out / "workload.json"

@@ -1,4 +1,4 @@
-"""The in-memory baselines (tools/baselines) against the brute-force evaluator.
+"""The in-memory baselines (tools/bench/baselines) against the brute-force evaluator.
 
 Each index is built from seeded random workloads -- every operator of the language, lists,
 strings, undefined attributes (tests/workload.py) and BEGen's range workloads -- and must
@@ -19,15 +19,16 @@ import pytest
 from betree.expr import evaluate
 from betree.parser import compile_expr
 from betree.schema import Schema
-from loaders.gen import make_workload
 from storage.errors import InvalidInput
 from tests import workload
-from tools import bench_compare, bench_match
-from tools.baselines import Baseline
-from tools.baselines.counting import Counting
-from tools.baselines.opindex import OpIndex
-from tools.baselines.pstree import PSTBloom, PSTHash, Spaces, TooBig
-from tools.baselines.scan import Compiled, Scan
+from tools.bench import compare as bench_compare
+from tools.bench import match as bench_match
+from tools.bench.baselines import Baseline
+from tools.bench.baselines.counting import Counting
+from tools.bench.baselines.opindex import OpIndex
+from tools.bench.baselines.pstree import PSTBloom, PSTHash, Spaces, TooBig
+from tools.bench.baselines.scan import Compiled, Scan
+from tools.bench.gen import make_workload
 from tools.cli import main as cli_main
 
 KINDS = ("SCAN", "counting", "OpIndex", "PSTBloom", "PSTHash")

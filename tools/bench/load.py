@@ -1,7 +1,7 @@
 """``bexdb bench load``: bulk loads of the BEGen workload, Spark beside the python engine.
 
 What it measures, for each size n (default 100K and 1M subscriptions), on one BEGen workload
-(:mod:`loaders.gen` defaults; the sizes are prefixes of the largest, so subscription i is the
+(:mod:`tools.bench.gen` defaults; the sizes are prefixes of the largest, so subscription i is the
 same at every size):
 
 * each engine variant runs as the user runs it, ``bexdb load STORE subs.jsonl --schema ...``
@@ -32,7 +32,7 @@ subscriptions (the executors' compile transform and one shard's build) and write
 ``profile.txt``.  Output: a markdown table on stdout, ``results.json`` and ``load.png``
 (wall seconds vs subscriptions; the stage split of the largest size) in ``--out``.
 
-    python -m tools.bench_load --sizes 100000,1000000 --out bench-results/load
+    python -m tools.bench.load --sizes 100000,1000000 --out bench-results/load
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loaders import gen
 from storage.errors import BexdbError
 from tools.args import sizes as args_sizes
+from tools.bench import gen
 
 CHECK_EVENTS = 50
 ONLINE = "online"

@@ -18,9 +18,9 @@ import pytest
 from betree.expr import And, Node, evaluate
 from betree.parser import compile_expr
 from betree.schema import Schema
-from loaders import gen
 from storage.errors import InvalidInput
-from tools import bench_match
+from tools.bench import gen
+from tools.bench import match as bench_match
 
 
 def _read_jsonl(path: Path) -> list[Any]:

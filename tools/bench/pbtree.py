@@ -43,7 +43,7 @@ n = 1M: the build (6.5 min; the per-transaction rate falls from ~40K to ~2K inse
 the tree grows) and the cold-ish pass (~3.5 min: with this workload L grows like n/2, so
 every search decodes ~10K list pages).  ``--cold-searches`` trims that pass.
 
-    python -m tools.bench_pbtree --sizes 1000,10000 --searches 200 --out /tmp/bench
+    python -m tools.bench.pbtree --sizes 1000,10000 --searches 200 --out /tmp/bench
 """
 
 from __future__ import annotations
