@@ -1,4 +1,5 @@
-"""The in-memory indexes bexdb is measured against (``bexdb bench match`` and ``compare``).
+"""The in-memory indexes bexdb is measured against (``bexdb bench match``, ``compare``
+and ``pbtree``).
 
 Every baseline is built from :class:`~tools.bench.baselines.scan.Compiled` (the subscriptions'
 clauses, the normal form bexdb indexes) and answers ``match(values) -> list of ids`` for an
@@ -8,6 +9,9 @@ event validated by ``Schema.validate_event``, over the whole language:
 * :mod:`~tools.bench.baselines.counting` -- two-phase counting (the BE-Tree paper's baseline);
 * :mod:`~tools.bench.baselines.opindex` -- OpIndex (seed 002);
 * :mod:`~tools.bench.baselines.pstree` -- PS-Tree, PSTBloom and PSTHash (seed 003).
+
+The Grouped Filter (:mod:`~tools.bench.baselines.grouped`), the PB+tree's comparator in
+``bexdb bench pbtree``, works on one attribute's predicates instead.
 
 Test atoms (lists, ``ends_with``, ``contains``, ``is null``, booleans) are evaluated
 directly by counting, OpIndex and the PS-Tree variants (see :mod:`~tools.bench.baselines.flat`).
