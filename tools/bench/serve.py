@@ -62,6 +62,7 @@ from tools.bench.harness import (
     proc_cpu_s,
     proc_status_kb,
     pyplot,
+    script,
     stats,
 )
 
@@ -521,3 +522,7 @@ def main(args: argparse.Namespace) -> int:
             f" others used {served_rows[w]['cpu']['other_ms']:.2f} ms per request meanwhile)"
         )
     return 0 if agree and not any(r["errors"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    script("bexdb bench serve", __doc__, add_arguments, main)
