@@ -24,7 +24,7 @@ from storage import codec
 from storage.errors import CheckFailed, InvalidInput
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, event, expression
-from tools import bench_adapt
+from tools.bench import adapt as bench_adapt
 from tools.cli import build_parser
 from tools.cli import main as cli_main
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import bench_pbtree, cli
+from tools import cli
+from tools.bench import pbtree as bench_pbtree
 
 
 def test_bench_pbtree_runs_and_agrees(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""Argument types shared by the subcommands and benchmarks."""
+"""Argument types shared by the subcommands and benchmarks, and lazily loaded subcommands."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+from typing import Any, cast
 
 
 def sizes(text: str) -> list[int]:
@@ -40,3 +42,54 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
     return value
+
+
+class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparsers
+    """Subcommands whose module is imported, and whose options are added, only when the
+    command line chooses them.
+
+    ``bexdb match`` then imports no benchmark (nor numpy's or matplotlib's start-up cost),
+    while ``bexdb --help`` still lists every command: a lazy command is declared with its
+    name, its module's dotted path and a help line.  The module offers
+    ``add_arguments(parser)`` and ``main(args) -> int``; ``main`` becomes the default of
+    ``entry`` (``func`` unless told).  Cost: one import when the command is chosen.
+
+        sub = LazyCommands.attach(parser, dest="command")
+        sub.add_lazy("gen", "tools.bench.gen", help="write a synthetic workload")
+    """
+
+    @classmethod
+    def attach(cls, parser: argparse.ArgumentParser, **options: Any) -> LazyCommands:
+        """``parser.add_subparsers(**options)`` with this action."""
+        return cast(LazyCommands, parser.add_subparsers(action=cls, **options))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: dict[str, tuple[argparse.ArgumentParser, str, str]] = {}
+
+    def add_lazy(
+        self, name: str, module: str, help: str, entry: str = "func"
+    ) -> argparse.ArgumentParser:
+        """Declare ``name``; its parser (for defaults set now) is returned."""
+        parser: argparse.ArgumentParser = self.add_parser(name, help=help)
+        self._pending[name] = (parser, module, entry)
+        return parser
+
+    def load(self, name: str) -> None:
+        """Import ``name``'s module and add its options, once (a no-op for others)."""
+        pending = self._pending.pop(name, None)
+        if pending is not None:
+            parser, module, entry = pending
+            loaded = importlib.import_module(module)
+            loaded.add_arguments(parser)
+            parser.set_defaults(**{entry: loaded.main})
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        self.load(values[0])  # argparse hands the chosen name and the rest of the line
+        super().__call__(parser, namespace, values, option_string)

@@ -18,12 +18,20 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
-from tools.args import non_negative, positive
+from tools.args import LazyCommands, non_negative, positive
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
 MATCH_BATCH = 256  # events matched per read snapshot: later batches see newer commits
 
 Command = Callable[[argparse.Namespace], int]
+BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
+    ("pbtree", "PB+tree search and insert against Grouped Filter"),
+    ("match", "BE-Tree matching against SCAN and counting"),
+    ("adapt", "matching while the workload changes, self-adjustment off/on"),
+    ("compare", "bexdb against SCAN, counting, OpIndex, PSTBloom, PSTHash"),
+    ("serve", "bexdb serve under concurrent load, beside the in-process matcher"),
+    ("load", "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
+)
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
     "subscriptions (expressions over event attributes), then match events against them."
@@ -310,22 +318,10 @@ def _bench(args: argparse.Namespace) -> int:
     return int(args.bench_main(args))
 
 
-def _gen(args: argparse.Namespace) -> int:
-    from loaders import gen
-
-    return int(gen.main(args))
-
-
 def _serve(args: argparse.Namespace) -> int:
     from tools import serve
 
     return serve.main(args)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from tools import demo
-
-    return demo.main(args)
 
 
 # -- the parser ------------------------------------------------------------------------------
@@ -333,7 +329,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bexdb", description=DESCRIPTION, epilog=EPILOG)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = LazyCommands.attach(parser, dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("subscribe", help="insert or replace subscriptions (JSON Lines)")
     p.add_argument("store")
@@ -386,33 +382,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve.add_arguments(p)
     p.set_defaults(func=_serve)
-    p = sub.add_parser("gen", help="write a synthetic workload (schema, subscriptions, events)")
-    from loaders import gen
-
-    gen.add_arguments(p)
-    p.set_defaults(func=_gen)
-
-    p = sub.add_parser("demo", help="the main job end to end: generate, load, match, summarize")
-    from tools import demo
-
-    demo.add_arguments(p)
-    p.set_defaults(func=_demo)
-
+    # the workload generator, the demo and the benchmarks (numpy, matplotlib) are imported
+    # only when chosen: see LazyCommands
+    sub.add_lazy(
+        "gen", "tools.bench.gen", "write a synthetic workload (schema, subscriptions, events)"
+    )
+    sub.add_lazy("demo", "tools.demo", "the main job end to end: generate, load, match, summarize")
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")
-    bench_sub = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    from tools import bench_adapt, bench_compare, bench_load, bench_match, bench_pbtree, bench_serve
-
-    for name, module, text in (
-        ("pbtree", bench_pbtree, "PB+tree search and insert against Grouped Filter"),
-        ("match", bench_match, "BE-Tree matching against SCAN and counting"),
-        ("adapt", bench_adapt, "matching while the workload changes, self-adjustment off/on"),
-        ("compare", bench_compare, "bexdb against SCAN, counting, OpIndex, PSTBloom, PSTHash"),
-        ("serve", bench_serve, "bexdb serve under concurrent load, beside the in-process matcher"),
-        ("load", bench_load, "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
-    ):
-        q = bench_sub.add_parser(name, help=text)
-        module.add_arguments(q)
-        q.set_defaults(func=_bench, bench_main=module.main)
+    benchmarks = LazyCommands.attach(bench, dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, text in BENCHMARKS:
+        q = benchmarks.add_lazy(name, f"tools.bench.{name}", text, entry="bench_main")
+        q.set_defaults(func=_bench)
     return parser
 
 

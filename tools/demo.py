@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from loaders import gen
 from loaders.shards import open_any, verify
+from tools.bench import gen
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -43,7 +43,7 @@ n = 1M: the build (6.5 min; the per-transaction rate falls from ~40K to ~2K inse
 the tree grows) and the cold-ish pass (~3.5 min: with this workload L grows like n/2, so
 every search decodes ~10K list pages).  ``--cold-searches`` trims that pass.
 
-    python -m tools.bench_pbtree --sizes 1000,10000 --searches 200 --out /tmp/bench
+    python -m tools.bench.pbtree --sizes 1000,10000 --searches 200 --out /tmp/bench
 """
 
 from __future__ import annotations
@@ -54,31 +54,42 @@ import gc
 import io
 import json
 import math
-import os
-import platform
 import pstats
-import sys
 import tempfile
 import time
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sortedcontainers import SortedList
 
 from pbtree import OPS, PBTree
 from pbtree.tree import DEFAULT_CAPS
 from storage import BexdbError, open_store
 from tools.args import positive, sizes
+from tools.bench.baselines.grouped import GroupedFilter
+from tools.bench.harness import (
+    AgreementError,
+    column_table,
+    figure,
+    logger,
+    machine,
+    plot_means,
+    pyplot,
+    script,
+    stats,
+)
 
 TREE = "bench"
 CHECKED_VALUES = 50
 PROFILE_SIZE = 100_000
-_EMPTY = np.zeros(0, dtype=np.uint32)
+LABELS = ("predicates n", "µs per search (mean; dotted: p99)", "PB+tree search vs Grouped Filter")
+PLOTTED = (  # the lines of search_us.png: key of the row, label, style
+    ("warm_us", "PB+tree warm (page cache holds the tree)", "o-"),
+    ("cold_us", "PB+tree cold-ish (page cache cleared; OS cache warm)", "s-"),
+    ("gf_us", "Grouped Filter (in memory)", "^-"),
+)
 # operator -> numpy comparison of (event value, constant), for the brute-force check
 _NP_CMP: dict[str, Callable[..., np.ndarray]] = {
     "<": np.less,
@@ -90,12 +101,7 @@ _NP_CMP: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
-class AgreementError(BexdbError):
-    """The PB+tree, the Grouped Filter and the brute force disagree on a result."""
-
-
-def _log(message: str) -> None:
-    print(f"[bench pbtree] {message}", file=sys.stderr, flush=True)
+_log = logger("bench pbtree")
 
 
 # -- workload ---------------------------------------------------------------------------------
@@ -130,100 +136,7 @@ class Workload:
         return np.flatnonzero(mask).astype(np.uint32)
 
 
-# -- the baseline -------------------------------------------------------------------------------
-
-
-class GroupedFilter:
-    """The in-memory Grouped Filter (seed paper section 5, its ref. [16]).
-
-    Built dynamically (``SortedList`` per ordered operator, dicts for ``=`` / ``!=``, each
-    insert O(log n)), then :meth:`freeze` turns every structure into parallel arrays for
-    searching: ``>``/``>=`` hold for the prefix of constants below / up to the value,
-    ``<``/``<=`` for the suffix above / from it, ``!=`` for all but the value's own run.
-
-    Cost per search: four ``bisect`` calls and two dict lookups on Python lists, then at
-    most seven numpy slices concatenated (a memcpy of the L + |=| result ids).
-    """
-
-    ORDERED = (">", ">=", "<", "<=")
-
-    def __init__(self) -> None:
-        self._sorted: dict[str, SortedList] = {op: SortedList() for op in (*self.ORDERED, "!=")}
-        self._eq_lists: dict[float, list[int]] = {}
-        self.keys: dict[str, list[int]] = {}
-        self.ids: dict[str, np.ndarray] = {}
-        self.eq: dict[float, np.ndarray] = {}  # int constants; float lookups compare by value
-        self.ne_span: dict[float, tuple[int, int]] = {}
-
-    def insert(self, op: str, key: int, ident: int) -> None:
-        if op == "=":
-            self._eq_lists.setdefault(key, []).append(ident)
-        else:
-            self._sorted[op].add((key, ident))
-
-    def freeze(self) -> None:
-        """Parallel arrays per structure; the dynamic structures are dropped."""
-        for op, items in self._sorted.items():
-            self.keys[op] = [key for key, _ in items]
-            self.ids[op] = np.fromiter((i for _, i in items), dtype=np.uint32, count=len(items))
-        ne_keys = self.keys["!="]
-        for key in set(ne_keys):
-            self.ne_span[key] = (bisect_left(ne_keys, key), bisect_right(ne_keys, key))
-        self.eq = {key: np.array(ids, dtype=np.uint32) for key, ids in self._eq_lists.items()}
-        self._sorted.clear()
-        self._eq_lists.clear()
-
-    def chunks(self, value: int | float) -> list[np.ndarray]:
-        """The satisfied id runs: ``[=, >, >=, <, <=, != ...]`` (empty runs left out)."""
-        keys, ids = self.keys, self.ids
-        out: list[np.ndarray] = []
-        eq = self.eq.get(value)
-        if eq is not None:
-            out.append(eq)
-        k = bisect_left(keys[">"], value)  # value > c  <=>  c < value
-        if k:
-            out.append(ids[">"][:k])
-        k = bisect_right(keys[">="], value)  # c <= value
-        if k:
-            out.append(ids[">="][:k])
-        k = bisect_right(keys["<"], value)  # c > value
-        if k < len(keys["<"]):
-            out.append(ids["<"][k:])
-        k = bisect_left(keys["<="], value)  # c >= value
-        if k < len(keys["<="]):
-            out.append(ids["<="][k:])
-        ne = ids["!="]
-        span = self.ne_span.get(value)
-        if span is None:
-            if len(ne):
-                out.append(ne)
-        else:
-            out.append(ne[: span[0]])
-            out.append(ne[span[1] :])
-        return out
-
-    def search(self, value: int | float) -> np.ndarray:
-        """Ids of every predicate that holds for ``value`` as one uint32 array."""
-        out = self.chunks(value)
-        if not out:
-            return _EMPTY
-        return out[0] if len(out) == 1 else np.concatenate(out)
-
-    def satisfied_list_items(self, value: int | float) -> int:
-        """L: satisfied ``< <= > >= !=`` predicates (what the PB+tree finds in its lists)."""
-        eq = self.eq.get(value)
-        return sum(len(c) for c in self.chunks(value)) - (0 if eq is None else len(eq))
-
-
 # -- measuring -----------------------------------------------------------------------------------
-
-
-def _stats(us: np.ndarray) -> dict[str, float]:
-    return {
-        "mean": float(us.mean()),
-        "median": float(np.median(us)),
-        "p99": float(np.percentile(us, 99)),
-    }
 
 
 def _time_each(fn: Callable[[Any], np.ndarray], values: Sequence[Any]) -> np.ndarray:
@@ -403,9 +316,9 @@ def run_size(
         {
             "searches": len(values),
             "cold_searches": len(cold_values),
-            "warm_us": _stats(warm),
-            "cold_us": _stats(cold),
-            "gf_us": _stats(base),
+            "warm_us": stats(warm, median="median"),
+            "cold_us": stats(cold, median="median"),
+            "gf_us": stats(base, median="median"),
             "ratio_warm_gf": float(warm.mean() / base.mean()),
             "ratio_cold_gf": float(cold.mean() / base.mean()),
             "ratio_warm_gf_median": float(np.median(warm) / np.median(base)),
@@ -445,80 +358,29 @@ _COLUMNS = (
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """A markdown table, one row per size."""
-    cells = [[fmt.format(get(r)) for _, fmt, get in _COLUMNS] for r in rows]
-    heads = [name for name, _, _ in _COLUMNS]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-    lines = [
-        "| " + " | ".join(h.rjust(wd) for h, wd in zip(heads, widths, strict=True)) + " |",
-        "|" + "|".join("-" * (wd + 1) + ":" for wd in widths) + "|",
-    ]
-    for c in cells:
-        lines.append("| " + " | ".join(x.rjust(wd) for x, wd in zip(c, widths, strict=True)) + " |")
-    return "\n".join(lines)
-
-
-def _machine() -> dict[str, Any]:
-    versions: dict[str, str | None] = {}
-    for dist in ("numpy", "lmdb", "msgpack", "sortedcontainers", "pyroaring"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor(),
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "cpu_count": os.cpu_count(),
-        "versions": versions,
-    }
+    return column_table(_COLUMNS, rows)
 
 
 def _plot(out: Path, rows: list[dict[str, Any]], series: dict[int, dict[str, list[float]]]) -> None:
-    import matplotlib
+    xs = [r["n"] for r in rows]
+    with figure(out / "search_us.png", figsize=(7, 4.5)) as (_, ax):
+        plot_means(ax, xs, rows, PLOTTED, LABELS)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ns = [r["n"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, style in (
-        ("warm_us", "PB+tree warm (page cache holds the tree)", "o-"),
-        ("cold_us", "PB+tree cold-ish (page cache cleared; OS cache warm)", "s-"),
-        ("gf_us", "Grouped Filter (in memory)", "^-"),
-    ):
-        (line,) = ax.plot(ns, [r[key]["mean"] for r in rows], style, label=label)
-        ax.plot(ns, [r[key]["p99"] for r in rows], ":", color=line.get_color(), alpha=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("predicates n")
-    ax.set_ylabel("µs per search (mean; dotted: p99)")
-    ax.set_title("PB+tree search vs Grouped Filter")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "search_us.png", dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 5))
-    lo, hi = math.inf, 0.0
-    for n, s in sorted(series.items()):
-        ax.scatter(s["model_pages"], s["pages"], s=6, alpha=0.5, label=f"n = {n:,}")
-        lo = min(lo, *s["model_pages"], *s["pages"])
-        hi = max(hi, *s["model_pages"], *s["pages"])
-    if hi > 0:
-        ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="pages = height + L/c")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("height + L / list_cap  (L = satisfied < <= > >= != predicates)")
-    ax.set_ylabel("pages visited per search")
-    ax.set_title("PB+tree pages visited vs the O(log n + L/c) model")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "pages.png", dpi=120)
-    plt.close(fig)
+    with figure(out / "pages.png", figsize=(6, 5)) as (_, ax):
+        lo, hi = math.inf, 0.0
+        for n, s in sorted(series.items()):
+            ax.scatter(s["model_pages"], s["pages"], s=6, alpha=0.5, label=f"n = {n:,}")
+            lo = min(lo, *s["model_pages"], *s["pages"])
+            hi = max(hi, *s["model_pages"], *s["pages"])
+        if hi > 0:
+            ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="pages = height + L/c")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("height + L / list_cap  (L = satisfied < <= > >= != predicates)")
+        ax.set_ylabel("pages visited per search")
+        ax.set_title("PB+tree pages visited vs the O(log n + L/c) model")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -559,6 +421,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; returns an exit code (0, or raises :class:`AgreementError`)."""
+    pyplot()  # fail now, not after the run, if matplotlib is missing
     caps = {cap: getattr(args, cap) for cap in DEFAULT_CAPS}
     if min(caps.values()) < 3:
         raise BexdbError("PB+tree node capacities must be at least 3")
@@ -571,7 +434,7 @@ def main(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         "benchmark": "pbtree",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": _machine(),
+        "machine": machine(),
         "settings": {
             "sizes": sizes,
             "searches": args.searches,
@@ -621,6 +484,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from tools import cli
-
-    sys.exit(cli.main(["bench", "pbtree", *sys.argv[1:]]))
+    script("bexdb bench pbtree", __doc__, add_arguments, main)

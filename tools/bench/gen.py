@@ -65,7 +65,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -78,6 +77,8 @@ from betree.expr import evaluate
 from betree.parser import compile_expr
 from betree.schema import Schema
 from storage.errors import BexdbError, InvalidInput
+from tools.args import non_negative
+from tools.bench.harness import logger, script
 
 PROFILES = ("begen",)
 #: Operator codes; ``=`` has probability ``eq_share``, the other six share the rest.
@@ -103,8 +104,7 @@ class GeneratorError(BexdbError):
     """The generator's own brute-force checks disagree (a bug, never a user error)."""
 
 
-def _log(message: str) -> None:
-    print(f"[bexdb gen] {message}", file=sys.stderr, flush=True)
+_log = logger("bexdb gen")
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -714,13 +714,6 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _nonneg(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
 def _at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer of at least ``low`` (a usage error, exit 2, else)."""
 
@@ -758,8 +751,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb gen``."""
     parser.add_argument("out_dir", metavar="OUT_DIR", help="directory for the three files")
     parser.add_argument("--profile", choices=PROFILES, default="begen", help="workload profile")
-    parser.add_argument("--subs", type=_nonneg, default=100_000, help="subscriptions (100000)")
-    parser.add_argument("--events", type=_nonneg, default=1_000, help="events (1000)")
+    parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
+    parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")
     parser.add_argument(
         "--dims", type=_at_least(EVENT_ATTRS), default=400, help="attributes a0..a{D-1} (400)"
     )
@@ -795,6 +788,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="bexdb gen", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    sys.exit(main(_parser.parse_args()))
+    script("bexdb gen", __doc__, add_arguments, main)

@@ -1,4 +1,4 @@
-"""The in-memory baselines (tools/baselines) against the brute-force evaluator.
+"""The in-memory baselines (tools/bench/baselines) against the brute-force evaluator.
 
 Each index is built from seeded random workloads -- every operator of the language, lists,
 strings, undefined attributes (tests/workload.py) and BEGen's range workloads -- and must
@@ -7,11 +7,8 @@ return, for every event, exactly the subscriptions ``betree.expr.evaluate`` acce
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,16 +16,14 @@ import pytest
 from betree.expr import evaluate
 from betree.parser import compile_expr
 from betree.schema import Schema
-from loaders.gen import make_workload
 from storage.errors import InvalidInput
 from tests import workload
-from tools import bench_compare, bench_match
-from tools.baselines import Baseline
-from tools.baselines.counting import Counting
-from tools.baselines.opindex import OpIndex
-from tools.baselines.pstree import PSTBloom, PSTHash, Spaces, TooBig
-from tools.baselines.scan import Compiled, Scan
-from tools.cli import main as cli_main
+from tools.bench.baselines import Baseline
+from tools.bench.baselines.counting import Counting
+from tools.bench.baselines.opindex import OpIndex
+from tools.bench.baselines.pstree import PSTBloom, PSTHash, Spaces, TooBig
+from tools.bench.baselines.scan import Compiled, Scan
+from tools.bench.gen import make_workload
 
 KINDS = ("SCAN", "counting", "OpIndex", "PSTBloom", "PSTHash")
 
@@ -162,51 +157,3 @@ def test_pstree_refuses_past_its_budget() -> None:
     for cls in (PSTBloom, PSTHash):
         with pytest.raises(TooBig, match="entries"):
             cls(compiled, max_entries=100)
-
-
-def _compare_args(out: Path) -> list[str]:
-    return [
-        "bench",
-        "compare",
-        "--points",
-        "eq=1",
-        "--base-subs",
-        "400",
-        "--events",
-        "12",
-        "--sample",
-        "20",
-        "--out",
-        str(out),
-    ]
-
-
-def test_bench_compare_runs_and_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "compare"
-    assert cli_main(_compare_args(out)) == 0
-    results = json.loads((out / "results.json").read_text())
-    rows = results["axes"]["eq"]
-    assert [r["value"] for r in rows] == [1.0]
-    for r in rows:
-        assert set(r["indexes"]) == set(bench_compare.INDEXES)
-        assert r["agreement_checked"] == 12
-        for name, entry in r["indexes"].items():
-            assert entry["ms"]["mean"] > 0, name
-    assert (out / "eq.png").stat().st_size > 0
-    assert "| share of = predicates |" in capsys.readouterr().out
-
-
-def test_bench_compare_fails_loudly_on_disagreement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = OpIndex.match
-
-    def lossy(self: OpIndex, values: Any) -> list[Any]:
-        return real(self, values)[1:]
-
-    monkeypatch.setattr(OpIndex, "match", lossy)
-    args = [*_compare_args(tmp_path / "c"), "--indexes", "SCAN,OpIndex", "--points", "eq=0"]
-    with pytest.raises(bench_match.AgreementError, match="OpIndex returned"):
-        parser = argparse.ArgumentParser()
-        bench_compare.add_arguments(parser)
-        bench_compare.main(parser.parse_args(args[2:]))

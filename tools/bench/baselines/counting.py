@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from betree.normal import Atom, OrderAtom
-from tools.baselines.flat import gather
-from tools.baselines.scan import Compiled
+from tools.bench.baselines.flat import gather
+from tools.bench.baselines.scan import Compiled
 
 Event = Mapping[str, object]
 

@@ -1,7 +1,7 @@
 """``bexdb bench load``: bulk loads of the BEGen workload, Spark beside the python engine.
 
 What it measures, for each size n (default 100K and 1M subscriptions), on one BEGen workload
-(:mod:`loaders.gen` defaults; the sizes are prefixes of the largest, so subscription i is the
+(:mod:`tools.bench.gen` defaults; the sizes are prefixes of the largest, so subscription i is the
 same at every size):
 
 * each engine variant runs as the user runs it, ``bexdb load STORE subs.jsonl --schema ...``
@@ -32,7 +32,7 @@ subscriptions (the executors' compile transform and one shard's build) and write
 ``profile.txt``.  Output: a markdown table on stdout, ``results.json`` and ``load.png``
 (wall seconds vs subscriptions; the stage split of the largest size) in ``--out``.
 
-    python -m tools.bench_load --sizes 100000,1000000 --out bench-results/load
+    python -m tools.bench.load --sizes 100000,1000000 --out bench-results/load
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import cProfile
 import io
 import json
 import os
-import platform
 import pstats
 import shutil
 import subprocess
@@ -54,18 +53,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loaders import gen
 from storage.errors import BexdbError
 from tools.args import sizes as args_sizes
+from tools.bench import gen
+from tools.bench.harness import (
+    AgreementError,
+    Column,
+    column_table,
+    figure,
+    logger,
+    machine,
+    proc_cpu_s,
+    proc_status_kb,
+    pyplot,
+    script,
+)
 
 CHECK_EVENTS = 50
 ONLINE = "online"
 PROFILE_SUBS = 20_000
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _log(message: str) -> None:
-    print(f"[bench load] {message}", file=sys.stderr, flush=True)
+_log = logger("bench load")
 
 
 # -- memory and CPU of a process tree ---------------------------------------------------------
@@ -91,13 +98,6 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def _kb(status: str, key: str) -> int:
-    for line in status.splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 @dataclass
 class TreeSampler:
     """Peaks of a process tree: the root (the driver), the JVM, the Python workers."""
@@ -118,10 +118,10 @@ class TreeSampler:
             todo.extend(kids.get(pid, ()))
         workers = total = 0
         for pid in tree:
-            status = _read(f"/proc/{pid}/status")
+            status = proc_status_kb(pid)
             if not status:
                 continue
-            rss, hwm = _kb(status, "VmRSS"), _kb(status, "VmHWM")
+            rss, hwm = status.get("VmRSS", 0), status.get("VmHWM", 0)
             total += rss
             cmd = _read(f"/proc/{pid}/cmdline").replace("\0", " ")
             if pid == self.root:
@@ -130,10 +130,9 @@ class TreeSampler:
                 self.jvm_kb = max(self.jvm_kb, hwm)
             elif "pyspark" in cmd:
                 workers += rss
-            stat = _read(f"/proc/{pid}/stat")
-            if stat:
-                fields = stat.rsplit(")", 1)[1].split()
-                self.cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+            cpu = proc_cpu_s(pid)
+            if cpu is not None:
+                self.cpu[pid] = cpu
         self.workers_kb = max(self.workers_kb, workers)
         self.total_kb = max(self.total_kb, total)
 
@@ -240,7 +239,7 @@ def check_agreement(rows: list[dict[str, Any]], events: list[dict[str, Any]]) ->
             answers.append([sorted(map(json.dumps, reader.match(ev))) for ev in events])
     for row, got in zip(stores[1:], answers[1:], strict=True):
         if got != answers[0]:
-            raise BexdbError(
+            raise AgreementError(
                 f"n={row['n']}: {row['engine']} answers differently from {stores[0]['engine']}"
             )
     return len(events)
@@ -333,47 +332,39 @@ def _shard_max(r: dict[str, Any], key: str) -> str:
     return f"{max(values):.0f}" if values else ""
 
 
-_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("subs", lambda r: f"{r['n']:,}"),
-    ("engine", lambda r: r["engine"]),
-    ("wall s", lambda r: f"{r['wall_s']:,.1f}" if r["measured"] else f"~{r['wall_s']:,.0f}*"),
-    ("subs/s", lambda r: f"{r['subs_per_s']:,}"),
-    ("cpu s", lambda r: f"{r['cpu_s']:,.0f}" if r["measured"] else ""),
-    ("store MB", lambda r: f"{r['store_bytes'] / 1e6:,.1f}" if r["measured"] else ""),
-    ("B/sub", lambda r: f"{r['bytes_per_sub']:,}" if r["measured"] else ""),
-    ("driver MB", lambda r: f"{r['driver_mb']:,}" if r["measured"] else ""),
-    ("JVM MB", lambda r: f"{r['jvm_mb']:,}" if r["measured"] and r["jvm_mb"] else ""),
-    ("workers MB", lambda r: f"{r['workers_mb']:,}" if r["measured"] and r["jvm_mb"] else ""),
-    ("start s", lambda r: _stage(r, "session")),
-    ("compile s", lambda r: _stage(r, "compile")),
-    ("build s", lambda r: _stage(r, "build")),
-    ("BE-B s", lambda r: _shard_max(r, "build")),
-    ("check s", lambda r: _shard_max(r, "check")),
-    ("load avg", lambda r: f"{r['load_average_before']:.1f}" if r["measured"] else ""),
+_COLUMNS: tuple[Column, ...] = (  # the cells are strings already, "" where not measured
+    ("subs", "{:,}", lambda r: r["n"]),
+    ("engine", "{}", lambda r: r["engine"]),
+    ("wall s", "{}", lambda r: f"{r['wall_s']:,.1f}" if r["measured"] else f"~{r['wall_s']:,.0f}*"),
+    ("subs/s", "{:,}", lambda r: r["subs_per_s"]),
+    ("cpu s", "{}", lambda r: f"{r['cpu_s']:,.0f}" if r["measured"] else ""),
+    ("store MB", "{}", lambda r: f"{r['store_bytes'] / 1e6:,.1f}" if r["measured"] else ""),
+    ("B/sub", "{}", lambda r: f"{r['bytes_per_sub']:,}" if r["measured"] else ""),
+    ("driver MB", "{}", lambda r: f"{r['driver_mb']:,}" if r["measured"] else ""),
+    ("JVM MB", "{}", lambda r: f"{r['jvm_mb']:,}" if r["measured"] and r["jvm_mb"] else ""),
+    ("workers MB", "{}", lambda r: f"{r['workers_mb']:,}" if r["measured"] and r["jvm_mb"] else ""),
+    ("start s", "{}", lambda r: _stage(r, "session")),
+    ("compile s", "{}", lambda r: _stage(r, "compile")),
+    ("build s", "{}", lambda r: _stage(r, "build")),
+    ("BE-B s", "{}", lambda r: _shard_max(r, "build")),
+    ("check s", "{}", lambda r: _shard_max(r, "check")),
+    ("load avg", "{}", lambda r: f"{r['load_average_before']:.1f}" if r["measured"] else ""),
 )
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """A markdown table, one row per size and engine."""
-    cells = [[get(r) for _, get in _COLUMNS] for r in rows]
-    heads = [name for name, _ in _COLUMNS]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-    lines = [
-        "| " + " | ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)) + " |",
-        "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|",
-    ]
-    for c in cells:
-        lines.append("| " + " | ".join(x.rjust(w) for x, w in zip(c, widths, strict=True)) + " |")
-    return "\n".join(lines)
+    return column_table(_COLUMNS, rows)
 
 
 def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
+    with figure(out / "load.png", 1, 2, figsize=(11, 4.2)) as (_, (left, right)):
+        _plot_walls(left, rows)
+        _plot_stages(right, rows)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+def _plot_walls(left: Any, rows: list[dict[str, Any]]) -> None:
+    """Wall seconds against subscriptions, an engine a line (dashed: extrapolated)."""
     for engine in dict.fromkeys(r["engine"] for r in rows):
         mine = [r for r in rows if r["engine"] == engine]
         left.plot(
@@ -390,6 +381,10 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
     left.set_ylabel("wall seconds (dashed: extrapolated)")
     left.set_title("bulk load, BEGen")
     left.legend()
+
+
+def _plot_stages(right: Any, rows: list[dict[str, Any]]) -> None:
+    """Where a Spark load's time goes at the largest size: a stacked bar a variant."""
     largest = max(r["n"] for r in rows)
     spark = [r for r in rows if r["n"] == largest and r["measured"] and "summary" in r]
     spark = [r for r in spark if r["summary"].get("engine") == "spark"]
@@ -411,9 +406,6 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
     right.set_ylabel("seconds (per-shard steps: the slowest shard)")
     right.set_title(f"where the time goes, {largest:,} subscriptions")
     right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(out / "load.png", dpi=120)
-    plt.close(fig)
 
 
 # -- command line -----------------------------------------------------------------------------
@@ -453,6 +445,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
+    pyplot()  # fail now, not after the run, if matplotlib is missing
     sizes: list[int] = args.sizes
     shards = [int(k) for k in str(args.shards).split(",") if k.strip()]
     out, work = Path(args.out), Path(args.work)
@@ -470,11 +464,7 @@ def main(args: argparse.Namespace) -> int:
     events = events[: args.check_events]
     results: dict[str, Any] = {
         "benchmark": "bexdb bench load",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "parameters": {
             "sizes": sizes,
             "shards": shards,
@@ -535,10 +525,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="bexdb bench load", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    try:
-        sys.exit(main(_parser.parse_args()))
-    except BexdbError as _exc:
-        print(f"bexdb: {_exc}", file=sys.stderr)
-        sys.exit(1)
+    script("bexdb bench load", __doc__, add_arguments, main)

@@ -1,7 +1,7 @@
 """``bexdb bench match``: event matching on the BEGen workload against SCAN and counting.
 
 What it measures, for each size n (default 10K, 100K, 1M subscriptions), on one BEGen
-workload (:mod:`loaders.gen`, defaults: 400 int attributes of 48 values, 25 base events,
+workload (:mod:`tools.bench.gen`, defaults: 400 int attributes of 48 values, 25 base events,
 range widths calibrated to a ~1% match rate) and the same ``--events`` events at every size
 (subscription i is the same at every size: the sizes are prefixes of one workload):
 
@@ -45,7 +45,7 @@ subscriptions/s at 10K, ~1,400/s at 100K, ~780/s averaged over 936K), then compi
 subscriptions for the baselines (~150-180 µs each) and SCAN (``--scan-seconds``).  The
 default sizes take about 35 minutes, 1M at the 20-minute build budget.
 
-    python -m tools.bench_match --sizes 10000,100000 --events 1000 --out bench-results/match
+    python -m tools.bench.match --sizes 10000,100000 --events 1000 --out bench-results/match
 """
 
 from __future__ import annotations
@@ -53,12 +53,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import hashlib
 import io
 import json
 import multiprocessing
-import os
-import platform
 import pstats
 import resource
 import sys
@@ -66,7 +63,6 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -75,85 +71,48 @@ import numpy as np
 from betree.index import Index
 from betree.schema import Schema
 from betree.tree import DEFAULTS
-from loaders.gen import Workload, make_workload
-from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive, sizes
-from tools.baselines.counting import Counting
-from tools.baselines.scan import Compiled, scan
+from tools.bench.baselines.counting import Counting
+from tools.bench.baselines.scan import Compiled, scan
+from tools.bench.gen import Workload, make_workload
+from tools.bench.harness import (
+    AgreementError,
+    changed_sources,
+    check_agreement,
+    column_table,
+    figure,
+    git_head,
+    logger,
+    machine,
+    plot_means,
+    proc_status_kb,
+    pyplot,
+    script,
+    source_digests,
+    stats,
+)
 
 CHECKED_EVENTS = 20
 PROFILE_SIZE = 100_000
 MIN_SCAN_EVENTS = CHECKED_EVENTS
 RATE_WINDOW = 10  # batches behind the extrapolated build rate
+LABELS = (  # of match_ms.png: the x axis, the y axis, the title
+    "subscriptions",
+    "ms per event (mean; dotted: p99)",
+    "Matching BEGen events (~1% match rate)",
+)
+PLOTTED = (  # the lines of match_ms.png: key of the row, label, style
+    ("bexdb_ms", "bexdb (warm page cache, own process)", "o-"),
+    ("counting_ms", "counting (in memory, numpy)", "s-"),
+    ("scan_ms", "SCAN (in memory, first events)", "^-"),
+)
 
 Event = Mapping[str, object]
-
-
-class AgreementError(BexdbError):
-    """bexdb, SCAN and counting disagree on the matches of an event."""
-
-
-def source_digests() -> dict[str, str]:
-    """SHA-1 of each source file of betree, pbtree and storage (path -> digest).
-
-    The matcher process imports them afresh: if they changed since the store was built
-    (another checkout, a commit mid-run), its figures belong to other code, and after an
-    unversioned page-format change it could misread the store.  A change is reported with
-    the files (``sources_changed``) rather than fatal: most edits do not touch matching, and
-    a misread store fails the agreement check anyway.
-    """
-    root = Path(__file__).resolve().parent.parent
-    out = {}
-    for pkg in ("betree", "pbtree", "storage"):
-        for path in sorted((root / pkg).glob("*.py")):
-            out[f"{pkg}/{path.name}"] = hashlib.sha1(path.read_bytes()).hexdigest()
-    return out
-
-
-def _git_head() -> str | None:
-    head = Path(__file__).resolve().parent.parent / ".git" / "HEAD"
-    try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            return (head.parent / ref[5:]).read_text().strip()
-        return ref
-    except OSError:
-        return None
-
-
-def _log(message: str) -> None:
-    print(f"[bench match] {message}", file=sys.stderr, flush=True)
-
-
-def _stats(ms: np.ndarray) -> dict[str, float]:
-    if not len(ms):
-        return {"mean": float("nan"), "p50": float("nan"), "p99": float("nan")}
-    return {
-        "mean": float(ms.mean()),
-        "p50": float(np.median(ms)),
-        "p99": float(np.percentile(ms, 99)),
-    }
-
-
-# -- baselines: tools/baselines/ (SCAN and counting) --------------------------------------------
+_log = logger("bench match")
 
 
 # -- the matcher process ----------------------------------------------------------------------
-
-
-def _rss_kb() -> dict[str, int]:
-    """VmRSS / VmHWM / RssAnon / RssFile of this process in KiB (Linux; else empty)."""
-    out: dict[str, int] = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                    out[key] = int(rest.split()[0])
-    except OSError:
-        pass
-    return out
 
 
 def _maxrss_kb() -> int:
@@ -163,7 +122,7 @@ def _maxrss_kb() -> int:
     (measured: 322 MB in a fresh child of a 320 MB parent).  Linux's ``VmHWM`` belongs to
     the process image, so it is used where it exists.
     """
-    hwm = _rss_kb().get("VmHWM")
+    hwm = proc_status_kb().get("VmHWM")
     if hwm is not None:
         return hwm
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -181,7 +140,7 @@ class MatcherJob:
 
 def run_matcher(job: MatcherJob) -> dict[str, Any]:
     """In a fresh process: open the store read-only, match every event twice, measure."""
-    rss0 = _rss_kb()
+    rss0 = proc_status_kb()
     peak0 = _maxrss_kb()
     digests = source_digests()
     idx = Index.open(job.path, readonly=True, cache_bytes=job.cache_bytes)
@@ -218,7 +177,7 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
                 }
             )
         peak = _maxrss_kb()
-        rss_end = _rss_kb()
+        rss_end = proc_status_kb()
         report = None
         if job.profile:
             profiler = cProfile.Profile()
@@ -247,7 +206,7 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
     }
 
 
-def _match_in_subprocess(job: MatcherJob) -> dict[str, Any]:
+def match_in_subprocess(job: MatcherJob) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         return pool.apply(run_matcher, (job,))
@@ -311,27 +270,6 @@ def _build(
     return row
 
 
-def _check_agreement(n: int, events: list[dict[str, Any]], got: dict[str, list[list[Any]]]) -> int:
-    """Every method returned the same id set on each of the first events; raise if not."""
-    names = list(got)
-    k = min(len(v) for v in got.values())
-    for i in range(k):
-        ref = set(got[names[0]][i])
-        if len(ref) != len(got[names[0]][i]):
-            raise AgreementError(f"n={n}, event {i}: {names[0]} repeats an id")
-        for name in names[1:]:
-            other = got[name][i]
-            if set(other) != ref or len(set(other)) != len(other):
-                missing = sorted(ref - set(other))[:10]
-                extra = sorted(set(other) - ref)[:10]
-                raise AgreementError(
-                    f"n={n}, event {i} {json.dumps(events[i])}: {name} returned {len(other)} ids, "
-                    f"{names[0]} {len(ref)}; missing {missing}, extra {extra} (first 10)",
-                    "run the differential tests: pytest tests/test_index_differential.py",
-                )
-    return k
-
-
 def run_size(
     n: int,
     w: Workload,
@@ -353,12 +291,8 @@ def run_size(
 
         _log(f"n={n:,}: matching {len(events)} events x2 in a read-only matcher process")
         job = MatcherJob(path, events, keep, args.cache_bytes, profile)
-        res = _match_in_subprocess(job)
-    theirs: dict[str, str] = res["source_digests"]
-    ours: dict[str, str] = args.source_digests
-    row["sources_changed"] = sorted(
-        f for f in ours.keys() | theirs.keys() if ours.get(f) != theirs.get(f)
-    )
+        res = match_in_subprocess(job)
+    row["sources_changed"] = changed_sources(args.source_digests, res["source_digests"])
     if row["sources_changed"]:
         _log(
             f"n={n:,}: WARNING: sources changed since the benchmark started: "
@@ -370,8 +304,8 @@ def run_size(
     row.update(
         {
             "events": len(events),
-            "bexdb_ms": _stats(ms),
-            "bexdb_first_pass_ms": _stats(np.array(first["ms"])),
+            "bexdb_ms": stats(ms),
+            "bexdb_first_pass_ms": stats(np.array(first["ms"])),
             "candidates_mean": float(np.mean(warm["candidates"])),
             "pages_mean": float(np.mean(warm["pages"])),
             "matches_mean": float(np.mean(warm["matches"])),
@@ -439,17 +373,17 @@ def run_size(
         "counting": c_kept,
         "SCAN": s_kept,
     }
-    row["agreement_checked"] = _check_agreement(n, events, got)
+    row["agreement_checked"] = check_agreement(f"n={n}", events, got)
     row["agreement_passed"] = True
     if not np.array_equal(c_found, np.array(warm["matches"])):
         raise AgreementError(f"n={n}: counting and bexdb differ in match counts on some event")
 
     row.update(
         {
-            "counting_ms": _stats(c_ms),
+            "counting_ms": stats(c_ms),
             "scan_events": k,
-            "scan_ms": _stats(scan_ms),
-            "bexdb_ms_scan_events": _stats(ms[:k]),
+            "scan_ms": stats(scan_ms),
+            "bexdb_ms_scan_events": stats(ms[:k]),
             "ratio_counting": float(c_ms.mean() / ms.mean()),
             "ratio_scan": float(scan_ms.mean() / ms[:k].mean()) if k else float("nan"),
         }
@@ -494,59 +428,13 @@ _COLUMNS = (
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """A markdown table, one row per size."""
-    cells = [[fmt.format(get(r)) for _, fmt, get in _COLUMNS] for r in rows]
-    heads = [name for name, _, _ in _COLUMNS]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-    lines = [
-        "| " + " | ".join(h.rjust(wd) for h, wd in zip(heads, widths, strict=True)) + " |",
-        "|" + "|".join("-" * (wd + 1) + ":" for wd in widths) + "|",
-    ]
-    for c in cells:
-        lines.append("| " + " | ".join(x.rjust(wd) for x, wd in zip(c, widths, strict=True)) + " |")
-    return "\n".join(lines)
-
-
-def _machine() -> dict[str, Any]:
-    versions: dict[str, str | None] = {}
-    for dist in ("numpy", "lmdb", "msgpack", "pyroaring"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": sys.version.split()[0],
-        "cpu_count": os.cpu_count(),
-        "versions": versions,
-    }
+    return column_table(_COLUMNS, rows)
 
 
 def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ns = [r["n_built"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, style in (
-        ("bexdb_ms", "bexdb (warm page cache, own process)", "o-"),
-        ("counting_ms", "counting (in memory, numpy)", "s-"),
-        ("scan_ms", "SCAN (in memory, first events)", "^-"),
-    ):
-        (line,) = ax.plot(ns, [r[key]["mean"] for r in rows], style, label=label)
-        ax.plot(ns, [r[key]["p99"] for r in rows], ":", color=line.get_color(), alpha=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("subscriptions")
-    ax.set_ylabel("ms per event (mean; dotted: p99)")
-    ax.set_title("Matching BEGen events (~1% match rate)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "match_ms.png", dpi=120)
-    plt.close(fig)
+    xs = [r["n_built"] for r in rows]
+    with figure(out / "match_ms.png", figsize=(7, 4.5)) as (_, ax):
+        plot_means(ax, xs, rows, PLOTTED, LABELS)
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -601,6 +489,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
+    pyplot()  # fail now, not after the run, if matplotlib is missing
     args.source_digests = source_digests()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -626,8 +515,8 @@ def main(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         "benchmark": "match",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": _machine(),
-        "code": {"git_head": _git_head(), "source_digests": args.source_digests},
+        "machine": machine(),
+        "code": {"git_head": git_head(), "source_digests": args.source_digests},
         "settings": {
             "sizes": sizes,
             "events": args.events,
@@ -700,10 +589,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="bexdb bench match", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    try:
-        sys.exit(main(_parser.parse_args()))
-    except BexdbError as _exc:
-        print(f"bexdb: {_exc}", file=sys.stderr)
-        sys.exit(1)
+    script("bexdb bench match", __doc__, add_arguments, main)

@@ -1,7 +1,7 @@
 """``bexdb bench compare``: bexdb against the published baselines, one workload axis at a time.
 
 The axes of the BE-Tree / OpIndex / PS-Tree evaluations, each swept alone around the BEGen
-default (:mod:`loaders.gen`: 400 int attributes of 48 values, subscriptions of 5-9
+default (:mod:`tools.bench.gen`: 400 int attributes of 48 values, subscriptions of 5-9
 predicates derived from 25 base events, events of 15 attributes, 30% ``=``, uniform
 attributes, ~1% match rate):
 
@@ -35,14 +35,14 @@ build times), then for every index
   ``--scan-seconds``), at least the first ``CHECKED_EVENTS``.
 
 Before anything is reported, every index must return the same ids as SCAN on the first
-``CHECKED_EVENTS`` events (:class:`~tools.bench_match.AgreementError` otherwise).  A
+``CHECKED_EVENTS`` events (:class:`~tools.bench.harness.AgreementError` otherwise).  A
 PS-Tree variant that would exceed ``--max-entries`` (range predicates over many spaces: the
 papers' O(N_p^2) per dimension) is skipped at that point and marked so; a point whose
 workload or build fails is recorded with the error and the sweep goes on (a disagreement
 never is: it stops the run).
 
 The ``size`` axis changes BEGen's per-subscription and per-event attribute counts, which
-:class:`loaders.gen.Params` does not expose: the module's constants are set for the one
+:class:`tools.bench.gen.Params` does not expose: the module's constants are set for the one
 ``make_workload`` call and restored (:func:`_begen_shape`).
 
 Output: one markdown table per axis and metric on stdout, ``results.json`` (rewritten after
@@ -54,7 +54,7 @@ minutes).  The full default (100,000 subscriptions off the subs axis, 5-6 points
 to 1M) takes hours: per point, compiling (~40 µs a subscription), two builds of each baseline
 (the second traced for memory; ``--no-memory`` skips it) and SCAN's time box dominate.
 
-    python -m tools.bench_compare --quick --axes subs,card --out docs/bench/compare
+    python -m tools.bench.compare --quick --axes subs,card --out docs/bench/compare
 """
 
 from __future__ import annotations
@@ -63,7 +63,6 @@ import argparse
 import gc
 import json
 import math
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -78,27 +77,31 @@ import numpy as np
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from betree.schema import Schema
-from loaders import gen
-from loaders.gen import make_workload
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive
-from tools.baselines import Baseline
-from tools.baselines.counting import Counting
-from tools.baselines.opindex import OpIndex
-from tools.baselines.pstree import MAX_ENTRIES, PSTBloom, PSTHash, TooBig
-from tools.baselines.scan import Compiled, Scan
-from tools.bench_match import (
-    CHECKED_EVENTS,
+from tools.bench import gen
+from tools.bench.baselines import Baseline
+from tools.bench.baselines.counting import Counting
+from tools.bench.baselines.opindex import OpIndex
+from tools.bench.baselines.pstree import MAX_ENTRIES, PSTBloom, PSTHash, TooBig
+from tools.bench.baselines.scan import Compiled, Scan
+from tools.bench.gen import make_workload
+from tools.bench.harness import (
     AgreementError,
-    MatcherJob,
-    _check_agreement,
-    _git_head,
-    _machine,
-    _match_in_subprocess,
-    _stats,
+    changed_sources,
+    check_agreement,
+    figure,
+    git_head,
+    logger,
+    machine,
+    markdown_table,
+    pyplot,
+    script,
     source_digests,
+    stats,
 )
+from tools.bench.match import CHECKED_EVENTS, MatcherJob, match_in_subprocess
 
 INDEXES = ("SCAN", "counting", "OpIndex", "PSTBloom", "PSTHash", "bexdb")
 DEFAULT_SIZE = 7  # BEGen's 5..9 predicates
@@ -128,8 +131,7 @@ AXES: dict[str, Axis] = {
 }
 
 
-def _log(message: str) -> None:
-    print(f"[bench compare] {message}", file=sys.stderr, flush=True)
+_log = logger("bench compare")
 
 
 @contextmanager
@@ -315,7 +317,7 @@ def run_point(axis: str, value: float, args: argparse.Namespace) -> dict[str, An
         res[name] = {
             "build_s": build_s if name != "SCAN" else 0.0,
             "memory_mb": mem,
-            "ms": _stats(ms),
+            "ms": stats(ms),
             "events_timed": len(ms),
             "entries": entries,
         }
@@ -327,23 +329,19 @@ def run_point(axis: str, value: float, args: argparse.Namespace) -> dict[str, An
             _log(f"{label}: bexdb batch build")
             built = _build_bexdb(Path(tmp), w, compiled, {})
             _log(f"{label}: bexdb matching {len(events)} events x2 in a read-only process")
-            out = _match_in_subprocess(
+            out = match_in_subprocess(
                 MatcherJob(built["path"], events, keep, args.cache_bytes, False)
             )
         warm = out["passes"][1]
-        theirs: dict[str, str] = out["source_digests"]
-        ours: dict[str, str] = args.source_digests
-        row["sources_changed"] = sorted(
-            f for f in ours.keys() | theirs.keys() if ours.get(f) != theirs.get(f)
-        )
+        row["sources_changed"] = changed_sources(args.source_digests, out["source_digests"])
         if row["sources_changed"]:
             _log(f"{label}: WARNING: sources changed since the start: {row['sources_changed']}")
         res["bexdb"] = {
             "build_s": built["build_s"],
             "disk_mb": built["disk_mb"],
             "memory_mb": (out["maxrss_kb"] - out["rss_after_imports_kb"]) / 1024,
-            "ms": _stats(np.array(warm["ms"])),
-            "first_pass_ms": _stats(np.array(out["passes"][0]["ms"])),
+            "ms": stats(np.array(warm["ms"])),
+            "first_pass_ms": stats(np.array(out["passes"][0]["ms"])),
             "events_timed": len(warm["ms"]),
             "candidates_mean": float(np.mean(warm["candidates"])),
             "pages_mean": float(np.mean(warm["pages"])),
@@ -352,7 +350,8 @@ def run_point(axis: str, value: float, args: argparse.Namespace) -> dict[str, An
         found["bexdb"] = np.array(warm["matches"])
 
     order = [n for n in INDEXES if n in got]
-    row["agreement_checked"] = _check_agreement(p["subs"], events, {n: got[n] for n in order})
+    where = f"n={p['subs']}"
+    row["agreement_checked"] = check_agreement(where, events, {n: got[n] for n in order})
     counts = [found[n] for n in order]
     if counts:
         k = min(len(c) for c in counts)
@@ -394,32 +393,23 @@ def format_tables(axis: str, rows: list[dict[str, Any]], names: list[str]) -> st
             ]
             for r in rows
         ]
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-        lines = [
-            f"**{axis}: {title}**",
-            "",
-            "| " + " | ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)) + " |",
-            "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|",
-        ]
-        lines += [
-            "| " + " | ".join(x.rjust(w) for x, w in zip(c, widths, strict=True)) + " |"
-            for c in cells
-        ]
-        out.append("\n".join(lines))
+        out.append(f"**{axis}: {title}**\n\n" + markdown_table(heads, cells))
     out += [f"{axis}={r['value']:g}: FAILED: {r['failed']}" for r in failed]
     return "\n\n".join(out)
 
 
 def _plot(out: Path, axis: str, rows: list[dict[str, Any]], names: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     spec = AXES[axis]
     rows = [r for r in rows if "failed" not in r]
     xs = [r["value"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    with figure(out / f"{axis}.png", 1, 3, dpi=110, figsize=(15, 4.2)) as (fig, axes):
+        _panels(fig, axes, spec, xs, rows, names)
+
+
+def _panels(
+    fig: Any, axes: Any, spec: Axis, xs: list[float], rows: list[dict[str, Any]], names: list[str]
+) -> None:
+    """Match ms, build s and memory of every index against the axis value, one panel each."""
     for ax, (metric, ylabel) in zip(
         axes,
         (("ms", "mean ms per event"), ("build_s", "build s"), ("memory_mb", "memory MB")),
@@ -445,9 +435,6 @@ def _plot(out: Path, axis: str, rows: list[dict[str, Any]], names: list[str]) ->
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"bexdb vs baselines: {spec.label} (BEGen; bexdb warm, from disk)")
-    fig.tight_layout()
-    fig.savefig(out / f"{axis}.png", dpi=110)
-    plt.close(fig)
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -532,7 +519,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the sweep; returns 0, or raises :class:`~tools.bench_match.AgreementError`."""
+    """Run the sweep; returns 0, or raises :class:`~tools.bench.harness.AgreementError`."""
+    pyplot()  # fail now, not after the run, if matplotlib is missing
     if args.base_subs is None:
         args.base_subs = 20_000 if args.quick else AXES["subs"].default
     if args.events is None:
@@ -547,8 +535,8 @@ def main(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         "benchmark": "compare",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": _machine(),
-        "code": {"git_head": _git_head(), "source_digests": args.source_digests},
+        "machine": machine(),
+        "code": {"git_head": git_head(), "source_digests": args.source_digests},
         "settings": {
             k: v
             for k, v in vars(args).items()
@@ -603,6 +591,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from tools.cli import main as _cli
-
-    sys.exit(_cli(["bench", "compare", *sys.argv[1:]]))
+    script("bexdb bench compare", __doc__, add_arguments, main)

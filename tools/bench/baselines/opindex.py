@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from betree.normal import ORDER_OPS
-from tools.baselines.flat import Flat
-from tools.baselines.scan import Compiled
+from tools.bench.baselines.flat import Flat
+from tools.bench.baselines.scan import Compiled
 
 Event = Mapping[str, object]
 B = 32  # segments per predicate list (the paper's b)

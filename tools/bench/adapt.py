@@ -34,7 +34,7 @@ Cost: the churn dominates (2 x 2 x ``--subs`` insertions and deletions, ~1,500/s
 ``(2 x checkpoints + 1) x 2 x events`` matches.  The defaults (5,000 subscriptions, 400
 events, 8 checkpoints per transition) take about three minutes.
 
-    python -m tools.bench_adapt --subs 5000 --events 400 --out docs/bench/adapt
+    python -m tools.bench.adapt --subs 5000 --events 400 --out docs/bench/adapt
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -56,22 +55,17 @@ from betree.index import Index
 from betree.parser import compile_expr
 from betree.schema import Schema
 from betree.tree import DEFAULTS
-from loaders.gen import make_workload
-from storage.errors import BexdbError
 from tools.args import positive
-from tools.bench_match import _git_head, _machine, source_digests
+from tools.bench import harness
+from tools.bench.gen import make_workload
+from tools.bench.harness import AgreementError
 
 CHECKED_EVENTS = 10
 OVERHEAD_ROUNDS = 15
 MODES = ("off", "on")
 
 
-class AgreementError(BexdbError):
-    """The two stores, or a store and the brute-force evaluator, disagree."""
-
-
-def _log(message: str) -> None:
-    print(f"[bench adapt] {message}", file=sys.stderr, flush=True)
+_log = harness.logger("bench adapt")
 
 
 def _timed_passes(
@@ -199,8 +193,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "adapt",
         "started": args.started,
-        "machine": _machine(),
-        "code": {"git_head": _git_head(), "source_digests": source_digests()},
+        "machine": harness.machine(),
+        "code": {"git_head": harness.git_head(), "source_digests": harness.source_digests()},
         "settings": {
             "subs": n,
             "events": len(events),
@@ -280,37 +274,24 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 f"{adj['reinserted']:,}",
             )
         )
-    width = [max(len(x) for x in col) for col in zip(heads, *lines, strict=True)]
-    out = ["| " + " | ".join(h.rjust(w) for h, w in zip(heads, width, strict=True)) + " |"]
-    out.append("|" + "|".join("-" * w + "-:" for w in width) + "|")
-    out += [
-        "| " + " | ".join(x.rjust(w) for x, w in zip(ln, width, strict=True)) + " |" for ln in lines
-    ]
-    return "\n".join(out)
+    return harness.markdown_table(heads, lines)
 
 
 def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     xs = [r["checkpoint"] for r in rows]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True)
-    for m, label, style in (("off", "self-adjustment off", "o-"), ("on", "on", "s-")):
-        top.plot(xs, [r[m]["ms_mean"] for r in rows], style, label=label)
-        bottom.plot(xs, [r[m]["candidates"] for r in rows], style, label=label)
-    top.set_ylabel("CPU ms per event (mean)")
-    bottom.set_ylabel("candidates per event")
-    bottom.set_xticks(xs, [f"{r['zipf_share']:.0%}" for r in rows], fontsize=7)
-    bottom.set_xlabel("share of Zipf subscriptions (uniform -> Zipf -> uniform)")
-    top.set_title("Adapting to a changing workload (after seed 000, Fig. 13)")
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "adapt_ms.png", dpi=120)
-    plt.close(fig)
+    grid = harness.figure(out / "adapt_ms.png", 2, 1, figsize=(7.5, 6), sharex=True)
+    with grid as (_, (top, bottom)):
+        for m, label, style in (("off", "self-adjustment off", "o-"), ("on", "on", "s-")):
+            top.plot(xs, [r[m]["ms_mean"] for r in rows], style, label=label)
+            bottom.plot(xs, [r[m]["candidates"] for r in rows], style, label=label)
+        top.set_ylabel("CPU ms per event (mean)")
+        bottom.set_ylabel("candidates per event")
+        bottom.set_xticks(xs, [f"{r['zipf_share']:.0%}" for r in rows], fontsize=7)
+        bottom.set_xlabel("share of Zipf subscriptions (uniform -> Zipf -> uniform)")
+        top.set_title("Adapting to a changing workload (after seed 000, Fig. 13)")
+        for ax in (top, bottom):
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -339,6 +320,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
+    harness.pyplot()  # fail now, not after the run, if matplotlib is missing
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -359,6 +341,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from tools.cli import main as _cli
-
-    sys.exit(_cli(["bench", "adapt", *sys.argv[1:]]))
+    harness.script("bexdb bench adapt", __doc__, add_arguments, main)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from betree.normal import OrderAtom
-from tools.baselines.scan import Compiled
+from tools.bench.baselines.scan import Compiled
 
 Event = Mapping[str, object]
 Check = Callable[[Event], bool]

@@ -55,8 +55,8 @@ import numpy as np
 
 from betree.normal import OrderAtom
 from storage.errors import BexdbError
-from tools.baselines.flat import Flat, gather
-from tools.baselines.scan import Compiled
+from tools.bench.baselines.flat import Flat, gather
+from tools.bench.baselines.scan import Compiled
 
 Event = Mapping[str, object]
 Ranges = list[tuple[int, int]]  # inclusive ranges of space numbers, sorted, disjoint

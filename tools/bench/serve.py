@@ -55,20 +55,22 @@ import numpy as np
 
 from tools.args import positive
 from tools.args import sizes as args_sizes
+from tools.bench.harness import (
+    TICK,
+    figure,
+    logger,
+    proc_cpu_s,
+    proc_status_kb,
+    pyplot,
+    script,
+    stats,
+)
 
-
-def _log(message: str) -> None:
-    print(f"[bench serve] {message}", file=sys.stderr, flush=True)
+_log = logger("bench serve")
 
 
 def _percentiles(seconds: list[float]) -> dict[str, float]:
-    ms = np.asarray(seconds) * 1000
-    return {
-        "mean": float(ms.mean()),
-        "p50": float(np.percentile(ms, 50)),
-        "p95": float(np.percentile(ms, 95)),
-        "p99": float(np.percentile(ms, 99)),
-    }
+    return stats(np.asarray(seconds) * 1000, (50, 95, 99))
 
 
 # -- the load generator (its own process) -----------------------------------------------------
@@ -274,26 +276,19 @@ def _own_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_s(pid: int) -> float:
     """CPU seconds (utime + stime, ``/proc/PID/stat``) process ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14 and 15 of stat(5)
+    return proc_cpu_s(pid) or 0.0
 
 
 def _busy_s() -> float:
     """CPU seconds every core of the machine has been busy (``/proc/stat``), for others' load."""
     ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / _TICK  # all but idle and iowait (and guest)
+    return (sum(ticks) - ticks[3] - ticks[4]) / TICK  # all but idle and iowait (and guest)
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return proc_status_kb(pid).get("VmRSS", float("nan")) / 1024
 
 
 def _workers(pid: int) -> list[int]:
@@ -305,8 +300,9 @@ def _workers(pid: int) -> list[int]:
 
 def build_store(out: Path, subs: int, events: int, seed: int) -> tuple[Path, list[dict[str, Any]]]:
     """The BEGen workload and its bulk-loaded store in ``out`` (reused if already there)."""
-    from loaders import gen, python_load
+    from loaders import python_load
     from loaders.records import read_jsonl
+    from tools.bench import gen
 
     data, store = out / "workload", out / "store"
     stamp = out / "workload.json"
@@ -461,23 +457,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     labels = [f"{r['mode']}\n{r['workers']} w" for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    a.bar(labels, [r["per_s"] for r in rows])
-    a.set_ylabel("events matched per second")
-    for key in ("p50", "p95", "p99"):
-        b.plot(labels, [r["latency_ms"][key] for r in rows], marker="o", label=key)
-    b.set_ylabel("latency, ms")
-    b.legend()
-    fig.suptitle("bexdb serve under load (POST /match, one event per request)")
-    fig.tight_layout()
-    fig.savefig(out / "serve.png", dpi=120)
-    plt.close(fig)
+    with figure(out / "serve.png", 1, 2, figsize=(10, 4)) as (fig, (a, b)):
+        a.bar(labels, [r["per_s"] for r in rows])
+        a.set_ylabel("events matched per second")
+        for key in ("p50", "p95", "p99"):
+            b.plot(labels, [r["latency_ms"][key] for r in rows], marker="o", label=key)
+        b.set_ylabel("latency, ms")
+        b.legend()
+        fig.suptitle("bexdb serve under load (POST /match, one event per request)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -498,6 +486,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    pyplot()  # fail now, not after the run, if matplotlib is missing
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     store, events = build_store(out, args.subs, args.events, args.seed)
@@ -533,3 +522,7 @@ def main(args: argparse.Namespace) -> int:
             f" others used {served_rows[w]['cpu']['other_ms']:.2f} ms per request meanwhile)"
         )
     return 0 if agree and not any(r["errors"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    script("bexdb bench serve", __doc__, add_arguments, main)

@@ -1,4 +1,4 @@
-"""The BEGen workload generator (``bexdb gen``) and a smoke test of ``bexdb bench match``.
+"""The BEGen workload generator (``bexdb gen``).
 
 Match rates are computed here with the reference evaluator (:func:`betree.expr.evaluate`),
 never with the index or the generator's own numpy model.  No timing is asserted.
@@ -18,9 +18,8 @@ import pytest
 from betree.expr import And, Node, evaluate
 from betree.parser import compile_expr
 from betree.schema import Schema
-from loaders import gen
 from storage.errors import InvalidInput
-from tools import bench_match
+from tools.bench import gen
 
 
 def _read_jsonl(path: Path) -> list[Any]:
@@ -142,50 +141,6 @@ def test_bad_parameters_are_rejected() -> None:
         gen.make_workload(subs=10, events=1, dims=10)
     with pytest.raises(InvalidInput):
         gen.make_workload(subs=10, events=1, eq_share=1.5)
-
-
-# -- bench match smoke test ------------------------------------------------------------------
-
-
-def _bench_args(out: Path) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    bench_match.add_arguments(parser)
-    return parser.parse_args(
-        ["--sizes", "300", "--events", "20", "--out", str(out), "--store-dir", str(out.parent)]
-    )
-
-
-def test_bench_match_runs_and_agrees(tmp_path: Path) -> None:
-    out = tmp_path / "bench"
-    assert bench_match.main(_bench_args(out)) == 0
-    results = json.loads((out / "results.json").read_text())
-    assert results["agreement"] == {"passed": True, "events_checked": 20}
-    (row,) = results["rows"]
-    assert row["n"] == row["n_built"] == 300 and row["build_complete"] is True
-    assert row["build_s_extrapolated"] is None
-    assert row["scan_events"] == 20
-    for key in ("bexdb_ms", "counting_ms", "scan_ms"):
-        assert {"mean", "p50", "p99"} <= row[key].keys()
-    for key in ("subs_per_s", "bytes_per_sub", "candidates_mean", "pages_mean", "matches_mean"):
-        assert row[key] > 0, key
-    assert row["matcher_peak_rss_mb"] > 0
-    assert isinstance(row["sources_changed"], list)
-    assert (out / "match_ms.png").stat().st_size > 0
-
-
-def test_bench_match_fails_loudly_on_disagreement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = bench_match.Counting.match
-
-    def lossy(self: bench_match.Counting, values: Any) -> list[Any]:
-        return real(self, values)[1:]  # drop one matching id
-
-    monkeypatch.setattr(bench_match.Counting, "match", lossy)
-    out = tmp_path / "bench"
-    with pytest.raises(bench_match.AgreementError, match="counting returned"):
-        bench_match.main(_bench_args(out))
-    assert not (out / "results.json").exists()
 
 
 def test_dense_events_keep_large_values() -> None:
