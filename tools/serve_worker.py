@@ -50,6 +50,7 @@ from tools.serve import HTTPError, Service
 
 _LINGER = 2.0  # seconds an ended connection discards what the client still sends
 _HEADERS_MAX = 64 << 10  # bytes of request line and headers
+_BURST = 8  # requests answered in a row on one connection before the others get a turn
 
 
 class _Connection(asyncio.Protocol):
@@ -106,16 +107,31 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        self.carry_on()
+
+    def carry_on(self) -> None:
+        """Read and answer again, after a pause for writing or a turn given up."""
+        transport = self.transport
+        if not self.write_paused and transport is not None and not transport.is_closing():
+            transport.resume_reading()
             self.process()
 
     # -- HTTP ----------------------------------------------------------------------------
 
     def process(self) -> None:
-        """Handle every event h11 has, answering each request once it is in full."""
+        """Handle the events h11 has, answering each request once it is in full.
+
+        After ``_BURST`` answers in a row (a client pipelining requests) the connection
+        stops reading and waits its turn behind the other connections and the heartbeat.
+        """
         http = self.http
+        answered = 0
         while not (self.write_paused or self.lingering or self.closed):
+            if answered == _BURST:
+                assert self.transport is not None
+                self.transport.pause_reading()
+                asyncio.get_running_loop().call_soon(self.carry_on)
+                return
             try:
                 event = http.next_event()
             except h11.RemoteProtocolError as exc:
@@ -130,6 +146,7 @@ class _Connection(asyncio.Protocol):
                 self.body.append(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 self.answer()
+                answered += 1
             elif isinstance(event, h11.Request):
                 self.begin(event)
             elif event is h11.NEED_DATA or event is h11.PAUSED:
@@ -221,7 +238,9 @@ class _Connection(asyncio.Protocol):
         transport.resume_reading()
 
     def close(self) -> None:
+        """Close once what was written is sent (given ``_LINGER`` s, then dropped)."""
         self.closed = True
+        self.deadline = time.monotonic() + _LINGER
         if self.transport is not None:
             self.transport.close()
 
@@ -229,7 +248,10 @@ class _Connection(asyncio.Protocol):
         """Called each heartbeat: end a connection past its deadline."""
         if now < self.deadline:
             return
-        if self.lingering or not self.reading:
+        if self.closed or self.write_paused:  # a client that does not read what it is sent
+            if self.transport is not None:
+                self.transport.abort()
+        elif self.lingering or not self.reading:
             self.close()
         else:
             self.refuse(HTTPError(408, f"the request did not arrive in {self.worker.timeout} s"))
