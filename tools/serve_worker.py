@@ -188,7 +188,7 @@ class _Connection(asyncio.Protocol):
             method, target = (
                 (self.request.method.decode("latin-1"), self.request.target)
                 if self.request is not None
-                else ("", b"")
+                else ("-", b"")
             )
             status, headers, data = self.service.respond(method, target, b"", error)
             self.send(status, headers, data, close=True)
