@@ -25,11 +25,13 @@ cores.
   redone once in the reopened store, so no acknowledged write is lost; a second
   replacement in that time answers 503.
 * **Durability.** A write is committed with fsync before it is answered.
-* **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``); nothing
-  grows per request (the body is read up to ``--max-body-mb``, else 413: answered without
-  reading the body, and that connection is closed).
-* **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status
-  (a 500 for the unexpected, logged with its traceback); no request takes a worker down.
+* **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
+  connection, the body being read: up to ``--max-body-mb``, else 413, answered without
+  reading the rest, and that connection is closed.  Nothing grows per request.
+* **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status, the
+  malformed HTTP that h11 refuses included (a bad chunk or ``Content-Length``: 400;
+  headers over 64 KiB: 431); a 500 only for the unexpected, logged with its traceback.
+  No request takes a worker down.  ``HEAD`` is answered wherever ``GET`` is.
 * **SIGTERM** (gunicorn's graceful stop) closes the socket and idle connections, lets each
   worker finish the request in hand and those being read (up to ``--graceful-timeout``
   seconds, answered with ``Connection: close``), then exits 0.
