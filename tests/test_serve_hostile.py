@@ -224,7 +224,11 @@ def test_half_closed_clients_get_their_answer(patient: str) -> None:
 # -- deadlines ---------------------------------------------------------------------------
 
 
-def test_idle_and_unfinished_connections_are_ended(store: Path) -> None:
+def test_idle_and_unfinished_connections_are_ended(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # where gunicorn would put a control socket
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     proc, url = spawn(store, "--workers", "1", "--timeout", "2", "--keepalive", "1")
     try:
         silent = connect(url)
@@ -243,6 +247,7 @@ def test_idle_and_unfinished_connections_are_ended(store: Path) -> None:
         assert time.monotonic() - began < 8
         for sock in (silent, partial, kept):
             sock.close()
+        assert list(tmp_path.iterdir()) == []  # no control socket left for others to take
     finally:
         proc.terminate()
         proc.wait(60)

@@ -397,6 +397,9 @@ def run(args: argparse.Namespace) -> int:
         "accesslog": "-" if args.verbose else None,
         "when_ready": _announce,
         "post_worker_init": _warm,
+        # no gunicornc control socket: one shared path per user (~/.gunicorn/gunicorn.ctl)
+        # that every running service would take from the last, and nothing here uses it
+        "control_socket_disable": True,
     }
     service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20)
 
