@@ -359,16 +359,29 @@ def test_bench_serve_runs_and_agrees(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_a_sharded_store_is_served_read_only(tmp_path: Path) -> None:
     rng = random.Random(8)
     subs = {i: expression(rng) for i in range(200)}
-    proc, url = spawn(build_sharded(tmp_path / "sharded", subs), "--workers", "1")
+    root = build_sharded(tmp_path / "sharded", subs)
+    before = sorted(p.name for p in Path(root).iterdir())
+    proc, url = spawn(root, "--workers", "1")
     try:
         schema = Schema.from_json(SCHEMA)
         for ev in [event(rng) for _ in range(30)]:
             assert set(call(url, "POST", "/match", ev)[1]["matches"]) == brute(subs, schema, ev)
         assert call(url, "GET", "/subscriptions/7")[1] == {"id": 7, "expr": subs[7]}
         assert call(url, "GET", "/subscriptions/700")[0] == 404
-        assert call(url, "PUT", "/subscriptions/7", {"expr": "i = 1"})[0] == 405
-        assert call(url, "DELETE", "/subscriptions/7")[0] == 405
+        # writes are refused, clearly, and create nothing (no data.mdb beside the manifest)
+        for method, path, body in [
+            ("PUT", "/subscriptions/7", {"expr": "i = 1"}),
+            ("PUT", "/subscriptions/new", {"expr": "i = 1"}),
+            ("DELETE", "/subscriptions/7", None),
+            ("DELETE", "/subscriptions/700", None),
+        ]:
+            status, answer, _ = call(url, method, path, body)
+            assert status == 409 and "sharded" in answer["error"], (method, path, answer)
+            assert "read-only" in answer["error"] and answer["hint"]
+        assert call(url, "GET", "/subscriptions/7")[1] == {"id": 7, "expr": subs[7]}
+        assert call(url, "GET", "/subscriptions/new")[0] == 404
         assert call(url, "GET", "/stats")[1]["bexdb_subscriptions"] == 200
+        assert sorted(p.name for p in Path(root).iterdir()) == before
     finally:
         proc.terminate()
         proc.wait(60)

@@ -8,14 +8,13 @@ time.  Matching is CPU-bound Python, so processes, not threads, are what scales 
 cores.
 
 * **Connections** are kept alive (HTTP/1.1; an idle one is closed after ``--keepalive``
-  seconds), and a worker answers the requests of its connections on its main thread (see
-  :func:`_worker_class`).  The ``sync`` workers used before closed every connection after
-  one answer: a client reconnecting for each request spent about 0.4 ms of CPU per request
-  against 0.1 ms on a kept-alive connection, CPU the workers need on a machine with a core
-  per worker (``bexdb bench serve`` records the client's CPU and the workers').  A busy
-  worker takes no new connection; the connections it has stay with it, so the workers
-  share the load by connection.  ``--timeout`` bounds a request: a worker that has not
-  finished one in that time is restarted (its client's connection is closed unanswered).
+  seconds).  Each worker reads its connections without blocking on an asyncio loop and
+  answers a request only once it has arrived in full (:mod:`tools.serve_worker`), so a slow
+  or silent client holds up no one; a request not in full after ``--timeout`` seconds is
+  answered 408.  ``--timeout`` also bounds the answering: a worker that has not finished a
+  request in that time is restarted (its client's connection is closed unanswered).  A
+  kept-alive connection stays with the worker that accepted it, so the workers share the
+  load by connection.
 * **Freshness.** Each request reads in a new LMDB snapshot, so every committed write is
   seen at once; the page cache is validated by generation, not flushed.  A store replaced
   by ``bexdb load --replace`` or ``bexdb compact`` is a new directory: a worker notices by
@@ -26,15 +25,16 @@ cores.
   redone once in the reopened store, so no acknowledged write is lost; a second
   replacement in that time answers 503.
 * **Durability.** A write is committed with fsync before it is answered.
-* **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``); nothing
-  grows per request (the body is read up to ``--max-body-mb``, else 413: answered without
-  reading the body, after which gunicorn closes that connection, as it drains at most
-  64 KiB of a body the application left unread).
-* **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status
-  (a 500 for the unexpected, logged with its traceback); no request takes a worker down.
-* **SIGTERM** (gunicorn's graceful stop) closes the socket, lets each worker finish the
-  request in hand (up to ``--graceful-timeout`` seconds; a request arriving meanwhile on a
-  kept-alive connection, within 2 s, is answered with ``Connection: close``), then exits 0.
+* **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
+  connection, the body being read: up to ``--max-body-mb``, else 413, answered without
+  reading the rest, and that connection is closed.  Nothing grows per request.
+* **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status, the
+  malformed HTTP that h11 refuses included (a bad chunk or ``Content-Length``: 400;
+  headers over 64 KiB: 431); a 500 only for the unexpected, logged with its traceback.
+  No request takes a worker down.  ``HEAD`` is answered wherever ``GET`` is.
+* **SIGTERM** (gunicorn's graceful stop) closes the socket and idle connections, lets each
+  worker finish the request in hand and those being read (up to ``--graceful-timeout``
+  seconds, answered with ``Connection: close``), then exits 0.
 
 Subscription ids in URLs follow the command line's rule (``tools.cli.parse_id``):
 ``/subscriptions/5`` is the integer id 5, ``/subscriptions/s1`` the string ``"s1"``, and
@@ -53,30 +53,15 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from storage.errors import BexdbError, InvalidInput, StoreReplaced
 
-Environ = dict[str, Any]
-StartResponse = Callable[..., Any]
 Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
 
-_REASONS = {
-    200: "OK",
-    201: "Created",
-    204: "No Content",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Content Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
 _SUBS = "/subscriptions/"
-_FIRST_REQUEST_WAIT = 0.02  # seconds a worker waits for the request of a new connection
 
 
 class HTTPError(Exception):
@@ -161,50 +146,59 @@ class Service:
         indexes = reader.shards if self.index is None else [self.index]
         return len(reader), sum(i.store.size_on_disk() for i in indexes)
 
-    # -- WSGI ----------------------------------------------------------------------------
+    # -- HTTP ----------------------------------------------------------------------------
 
-    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+    def too_large(self) -> HTTPError:
+        return HTTPError(413, f"request body over {self.max_body} bytes")
+
+    def respond(
+        self, method: str, target: bytes, body: bytes, error: HTTPError | None = None
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The answer to a request read in full: status, headers and body.
+
+        ``error``: the request was refused before it was read (malformed, too large, too
+        slow); it is answered and counted like any other.
+        """
         from tools import metrics
 
-        method = environ["REQUEST_METHOD"]
-        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
-        route = _SUBS + "{id}" if path.startswith(_SUBS) else path
+        route = "other"
         try:
-            status, body = self.dispatch(method, path, environ)
+            if error is not None:
+                raise error
+            path = _path(target)
+            route = _SUBS + "{id}" if path.startswith(_SUBS) else path
+            status, answer = self.dispatch(method, path, route, body)
         except HTTPError as exc:
-            status, body = exc.status, exc.body
+            status, answer = exc.status, exc.body
         except InvalidInput as exc:
-            status, body = 400, _invalid(exc).body
+            status, answer = 400, _invalid(exc).body
         except Exception as exc:  # a failing request never takes a worker down
             traceback.print_exc(file=sys.stderr)
-            status, body = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+            status, answer = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
         if route not in _ROUTES:
             route = "other"
         metrics.REQUESTS.labels(method, route, str(status)).inc()
         headers = [("Content-Type", "application/json")]
-        if isinstance(body, bytes):
-            data, headers = body, [("Content-Type", metrics.CONTENT_TYPE)]
+        if isinstance(answer, bytes):
+            data, headers = answer, [("Content-Type", metrics.CONTENT_TYPE)]
         elif status == 204:
-            data = b""
+            return status, [], b""
         else:
-            data = json.dumps(body).encode()
+            data = json.dumps(answer).encode()
         if status == 405:
-            headers.append(("Allow", ", ".join(_ROUTES.get(route, ()))))
+            headers.append(("Allow", ", ".join(_allowed(route))))
         headers.append(("Content-Length", str(len(data))))
-        start_response(f"{status} {_REASONS[status]}", headers)
-        return [data]
+        return status, headers, data
 
-    def dispatch(self, method: str, path: str, environ: Environ) -> Answer:
-        route = _SUBS + "{id}" if path.startswith(_SUBS) else path
-        allowed = _ROUTES.get(route)
-        if allowed is None:
+    def dispatch(self, method: str, path: str, route: str, body: bytes) -> Answer:
+        if route not in _ROUTES:
             raise HTTPError(404, f"no such resource: {path}")
-        if method not in allowed:
+        if method not in _allowed(route):
             raise HTTPError(405, f"{method} is not allowed on {route}")
         if route == "/healthz":
             return 200, {"status": "ok", "pid": os.getpid()}
         if route == "/match":
-            return self.match(self._json(environ))
+            return self.match(_json(body))
         if route in ("/metrics", "/stats"):
             from tools import metrics
 
@@ -212,41 +206,35 @@ class Service:
             if route == "/metrics":
                 return 200, metrics.prometheus_text(subs, size)
             return 200, metrics.as_json(subs, size)
-        from tools.cli import parse_id
-
-        ident = parse_id(path[len(_SUBS) :])
-        if method == "GET":
+        ident = _ident(path[len(_SUBS) :])
+        if method in ("GET", "HEAD"):
             return self.get(ident)
         if method == "DELETE":
             return self.delete(ident)
-        return self.put(ident, self._json(environ))
-
-    def _json(self, environ: Environ) -> Any:
-        """The request body as JSON, at most ``max_body`` bytes."""
-        length = environ.get("CONTENT_LENGTH") or ""
-        if length and int(length) > self.max_body:
-            raise HTTPError(413, f"request body over {self.max_body} bytes")
-        data = environ["wsgi.input"].read(int(length) if length else self.max_body + 1)
-        if len(data) > self.max_body:
-            raise HTTPError(413, f"request body over {self.max_body} bytes")
-        try:
-            return json.loads(data)
-        except UnicodeDecodeError as exc:
-            raise HTTPError(400, f"the body is not UTF-8: {exc.reason}") from exc
-        except json.JSONDecodeError as exc:
-            raise HTTPError(
-                400, f"malformed JSON: {exc.msg} at column {exc.colno}", column=exc.colno
-            ) from exc
-        except RecursionError:
-            raise HTTPError(400, "malformed JSON: nested too deeply") from None
+        return self.put(ident, _json(body))
 
     # -- the routes ----------------------------------------------------------------------
 
     def match(self, body: Any) -> Answer:
-        """One event, or ``{"events": [...]}`` (one snapshot; bad events answered in place)."""
+        """One event, or ``{"events": [...]}`` (one snapshot; bad events answered in place).
+
+        A body with the key ``"events"`` is a batch (SPEC section 7), so it must have no
+        other key and its value must be a list: an event with an attribute named "events"
+        is sent in a batch.
+        """
         from tools import metrics
 
-        batch = isinstance(body, dict) and len(body) == 1 and isinstance(body.get("events"), list)
+        batch = isinstance(body, dict) and "events" in body
+        if batch and len(body) > 1:
+            others = ", ".join(json.dumps(key) for key in body if key != "events")
+            raise HTTPError(
+                400,
+                f'a body with "events" is a batch {{"events": [...]}} and has no other key '
+                f"(it has {others})",
+                hint='to match one event with an attribute "events", send {"events": [event]}',
+            )
+        if batch and not isinstance(body["events"], list):
+            raise HTTPError(400, f'"events" must be a list of events, not {_kind(body["events"])}')
         events = body["events"] if batch else [body]
         reader = self.current()
         indexes = reader.shards if self.index is None else [self.index]
@@ -313,10 +301,69 @@ class Service:
         self.current(reopen)
         if self.index is None:
             raise HTTPError(
-                405,
-                "a sharded store (bexdb load --shards) is read-only here",
+                409,
+                "the store is sharded (bexdb load --shards) and read-only: nothing was written",
                 hint="rebuild it with bexdb load, or write to a plain store",
             )
+
+
+def _path(target: bytes) -> str:
+    """The percent-decoded path of a request target (the query, if any, is ignored)."""
+    from urllib.parse import unquote_to_bytes
+
+    try:
+        return unquote_to_bytes(target.split(b"?", 1)[0]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPError(400, f"the path is not UTF-8 once percent-decoded: {exc.reason}") from None
+
+
+def _ident(text: str) -> int | str:
+    """The subscription id of a path, by the command line's rule (``tools.cli.parse_id``)."""
+    from tools.cli import parse_id
+
+    try:
+        ident = parse_id(text)
+    except (ValueError, RecursionError):  # an integer past Python's digit limit; deep JSON
+        raise HTTPError(400, "the id is neither a JSON integer nor a JSON string") from None
+    if isinstance(ident, str):
+        try:
+            ident.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise HTTPError(400, f"the id is not valid Unicode: {exc.reason}") from None
+    return ident
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for messages: "a number", "an object", ..."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return kinds.get(type(value), "a number")
+
+
+def _reject_constant(name: str) -> Any:
+    raise HTTPError(400, f"malformed JSON: {name} is not a JSON value")
+
+
+def _json(data: bytes) -> Any:
+    """A request body as JSON: UTF-8, standard JSON only (no NaN or Infinity)."""
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise HTTPError(400, f"the body is not UTF-8: {exc.reason}") from exc
+    except json.JSONDecodeError as exc:
+        raise HTTPError(
+            400, f"malformed JSON: {exc.msg} at column {exc.colno}", column=exc.colno
+        ) from exc
+    except RecursionError:
+        raise HTTPError(400, "malformed JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise HTTPError(400, f"malformed JSON: {exc}") from None
+
+
+def _allowed(route: str) -> tuple[str, ...]:
+    methods = _ROUTES.get(route, ())
+    return (*methods, "HEAD") if "GET" in methods else methods
 
 
 _ROUTES: dict[str, tuple[str, ...]] = {
@@ -350,6 +397,9 @@ def run(args: argparse.Namespace) -> int:
         "accesslog": "-" if args.verbose else None,
         "when_ready": _announce,
         "post_worker_init": _warm,
+        # no gunicornc control socket: one shared path per user (~/.gunicorn/gunicorn.ctl)
+        # that every running service would take from the last, and nothing here uses it
+        "control_socket_disable": True,
     }
     service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20)
 
@@ -366,44 +416,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _worker_class() -> type:
-    """gunicorn's ``gthread`` worker, with each request answered on its main thread.
-
-    ``gthread`` keeps connections alive: its main thread polls the listening socket and the
-    idle connections, and hands each request to a pool thread.  With one request at a time
-    per process (matching holds the GIL) the pool only adds cost: every request crosses two
-    threads and a wake-up pipe, and the main thread, woken by the next request while a
-    match runs, contends for the GIL (the process used 1.08 cores for one core's work).
-    Measured with ``bexdb bench serve``'s client at 100,000 subscriptions, 32 connections,
-    on the 2-core machine, nothing else running: one worker answered 540-550 requests/s at
-    1.8 ms of server CPU each, against 470-490 at 2.2-2.3 ms with the pool thread (and
-    410-450 at 2.1 ms with the ``sync`` worker, whose client paid 0.4 ms per request to
-    reconnect); two workers 920-1,000 against 850-940.
-
-    On its main thread a worker also works as a ``sync`` one does: it takes no new
-    connection while it answers (so a burst of connections spreads over the workers instead
-    of landing on whichever polled first), and its heartbeat waits for the request, so
-    ``--timeout`` bounds a request.  The request of a new connection is awaited at most
-    ``_FIRST_REQUEST_WAIT`` (it comes right behind the handshake); a silent connection is
-    polled instead, so it holds up no one.
-
-    It overrides ``ThreadWorker.enqueue_req``, an internal of gunicorn 27 (hence the lower
-    bound in pyproject.toml); the service's tests run it under real gunicorn.
-    """
-    from concurrent.futures import Future
-
-    from gunicorn.workers.gthread import _DEFER, ThreadWorker
-
-    class MatcherWorker(ThreadWorker):  # type: ignore[misc]
-        def enqueue_req(self, conn: Any) -> None:
-            done: Future[Any] = Future()
-            if not conn.data_ready and not conn.wait_for_data(_FIRST_REQUEST_WAIT):
-                done.set_result(_DEFER)  # a silent new connection: polled until it speaks
-            else:
-                try:
-                    done.set_result(self.handle(conn))
-                except Exception as exc:  # handle() catches its own; closes the connection
-                    done.set_exception(exc)
-            self.finish_request(conn, done)
+    """The worker: :class:`tools.serve_worker.MatcherWorker` (an asyncio loop over h11)."""
+    from tools.serve_worker import MatcherWorker
 
     return MatcherWorker
 
