@@ -6,6 +6,10 @@ import argparse
 import importlib
 from typing import Any, cast
 
+from loaders.records import loads_line
+from storage.codec import encode_id
+from storage.errors import InvalidInput
+
 
 def sizes(text: str) -> list[int]:
     """Comma-separated positive integers (benchmark sizes)."""
@@ -93,3 +97,19 @@ class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparser
     ) -> None:
         self.load(values[0])  # argparse hands the chosen name and the rest of the line
         super().__call__(parser, namespace, values, option_string)
+
+
+def parse_id(text: str) -> int | str:
+    """A subscription id from the command line or a URL: a JSON integer or string, else
+    the text itself.  An id no store can hold (a lone surrogate, an integer past 64 bits)
+    raises :class:`InvalidInput`."""
+    try:
+        value = loads_line(text)
+    except InvalidInput:
+        if text.lstrip("-").isdigit():  # an integer past even Python's digit limit
+            raise InvalidInput("integer id outside the signed 64-bit range") from None
+        value = text
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        value = text
+    encode_id(value)  # validates it
+    return value

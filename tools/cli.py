@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
-from tools.args import LazyCommands, non_negative, positive
+from tools.args import LazyCommands, non_negative, parse_id, positive
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
 MATCH_BATCH = 256  # events matched per read snapshot: later batches see newer commits
@@ -60,23 +60,6 @@ def schema_file(path: str) -> Any:
     except InvalidInput as exc:
         raise argparse.ArgumentTypeError(f"{path}: {exc.message}") from None
     return doc
-
-
-def parse_id(text: str) -> int | str:
-    """A subscription id from the command line or a URL: a JSON integer or string, else
-    the text itself.  An id no store can hold (a lone surrogate, an integer past 64 bits)
-    raises :class:`InvalidInput`."""
-    from loaders.records import loads_line
-    from storage.codec import encode_id
-
-    try:
-        value = loads_line(text)
-    except InvalidInput:
-        value = text
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        value = text
-    encode_id(value)  # validates it
-    return value
 
 
 # -- subcommands ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from loaders.shards import store_paths
 from storage.errors import InvalidInput, StoreError
 from storage.store import ReadTxn
 from storage.swap import swap_in
+from tools.args import parse_id
 
 
 def add_arguments(sub: Any) -> None:
@@ -56,8 +57,6 @@ def add_arguments(sub: Any) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from tools.cli import parse_id
-
     try:
         event = loads_line(args.event)
     except InvalidInput as exc:

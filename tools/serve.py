@@ -36,7 +36,7 @@ cores.
   worker finish the request in hand and those being read (up to ``--graceful-timeout``
   seconds, answered with ``Connection: close``), then exits 0.
 
-Subscription ids in URLs follow the command line's rule (``tools.cli.parse_id``):
+Subscription ids in URLs follow the command line's rule (``tools.args.parse_id``):
 ``/subscriptions/5`` is the integer id 5, ``/subscriptions/s1`` the string ``"s1"``, and
 ``/subscriptions/%225%22`` (``"5"`` URL-encoded) the string ``"5"``.
 """
@@ -62,6 +62,8 @@ from storage.errors import BexdbError, InvalidInput, StoreReplaced
 Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
 
 _SUBS = "/subscriptions/"
+#: The gunicorn worker class: an asyncio loop over h11 (:mod:`tools.serve_worker`).
+WORKER = "tools.serve_worker.MatcherWorker"
 
 
 class HTTPError(Exception):
@@ -318,19 +320,13 @@ def _path(target: bytes) -> str:
 
 
 def _ident(text: str) -> int | str:
-    """The subscription id of a path, by the command line's rule (``tools.cli.parse_id``)."""
-    from tools.cli import parse_id
+    """The subscription id of a path, by the command line's rule (``tools.args.parse_id``)."""
+    from tools.args import parse_id
 
     try:
-        ident = parse_id(text)
-    except (ValueError, RecursionError):  # an integer past Python's digit limit; deep JSON
-        raise HTTPError(400, "the id is neither a JSON integer nor a JSON string") from None
-    if isinstance(ident, str):
-        try:
-            ident.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise HTTPError(400, f"the id is not valid Unicode: {exc.reason}") from None
-    return ident
+        return parse_id(text)
+    except InvalidInput as exc:  # a lone surrogate, an integer past 64 bits
+        raise HTTPError(400, exc.message) from None
 
 
 def _kind(value: Any) -> str:
@@ -389,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
     options = {
         "bind": f"{args.host}:{args.port}",
         "workers": args.workers,
-        "worker_class": _worker_class(),
+        "worker_class": WORKER,  # named, not imported: the worker imports this module
         "keepalive": args.keepalive,
         "timeout": args.timeout,
         "graceful_timeout": args.graceful_timeout,
@@ -413,13 +409,6 @@ def run(args: argparse.Namespace) -> int:
 
     _App().run()
     return 0
-
-
-def _worker_class() -> type:
-    """The worker: :class:`tools.serve_worker.MatcherWorker` (an asyncio loop over h11)."""
-    from tools.serve_worker import MatcherWorker
-
-    return MatcherWorker
 
 
 def _announce(server: Any) -> None:
