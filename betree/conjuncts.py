@@ -27,7 +27,7 @@ memo answers only when every piece of the cut is, on its own, a valid comparison
 
 ``tests/test_lang_fastpath.py`` checks the memo against the general path on random texts,
 strings with ``and`` inside included.  Memory: bounded by ``limit`` remembered pieces
-(~200 bytes each; cleared when full).
+(~200 bytes each, none longer than :data:`LONGEST_PIECE`; cleared when full).
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ from storage.errors import InvalidInput
 #: Cut a text at "and" between spaces and before what can start a predicate.
 _first = itemgetter(0)
 _CUT = re.compile(r" +[Aa][Nn][Dd] +(?=[A-Za-z_(])").split
+
+#: Pieces longer than this are not remembered: such texts rarely recur, and parsing one
+#: here and again on the general path (which it takes when it is not one predicate, as
+#: 20,000 terms joined by "or") would double its cost; the memory stays small too.
+LONGEST_PIECE = 4096
 
 #: A remembered piece: its attribute, atoms (``()`` when it is false) and places, or None.
 Piece = tuple[str, tuple[Atom, ...], Places] | None
@@ -91,6 +96,8 @@ class ConjunctMemo:
         for part in _CUT(text):
             piece = pieces.get(part, _MISS)
             if piece is _MISS:
+                if len(part) > LONGEST_PIECE:
+                    return None  # rare: left to the general path, parsed only there
                 piece = self._learn(part)
             if piece is None:
                 return None

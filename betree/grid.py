@@ -14,6 +14,11 @@ grid space contains every value its predicate accepts.
 * ``bool``: ``False`` 0, ``True`` 1.
 * lists: one atomic bucket (placement under a p-node only says "defined").
 
+An interval that holds no value has ``lo > hi``.  Exclusive int bounds past an end of the
+domain (``x > 2**63 - 1``, ``x < -2**63``, ``x > 9.3e18``) make one step past the u64 range
+(``lo = 2**64`` or ``hi = -1``); :func:`hull` brings every span back into u64, an empty one
+as :data:`EMPTY`, before it is packed into numpy arrays or compared with buckets.
+
 The top bucket of every c-directory encloses everything.  Its children halve the
 attribute's *hint range*: the schema's ``min``/``max`` for ints and floats, else the whole
 grid; values outside the hints stay in the top bucket, matching correctly (SPEC sec. 2).
@@ -23,9 +28,12 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 GRID_MAX = (1 << 64) - 1
+#: the interval that holds no value, in u64 (any ``lo > hi`` means the same)
+EMPTY = (GRID_MAX, 0)
 _SIGN = 1 << 63
 _DOUBLE = struct.Struct(">d")
 _U64 = struct.Struct(">Q")
@@ -76,7 +84,8 @@ def interval(
 
     Exclusive bounds move one grid step inwards only where that is exact (ints); elsewhere
     they stay (a bucket may then enclose a value the predicate rejects — never the
-    reverse).
+    reverse).  An exclusive int bound at an end of the domain steps past the u64 range
+    (``lo = 2**64`` or ``hi = -1``: the interval is empty); :func:`hull` bounds it.
     """
     if kind in ("int_list", "string_list"):
         return 0, 0
@@ -88,6 +97,19 @@ def interval(
         if hi is not None and not hi_inclusive and hi == math.floor(hi):
             ghi -= 1
     return glo, ghi
+
+
+def hull(spans: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """The smallest interval holding every one of ``spans`` (from :func:`interval`), in u64:
+    :data:`EMPTY` when it holds no value.
+
+    An empty span takes part like any other (``(0, -1)`` with ``(5, 9)`` gives ``(0, 9)``),
+    as it did before spans were bounded: clauses stored by then keep their places.
+    """
+    lo, hi = GRID_MAX + 1, -1
+    for slo, shi in spans:
+        lo, hi = min(lo, slo), max(hi, shi)
+    return (lo, hi) if lo <= hi else EMPTY
 
 
 def halves(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:

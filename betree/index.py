@@ -588,7 +588,9 @@ class Index:
 
     @staticmethod
     def _span(kind: str, atom: Atom) -> tuple[int, int]:
-        """Table 1 of seed 000: an atom as one grid interval (the hull of its entries)."""
+        """Table 1 of seed 000: an atom as one grid interval (the hull of its entries), in
+        u64; :data:`grid.EMPTY` for an atom no defined value satisfies (``x > 2**63 - 1``).
+        """
         if isinstance(atom, TestAtom):
             if atom.test == "bool_true":
                 return 1, 1
@@ -600,16 +602,14 @@ class Index:
         if all(op == "=" for op, _ in entries):
             # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
             # so the hull is the first constant's interval to the last's.
-            return grid.interval(kind, entries[0][1], True, entries[-1][1], True)
-        los, his = [], []
+            return grid.hull([grid.interval(kind, entries[0][1], True, entries[-1][1], True)])
+        spans = []
         for op, c in entries:
             if op == "!=":
                 return grid.interval(kind, None, False, None, False)
             lo, lo_incl, hi, hi_incl = _BOUNDS[op](c)
-            span = grid.interval(kind, lo, lo_incl, hi, hi_incl)
-            los.append(span[0])
-            his.append(span[1])
-        return min(los), max(his)
+            spans.append(grid.interval(kind, lo, lo_incl, hi, hi_incl))
+        return grid.hull(spans)
 
     # -- inspecting -----------------------------------------------------------------------
 
