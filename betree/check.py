@@ -64,6 +64,9 @@ _NONE, _UNKNOWN, _SKIP = -3, -2, -1  # attribute ranks: no attribute, not an ato
 
 def check_index(index: Index, txn: ReadTxn) -> None:
     """Raise :class:`CheckFailed` listing every broken invariant of ``index``."""
+    damaged = txn.check_records()
+    if damaged:  # the checks below read those records: report what was found, stop there
+        raise CheckFailed("index", damaged)
     errors: list[str] = []
     rec = txn.get_obj(b"bexdb", b"index")
     catalog_errors: list[str] = []
