@@ -68,7 +68,7 @@ def test_records_round_trip_with_long_and_short_keys_in_key_order(store: Any) ->
         for k, v in model.items():
             assert txn.get(NS, k) == v
             assert txn.get(NS, k + b"?") is None or k + b"?" in model
-        for start in rng.sample(keys, 15) + [b"\x00" * 600, b"\xff" * 600]:
+        for start in [*rng.sample(keys, 15), b"\x00" * 600, b"\xff" * 600]:
             assert [k for k, _ in txn.scan(NS, start)] == sorted(k for k in model if k >= start)
         assert txn.check_records() == []
     gone = rng.sample(keys, len(keys) // 3)
@@ -127,3 +127,202 @@ def test_damaged_long_key_record_is_refused_and_reported(tmp_path: Path, where: 
             with pytest.raises(StoreError, match="damaged"):
                 txn.get(NS, key)
         assert txn.get(NS, b"short") == b"value"
+
+
+# -- the index: ids, string constants, in-lists and attribute names --------------------------
+
+
+def workload(n: int) -> tuple[dict[str, Any], list[tuple[Any, str]], str, str]:
+    """A schema with an attribute named by ``n`` bytes, and subscriptions whose ids, string
+    constants and in-lists are about ``n`` bytes long (``"s"`` and ``9`` are short)."""
+    attr = "a" + "_" * (n - 1)
+    big = "g" * n
+    schema = {"attributes": {"price": {"type": "int"}, "genre": {"type": "string"}, attr: {}}}
+    schema["attributes"][attr] = {"type": "string"}
+    in_list = ", ".join(map(str, range(0, 7 * (n // 6), 7)))  # about n bytes
+    # not in: 10 KB at most (inserting 166K `!=` entries beside as many `=` ones is quadratic
+    # in the PB+tree: minutes, a matter of its own)
+    not_in = ", ".join(map(str, range(0, 7 * (min(n, 10_000) // 6), 7)))
+    subs = [
+        ("x" * n, f'genre = "{big}"'),
+        ("y" * n + "1", f"price in ({in_list})"),
+        ("y" * n + "2", f'{attr} >= "{big}" and not genre = "{big}z"'),
+        ("s", f'genre > "{big}" or {attr} = "q"'),
+        (9, f"price not in ({not_in}) and price > 0"),
+    ]
+    return schema, subs, attr, big
+
+
+def expected(subs: list[tuple[Any, str]], hits: set[int]) -> list[str]:
+    return sorted(json.dumps(subs[i][0]) for i in hits)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_index_stores_and_matches_long_ids_constants_lists_and_names(
+    tmp_path: Path, size: str
+) -> None:
+    schema, subs, attr, big = workload(SIZES[size])
+    path = tmp_path / "s"
+    events = [
+        ({"genre": big, "price": 14}, {0, 1}),
+        ({"genre": big + "z", attr: "q", "price": 8}, {3, 4}),
+        ({attr: big + "0", "price": 7 * (SIZES[size] // 6) + 7}, {2, 4}),
+        ({"genre": "a", "price": 0}, {1}),
+    ]
+    with Index.open(path, schema=schema) as idx:
+        idx.subscribe(*subs[0])
+        idx.subscribe_many(subs[1:])
+        for event, hits in events:
+            assert sorted(map(json.dumps, idx.match(event))) == expected(subs, hits), event
+        why = idx.explain(subs[2][0], events[2][0])
+        assert why["matches"] and why["expression"] == subs[2][1]
+        idx.check()
+    with Index.open(path) as idx:  # reopened: everything is read back from disk
+        assert len(idx) == len(subs)
+        for event, hits in events:
+            assert sorted(map(json.dumps, idx.match(event))) == expected(subs, hits), event
+        assert idx.unsubscribe(subs[0][0]) and idx.unsubscribe(subs[1][0])
+        assert not idx.unsubscribe("x" * (SIZES[size] + 1))
+        idx.subscribe(subs[2][0], "price = 14")  # replaced in place
+        idx.check()
+        assert sorted(map(json.dumps, idx.match(events[0][0]))) == expected(subs, {2})
+
+
+@pytest.mark.parametrize(("op", "order"), [("!=", 1), (">", 1), ("<", -1), ("<=", -1)])
+def test_list_predicates_inserted_in_order_beside_many_keys_walk_few_pages(
+    store: Any, op: str, order: int
+) -> None:
+    """A long `not in` list (or ordered bounds) beside many other keys: each insert touches
+    O(log n) pages, not every leaf item up to the end of the tree (was O(n) each)."""
+    from pbtree import PBTree
+
+    with store.write() as txn:
+        tree = PBTree(txn, "price")
+        for k in range(0, 30_000, 3):  # 10,000 keys: over 300 leaves
+            tree.insert("=", k, 1)
+        tree.pages_read = 0
+        keys = list(range(0, 3_000, 3))[::order]
+        for k in keys:
+            tree.insert(op, k, 2)
+        assert tree.pages_read < 40 * len(keys)  # a walk to the end: ~300 a key
+        tree.check()
+        holds = {"!=": lambda v, k: v != k, ">": lambda v, k: v > k}
+        holds |= {"<": lambda v, k: v < k, "<=": lambda v, k: v <= k}
+        for v in (-1, 0, 1500, 2997, 2998, 29_997, 40_000):
+            want = {1} if v % 3 == 0 and 0 <= v < 30_000 else set()
+            want |= {2} if any(holds[op](v, k) for k in keys) else set()
+            assert set(tree.search(v)) == want, v
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def write_lines(path: Path, docs: list[Any]) -> str:
+    path.write_text("".join((d if isinstance(d, str) else json.dumps(d)) + "\n" for d in docs))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def matches(capsys: pytest.CaptureFixture[str], store: str, events: list[Any]) -> list[Any]:
+    """``bexdb match``'s answers, each a sorted list of JSON ids."""
+    path = write_lines(Path(store).parent / "events.jsonl", events)
+    code, out, err = run(capsys, "match", store, path)
+    assert code == 0, err
+    return [sorted(map(json.dumps, json.loads(line)["matches"])) for line in out.splitlines()]
+
+
+LONG_SCHEMA, LONG_SUBS, LONG_ATTR, LONG_BIG = workload(10_000)
+EVENTS = [
+    {"genre": LONG_BIG, "price": 14},
+    {"genre": LONG_BIG + "z", LONG_ATTR: "q", "price": 8},
+    {LONG_ATTR: LONG_BIG + "0", "price": 7 * (10_000 // 6) + 7},
+    {"genre": "a", "price": 0},
+]
+WANT = [expected(LONG_SUBS, hits) for hits in ({0, 1}, {3, 4}, {2, 4}, {1})]
+
+
+def test_cli_subscribe_match_explain_unsubscribe_verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "s")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(LONG_SCHEMA))
+    subs = write_lines(tmp_path / "subs.jsonl", [{"id": i, "expr": e} for i, e in LONG_SUBS])
+    argv = [sys.executable, "-m", "tools.cli", "subscribe", store, subs, "--schema", str(schema)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr  # was exit 1: MDB_BAD_VALSIZE
+    assert "subscribed 5" in done.stdout
+    assert matches(capsys, store, EVENTS) == WANT
+    long_id = json.dumps(LONG_SUBS[2][0])
+    code, out, err = run(capsys, "explain", store, long_id, json.dumps(EVENTS[2]), "--json")
+    assert code == 0 and json.loads(out)["matches"] is True, err
+    assert run(capsys, "verify", store)[0] == 0
+    code, _, err = run(capsys, "unsubscribe", store, json.dumps(LONG_SUBS[0][0]), long_id)
+    assert code == 0, err
+    assert run(capsys, "unsubscribe", store, "z" * 5000)[0] == 3  # absent: exit 3
+    assert run(capsys, "verify", store)[0] == 0
+    assert matches(capsys, store, EVENTS[:1]) == [expected(LONG_SUBS, {1})]
+
+
+def test_cli_load_python_keeps_long_records_and_rejects_only_bad_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A python-engine bulk load with 600 B ids, 10 KB and 1 MB constants and lists: every
+    good record loaded, the bad ones (a type error, a duplicated long id) in the rejects."""
+    store, rejects = str(tmp_path / "s"), tmp_path / "rejects.jsonl"
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(LONG_SCHEMA))
+    huge = "c" * 1_000_000  # below every other genre constant
+    docs: list[Any] = [{"id": i, "expr": e} for i, e in LONG_SUBS]
+    docs += [
+        {"id": "m" * 600, "expr": f'genre = "{huge}"'},
+        {"id": "d" * 700, "expr": "price = 1"},
+        {"id": "bad" * 300, "expr": f'price = "{LONG_BIG}"'},  # a string on an int
+        {"id": "d" * 700, "expr": "price = 2"},
+    ]
+    subs = write_lines(tmp_path / "subs.jsonl", docs)
+    code, out, err = run(
+        capsys, "load", store, subs, "--engine", "python", "--schema", str(schema),
+        "--rejects", str(rejects), "--max-rejects", "10",
+    )  # fmt: skip
+    assert code == 3, err  # was exit 1: the whole load aborted on MDB_BAD_VALSIZE
+    assert json.loads(out.splitlines()[-1])["loaded"] == len(LONG_SUBS) + 1
+    lines = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert sorted(r["line"] for r in lines) == [7, 8, 9]
+    assert run(capsys, "verify", store)[0] == 0
+    assert matches(capsys, store, [*EVENTS, {"genre": huge}]) == [*WANT, ['"' + "m" * 600 + '"']]
+    for extra in ([], ["--rebuild"]):  # compaction copies long-key records as they are
+        code, _, err = run(capsys, "compact", store, *extra)
+        assert code == 0, err
+        assert run(capsys, "verify", store)[0] == 0
+        assert matches(capsys, store, [*EVENTS, {"genre": huge}]) == [
+            *WANT,
+            ['"' + "m" * 600 + '"'],
+        ]
+
+
+def test_serve_put_get_delete_long_ids_and_constants(tmp_path: Path) -> None:
+    from tests.test_serve import call
+    from tools.serve import spawn
+
+    with Index.open(tmp_path / "s", schema=LONG_SCHEMA):
+        pass
+    proc, url = spawn(tmp_path / "s", "--workers", "1")
+    try:
+        ident = "p" * 600
+        wide = "w" * 5000  # past gunicorn's request line limit (4094 bytes): 414, not a 500
+        assert call(url, "PUT", f"/subscriptions/{wide}", {"expr": "price = 1"})[0] == 414
+        expr = f'genre = "{LONG_BIG}"'
+        assert call(url, "PUT", f"/subscriptions/{ident}", {"expr": expr})[0] == 201  # was 500
+        assert call(url, "GET", f"/subscriptions/{ident}")[:2] == (200, {"id": ident, "expr": expr})
+        assert call(url, "POST", "/match", {"genre": LONG_BIG})[:2] == (200, {"matches": [ident]})
+        assert call(url, "DELETE", f"/subscriptions/{ident}")[0] == 204
+        assert call(url, "POST", "/match", {"genre": LONG_BIG})[1] == {"matches": []}
+    finally:
+        proc.terminate()
+        proc.wait(60)
