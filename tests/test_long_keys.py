@@ -139,13 +139,14 @@ def workload(n: int) -> tuple[dict[str, Any], list[tuple[Any, str]], str, str]:
     big = "g" * n
     schema = {"attributes": {"price": {"type": "int"}, "genre": {"type": "string"}, attr: {}}}
     schema["attributes"][attr] = {"type": "string"}
-    in_list = ", ".join(map(str, range(0, 7 * (n // 6), 7)))  # about n bytes
-    # not in: 10 KB at most (inserting 166K `!=` entries beside as many `=` ones is quadratic
-    # in the PB+tree: minutes, a matter of its own)
-    not_in = ", ".join(map(str, range(0, 7 * (min(n, 10_000) // 6), 7)))
+    # in-lists of n bytes: numbers (up to 100 KB: each is a PB+tree entry, 16K of them,
+    # enough for the key sizes) and two strings
+    in_list = ", ".join(map(str, range(0, 7 * (min(n, 100_000) // 6), 7)))
+    strings = f'"{"e" * (n // 2)}", "{"f" * (n // 2)}"'
+    not_in = ", ".join(map(str, range(0, 7 * 100, 7)))
     subs = [
         ("x" * n, f'genre = "{big}"'),
-        ("y" * n + "1", f"price in ({in_list})"),
+        ("y" * n + "1", f"price in ({in_list}) or genre in ({strings})"),
         ("y" * n + "2", f'{attr} >= "{big}" and not genre = "{big}z"'),
         ("s", f'genre > "{big}" or {attr} = "q"'),
         (9, f"price not in ({not_in}) and price > 0"),
