@@ -270,41 +270,56 @@ def test_cli_subscribe_match_explain_unsubscribe_verify(
     assert matches(capsys, store, EVENTS[:1]) == [expected(LONG_SUBS, {1})]
 
 
-def test_cli_load_python_keeps_long_records_and_rejects_only_bad_ones(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A python-engine bulk load with 600 B ids, 10 KB and 1 MB constants and lists: every
-    good record loaded, the bad ones (a type error, a duplicated long id) in the rejects."""
+HUGE = "c" * 1_000_000  # below every other genre constant
+LOAD_EVENTS = [*EVENTS, {"genre": HUGE}]
+LOAD_WANT = [*WANT, ['"' + "m" * 600 + '"']]
+
+
+def load(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> str:
+    """``bexdb load --engine ENGINE`` of 600 B ids, 10 KB and 1 MB constants and lists, and
+    bad records (a type error, a duplicated long id): every good record is loaded, the bad
+    ones are in the rejects, exit 3."""
     store, rejects = str(tmp_path / "s"), tmp_path / "rejects.jsonl"
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(LONG_SCHEMA))
-    huge = "c" * 1_000_000  # below every other genre constant
     docs: list[Any] = [{"id": i, "expr": e} for i, e in LONG_SUBS]
     docs += [
-        {"id": "m" * 600, "expr": f'genre = "{huge}"'},
+        {"id": "m" * 600, "expr": f'genre = "{HUGE}"'},
         {"id": "d" * 700, "expr": "price = 1"},
         {"id": "bad" * 300, "expr": f'price = "{LONG_BIG}"'},  # a string on an int
         {"id": "d" * 700, "expr": "price = 2"},
     ]
     subs = write_lines(tmp_path / "subs.jsonl", docs)
     code, out, err = run(
-        capsys, "load", store, subs, "--engine", "python", "--schema", str(schema),
+        capsys, "load", store, subs, "--engine", engine, "--schema", str(schema),
         "--rejects", str(rejects), "--max-rejects", "10",
     )  # fmt: skip
     assert code == 3, err  # was exit 1: the whole load aborted on MDB_BAD_VALSIZE
     assert json.loads(out.splitlines()[-1])["loaded"] == len(LONG_SUBS) + 1
     lines = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert sorted(r["line"] for r in lines) == [7, 8, 9]
+    assert sorted(r["id"] for r in lines) == ["bad" * 300, "d" * 700, "d" * 700]
     assert run(capsys, "verify", store)[0] == 0
-    assert matches(capsys, store, [*EVENTS, {"genre": huge}]) == [*WANT, ['"' + "m" * 600 + '"']]
+    assert matches(capsys, store, LOAD_EVENTS) == LOAD_WANT
+    return store
+
+
+@pytest.mark.spark
+def test_cli_load_spark_keeps_long_records_and_rejects_only_bad_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load(tmp_path, capsys, "spark")
+
+
+def test_cli_load_python_keeps_long_records_and_compact_preserves_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = load(tmp_path, capsys, "python")
     for extra in ([], ["--rebuild"]):  # compaction copies long-key records as they are
         code, _, err = run(capsys, "compact", store, *extra)
         assert code == 0, err
         assert run(capsys, "verify", store)[0] == 0
-        assert matches(capsys, store, [*EVENTS, {"genre": huge}]) == [
-            *WANT,
-            ['"' + "m" * 600 + '"'],
-        ]
+        assert matches(capsys, store, LOAD_EVENTS) == LOAD_WANT
 
 
 def test_serve_put_get_delete_long_ids_and_constants(tmp_path: Path) -> None:
