@@ -266,9 +266,8 @@ class ReadTxn:
         longs = self._scan_long(ns, start)
         first = next(longs, None)
         if first is None:
-            yield from short
-        else:
-            yield from heapq.merge(short, chain([first], longs), key=itemgetter(0))
+            return short
+        return heapq.merge(short, chain([first], longs), key=itemgetter(0))
 
     def _scan_short(self, ns: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         prefix = ns + b"\0"
