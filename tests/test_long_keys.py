@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -309,6 +310,23 @@ def test_cli_load_spark_keeps_long_records_and_rejects_only_bad_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     load(tmp_path, capsys, "spark")
+
+
+def test_verify_reports_a_damaged_long_id_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One flipped byte in the id map's copy of a 10 KB id: ``bexdb verify`` exits 4 naming
+    the damaged record, and ``bexdb unsubscribe`` of that id fails with the typed error."""
+    store = tmp_path / "s"
+    ident = "x" * 10_000
+    with Index.open(store, schema=LONG_SCHEMA) as idx:
+        idx.subscribe_many([(ident, "price = 1"), (2, "price = 2")])
+    key = b"\x02" + ident.encode()
+    damage(store, struct.pack(">I", len(key)) + key[:100])  # the ext record's value
+    code, _, err = run(capsys, "verify", str(store))
+    assert code == 4 and "ext record" in err and "does not lead back" in err, err
+    code, _, err = run(capsys, "unsubscribe", str(store), ident)
+    assert code == 1 and "damaged" in err and "Traceback" not in err, err
 
 
 def test_cli_load_python_keeps_long_records_and_compact_preserves_them(
