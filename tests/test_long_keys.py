@@ -87,6 +87,42 @@ def test_records_round_trip_with_long_and_short_keys_in_key_order(store: Any) ->
         assert txn.count(b"demp") == 1
 
 
+def test_records_against_a_dict_across_commits_reopens_and_map_growth(tmp_path: Path) -> None:
+    """Seeded stress: puts, bulk puts and deletes of long and short keys in a map that must
+    grow (each growth replays the transaction's writes), compared with a dict after every
+    commit; the store is reopened now and then."""
+    rng = random.Random(31)
+    keys = sample_keys(rng)
+    model: dict[bytes, bytes] = {}
+    store = open_store(tmp_path / "s", map_size=64 * 1024)
+    try:
+        for step in range(40):
+            with store.write() as txn:
+                for _ in range(rng.randrange(1, 8)):
+                    k = rng.choice(keys)
+                    if rng.random() < 0.3:
+                        txn.delete(NS, k)
+                        model.pop(k, None)
+                    else:
+                        model[k] = rng.randbytes(rng.choice([1, 100, 4000]))
+                        txn.put(NS, k, model[k])
+                batch = rng.sample(keys, 5)
+                values = [rng.randbytes(50) for _ in batch]
+                txn.put_many(NS, batch, values)
+                model.update(zip(batch, values, strict=True))
+            with store.read() as txn:
+                assert txn.scan_all(NS) == (sorted(model), [model[k] for k in sorted(model)])
+                assert txn.count(NS) == len(model)
+                k = rng.choice(keys)
+                assert txn.get(NS, k) == model.get(k)
+            if step % 10 == 9:
+                store.close()
+                store = open_store(tmp_path / "s")
+        assert store.env.info()["map_size"] > 64 * 1024
+    finally:
+        store.close()
+
+
 def test_short_keys_keep_their_layout(store: Any) -> None:
     """Stores written before long keys existed read unchanged: a key that fits is stored as
     ``ns + 0 + key``, one byte past the limit under the 511-byte digest key."""
