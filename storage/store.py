@@ -260,7 +260,7 @@ class ReadTxn:
 
         Cost: ~1 µs a record (keys are compared as bytes: slicing and comparing the
         snapshot's memoryviews cost 2.5 µs); one more cursor seek for the long keys, and
-        when ``ns`` has some, a merge by key (~0.5 µs a record).
+        when ``ns`` has some, a merge of the two ranges by key (``heapq.merge``).
         """
         short = self._scan_short(ns, start)
         longs = self._scan_long(ns, start)
