@@ -10,7 +10,9 @@ sizes and page chains; p-node scores equal the clauses below them; page accounti
 Catalog facts: every subscription's clauses are stored exactly once, at the c-node their
 ``home`` record names, with the atoms their record lists; atom reference counts equal
 their uses; every order atom's entries are in its PB+tree and every PB+tree id is a live
-atom; direct atoms are listed under their attribute.
+atom; direct atoms are listed under their attribute.  First of all, every record stored
+under a long key leads back to where it is stored (:meth:`ReadTxn.check_records`); when
+one does not, the check stops there, as the others would read the damaged records.
 
 How: one scan of the subscription records packs every clause (internal id, subscription,
 atom ids) into numpy arrays; the id map, home and atom-id records are read in one scan
@@ -64,6 +66,9 @@ _NONE, _UNKNOWN, _SKIP = -3, -2, -1  # attribute ranks: no attribute, not an ato
 
 def check_index(index: Index, txn: ReadTxn) -> None:
     """Raise :class:`CheckFailed` listing every broken invariant of ``index``."""
+    damaged = txn.check_records()
+    if damaged:  # the checks below read those records: report what was found, stop there
+        raise CheckFailed("index", damaged)
     errors: list[str] = []
     rec = txn.get_obj(b"bexdb", b"index")
     catalog_errors: list[str] = []

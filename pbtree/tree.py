@@ -417,7 +417,8 @@ class PBTree:
     def _list_add(self, kind: int, part: int, key: Any, ident: int) -> bool:
         """InsertToList (Fig. 7): add ``ident`` to the item ``key`` of list ``kind``."""
         leaf, i = self._item(key)
-        node = self._load(getattr(leaf, _PTR[kind])[i], ListNode)
+        pointed = getattr(leaf, _PTR[kind])[i]
+        node = self._load(pointed, ListNode)
         if node.sentinel == REAL:
             j = bisect_left(node.keys, key)
             if j < len(node.keys) and node.keys[j] == key:
@@ -442,7 +443,14 @@ class PBTree:
             pos = len(target.keys)
         target.insert_item(pos, key)
         target.runs()[pos * target.nparts + part].append(ident)
-        if kind == LT:
+        # The leaf items the new list item now covers (from ``key`` to the next list key;
+        # for LT, from the previous one) all pointed where ``key``'s item points: to the
+        # node of their common floor (ceiling).  When that is ``target``, none changes and
+        # the walk is skipped: walking it cost O(n) per insert, O(n²) for `not in` lists
+        # inserted in order beside n other keys (10 KB `not in` over 166K keys: 160 s).
+        if target.page == pointed:
+            pass
+        elif kind == LT:
             self._repoint(kind, target.page, self._key_before(target, pos), key)
         else:
             self._repoint(kind, target.page, key, self._key_after(target, pos))

@@ -6,8 +6,34 @@ Tables (LMDB named databases):
   of the last commit), ``next_page`` and ``next_space`` (u64 counters); ``retired`` (a
   msgpack map) once the environment has been replaced at its path (:meth:`Store.replacing`).
 * ``pages``   — page key (:func:`storage.codec.page_key`) -> page value (header + envelope).
-* ``records`` — small records under a namespace: key ``ns + b"\\0" + key``; structures keep
-  their roots and catalogues here (subscriptions, id maps, tree roots).
+* ``records`` — records under a namespace; structures keep their roots and catalogues here
+  (subscriptions, id maps, tree roots, atoms).  Layout (see "Long keys" below)::
+
+      short   ns + b"\\0" + key                            -> value
+      long    ns + b"\\1" + key[:head] + blake2b-256(key)   -> u32 len(key) + key + value
+
+Long keys.  LMDB refuses keys over :data:`MAX_KEY` (511) bytes, yet ids, string constants,
+in-lists (atom keys) and attribute names have no length limit (SPEC section 10).  A record
+whose ``ns + b"\\0" + key`` fits is stored as it always was (stores written before long keys
+existed read unchanged); a longer one is stored under the fixed-length key above
+(``head = MAX_KEY - len(ns) - 1 - 32``: every long key is exactly 511 bytes) with its whole
+key at the start of its value.  Namespaces never contain bytes 0 or 1, so the long range
+``ns + b"\\1"`` belongs to ``ns`` alone and short-key walks never see it.  Why this layout:
+
+* order is kept: long keys are all longer than ``head``, so two with different heads
+  are stored in their real order; :meth:`ReadTxn.scan` sorts only runs of long keys that
+  share their head, and merges the two ranges by the real key, so readers that assume
+  sorted keys (``betree.check``) still can;
+* the digest makes the key unique: two keys with one head and one 256-bit digest are a
+  collision no one will meet (2**-128 even among 2**64 keys), so a record whose stored key
+  does not lead back to where it is stored is damage: reads raise
+  :class:`~storage.errors.StoreError`, :meth:`ReadTxn.check_records` reports it;
+* chaining the key over several records was rejected: every read of a long key would
+  cost several gets, and a record would no longer be one LMDB put.
+
+:data:`FORMAT_VERSION` did not change with this layout: it only adds records that could not
+be written before.  A bexdb from before it misses a store's long records (its ``verify``
+reports the counts that disagree).
 
 Transactions: any number of :meth:`Store.read` snapshots (threads and processes), one
 :meth:`Store.write` at a time (LMDB's writer lock spans processes).  A write buffers the
@@ -27,10 +53,15 @@ changed since it was cached, one decode.  A durable commit is one fsync (~140 µ
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import os
+import re
+import struct
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from itertools import islice, takewhile
+from itertools import chain, islice, takewhile
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -59,6 +90,12 @@ _MAX_MAP_SIZE = 1 << 46
 SHARD_MANIFEST = "manifest.json"
 #: Meta key marking an environment replaced at its path: no write may begin in it.
 _RETIRED = b"retired"
+#: LMDB's largest key (its default build, which py-lmdb bundles), part of the record layout:
+#: longer record keys are stored under a digest (module docstring).
+MAX_KEY = 511
+_DIGEST = 32  # bytes of a long key's blake2b digest
+_LEN = struct.Struct(">I")  # a long-key record's key length, at the start of its value
+_SEPARATOR = re.compile(b"[\0\1]")  # ends a record key's namespace: short or long key
 
 
 class PageNode(Protocol):
@@ -88,6 +125,19 @@ def _lmdb_error(exc: lmdb.Error, path: str) -> StoreError:
     if isinstance(exc, lmdb.CorruptedError | lmdb.PanicError | lmdb.InvalidError):
         return StoreError(f"store {path} is damaged: {exc}", "restore it from a copy")
     return StoreError(f"store {path}: {exc}")
+
+
+def _long_key(ns: bytes, key: bytes) -> bytes:
+    """Where the record of a key too long for LMDB is stored: exactly :data:`MAX_KEY` bytes."""
+    head = MAX_KEY - len(ns) - 1 - _DIGEST
+    return ns + b"\1" + key[:head] + hashlib.blake2b(key, digest_size=_DIGEST).digest()
+
+
+def _stored(ns: bytes, key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """The LMDB key and value of a record (the layout in the module docstring)."""
+    if len(ns) + 1 + len(key) <= MAX_KEY:
+        return ns + b"\0" + key, value
+    return _long_key(ns, key), _LEN.pack(len(key)) + key + value
 
 
 def _counter(txn: lmdb.Transaction, store: Store, name: bytes) -> int:
@@ -185,26 +235,85 @@ class ReadTxn:
     # -- records -------------------------------------------------------------------
 
     def get(self, ns: bytes, key: bytes) -> bytes | None:
-        """The record ``key`` in namespace ``ns``, or None."""
-        value = self._txn.get(ns + b"\0" + key, db=self._records)
-        return None if value is None else bytes(value)
+        """The record ``key`` in namespace ``ns``, or None.
+
+        Cost: one LMDB get; for a long key (module docstring), one digest (~1 µs a KB) too.
+        """
+        if len(ns) + 1 + len(key) <= MAX_KEY:
+            value = self._txn.get(ns + b"\0" + key, db=self._records)
+            return None if value is None else bytes(value)
+        where = _long_key(ns, key)
+        value = self._txn.get(where, db=self._records)
+        return None if value is None else self._long_record(ns, where, value)[1]
+
+    def _long_record(
+        self, ns: bytes, where: bytes, value: bytes | memoryview
+    ) -> tuple[bytes, bytes]:
+        """``(key, value)`` of the long-key record stored at ``where``; refuses damage."""
+        raw = bytes(value)
+        size = _LEN.unpack_from(raw)[0] if len(raw) >= _LEN.size else -1
+        key = raw[_LEN.size : _LEN.size + size]
+        if size < 0 or len(key) != size:
+            reason = "value too short for its key"
+        elif len(ns) + 1 + size <= MAX_KEY or _long_key(ns, key) != where:
+            reason = "stored key does not lead back to the record"
+        else:
+            return key, raw[_LEN.size + size :]
+        raise StoreError(
+            f"store {self.store.path} is damaged: {ns.decode(errors='replace')} record "
+            f"{where[len(ns) + 1 : len(ns) + 25]!r}… (a long key): {reason}",
+            "run `bexdb verify`; restore the store from a copy or rebuild it from its input",
+        )
 
     def scan(self, ns: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Records of ``ns`` in key order from ``start``: ``(key, value)`` pairs.
 
         Cost: ~1 µs a record (keys are compared as bytes: slicing and comparing the
-        snapshot's memoryviews cost 2.5 µs).
+        snapshot's memoryviews cost 2.5 µs); one more cursor seek for the long keys, and
+        when ``ns`` has some, a merge of the two ranges by key (``heapq.merge``).
         """
+        short = self._scan_short(ns, start)
+        longs = self._scan_long(ns, start)
+        first = next(longs, None)
+        if first is None:
+            return short
+        return heapq.merge(short, chain([first], longs), key=itemgetter(0))
+
+    def _scan_short(self, ns: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         prefix = ns + b"\0"
-        end, cut = ns + b"\1", len(prefix)  # every key of ``ns`` sorts below ``end``
+        end, cut = ns + b"\1", len(prefix)  # every short key of ``ns`` sorts below ``end``
         cursor = self._txn.cursor(db=self._records)
-        if not cursor.set_range(prefix + start):
+        # a short key is at most MAX_KEY - cut bytes: it is >= a longer ``start`` iff it is
+        # above ``start`` cut to that length
+        skip = start[: MAX_KEY - cut] if len(start) > MAX_KEY - cut else None
+        if not cursor.set_range(prefix + start[: MAX_KEY - cut]):
             return
         for key, value in cursor.iternext():
             whole = bytes(key)
             if whole >= end:
                 break
-            yield whole[cut:], bytes(value)
+            if whole[cut:] != skip:
+                yield whole[cut:], bytes(value)
+
+    def _scan_long(self, ns: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Long-key records of ``ns`` from ``start`` in key order: stored in order of
+        their head, each run sharing one head sorted by key in memory."""
+        prefix = ns + b"\1"
+        end, cut = ns + b"\2", len(prefix)
+        cursor = self._txn.cursor(db=self._records)
+        if not cursor.set_range(prefix + start[: MAX_KEY - cut - _DIGEST]):
+            return
+        run: list[tuple[bytes, bytes]] = []
+        head = b""
+        for key, value in cursor.iternext():
+            where = bytes(key)
+            if where >= end:
+                break
+            if where[cut:-_DIGEST] != head:
+                yield from sorted((r for r in run if r[0] >= start), key=itemgetter(0))
+                run, head = [], where[cut:-_DIGEST]
+            run.append(self._long_record(ns, where, value))
+        yield from sorted((r for r in run if r[0] >= start), key=itemgetter(0))
 
     def scan_all(self, ns: bytes) -> tuple[list[bytes], list[bytes]]:
         """Every record of ``ns`` in key order, as its keys and its values (for bulk
@@ -217,17 +326,47 @@ class ReadTxn:
         return keys, values
 
     def count(self, ns: bytes) -> int:
-        """Number of records in ``ns`` (a key-only cursor walk)."""
-        end = ns + b"\1"
-        cursor = self._txn.cursor(db=self._records)
-        if not cursor.set_range(ns + b"\0"):
-            return 0
-        return sum(1 for _ in takewhile(end.__gt__, map(bytes, cursor.iternext(values=False))))
+        """Number of records in ``ns`` (a key-only cursor walk over each key range)."""
+        total = 0
+        for sep in (b"\0", b"\1"):
+            end = ns + bytes([sep[0] + 1])
+            cursor = self._txn.cursor(db=self._records)
+            if cursor.set_range(ns + sep):
+                keys = map(bytes, cursor.iternext(values=False))
+                total += sum(1 for _ in takewhile(end.__gt__, keys))
+        return total
 
     def get_obj(self, ns: bytes, key: bytes) -> Any:
         """A record decoded with :func:`storage.codec.decode_value`, or None."""
         value = self.get(ns, key)
         return None if value is None else codec.decode_value(value)
+
+    def check_records(self) -> list[str]:
+        """Violations of the record layout: every long-key record whose stored key does
+        not lead back to where it is stored (module docstring), or whose key names no
+        namespace.
+
+        Cost: one cursor seek per namespace plus a read and a digest of each long-key
+        record (short keys are skipped by ranges, not visited).
+        """
+        errors: list[str] = []
+        cursor = self._txn.cursor(db=self._records)
+        found = cursor.first()
+        while found:
+            where = bytes(cursor.key())
+            sep = _SEPARATOR.search(where)
+            if sep is None:
+                errors.append(f"record {where[:40]!r}: its key names no namespace")
+                found = cursor.next()
+            elif where[sep.start()] == 0:
+                found = cursor.set_range(where[: sep.start()] + b"\1")
+            else:
+                try:
+                    self._long_record(where[: sep.start()], where, cursor.value())
+                except StoreError as exc:
+                    errors.append(exc.message)
+                found = cursor.next()
+        return errors
 
 
 class WriteTxn(ReadTxn):
@@ -313,15 +452,19 @@ class WriteTxn(ReadTxn):
 
     def put(self, ns: bytes, key: bytes, value: bytes) -> None:
         """Set a record."""
-        self._apply(ns + b"\0" + key, value)
+        self._apply(*_stored(ns, key, value))
 
     def put_obj(self, ns: bytes, key: bytes, value: Any) -> None:
         """Set a record to ``codec.encode_value(value)``."""
-        self._apply(ns + b"\0" + key, codec.encode_value(value))
+        self._apply(*_stored(ns, key, codec.encode_value(value)))
 
     def put_many(self, ns: bytes, keys: Iterable[bytes], values: Iterable[bytes]) -> None:
         """Set many records at once (one LMDB call; ~0.5 µs a record in key order)."""
-        pairs = list(zip(map((ns + b"\0").__add__, keys), values, strict=True))
+        keys = list(keys)
+        if max(map(len, keys), default=0) <= MAX_KEY - len(ns) - 1:
+            pairs = list(zip(map((ns + b"\0").__add__, keys), values, strict=True))
+        else:
+            pairs = [_stored(ns, k, v) for k, v in zip(keys, values, strict=True)]
         self._log.extend(pairs)
         try:
             self._txn.cursor(db=self._records).putmulti(pairs)
@@ -332,7 +475,10 @@ class WriteTxn(ReadTxn):
 
     def delete(self, ns: bytes, key: bytes) -> None:
         """Remove a record (no error if absent)."""
-        self._apply(ns + b"\0" + key, None)
+        if len(ns) + 1 + len(key) <= MAX_KEY:
+            self._apply(ns + b"\0" + key, None)
+        else:
+            self._apply(_long_key(ns, key), None)
 
     def _apply(self, key: bytes, value: bytes | None, log: bool = True) -> None:
         if log:
