@@ -35,7 +35,8 @@ from typing import Any, Protocol
 
 from betree.index import Index, SubId
 from betree.schema import Schema
-from storage.errors import BexdbError, CheckFailed, StoreError, VersionMismatch
+from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError, VersionMismatch
+from storage.store import data_file_damage
 
 MANIFEST = "manifest.json"
 FORMAT = "bexdb-shards"
@@ -243,19 +244,47 @@ def open_any(path: str | os.PathLike[str], **options: Any) -> SingleReader | Sha
 def verify(path: str | os.PathLike[str]) -> dict[str, int]:
     """Every check of a plain store, or of every shard and the manifest of a sharded one.
 
-    Raises :class:`CheckFailed` listing all violations (a missing or unreadable shard, a
-    shard whose subscription count or schema disagrees with the manifest and the first
-    shard, and each shard's own check failures, prefixed with its name).  Returns counts.
+    Raises :class:`CheckFailed` listing all violations (damage found reading the files:
+    a data file shorter than its header says, pages or records failing their checksums,
+    LMDB errors; a missing or unreadable shard or manifest, a shard whose subscription
+    count or schema disagrees with the manifest and the first shard, and each shard's own
+    check failures, prefixed with its name).  Returns counts.
     """
     if not is_sharded(path):
-        with Index.open(path, readonly=True) as index:
-            index.check()
-            return {"shards": 0, "subscriptions": len(index)}
-    manifest = read_manifest(path)
+        violations, count = _store_violations(Path(path))
+        if violations or count is None:
+            raise CheckFailed(f"store {path}", violations)
+        return {"shards": 0, "subscriptions": count}
+    try:
+        manifest = read_manifest(path)
+    except StoreError as exc:
+        raise CheckFailed(f"sharded store {path}", [exc.message]) from exc
     violations = _shard_violations(Path(path), manifest)
     if violations:
         raise CheckFailed(f"sharded store {path}", violations)
     return {"shards": len(manifest["shards"]), "subscriptions": int(manifest["subscriptions"])}
+
+
+def _store_violations(path: Path) -> tuple[list[str], int | None]:
+    """Damage found reading every table of a plain store, else its index's own check
+    failures; and its subscription count (None when damage hides it).  Damage that stops
+    the check (a page or record that cannot be decoded) is one violation, not an error:
+    ``verify`` reports it."""
+    damage = data_file_damage(path) if (path / "data.mdb").exists() else None
+    if damage is not None:
+        return [f"data.mdb: {damage}"], None
+    try:
+        with Index.open(path, readonly=True) as index:
+            found = index.store.damage()
+            if found:
+                return found, None
+            try:
+                index.check()
+            except CheckFailed as exc:
+                return exc.violations, len(index)
+            return [], len(index)
+    except StoreDamaged as exc:
+        return [exc.what], None
 
 
 def _shard_violations(root: Path, manifest: dict[str, Any]) -> list[str]:
@@ -265,18 +294,17 @@ def _shard_violations(root: Path, manifest: dict[str, Any]) -> list[str]:
     for entry in manifest["shards"]:
         name = entry["path"]
         try:
+            found, count = _store_violations(root / name)
+            violations.extend(f"{name}: {v}" for v in found)
+            if count is None:
+                continue
+            total += count
+            if count != entry.get("subscriptions"):
+                violations.append(
+                    f"{name}: holds {count} subscriptions, the manifest says "
+                    f"{entry.get('subscriptions')}"
+                )
             with Index.open(root / name, readonly=True) as index:
-                try:
-                    index.check()
-                except CheckFailed as exc:
-                    violations.extend(f"{name}: {v}" for v in exc.violations)
-                count = len(index)
-                total += count
-                if count != entry.get("subscriptions"):
-                    violations.append(
-                        f"{name}: holds {count} subscriptions, the manifest says "
-                        f"{entry.get('subscriptions')}"
-                    )
                 if schema is None:
                     schema = index.schema
                 elif index.schema != schema:
