@@ -54,7 +54,7 @@ from betree.tree import DEFAULTS, BETree, Places
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
-from storage.errors import InvalidInput, StoreError, StoreReplaced
+from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
 from storage.store import ReadTxn, Store, WriteTxn, open_store
 
 NS = b"bexdb"
@@ -79,15 +79,25 @@ def load_atom(txn: ReadTxn, aid: int) -> Atom:
     """The atom with id ``aid`` from the catalog."""
     key = txn.get(b"aid", codec.encode_u64(aid))
     if key is None:
-        raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
+        raise StoreDamaged(f"atom {aid} is missing from the catalog")
     return atom_from_tuple(codec.decode_value(key))
+
+
+def sub_record(txn: ReadTxn, ns: bytes, key: bytes, what: str) -> Any:
+    """A record that another record names (so it must exist), decoded; a list of at
+    least two items (``sub`` and ``atom`` records are).  Missing or of another shape, it
+    is damage: :class:`StoreDamaged` naming ``what``."""
+    found = txn.get_obj(ns, key)
+    if not isinstance(found, list) or len(found) < 2:
+        raise StoreDamaged(f"the record of {what} is missing or malformed")
+    return found
 
 
 def load_home(txn: ReadTxn, cid: int) -> int:
     """The c-node page whose l-node holds clause ``cid``."""
     home = txn.get(b"home", codec.encode_u64(cid))
     if home is None:
-        raise StoreError(f"clause {cid} has no home record", "run `bexdb verify`")
+        raise StoreDamaged(f"clause {cid} has no home record")
     return codec.decode_u64(home)
 
 
@@ -345,7 +355,7 @@ class Index:
             sid = txn.get(b"ext", codec.encode_id(ident))
             if sid is None:
                 return None
-            return str(txn.get_obj(b"sub", sid)[1])
+            return str(sub_record(txn, b"sub", sid, f"subscription {ident!r}")[1])
 
     # -- matching ------------------------------------------------------------------------
 
@@ -454,7 +464,7 @@ class Index:
             sid = txn.get(b"ext", codec.encode_id(ident))
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
-            _, expr, clause_ids = txn.get_obj(b"sub", sid)
+            _, expr, clause_ids = sub_record(txn, b"sub", sid, f"subscription {ident!r}")
             rec = txn.get_obj(NS, b"index")
             tree = BETree(txn, rec)
             clauses = []
@@ -703,7 +713,7 @@ class _Writer:
         self.atoms: dict[int, Atom] = {}
 
     def _places(self, cid: int) -> Places:
-        sub = self.txn.get_obj(b"sub", codec.encode_u64(cid >> _CLAUSE_BITS))
+        sub = sub_record(self.txn, b"sub", codec.encode_u64(cid >> _CLAUSE_BITS), f"clause {cid}")
         return self.index.places(tuple(self.atom(aid) for aid in sub[2][cid & 0xFFFF] if aid))
 
     def atom(self, aid: int) -> Atom:
@@ -752,8 +762,8 @@ class _Writer:
     def release(self, aid: int) -> None:
         key = self.txn.get(b"aid", codec.encode_u64(aid))
         if key is None:
-            raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
-        found = self.txn.get_obj(b"atom", key)
+            raise StoreDamaged(f"atom {aid} is missing from the catalog")
+        found = sub_record(self.txn, b"atom", key, f"atom {aid}")
         if found[1] > 1:
             self.txn.put_obj(b"atom", key, [aid, found[1] - 1])
             return
@@ -788,13 +798,13 @@ class _Writer:
         if sid_key is None:
             return False
         sid = codec.decode_u64(sid_key)
-        _, _, atom_ids = self.txn.get_obj(b"sub", sid_key)
+        _, _, atom_ids = sub_record(self.txn, b"sub", sid_key, f"subscription {ident!r}")
         for k, ids in enumerate(atom_ids):
             cid = clause_id(sid, k)
             home_key = codec.encode_u64(cid)
             home = self.txn.get(b"home", home_key)
             if home is None or not self.tree.remove(cid, codec.decode_u64(home)):
-                raise StoreError(f"clause {cid} of {ident!r} is not where its record says")
+                raise StoreDamaged(f"clause {cid} of {ident!r} is not where its record says")
             self.txn.delete(b"home", home_key)
             for aid in ids:
                 if aid:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from betree.index import Index, SubId
 from betree.schema import Schema
 from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError, VersionMismatch
-from storage.store import data_file_damage
+from storage.lmdbfile import damage as file_damage
 
 MANIFEST = "manifest.json"
 FORMAT = "bexdb-shards"
@@ -270,7 +270,7 @@ def _store_violations(path: Path) -> tuple[list[str], int | None]:
     failures; and its subscription count (None when damage hides it).  Damage that stops
     the check (a page or record that cannot be decoded) is one violation, not an error:
     ``verify`` reports it."""
-    damage = data_file_damage(path) if (path / "data.mdb").exists() else None
+    damage = file_damage(path) if (path / "data.mdb").exists() else None
     if damage is not None:
         return [f"data.mdb: {damage}"], None
     try:

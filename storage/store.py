@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import lmdb
 
-from storage import codec
+from storage import codec, lmdbfile
 from storage.cache import PageCache
 from storage.errors import (
     CorruptPage,
@@ -622,14 +622,16 @@ class Store:
         self.env.sync(True)
 
     def damage(self, limit: int = 100) -> list[str]:
-        """What a full read of every table finds broken (for ``bexdb verify``): LMDB
-        errors while walking its B-trees, page keys of the wrong length, page values
-        whose header or checksum does not hold.  At most ``limit`` findings.
+        """What a full read of every table finds broken (for ``bexdb verify`` and before
+        ``bexdb compact`` copies): LMDB errors while walking its B-trees, keys of lengths
+        LMDB never stores, page keys of the wrong length, page values whose header or
+        checksum does not hold.  At most ``limit`` findings.
 
         Cost: one cursor pass over every entry and a CRC-32 of every page (about 1 µs
         per 4 KB): a fraction of what the structures' own checks read.
         """
         found: list[str] = []
+        longest = self.env.max_key_size()
         with self.env.begin(buffers=True) as txn:
             for name, db in (
                 ("meta", self._meta),
@@ -638,7 +640,9 @@ class Store:
             ):
                 try:
                     for key, value in txn.cursor(db=db).iternext():
-                        if db is self._pages:
+                        if not 0 < len(key) <= longest:  # LMDB never stores such a key
+                            found.append(f"table {name}: a key of {len(key)} bytes")
+                        elif db is self._pages:
                             why = (
                                 f"a key of {len(key)} bytes"
                                 if len(key) != codec.PAGE_KEY_SIZE
@@ -713,7 +717,7 @@ def open_store(
     if not exists:
         Path(path).mkdir(parents=True, exist_ok=True)
     else:
-        damage = data_file_damage(path)
+        damage = lmdbfile.damage(path)  # before LMDB maps it: bad offsets are SIGBUS
         if damage is not None:
             raise StoreDamaged(f"{path}/data.mdb: {damage}")
     try:
@@ -739,60 +743,6 @@ def open_store(
         env.close()
         raise
     return store
-
-
-#: LMDB's meta page (lmdb.h/mdb.c ``MDB_meta`` after the 16-byte page header, 64-bit
-#: builds): magic, version, address, mapsize, two ``MDB_db`` of 48 bytes (the first's
-#: leading u32 is the page size; each ends with its root page), last page, txn id.
-_META = struct.Struct("<QHHHH II QQ IHHQQQQQ IHHQQQQQ QQ")
-_MDB_MAGIC = 0xBEEFC0DE
-_MDB_DATA_VERSION = 1
-_P_META = 0x08
-_P_INVALID = (1 << 64) - 1
-
-
-def data_file_damage(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path/data.mdb`` cannot be mapped safely, or None: read before LMDB maps it.
-
-    LMDB maps the whole file and trusts the last page number in its meta pages, so a
-    data file cut short (a truncated copy, a full disk) makes every read past the end a
-    SIGBUS that kills the process (exit 135), not an error.  Here both meta pages are
-    read with ``pread``: each must have LMDB's magic and data version, a sane page size
-    and roots within the file, and the file must hold every page up to the newer meta
-    page's last page.  Cost: two small reads at open.
-    """
-    file = Path(path) / "data.mdb"
-    with open(file, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size < 2 * _META.size:
-            return f"{size} bytes, too short for LMDB's two meta pages"
-        first = fh.read(_META.size)
-        psize = _META.unpack(first)[9]
-        if psize not in {1 << k for k in range(9, 17)}:
-            return f"meta page 0 gives page size {psize}"
-        if size < 2 * psize:
-            return f"{size} bytes, too short for two {psize}-byte meta pages"
-        fh.seek(psize)
-        metas = [_META.unpack(first), _META.unpack(fh.read(_META.size))]
-    for n, meta in enumerate(metas):
-        flags, magic, version = meta[2], meta[5], meta[6]
-        if not flags & _P_META or magic != _MDB_MAGIC:
-            return f"meta page {n} is not an LMDB meta page"
-        if version != _MDB_DATA_VERSION:
-            return f"meta page {n} has LMDB data version {version}"
-        if meta[9] != psize:
-            return f"meta page {n} gives page size {meta[9]}, meta page 0 {psize}"
-    newer = max(metas, key=lambda meta: meta[26])  # LMDB uses the one of the later txn
-    last = newer[25]
-    if last < 1:
-        return f"last page number {last} is impossible (the meta pages are pages 0 and 1)"
-    for root in (newer[16], newer[24]):
-        if root != _P_INVALID and root > last:
-            return f"a table root page {root} lies beyond the last page {last}"
-    need = (last + 1) * psize
-    if size < need:
-        return f"{size} bytes, shorter than the {need} its meta page records (truncated?)"
-    return None
 
 
 def _check_meta(store: Store, settings: dict[str, Any]) -> None:

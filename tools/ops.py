@@ -19,7 +19,7 @@ from typing import Any
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from loaders.shards import store_paths
-from storage.errors import InvalidInput, StoreError
+from storage.errors import CheckFailed, InvalidInput, StoreDamaged, StoreError
 from storage.store import ReadTxn
 from storage.swap import swap_in
 
@@ -188,6 +188,10 @@ def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
             f"no store at {target}", "create it with `bexdb load` or `bexdb subscribe`"
         )
     with Index.open(target) as idx:
+        found = idx.store.damage()
+        if found:  # copied, it would fail later with a less telling error, or be kept
+            more = f" (and {len(found) - 1} more: run `bexdb verify`)" if len(found) > 1 else ""
+            raise StoreDamaged(f"{target}: {found[0]}{more}")
         before = idx.store.size_on_disk()
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.compact-", dir=target.parent))
         old: Path | None = None
@@ -200,7 +204,14 @@ def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
                 else:
                     idx.store.copy_compact(staging / "store", txn=view)
                 with Index.open(staging / "store", readonly=True) as fresh:
-                    fresh.check()
+                    try:
+                        fresh.check()
+                    except CheckFailed as exc:  # what was read is not what was written
+                        raise StoreDamaged(
+                            f"{target}: its compacted copy fails the index check "
+                            f"({exc.violations[0]}; {len(exc.violations)} in all): "
+                            "run `bexdb verify` on it"
+                        ) from exc
                 old = swap_in(staging / "store", target, keep_old=True)
         finally:  # the old store is removed once marked retired
             shutil.rmtree(staging, ignore_errors=True)
