@@ -83,6 +83,15 @@ def load_atom(txn: ReadTxn, aid: int) -> Atom:
     return atom_from_tuple(codec.decode_value(key))
 
 
+def root_record(txn: ReadTxn) -> dict[str, Any]:
+    """The index's root record (tree root, counters, settings); a store that has an
+    index but lost this record (its key damaged) is :class:`StoreDamaged`."""
+    rec = txn.get_obj(NS, b"index")
+    if not isinstance(rec, dict):
+        raise StoreDamaged("the index's root record is missing or malformed")
+    return rec
+
+
 def sub_record(txn: ReadTxn, ns: bytes, key: bytes, what: str) -> Any:
     """A record that another record names (so it must exist), decoded; a list of at
     least two items (``sub`` and ``atom`` records are).  Missing or of another shape, it
@@ -215,7 +224,7 @@ class Index:
 
     def __len__(self) -> int:
         with self.store.read() as txn:
-            return int(txn.get_obj(NS, b"index")["subs"])
+            return int(root_record(txn)["subs"])
 
     # -- writing -------------------------------------------------------------------------
 
@@ -276,7 +285,7 @@ class Index:
     def _max_clauses(self) -> int:
         if not hasattr(self, "_max_clauses_cache"):
             with self.store.read() as txn:
-                self._max_clauses_cache = int(txn.get_obj(NS, b"index")["max_clauses"])
+                self._max_clauses_cache = int(root_record(txn)["max_clauses"])
         return self._max_clauses_cache
 
     def unsubscribe(self, ident: SubId) -> bool:
@@ -308,7 +317,7 @@ class Index:
         if txn is None:
             with self.store.read() as snap:
                 return self.settings(snap)
-        rec = txn.get_obj(NS, b"index")
+        rec = root_record(txn)
         out = {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
         out.update({k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()})
         return out
@@ -322,7 +331,7 @@ class Index:
         matched events, and re-insert the clauses of underflowing p-nodes on deletion.
         """
         with self.store.write() as txn:
-            rec = txn.get_obj(NS, b"index")
+            rec = root_record(txn)
             for key, value in (("adjust", enabled), ("adjust_window", window), ("theta", theta)):
                 if value is not None:
                     rec[key] = int(value)
@@ -347,7 +356,7 @@ class Index:
         """Self-adjustment settings and totals: flushed events, open windows, recycled
         nodes and clauses, the attributes with the most matching feedback."""
         with self.store.read() as txn:
-            return _adjust_summary(txn, txn.get_obj(NS, b"index"))
+            return _adjust_summary(txn, root_record(txn))
 
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
@@ -425,16 +434,17 @@ class Index:
         """Per-commit state: root record, PB+tree records, direct atoms (cached by gen)."""
         if self._snapshot is not None and self._snapshot[0] == txn.gen:
             return self._snapshot[1]
-        rec = txn.get_obj(NS, b"index")
+        rec = root_record(txn)
         trees = {}
         for key, value in txn.scan(PBTREE_NS):
-            name = key.decode()
+            name = self._attribute(key, "PB+tree")
             trees[name] = codec.decode_value(value)
         direct: dict[str, list[tuple[int, Atom]]] = {}
         for key, value in txn.scan(b"direct"):
-            direct[key.decode()] = [
-                (aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)
-            ]
+            name = self._attribute(key, "direct atoms")
+            direct[name] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
+            if any(atom.attr != name for _, atom in direct[name]):
+                raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
         # read-only, statistics could never be flushed: collect only when asked to
         collect = bool(rec.get("adjust")) and not self.store.readonly
         snap = {
@@ -448,6 +458,14 @@ class Index:
         self._flush_every = rec.get("adjust_window", 1) if auto else math.inf
         self._snapshot = (txn.gen, snap)
         return snap
+
+    def _attribute(self, key: bytes, what: str) -> str:
+        """The attribute a per-attribute record is keyed by: a record whose key (not
+        covered by the value's checksum) names no attribute of the schema is damage."""
+        name = key.decode("utf-8", "replace")
+        if name not in self._types:
+            raise StoreDamaged(f"a {what} record for {name!r}, not an attribute of the schema")
+        return name
 
     # -- explaining ----------------------------------------------------------------------
 
@@ -465,7 +483,7 @@ class Index:
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
             _, expr, clause_ids = sub_record(txn, b"sub", sid, f"subscription {ident!r}")
-            rec = txn.get_obj(NS, b"index")
+            rec = root_record(txn)
             tree = BETree(txn, rec)
             clauses = []
             for k, ids in enumerate(clause_ids):
@@ -600,7 +618,7 @@ class Index:
     def stats(self) -> dict[str, Any]:
         """Counts and shapes for ``bexdb inspect`` (reads every directory and tree page)."""
         with self.store.read() as txn:
-            rec = txn.get_obj(NS, b"index")
+            rec = root_record(txn)
             tree = BETree(txn, rec)
             sizes: dict[str, int] = {}
             bins = (0, 8, 32, 64, 128, 256, 1024)
@@ -698,7 +716,7 @@ class _Writer:
     def __init__(self, index: Index, txn: WriteTxn) -> None:
         self.index = index
         self.txn = txn
-        self.rec = txn.get_obj(NS, b"index")
+        self.rec = root_record(txn)
         self.trees: dict[str, PBTree] = {}
         self.tree = BETree(
             txn,

@@ -78,10 +78,12 @@ def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(root) / MANIFEST
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise StoreError(f"{path}: cannot read the shard manifest ({exc})") from exc
+    except ValueError as exc:  # not JSON, not UTF-8: the file bexdb wrote was damaged
+        raise StoreDamaged(f"{path}: the shard manifest is not JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise StoreError(f"{path} is not a bexdb shard manifest")
+        raise StoreDamaged(f"{path} is not a bexdb shard manifest")
     if doc.get("version") != VERSION:
         raise VersionMismatch(
             f"{path}: shard manifest version {doc.get('version')!r}, this bexdb reads {VERSION}",
@@ -93,11 +95,13 @@ def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
         or not shards
         or not all(isinstance(s, dict) and isinstance(s.get("path"), str) for s in shards)
     ):
-        raise StoreError(f"{path}: the manifest lists no shards")
+        raise StoreDamaged(f"{path}: the manifest lists no shards")
     for s in shards:
         rel = Path(s["path"])
         if rel.is_absolute() or ".." in rel.parts:
-            raise StoreError(f"{path}: shard path {s['path']!r} leaves the store directory")
+            raise StoreDamaged(f"{path}: shard path {s['path']!r} leaves the store directory")
+        if not (Path(root) / rel / "data.mdb").is_file():
+            raise StoreDamaged(f"{path}: shard {s['path']!r} it lists holds no store")
     return doc
 
 

@@ -623,9 +623,10 @@ class Store:
 
     def damage(self, limit: int = 100) -> list[str]:
         """What a full read of every table finds broken (for ``bexdb verify`` and before
-        ``bexdb compact`` copies): LMDB errors while walking its B-trees, keys of lengths
-        LMDB never stores, page keys of the wrong length, page values whose header or
-        checksum does not hold.  At most ``limit`` findings.
+        ``bexdb compact`` copies): LMDB errors while walking its B-trees, keys out of
+        order (a damaged key: checksums cover values, not keys) or of lengths LMDB never
+        stores, page keys of the wrong length, page values whose header or checksum does
+        not hold.  At most ``limit`` findings.
 
         Cost: one cursor pass over every entry and a CRC-32 of every page (about 1 µs
         per 4 KB): a fraction of what the structures' own checks read.
@@ -638,8 +639,13 @@ class Store:
                 ("pages", self._pages),
                 ("records", self._records),
             ):
+                previous = b""
                 try:
                     for key, value in txn.cursor(db=db).iternext():
+                        whole = bytes(key)
+                        if whole <= previous:  # a damaged key: LMDB lookups may miss it
+                            found.append(f"table {name}: key {whole[:40]!r} out of order")
+                        previous = whole
                         if not 0 < len(key) <= longest:  # LMDB never stores such a key
                             found.append(f"table {name}: a key of {len(key)} bytes")
                         elif db is self._pages:

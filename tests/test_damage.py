@@ -177,8 +177,12 @@ def judge(source: Source, store: Path, run: Callable[[list[str]], Outcome]) -> d
     found["verify"] = "ok" if code == 0 else "reported"
 
     code, out, err = call("match", "match", target, source.events)
-    if code == 0:
-        assert _normal(out) == source.expected, "match: a wrong answer, no error"
+    if code == 0 and _normal(out) != source.expected:
+        # a damaged key (keys carry no checksum) can hide a record from a range scan:
+        # allowed only where verify finds the damage (exit 4)
+        assert found["verify"] == "reported", "match: a wrong answer, verify finds nothing"
+        found["match"] = "wrong"
+    elif code == 0:
         found["match"] = "right"
     else:
         assert typed(code, err), f"match: {code} {err}"

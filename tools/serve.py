@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from storage.errors import BexdbError, InvalidInput, StoreReplaced
+from storage.errors import BexdbError, InvalidInput, StoreDamaged, StoreReplaced
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -175,6 +175,8 @@ class Service:
             status, body = exc.status, exc.body
         except InvalidInput as exc:
             status, body = 400, _invalid(exc).body
+        except StoreDamaged as exc:  # the request read damage: say so, no traceback
+            status, body = 500, {"error": exc.message, "hint": exc.hint}
         except Exception as exc:  # a failing request never takes a worker down
             traceback.print_exc(file=sys.stderr)
             status, body = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
