@@ -274,7 +274,7 @@ def _store_violations(path: Path) -> tuple[list[str], int | None]:
     failures; and its subscription count (None when damage hides it).  Damage that stops
     the check (a page or record that cannot be decoded) is one violation, not an error:
     ``verify`` reports it."""
-    damage = file_damage(path) if (path / "data.mdb").exists() else None
+    damage = file_damage(path, walk=True) if (path / "data.mdb").exists() else None
     if damage is not None:
         return [f"data.mdb: {damage}"], None
     try:

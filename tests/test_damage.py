@@ -28,6 +28,7 @@ import io
 import json
 import random
 import shutil
+import struct
 import subprocess
 import sys
 from collections import Counter
@@ -255,6 +256,26 @@ def test_damage_sweep(source: Source, tmp_path: Path) -> None:
     # the sweep reaches live data, not only free space: some damage is found and refused
     assert any("reported" in k for k in tally)
     assert any("match damaged" in k for k in tally)
+
+
+def test_a_wild_node_offset_is_refused_before_lmdb_follows_it(
+    source: Source, tmp_path: Path
+) -> None:
+    """The first node offset of LMDB's main table root (which names the tables, read by
+    every open) pointed 60 KB further, past the end of the file: without the walk of
+    :mod:`storage.lmdbfile`, every command died with SIGBUS (exit 135)."""
+    copy = tmp_path / "wild"
+    copy.mkdir()
+    data = bytearray((source.store / "data.mdb").read_bytes())
+    txnids = [struct.unpack_from("<Q", data, p * PSIZE + 144)[0] for p in (0, 1)]
+    newer = txnids.index(max(txnids))  # LMDB's current meta page
+    root = struct.unpack_from("<Q", data, newer * PSIZE + 128)[0]  # the main table's root
+    data[root * PSIZE + 17] ^= 0xF0  # the high byte of its mp_ptrs[0]
+    (copy / "data.mdb").write_bytes(bytes(data))
+    code, _, err = run_subprocess(["match", str(copy), source.events])
+    assert typed(code, err) and f"page {root}: a node offset outside the page" in err, err
+    code, _, err = run_subprocess(["verify", str(copy)])
+    assert code == 4 and "a node offset outside the page" in err, (code, err)
 
 
 def test_damaged_sharded_store(source: Source, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from loaders.shards import store_paths
 from storage.errors import CheckFailed, InvalidInput, StoreDamaged, StoreError
+from storage.lmdbfile import damage as file_damage
 from storage.staging import found as staging_found
 from storage.staging import staging
 from storage.store import ReadTxn
@@ -211,6 +212,9 @@ def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
         raise StoreError(
             f"no store at {target}", "create it with `bexdb load` or `bexdb subscribe`"
         )
+    damage = file_damage(target, walk=True)  # also a large file, before LMDB reads it
+    if damage is not None:
+        raise StoreDamaged(f"{target}/data.mdb: {damage}")
     with Index.open(target) as idx:
         found = idx.store.damage()
         if found:  # copied, it would fail later with a less telling error, or be kept
