@@ -52,7 +52,9 @@ class StoreReplaced(StoreError):
 
 
 #: What to do about a damaged store: the same advice wherever the damage shows.
-RESTORE_HINT = "restore the store from a copy, or rebuild it from its input with `bexdb load`"
+RESTORE_HINT = (
+    "restore the store from a copy, or rebuild it from its input with `bexdb load --replace`"
+)
 
 
 class StoreDamaged(StoreError):

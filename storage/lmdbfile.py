@@ -67,42 +67,73 @@ def damage(path: str | os.PathLike[str], walk: bool | None = None) -> str | None
     of a large store that would be seconds, so theirs is walked by ``bexdb verify`` and
     ``bexdb compact``, and a damaged page header in one can still end another command
     with SIGBUS until verify finds it.
+
+    The walk holds no LMDB reader slot, so a writer in another process may reuse the
+    pages of the snapshot it walks once a newer commit frees them: a walk during which
+    the last transaction id changed is done again (up to 5 times; then the file is left
+    to LMDB's own checks rather than refused for what may be a commit in progress).
     """
     file = Path(path) / "data.mdb"
+    for _ in range(5):
+        found, txnid = _meta_damage(file)
+        if found is not None or txnid is None:
+            return found
+        if not (walk if walk is not None else file.stat().st_size <= WALK_LIMIT):
+            return None
+        found = _walk_file(file)
+        if _meta_damage(file)[1] == txnid:
+            return found
+    return None
+
+
+def _meta_damage(file: Path) -> tuple[str | None, int | None]:
+    """What is wrong with the meta pages and the file's length, and the current
+    transaction id (None when the meta pages are unusable)."""
     with open(file, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size < 2 * _META.size:
-            return f"{size} bytes, too short for LMDB's two meta pages"
+            return f"{size} bytes, too short for LMDB's two meta pages", None
         first = _META.unpack(fh.read(_META.size))
         psize = first[9]
         if psize not in {1 << k for k in range(9, 17)}:
-            return f"meta page 0 gives page size {psize}"
+            return f"meta page 0 gives page size {psize}", None
         if size < 2 * psize:
-            return f"{size} bytes, too short for two {psize}-byte meta pages"
+            return f"{size} bytes, too short for two {psize}-byte meta pages", None
         fh.seek(psize)
         metas = [first, _META.unpack(fh.read(_META.size))]
     for n, meta in enumerate(metas):
         if not meta[2] & P_META or meta[5] != _MAGIC:
-            return f"meta page {n} is not an LMDB meta page"
+            return f"meta page {n} is not an LMDB meta page", None
         if meta[6] != _DATA_VERSION:
-            return f"meta page {n} has LMDB data version {meta[6]}"
+            return f"meta page {n} has LMDB data version {meta[6]}", None
         if meta[9] != psize:
-            return f"meta page {n} gives page size {meta[9]}, meta page 0 {psize}"
+            return f"meta page {n} gives page size {meta[9]}, meta page 0 {psize}", None
     newer = max(metas, key=lambda meta: meta[26])
     last = newer[25]
     if last < 1:
-        return f"last page number {last} is impossible (the meta pages are pages 0 and 1)"
+        return f"last page number {last} is impossible (the meta pages are pages 0 and 1)", None
     need = (last + 1) * psize
     if size < need:
-        return f"{size} bytes, shorter than the {need} its meta page records (truncated?)"
+        return f"{size} bytes, shorter than the {need} its meta page records (truncated?)", None
     roots = [root for root in (newer[16], newer[24]) if root != P_INVALID]
     if any(not 2 <= root <= last for root in roots):
-        return f"a table root page {roots} lies outside pages 2..{last}"
-    if not (walk if walk is not None else size <= WALK_LIMIT):
-        return None
+        return f"a table root page {roots} lies outside pages 2..{last}", None
+    return None, int(newer[26])
+
+
+def _walk_file(file: Path) -> str | None:
+    """:func:`_walk` over the snapshot of the current meta page (which
+    :func:`_meta_damage` found sound)."""
+    with open(file, "rb") as fh:
+        metas = [_META.unpack(fh.read(_META.size))]
+        fh.seek(metas[0][9])
+        metas.append(_META.unpack(fh.read(_META.size)))
+    newer = max(metas, key=lambda meta: meta[26])
+    last, psize, main = newer[25], newer[9], newer[24]
+    roots = [root for root in (newer[16], main) if root != P_INVALID]
     pages = np.memmap(file, dtype=np.uint8, mode="r", shape=(last + 1, psize)).view(np.ndarray)
     try:
-        return _walk(pages, roots, newer[24] if newer[24] != P_INVALID else None)
+        return _walk(pages, roots, main if main != P_INVALID else None)
     finally:
         del pages
 

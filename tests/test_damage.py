@@ -43,7 +43,7 @@ from tools.cli import main
 
 CASES = 160
 SUBPROCESS_EVERY = 20  # every 20th case runs in the child process instead
-HINT = "restore the store from a copy, or rebuild it from its input with `bexdb load`"
+HINT = "restore the store from a copy, or rebuild it from its input with `bexdb load --replace`"
 PSIZE = 4096
 Outcome = tuple[int, str, str]  # exit code, stdout, stderr
 
