@@ -158,3 +158,20 @@ def test_killed_compact_rebuild_leaves_staging_the_next_compact_removes(
     events.write_text(json.dumps({"x": 200, "y": 5}) + "\n")
     code, out, _ = cli(capsys, "match", str(store), str(events))
     assert code == 0 and len(json.loads(out)["matches"]) > 0
+
+
+@pytest.mark.spark
+def test_killed_spark_load_leaves_staging_the_next_load_removes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    big = write_input(tmp_path / "big.jsonl", 20000)
+    store = tmp_path / "store"
+    argv = ["load", str(store), big, "--schema", str(schema), "--engine", "spark", "--shards", "2"]
+    left = kill_once_staging(argv, tmp_path, "building")
+    assert left.is_dir() and not store.exists()
+    (stale,) = found(store)
+    assert not stale.live
+    assert load(capsys, store, write_input(tmp_path / "small.jsonl", 50), schema) == 0
+    assert not left.exists() and found(store) == []
