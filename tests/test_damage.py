@@ -41,7 +41,7 @@ import pytest
 from tests.workload import SCHEMA, build_sharded, event, expression
 from tools.cli import main
 
-CASES = 160
+CASES = 200
 SUBPROCESS_EVERY = 20  # every 20th case runs in the child process instead
 HINT = "restore the store from a copy, or rebuild it from its input with `bexdb load --replace`"
 PSIZE = 4096
