@@ -633,7 +633,11 @@ class Store:
         """
         found: list[str] = []
         longest = self.env.max_key_size()
-        with self.env.begin(buffers=True) as txn:
+        try:
+            txn = self.env.begin(buffers=True)
+        except lmdb.Error as exc:
+            raise _lmdb_error(exc, self.path) from exc
+        with txn:
             for name, db in (
                 ("meta", self._meta),
                 ("pages", self._pages),
