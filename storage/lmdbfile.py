@@ -26,9 +26,9 @@ Layout (lmdb.h / mdb.c, LMDB 0.9, 64-bit builds; all little-endian):
   ``mm_txnid`` u64.  LMDB uses the meta page of the later ``mm_txnid``.
 
 Cost: the walk reads the header, offsets and node headers of every page reachable from
-the roots (numpy, one level of every tree at a time; nothing is decoded): 0.16 s for a
-36 MB store of 100,000 BEGen subscriptions (8,600 pages, 390,000 entries), about 4 ms
-per MB; the meta checks alone are two small reads.
+the roots (numpy, one level of every tree at a time; nothing is decoded): 62 ms for a
+36 MB store of 100,000 BEGen subscriptions (8,600 pages, 390,000 entries), 39 ms for
+19 MB, about 2 ms per MB; the meta checks alone are two small reads.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ F_BIGDATA, F_SUBDATA = 1, 2
 P_INVALID = (1 << 64) - 1
 
 
-#: Data files up to this size are walked at every open (about 0.2 s at the limit); larger
+#: Data files up to this size are walked at every open (about 0.13 s at the limit); larger
 #: ones only when asked (``bexdb verify``, ``bexdb compact``): see :func:`damage`.
 WALK_LIMIT = 64 << 20
 
@@ -63,10 +63,10 @@ def damage(path: str | os.PathLike[str], walk: bool | None = None) -> str | None
     Checks the meta pages (magic, version, page size, roots and last page within the
     file, the file at least as long as the last page says): two small reads.  Then, with
     ``walk`` (None: when the file is at most :data:`WALK_LIMIT`), walks every table's
-    B-tree from its root (:func:`_walk`), which costs about 4 ms per MB: at every open
-    of a large store that would be seconds, so theirs is walked by ``bexdb verify`` and
-    ``bexdb compact``, and a damaged page header in one can still end another command
-    with SIGBUS until verify finds it.
+    B-tree from its root (:func:`_walk`), which costs about 2 ms per MB: at every open
+    of a large store that would be a second or more, so theirs is walked by ``bexdb
+    verify`` and ``bexdb compact`` only, and a damaged page header in one can still end
+    another command with SIGBUS until verify finds it.
 
     The walk holds no LMDB reader slot, so a writer in another process may reuse the
     pages of the snapshot it walks once a newer commit frees them: a walk during which
