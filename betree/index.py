@@ -92,6 +92,17 @@ def root_record(txn: ReadTxn) -> dict[str, Any]:
     return rec
 
 
+def record_attributes(txn: ReadTxn) -> dict[str, list[str]]:
+    """The attributes that have a PB+tree record and a direct-atoms record, as the root
+    record lists them (``attributes``), so that matching can tell a record lost to a
+    damaged key (keys carry no checksum; a scan would just not find it) from none.
+    Cost: a key scan of the two namespaces (one record per attribute) per write."""
+    return {
+        "pbtrees": [key.decode("utf-8", "replace") for key, _ in txn.scan(PBTREE_NS)],
+        "direct": [key.decode("utf-8", "replace") for key, _ in txn.scan(b"direct")],
+    }
+
+
 def sub_record(txn: ReadTxn, ns: bytes, key: bytes, what: str) -> Any:
     """A record that another record names (so it must exist), decoded; a list of at
     least two items (``sub`` and ``atom`` records are).  Missing or of another shape, it
@@ -198,6 +209,7 @@ class Index:
         with store.write() as txn:
             rec = BETree.create(txn, options)
             rec.update(max_clauses=options["max_clauses"], next_sid=0, next_atom=1, subs=0)
+            rec.update(attributes=record_attributes(txn))
             rec.update({k: options[k] for k in ADJUST_DEFAULTS})
             txn.put_obj(NS, b"index", rec)
             txn.put_obj(NS, b"schema", schema.to_json())
@@ -445,6 +457,12 @@ class Index:
             direct[name] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
             if any(atom.attr != name for _, atom in direct[name]):
                 raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
+        listed = {"pbtrees": list(trees), "direct": list(direct)}
+        if listed != rec.get("attributes"):
+            raise StoreDamaged(
+                f"the per-attribute records found ({listed}) are not those the root record "
+                f"lists ({rec.get('attributes')})"
+            )
         # read-only, statistics could never be flushed: collect only when asked to
         collect = bool(rec.get("adjust")) and not self.store.readonly
         snap = {
@@ -838,6 +856,7 @@ class _Writer:
                 self.txn.put_obj(b"direct", attr.encode(), atoms)
             else:
                 self.txn.delete(b"direct", attr.encode())
+        self.rec["attributes"] = record_attributes(self.txn)
         self.txn.put_obj(NS, b"index", self.rec)
 
 

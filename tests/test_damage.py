@@ -8,9 +8,10 @@ python bulk load) and runs the real commands on it.  Every outcome must be one o
 * the typed error: exit 1 and ``bexdb: store damaged: <what was found>`` with the hint to
   restore or rebuild;
 * ``bexdb verify`` exits 0, or 4 with a report of what it found.  ``match`` may answer
-  wrong only where verify reports the damage: a damaged LMDB *key* (values carry
-  checksums, keys do not) can move a record out of the range a scan reads (1 case in
-  1,500 of the long sweep, seed 7);
+  wrong only where verify reports the damage: values carry checksums, keys do not, and
+  a damaged key the checks below miss could hide a record from a scan (none left in
+  2,500 cases of the long sweep; the one found before is now refused:
+  :func:`test_a_record_moved_by_a_damaged_key_is_missed_by_no_match`);
 
 never a traceback, never a signal.  Most cases run ``tools.cli.main`` in-process (fast);
 truncations (which were SIGBUS deaths before the data file was checked at open) and a
@@ -279,6 +280,29 @@ def test_a_wild_node_offset_is_refused_before_lmdb_follows_it(
     assert code == 4 and "a node offset outside the page" in err, (code, err)
     assert lmdbfile.damage(copy, walk=False) is None  # the meta checks alone pass it
     assert lmdbfile.damage(copy, walk=True) == f"page {root}: a node offset outside the page"
+
+
+def test_a_record_moved_by_a_damaged_key_is_missed_by_no_match(
+    source: Source, tmp_path: Path
+) -> None:
+    """Checksums cover values, not keys: a flipped first byte moves a PB+tree's record
+    out of the range that matching scans.  The root record lists the attributes that
+    have one, so matching refuses instead of answering without the tree."""
+    from betree.index import NS, Index
+    from pbtree.tree import NS as PBTREE_NS
+
+    copy = tmp_path / "moved"
+    shutil.copytree(source.store, copy)
+    with Index.open(copy) as idx, idx.store.write() as txn:
+        name = txn.get_obj(NS, b"index")["attributes"]["pbtrees"][-1].encode()
+        value = txn.get(PBTREE_NS, name)
+        assert value is not None
+        txn.delete(PBTREE_NS, name)
+        txn.put(bytes([PBTREE_NS[0] ^ 0x8D]) + PBTREE_NS[1:], name, value)
+    code, _, err = run_inproc(["match", str(copy), source.events])
+    assert typed(code, err) and "not those the root record lists" in err, err
+    code, _, err = run_inproc(["verify", str(copy)])
+    assert code == 4 and "root record lists per-attribute records" in err, err
 
 
 def test_no_damage_seen_in_a_store_written_meanwhile(source: Source, tmp_path: Path) -> None:
