@@ -113,6 +113,16 @@ def sub_record(txn: ReadTxn, ns: bytes, key: bytes, what: str) -> Any:
     return found
 
 
+def subscription_record(txn: ReadTxn, ident: SubId, sid_key: bytes) -> Any:
+    """The ``sub`` record that the ``ext`` record of ``ident`` points at, which must be
+    ``ident``'s: a damaged pointer (u64 values carry no checksum) would otherwise make
+    ``unsubscribe`` delete, or ``explain`` describe, another subscription."""
+    found = sub_record(txn, b"sub", sid_key, f"subscription {ident!r}")
+    if type(found[0]) is not type(ident) or found[0] != ident:
+        raise StoreDamaged(f"the id record of {ident!r} points at {found[0]!r}'s subscription")
+    return found
+
+
 def load_home(txn: ReadTxn, cid: int) -> int:
     """The c-node page whose l-node holds clause ``cid``."""
     home = txn.get(b"home", codec.encode_u64(cid))
@@ -376,7 +386,7 @@ class Index:
             sid = txn.get(b"ext", codec.encode_id(ident))
             if sid is None:
                 return None
-            return str(sub_record(txn, b"sub", sid, f"subscription {ident!r}")[1])
+            return str(subscription_record(txn, ident, sid)[1])
 
     # -- matching ------------------------------------------------------------------------
 
@@ -500,7 +510,7 @@ class Index:
             sid = txn.get(b"ext", codec.encode_id(ident))
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
-            _, expr, clause_ids = sub_record(txn, b"sub", sid, f"subscription {ident!r}")
+            _, expr, clause_ids = subscription_record(txn, ident, sid)
             rec = root_record(txn)
             tree = BETree(txn, rec)
             clauses = []
@@ -834,7 +844,7 @@ class _Writer:
         if sid_key is None:
             return False
         sid = codec.decode_u64(sid_key)
-        _, _, atom_ids = sub_record(self.txn, b"sub", sid_key, f"subscription {ident!r}")
+        _, _, atom_ids = subscription_record(self.txn, ident, sid_key)
         for k, ids in enumerate(atom_ids):
             cid = clause_id(sid, k)
             home_key = codec.encode_u64(cid)

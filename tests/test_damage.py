@@ -305,6 +305,24 @@ def test_a_record_moved_by_a_damaged_key_is_missed_by_no_match(
     assert code == 4 and "root record lists per-attribute records" in err, err
 
 
+def test_a_damaged_id_pointer_deletes_no_other_subscription(source: Source, tmp_path: Path) -> None:
+    """The ``ext`` record of id 1 pointing at id 2's subscription (u64 values carry no
+    checksum): unsubscribe and explain refuse; id 2 stays."""
+    from betree.index import Index
+    from storage import codec
+
+    copy = tmp_path / "pointer"
+    shutil.copytree(source.store, copy)
+    with Index.open(copy) as idx, idx.store.write() as txn:
+        txn.put(b"ext", codec.encode_id(1), txn.get(b"ext", codec.encode_id(2)))
+    code, _, err = run_inproc(["unsubscribe", str(copy), "1"])
+    assert typed(code, err) and "the id record of 1 points at 2's subscription" in err, err
+    code, _, err = run_inproc(["explain", str(copy), "1", "{}"])
+    assert typed(code, err), err
+    with Index.open(copy, readonly=True) as idx:
+        assert idx.expression(2) is not None
+
+
 def test_no_damage_seen_in_a_store_written_meanwhile(source: Source, tmp_path: Path) -> None:
     """Opening walks LMDB's pages without a reader slot while another process commits
     (and reuses freed pages): a walk that a commit overlapped is redone, so a sound
