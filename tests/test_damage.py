@@ -335,7 +335,7 @@ def test_no_damage_seen_in_a_store_written_meanwhile(source: Source, tmp_path: P
             "-c",
             "import sys, time; from betree.index import Index\n"
             "with Index.open(sys.argv[1]) as idx:\n"
-            "    end = time.monotonic() + 4\n"
+            "    end = time.monotonic() + 2\n"
             "    k = 0\n"
             "    while time.monotonic() < end:\n"
             "        idx.subscribe_many([(f'w{k}-{j}', f'i > {j}') for j in range(20)])\n"
