@@ -42,7 +42,7 @@ import numpy as np
 
 from betree.grid import halves
 from betree.index import _CLAUSE_BITS as CLAUSE_BITS
-from betree.index import NS, Index
+from betree.index import NS, Index, record_attributes, root_record
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
 from betree.normal import Atom, Clause, OrderAtom
 from betree.tree import BETree, Places
@@ -198,7 +198,7 @@ def build_from_parts(
             table.add(place)
         places = table
     with index.store.write() as txn:
-        rec = txn.get_obj(NS, b"index")
+        rec = root_record(txn)
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
         keys = codec.encode_u64s(range(len(subs)))
@@ -224,6 +224,7 @@ def build_from_parts(
         cids, homes = clauses.cids.tolist(), builder.home.tolist()
         txn.put_many(b"home", codec.encode_u64s(cids), codec.encode_u64s(homes))
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
+        rec.update(attributes=record_attributes(txn))
         txn.put_obj(NS, b"index", rec)
     return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
 

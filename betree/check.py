@@ -47,6 +47,7 @@ import numpy as np
 from betree import grid
 from betree.adjust import check_adjust
 from betree.bulk import pack_clauses, rows_of
+from betree.index import record_attributes, root_record
 from betree.nodes import CNode, LNodePage
 from betree.normal import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
@@ -70,7 +71,13 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     if damaged:  # the checks below read those records: report what was found, stop there
         raise CheckFailed("index", damaged)
     errors: list[str] = []
-    rec = txn.get_obj(b"bexdb", b"index")
+    rec = root_record(txn)
+    trees = _tree_names(index, txn, errors)
+    if rec.get("attributes") != record_attributes(txn):
+        errors.append(
+            f"root record lists per-attribute records {rec.get('attributes')}, "
+            f"found {record_attributes(txn)}"
+        )
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
     aid_ids, aid_values = txn.scan_all(b"aid")
@@ -80,8 +87,8 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     stored = _check_tree(index, txn, rec, errors)
     _check_clauses(cat, stored, spans, errors, catalog_errors)
     errors.extend(catalog_errors)
-    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, errors)
-    for name in (key.decode() for key, _ in txn.scan(PBTREE_NS)):
+    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, errors)
+    for name in trees:
         try:
             PBTree(txn, name).check()
         except CheckFailed as exc:
@@ -89,6 +96,19 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     errors.extend(check_adjust(txn, rec, set(index._hints)))
     if errors:
         raise CheckFailed("index", errors)
+
+
+def _tree_names(index: Index, txn: ReadTxn, errors: list[str]) -> list[str]:
+    """The attributes that have a PB+tree record; a record keyed by no attribute of the
+    schema (a damaged key: keys carry no checksum) is a violation, and is skipped."""
+    names = []
+    for key, _ in txn.scan(PBTREE_NS):
+        name = key.decode("utf-8", "replace")
+        if name in index.schema.attributes:
+            names.append(name)
+        else:
+            errors.append(f"a PB+tree record for {name!r}, not an attribute of the schema")
+    return names
 
 
 # -- the subscription records, packed --------------------------------------------------------
@@ -506,6 +526,7 @@ def _check_catalog(
     stored: _Stored,
     aid_keys: dict[int, bytes],
     atoms: dict[int, Atom],
+    trees: list[str],
     errors: list[str],
 ) -> None:
     if rec["subs"] != len(cat.exts):
@@ -560,11 +581,11 @@ def _check_catalog(
         for key, value in txn.scan(b"direct")
         for aid, t in codec.decode_value(value)
         for atom in (atom_from_tuple(t),)
-        if atom == live.get(aid) and atom.attr == key.decode()
+        if atom == live.get(aid) and atom.attr == key.decode("utf-8", "replace")
     }
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
-    for name in {key.decode() for key, _ in txn.scan(PBTREE_NS)} | entries.keys():
+    for name in set(trees) | entries.keys():
         have = set(PBTree(txn, name).predicates())
         want = entries.get(name, set())
         for op, const, aid in sorted(want - have, key=repr)[:20]:

@@ -54,7 +54,7 @@ from betree.tree import DEFAULTS, BETree, Places
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
-from storage.errors import InvalidInput, StoreError, StoreReplaced
+from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
 from storage.store import ReadTxn, Store, WriteTxn, open_store, refuse_sharded, store_exists
 
 NS = b"bexdb"
@@ -79,15 +79,55 @@ def load_atom(txn: ReadTxn, aid: int) -> Atom:
     """The atom with id ``aid`` from the catalog."""
     key = txn.get(b"aid", codec.encode_u64(aid))
     if key is None:
-        raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
+        raise StoreDamaged(f"atom {aid} is missing from the catalog")
     return atom_from_tuple(codec.decode_value(key))
+
+
+def root_record(txn: ReadTxn) -> dict[str, Any]:
+    """The index's root record (tree root, counters, settings); a store that has an
+    index but lost this record (its key damaged) is :class:`StoreDamaged`."""
+    rec = txn.get_obj(NS, b"index")
+    if not isinstance(rec, dict):
+        raise StoreDamaged("the index's root record is missing or malformed")
+    return rec
+
+
+def record_attributes(txn: ReadTxn) -> dict[str, list[str]]:
+    """The attributes that have a PB+tree record and a direct-atoms record, as the root
+    record lists them (``attributes``), so that matching can tell a record lost to a
+    damaged key (keys carry no checksum; a scan would just not find it) from none.
+    Cost: a key scan of the two namespaces (one record per attribute) per write."""
+    return {
+        "pbtrees": [key.decode("utf-8", "replace") for key, _ in txn.scan(PBTREE_NS)],
+        "direct": [key.decode("utf-8", "replace") for key, _ in txn.scan(b"direct")],
+    }
+
+
+def sub_record(txn: ReadTxn, ns: bytes, key: bytes, what: str) -> Any:
+    """A record that another record names (so it must exist), decoded; a list of at
+    least two items (``sub`` and ``atom`` records are).  Missing or of another shape, it
+    is damage: :class:`StoreDamaged` naming ``what``."""
+    found = txn.get_obj(ns, key)
+    if not isinstance(found, list) or len(found) < 2:
+        raise StoreDamaged(f"the record of {what} is missing or malformed")
+    return found
+
+
+def subscription_record(txn: ReadTxn, ident: SubId, sid_key: bytes) -> Any:
+    """The ``sub`` record that the ``ext`` record of ``ident`` points at, which must be
+    ``ident``'s: a damaged pointer (u64 values carry no checksum) would otherwise make
+    ``unsubscribe`` delete, or ``explain`` describe, another subscription."""
+    found = sub_record(txn, b"sub", sid_key, f"subscription {ident!r}")
+    if type(found[0]) is not type(ident) or found[0] != ident:
+        raise StoreDamaged(f"the id record of {ident!r} points at {found[0]!r}'s subscription")
+    return found
 
 
 def load_home(txn: ReadTxn, cid: int) -> int:
     """The c-node page whose l-node holds clause ``cid``."""
     home = txn.get(b"home", codec.encode_u64(cid))
     if home is None:
-        raise StoreError(f"clause {cid} has no home record", "run `bexdb verify`")
+        raise StoreDamaged(f"clause {cid} has no home record")
     return codec.decode_u64(home)
 
 
@@ -185,6 +225,7 @@ class Index:
         with store.write() as txn:
             rec = BETree.create(txn, options)
             rec.update(max_clauses=options["max_clauses"], next_sid=0, next_atom=1, subs=0)
+            rec.update(attributes=record_attributes(txn))
             rec.update({k: options[k] for k in ADJUST_DEFAULTS})
             txn.put_obj(NS, b"index", rec)
             txn.put_obj(NS, b"schema", schema.to_json())
@@ -211,7 +252,7 @@ class Index:
 
     def __len__(self) -> int:
         with self.store.read() as txn:
-            return int(txn.get_obj(NS, b"index")["subs"])
+            return int(root_record(txn)["subs"])
 
     # -- writing -------------------------------------------------------------------------
 
@@ -272,7 +313,7 @@ class Index:
     def _max_clauses(self) -> int:
         if not hasattr(self, "_max_clauses_cache"):
             with self.store.read() as txn:
-                self._max_clauses_cache = int(txn.get_obj(NS, b"index")["max_clauses"])
+                self._max_clauses_cache = int(root_record(txn)["max_clauses"])
         return self._max_clauses_cache
 
     def unsubscribe(self, ident: SubId) -> bool:
@@ -324,7 +365,7 @@ class Index:
         if txn is None:
             with self.store.read() as snap:
                 return self.settings(snap)
-        rec = txn.get_obj(NS, b"index")
+        rec = root_record(txn)
         out = {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
         out.update({k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()})
         return out
@@ -338,7 +379,7 @@ class Index:
         matched events, and re-insert the clauses of underflowing p-nodes on deletion.
         """
         with self.store.write() as txn:
-            rec = txn.get_obj(NS, b"index")
+            rec = root_record(txn)
             for key, value in (("adjust", enabled), ("adjust_window", window), ("theta", theta)):
                 if value is not None:
                     rec[key] = int(value)
@@ -363,7 +404,7 @@ class Index:
         """Self-adjustment settings and totals: flushed events, open windows, recycled
         nodes and clauses, the attributes with the most matching feedback."""
         with self.store.read() as txn:
-            return _adjust_summary(txn, txn.get_obj(NS, b"index"))
+            return _adjust_summary(txn, root_record(txn))
 
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
@@ -371,7 +412,7 @@ class Index:
             sid = txn.get(b"ext", codec.encode_id(ident))
             if sid is None:
                 return None
-            return str(txn.get_obj(b"sub", sid)[1])
+            return str(subscription_record(txn, ident, sid)[1])
 
     # -- matching ------------------------------------------------------------------------
 
@@ -441,16 +482,23 @@ class Index:
         """Per-commit state: root record, PB+tree records, direct atoms (cached by gen)."""
         if self._snapshot is not None and self._snapshot[0] == txn.gen:
             return self._snapshot[1]
-        rec = txn.get_obj(NS, b"index")
+        rec = root_record(txn)
         trees = {}
         for key, value in txn.scan(PBTREE_NS):
-            name = key.decode()
+            name = self._attribute(key, "PB+tree")
             trees[name] = codec.decode_value(value)
         direct: dict[str, list[tuple[int, Atom]]] = {}
         for key, value in txn.scan(b"direct"):
-            direct[key.decode()] = [
-                (aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)
-            ]
+            name = self._attribute(key, "direct atoms")
+            direct[name] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
+            if any(atom.attr != name for _, atom in direct[name]):
+                raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
+        listed = {"pbtrees": list(trees), "direct": list(direct)}
+        if listed != rec.get("attributes"):
+            raise StoreDamaged(
+                f"the per-attribute records found ({listed}) are not those the root record "
+                f"lists ({rec.get('attributes')})"
+            )
         # read-only, statistics could never be flushed: collect only when asked to
         collect = bool(rec.get("adjust")) and not self.store.readonly
         snap = {
@@ -464,6 +512,14 @@ class Index:
         self._flush_every = rec.get("adjust_window", 1) if auto else math.inf
         self._snapshot = (txn.gen, snap)
         return snap
+
+    def _attribute(self, key: bytes, what: str) -> str:
+        """The attribute a per-attribute record is keyed by: a record whose key (not
+        covered by the value's checksum) names no attribute of the schema is damage."""
+        name = key.decode("utf-8", "replace")
+        if name not in self._types:
+            raise StoreDamaged(f"a {what} record for {name!r}, not an attribute of the schema")
+        return name
 
     # -- explaining ----------------------------------------------------------------------
 
@@ -480,8 +536,8 @@ class Index:
             sid = txn.get(b"ext", codec.encode_id(ident))
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
-            _, expr, clause_ids = txn.get_obj(b"sub", sid)
-            rec = txn.get_obj(NS, b"index")
+            _, expr, clause_ids = subscription_record(txn, ident, sid)
+            rec = root_record(txn)
             tree = BETree(txn, rec)
             clauses = []
             for k, ids in enumerate(clause_ids):
@@ -616,7 +672,7 @@ class Index:
     def stats(self) -> dict[str, Any]:
         """Counts and shapes for ``bexdb inspect`` (reads every directory and tree page)."""
         with self.store.read() as txn:
-            rec = txn.get_obj(NS, b"index")
+            rec = root_record(txn)
             tree = BETree(txn, rec)
             sizes: dict[str, int] = {}
             bins = (0, 8, 32, 64, 128, 256, 1024)
@@ -714,7 +770,7 @@ class _Writer:
     def __init__(self, index: Index, txn: WriteTxn) -> None:
         self.index = index
         self.txn = txn
-        self.rec = txn.get_obj(NS, b"index")
+        self.rec = root_record(txn)
         self.trees: dict[str, PBTree] = {}
         self.tree = BETree(
             txn,
@@ -729,7 +785,7 @@ class _Writer:
         self.atoms: dict[int, Atom] = {}
 
     def _places(self, cid: int) -> Places:
-        sub = self.txn.get_obj(b"sub", codec.encode_u64(cid >> _CLAUSE_BITS))
+        sub = sub_record(self.txn, b"sub", codec.encode_u64(cid >> _CLAUSE_BITS), f"clause {cid}")
         return self.index.places(tuple(self.atom(aid) for aid in sub[2][cid & 0xFFFF] if aid))
 
     def atom(self, aid: int) -> Atom:
@@ -778,8 +834,8 @@ class _Writer:
     def release(self, aid: int) -> None:
         key = self.txn.get(b"aid", codec.encode_u64(aid))
         if key is None:
-            raise StoreError(f"atom {aid} is missing from the catalog", "run `bexdb verify`")
-        found = self.txn.get_obj(b"atom", key)
+            raise StoreDamaged(f"atom {aid} is missing from the catalog")
+        found = sub_record(self.txn, b"atom", key, f"atom {aid}")
         if found[1] > 1:
             self.txn.put_obj(b"atom", key, [aid, found[1] - 1])
             return
@@ -814,13 +870,13 @@ class _Writer:
         if sid_key is None:
             return False
         sid = codec.decode_u64(sid_key)
-        _, _, atom_ids = self.txn.get_obj(b"sub", sid_key)
+        _, _, atom_ids = subscription_record(self.txn, ident, sid_key)
         for k, ids in enumerate(atom_ids):
             cid = clause_id(sid, k)
             home_key = codec.encode_u64(cid)
             home = self.txn.get(b"home", home_key)
             if home is None or not self.tree.remove(cid, codec.decode_u64(home)):
-                raise StoreError(f"clause {cid} of {ident!r} is not where its record says")
+                raise StoreDamaged(f"clause {cid} of {ident!r} is not where its record says")
             self.txn.delete(b"home", home_key)
             for aid in ids:
                 if aid:
@@ -836,6 +892,7 @@ class _Writer:
                 self.txn.put_obj(b"direct", attr.encode(), atoms)
             else:
                 self.txn.delete(b"direct", attr.encode())
+        self.rec["attributes"] = record_attributes(self.txn)
         self.txn.put_obj(NS, b"index", self.rec)
 
 

@@ -12,8 +12,6 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from storage.errors import BexdbError, InvalidInput
+from storage.staging import staging
 from storage.swap import swap_in
 
 
@@ -206,18 +205,16 @@ def publishing(target: str | os.PathLike[str], replace: bool) -> Iterator[Path]:
 
     The caller builds the finished store in ``staging / "store"`` (and may use the rest of
     the staging directory for scratch).  On any exception the staging directory is removed
-    and the target is untouched.
+    and the target is untouched.  A process killed meanwhile leaves it behind, owned by
+    no live process: the next load of ``target`` removes it (:mod:`storage.staging`).
     """
     target = Path(target).absolute()
     if target.exists() and not replace:
         raise BexdbError(f"{target} already exists", "pass --replace to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
-    try:
-        yield staging
-        swap_in(staging / "store", target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with staging(target, "building") as path:  # and stale ones of killed loads go first
+        yield path
+        swap_in(path / "store", target)
 
 
 def check_rejects(rejected: int, max_rejects: int | None) -> None:

@@ -35,7 +35,8 @@ from typing import Any, Protocol
 
 from betree.index import Index, SubId
 from betree.schema import Schema
-from storage.errors import BexdbError, CheckFailed, StoreError, VersionMismatch
+from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError, VersionMismatch
+from storage.lmdbfile import damage as file_damage
 from storage.store import SHARD_MANIFEST
 
 MANIFEST = SHARD_MANIFEST
@@ -78,10 +79,12 @@ def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(root) / MANIFEST
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise StoreError(f"{path}: cannot read the shard manifest ({exc})") from exc
+    except ValueError as exc:  # not JSON, not UTF-8: the file bexdb wrote was damaged
+        raise StoreDamaged(f"{path}: the shard manifest is not JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise StoreError(f"{path} is not a bexdb shard manifest")
+        raise StoreDamaged(f"{path} is not a bexdb shard manifest")
     if doc.get("version") != VERSION:
         raise VersionMismatch(
             f"{path}: shard manifest version {doc.get('version')!r}, this bexdb reads {VERSION}",
@@ -93,11 +96,13 @@ def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
         or not shards
         or not all(isinstance(s, dict) and isinstance(s.get("path"), str) for s in shards)
     ):
-        raise StoreError(f"{path}: the manifest lists no shards")
+        raise StoreDamaged(f"{path}: the manifest lists no shards")
     for s in shards:
         rel = Path(s["path"])
         if rel.is_absolute() or ".." in rel.parts:
-            raise StoreError(f"{path}: shard path {s['path']!r} leaves the store directory")
+            raise StoreDamaged(f"{path}: shard path {s['path']!r} leaves the store directory")
+        if not (Path(root) / rel / "data.mdb").is_file():
+            raise StoreDamaged(f"{path}: shard {s['path']!r} it lists holds no store")
     return doc
 
 
@@ -256,19 +261,47 @@ def open_any(path: str | os.PathLike[str], **options: Any) -> SingleReader | Sha
 def verify(path: str | os.PathLike[str]) -> dict[str, int]:
     """Every check of a plain store, or of every shard and the manifest of a sharded one.
 
-    Raises :class:`CheckFailed` listing all violations (a missing or unreadable shard, a
-    shard whose subscription count or schema disagrees with the manifest and the first
-    shard, and each shard's own check failures, prefixed with its name).  Returns counts.
+    Raises :class:`CheckFailed` listing all violations (damage found reading the files:
+    a data file shorter than its header says, pages or records failing their checksums,
+    LMDB errors; a missing or unreadable shard or manifest, a shard whose subscription
+    count or schema disagrees with the manifest and the first shard, and each shard's own
+    check failures, prefixed with its name).  Returns counts.
     """
     if not is_sharded(path):
-        with Index.open(path, readonly=True) as index:
-            index.check()
-            return {"shards": 0, "subscriptions": len(index)}
-    manifest = read_manifest(path)
+        violations, count = _store_violations(Path(path))
+        if violations or count is None:
+            raise CheckFailed(f"store {path}", violations)
+        return {"shards": 0, "subscriptions": count}
+    try:
+        manifest = read_manifest(path)
+    except StoreError as exc:
+        raise CheckFailed(f"sharded store {path}", [exc.message]) from exc
     violations = _shard_violations(Path(path), manifest)
     if violations:
         raise CheckFailed(f"sharded store {path}", violations)
     return {"shards": len(manifest["shards"]), "subscriptions": int(manifest["subscriptions"])}
+
+
+def _store_violations(path: Path) -> tuple[list[str], int | None]:
+    """Damage found reading every table of a plain store, else its index's own check
+    failures; and its subscription count (None when damage hides it).  Damage that stops
+    the check (a page or record that cannot be decoded) is one violation, not an error:
+    ``verify`` reports it."""
+    damage = file_damage(path, walk=True) if (path / "data.mdb").exists() else None
+    if damage is not None:
+        return [f"data.mdb: {damage}"], None
+    try:
+        with Index.open(path, readonly=True) as index:
+            found = index.store.damage()
+            if found:
+                return found, None
+            try:
+                index.check()
+            except CheckFailed as exc:
+                return exc.violations, len(index)
+            return [], len(index)
+    except StoreDamaged as exc:
+        return [exc.what], None
 
 
 def _shard_violations(root: Path, manifest: dict[str, Any]) -> list[str]:
@@ -278,18 +311,17 @@ def _shard_violations(root: Path, manifest: dict[str, Any]) -> list[str]:
     for entry in manifest["shards"]:
         name = entry["path"]
         try:
+            found, count = _store_violations(root / name)
+            violations.extend(f"{name}: {v}" for v in found)
+            if count is None:
+                continue
+            total += count
+            if count != entry.get("subscriptions"):
+                violations.append(
+                    f"{name}: holds {count} subscriptions, the manifest says "
+                    f"{entry.get('subscriptions')}"
+                )
             with Index.open(root / name, readonly=True) as index:
-                try:
-                    index.check()
-                except CheckFailed as exc:
-                    violations.extend(f"{name}: {v}" for v in exc.violations)
-                count = len(index)
-                total += count
-                if count != entry.get("subscriptions"):
-                    violations.append(
-                        f"{name}: holds {count} subscriptions, the manifest says "
-                        f"{entry.get('subscriptions')}"
-                    )
                 if schema is None:
                     schema = index.schema
                 elif index.schema != schema:

@@ -68,11 +68,32 @@ class ShardedStore(StoreError):
         self.path = path
 
 
-class CorruptPage(StoreError):
+#: What to do about a damaged store: the same advice wherever the damage shows.
+RESTORE_HINT = (
+    "restore the store from a copy, or rebuild it from its input with `bexdb load --replace`"
+)
+
+
+class StoreDamaged(StoreError):
+    """What was read from disk is not what bexdb wrote: a page or record whose checksum,
+    encoding or shape is wrong, an LMDB structure LMDB itself finds corrupt, a data file
+    shorter than its own header says.
+
+    Every decoding failure of stored bytes becomes this one error where the bytes are
+    read (:mod:`storage.store`, :mod:`storage.codec`), so commands fail with one message
+    and exit code (1) and ``bexdb verify`` reports it (exit 4) instead of a traceback.
+    """
+
+    def __init__(self, what: str, hint: str = RESTORE_HINT) -> None:
+        super().__init__(f"store damaged: {what}", hint)
+        self.what = what
+
+
+class CorruptPage(StoreDamaged):
     """A page could not be decoded or is of an unexpected kind or version."""
 
     def __init__(self, page: int, reason: str) -> None:
-        super().__init__(f"page {page}: {reason}", "run `bexdb verify` on the store")
+        super().__init__(f"page {page}: {reason}")
         self.page = page
         self.reason = reason
 

@@ -67,11 +67,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import lmdb
 
-from storage import codec
+from storage import codec, lmdbfile
 from storage.cache import PageCache
 from storage.errors import (
     CorruptPage,
     ShardedStore,
+    StoreDamaged,
     StoreError,
     StoreFull,
     StoreReplaced,
@@ -79,7 +80,8 @@ from storage.errors import (
 )
 
 #: Version of the store layout as a whole (tables, meta records, key layouts).
-FORMAT_VERSION = 1
+#: 2: page values carry a CRC-32 (:mod:`storage.codec`).
+FORMAT_VERSION = 2
 DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space; the file grows only as written
 #: Decoded-page memory a store may hold: enough for the whole working set of a
 #: million-subscription BEGen index (measured: 88K pages, 155 MB).
@@ -122,8 +124,8 @@ def _lmdb_error(exc: lmdb.Error, path: str) -> StoreError:
         return StoreError(
             f"store {path}: too many concurrent readers", "open it with a larger max_readers"
         )
-    if isinstance(exc, lmdb.CorruptedError | lmdb.PanicError | lmdb.InvalidError):
-        return StoreError(f"store {path} is damaged: {exc}", "restore it from a copy")
+    if isinstance(exc, _DAMAGE):
+        return StoreDamaged(f"{path}: LMDB reports {exc.__class__.__name__}: {exc}")
     return StoreError(f"store {path}: {exc}")
 
 
@@ -140,10 +142,35 @@ def _stored(ns: bytes, key: bytes, value: bytes) -> tuple[bytes, bytes]:
     return _long_key(ns, key), _LEN.pack(len(key)) + key + value
 
 
+#: LMDB errors that mean its own structures are broken.  ``BadTxnError`` follows an
+#: earlier failure inside the same transaction (LMDB flags the transaction unusable);
+#: ``PageNotFoundError`` a page number beyond the file's last page.
+_DAMAGE = (
+    lmdb.CorruptedError,
+    lmdb.PanicError,
+    lmdb.InvalidError,
+    lmdb.BadTxnError,
+    lmdb.PageNotFoundError,
+    lmdb.VersionMismatchError,
+    lmdb.IncompatibleError,
+)
+
+
+def _decode(page: int, raw: bytes | memoryview, cls: type[N]) -> N:
+    """A page's node: envelope checks in :func:`storage.codec.decode_page`, then the
+    structure's ``from_fields``, whose failures on fields of the wrong shape or type (the
+    checksum held, yet the fields are not what the kind's layout says) are damage too."""
+    fields = codec.decode_page(page, raw, cls.KIND)
+    try:
+        return cls.from_fields(page, fields)  # type: ignore[no-any-return]
+    except (KeyError, IndexError, TypeError, ValueError, struct.error) as exc:
+        raise CorruptPage(page, f"malformed fields ({exc.__class__.__name__}: {exc})") from exc
+
+
 def _counter(txn: lmdb.Transaction, store: Store, name: bytes) -> int:
     raw = txn.get(name, db=store._meta)
     if raw is None:
-        raise StoreError(f"store {store.path}: meta record {name.decode()} is missing")
+        raise StoreDamaged(f"{store.path}: meta record {name.decode()} is missing")
     return codec.decode_u64(raw)
 
 
@@ -179,13 +206,13 @@ class ReadTxn:
             self._cache.hits += 1
             return entry[0]  # type: ignore[no-any-return]
         self._cache.misses += 1
-        node = cls.from_fields(page, codec.decode_page(page, raw, cls.KIND))
+        node = _decode(page, raw, cls)
         self._cache.publish(page, node, gen, self.gen, len(raw))
-        return node  # type: ignore[no-any-return]
+        return node
 
     def load_uncached(self, space: int, page: int, cls: type[N]) -> N:
         """Decode ``page`` from the snapshot, bypassing the cache (checks, post-mortems)."""
-        return cls.from_fields(page, codec.decode_page(page, self._raw(space, page), cls.KIND))  # type: ignore[no-any-return]
+        return _decode(page, self._raw(space, page), cls)
 
     def _raw(self, space: int, page: int) -> bytes | memoryview:
         try:
@@ -567,6 +594,8 @@ class Store:
         txn = self._begin(write=False)
         try:
             yield ReadTxn(self, txn)
+        except lmdb.Error as exc:  # from a cursor or get of the block: translated here once
+            raise _lmdb_error(exc, self.path) from exc
         finally:
             txn.abort()
 
@@ -585,6 +614,9 @@ class Store:
         wtxn = WriteTxn(self, self._begin(write=True))
         try:
             yield wtxn
+        except lmdb.Error as exc:
+            wtxn._txn.abort()
+            raise _lmdb_error(exc, self.path) from exc
         except BaseException:
             wtxn._txn.abort()
             raise
@@ -738,6 +770,51 @@ class Store:
         """Force commits made with ``sync=False`` to disk."""
         self.env.sync(True)
 
+    def damage(self, limit: int = 100) -> list[str]:
+        """What a full read of every table finds broken (for ``bexdb verify`` and before
+        ``bexdb compact`` copies): LMDB errors while walking its B-trees, keys out of
+        order (a damaged key: checksums cover values, not keys) or of lengths LMDB never
+        stores, page keys of the wrong length, page values whose header or checksum does
+        not hold.  At most ``limit`` findings.
+
+        Cost: one cursor pass over every entry and a CRC-32 of every page (about 1 µs
+        per 4 KB): a fraction of what the structures' own checks read.
+        """
+        found: list[str] = []
+        longest = self.env.max_key_size()
+        try:
+            txn = self.env.begin(buffers=True)
+        except lmdb.Error as exc:
+            raise _lmdb_error(exc, self.path) from exc
+        with txn:
+            for name, db in (
+                ("meta", self._meta),
+                ("pages", self._pages),
+                ("records", self._records),
+            ):
+                previous = b""
+                try:
+                    for key, value in txn.cursor(db=db).iternext():
+                        whole = bytes(key)
+                        if whole <= previous:  # a damaged key: LMDB lookups may miss it
+                            found.append(f"table {name}: key {whole[:40]!r} out of order")
+                        previous = whole
+                        if not 0 < len(key) <= longest:  # LMDB never stores such a key
+                            found.append(f"table {name}: a key of {len(key)} bytes")
+                        elif db is self._pages:
+                            why = (
+                                f"a key of {len(key)} bytes"
+                                if len(key) != codec.PAGE_KEY_SIZE
+                                else codec.page_damage(value)
+                            )
+                            if why is not None:
+                                found.append(f"table pages, key {bytes(key).hex()}: {why}")
+                        if len(found) >= limit:
+                            return found
+                except lmdb.Error as exc:
+                    found.append(f"table {name}: LMDB reports {exc.__class__.__name__}: {exc}")
+        return found
+
     def stat(self) -> dict[str, Any]:
         """LMDB figures for ``bexdb inspect``: sizes, entries, pages in use and free.
 
@@ -810,6 +887,10 @@ def open_store(
         raise StoreError(f"no store at {path}", "create it with `bexdb load` or `bexdb subscribe`")
     if not exists:
         Path(path).mkdir(parents=True, exist_ok=True)
+    else:
+        damage = lmdbfile.damage(path)  # before LMDB maps it: bad offsets are SIGBUS
+        if damage is not None:
+            raise StoreDamaged(f"{path}/data.mdb: {damage}")
     try:
         env = lmdb.open(
             path,
@@ -826,6 +907,9 @@ def open_store(
     try:
         store = Store(path, env, readonly, cache_bytes, cache_pages)
         _check_meta(store, settings or {})
+    except lmdb.Error as exc:
+        env.close()
+        raise _lmdb_error(exc, path) from exc
     except BaseException:
         env.close()
         raise
@@ -842,12 +926,12 @@ def _check_meta(store: Store, settings: dict[str, Any]) -> None:
         with store.env.begin(write=True, db=store._meta) as txn:
             if txn.get(b"format") is None:
                 record = {"format": FORMAT_VERSION, "settings": settings}
-                txn.put(b"format", codec.encode_value(record))
+                txn.put(b"format", codec.encode_format(record))
                 txn.put(b"gen", codec.encode_u64(0))
                 txn.put(b"next_page", codec.encode_u64(1))
                 txn.put(b"next_space", codec.encode_u64(1))
             raw = txn.get(b"format")
-    decoded = codec.decode_value(raw) if raw is not None else None
+    decoded = codec.decode_format(raw) if raw is not None else None
     meta: dict[str, Any] = decoded if isinstance(decoded, dict) else {}
     found = meta.get("format")
     if found != FORMAT_VERSION:

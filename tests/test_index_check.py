@@ -10,7 +10,7 @@ import pytest
 from betree.index import NS, Index
 from betree.nodes import CNode
 from betree.tree import BETree
-from storage import CheckFailed
+from storage import CheckFailed, codec
 
 SCHEMA = {"attributes": {"x": {"type": "int", "min": 0, "max": 63}, "y": {"type": "int"}}}
 
@@ -60,7 +60,8 @@ def test_clause_in_too_large_a_bucket(idx: Index) -> None:
 def test_missing_atom_reference(idx: Index) -> None:
     with idx.store.write() as txn:
         key, value = next(iter(txn.scan(b"atom")))
-        txn.put(b"atom", key, value[:-1] + bytes([value[-1] + 1]))
+        aid, refs = codec.decode_value(value)
+        txn.put(b"atom", key, codec.encode_value([aid, refs + 1]))
     assert any("uses, found" in v for v in violations(idx))
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -183,7 +185,11 @@ def test_unknown_page_version_is_refused(store: Store) -> None:
     with store.write() as txn:
         tree = PBTree(txn, "a")
         page = tree.record["root"]
-        raw = codec.encode_u64(txn.gen) + codec.encode_value([InternalNode.KIND, 99, [], b""])
+        head, body = (
+            codec.encode_u64(txn.gen),
+            codec.encode_format([InternalNode.KIND, 99, [], b""]),
+        )
+        raw = head + struct.pack(">I", zlib.crc32(body, zlib.crc32(head))) + body
         txn._txn.put(codec.page_key(tree.record["space"], page), raw, db=store._pages)
     store.cache.clear()
     with store.read() as txn, pytest.raises(VersionMismatch, match=r"layout version 99"):

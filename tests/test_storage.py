@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pbtree import PBTree
 from pbtree.nodes import LeafNode
-from storage import InvalidInput, StoreError, VersionMismatch, codec, open_store
+from storage import InvalidInput, StoreDamaged, StoreError, VersionMismatch, codec, open_store
 from storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,8 +72,8 @@ def test_meta_records_settings_and_refuses_other_formats(path: str) -> None:
     with open_store(path, settings={"ignored": True}) as store:
         assert store.settings == {"pbtree": {"leaf_cap": 5}}
         with store.env.begin(write=True, db=store._meta) as txn:
-            txn.put(b"format", codec.encode_value({"format": 99, "settings": {}}))
-    with pytest.raises(VersionMismatch, match="format version 99; this bexdb reads version 1"):
+            txn.put(b"format", codec.encode_format({"format": 99, "settings": {}}))
+    with pytest.raises(VersionMismatch, match="format version 99; this bexdb reads version 2"):
         open_store(path)
 
 
@@ -330,6 +330,6 @@ def test_bulk_u64_codecs(values: list[int]) -> None:
 def test_bulk_codecs_refuse_bad_input() -> None:
     with pytest.raises(InvalidInput):
         codec.encode_ids([1, True])  # a bool is not an id, in bulk as one by one
-    with pytest.raises(codec.CorruptPage):
+    with pytest.raises(StoreDamaged, match="not 8 bytes long"):
         codec.decode_u64s([b"\x00" * 8, b"\x00" * 7])
     assert codec.int_ids([1 << 63]) is None  # out of range: left to encode_id's error

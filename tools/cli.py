@@ -291,7 +291,10 @@ def _terminate_as_interrupt() -> Iterator[None]:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Run every invariant check (of every shard of a sharded store); exit 4 on violations."""
     from loaders.shards import verify
+    from tools.ops import staging_notes
 
+    for note in staging_notes(args.store):  # not a violation: the store itself is intact
+        print(f"note: {note}")
     found = verify(args.store)
     print(f"ok ({found['shards']} shards)" if found["shards"] else "ok")
     return EXIT_OK

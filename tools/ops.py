@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,10 @@ from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from loaders.records import loads_line
 from loaders.shards import store_paths
-from storage.errors import InvalidInput, StoreError
+from storage.errors import CheckFailed, InvalidInput, StoreDamaged, StoreError
+from storage.lmdbfile import damage as file_damage
+from storage.staging import found as staging_found
+from storage.staging import staging
 from storage.store import ReadTxn
 from storage.swap import swap_in
 from tools.args import parse_id
@@ -110,6 +112,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for shard, path in store_paths(args.store):
         with Index.open(path, readonly=True) as idx:
             found.append((shard, idx.stats()))
+    notes = staging_notes(args.store)
     if args.json:
         doc: Any = found[0][1]
         if found[0][0] is not None:
@@ -118,8 +121,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 "file_bytes": sum(stats["store"]["file_bytes"] for _, stats in found),
                 "shards": [{"shard": shard, **stats} for shard, stats in found],
             }
+        doc["staging"] = notes
         print(json.dumps(doc, indent=2))
         return 0
+    for note in notes:
+        print(f"note: {note}")
     for shard, stats in found:
         if shard is not None:
             print(f"== shard {shard}")
@@ -129,6 +135,25 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         size = sum(stats["store"]["file_bytes"] for _, stats in found)
         print(f"== {len(found)} shards: subscriptions {subs:,}  bytes on disk {size:,}")
     return 0
+
+
+def staging_notes(store: str | os.PathLike[str]) -> list[str]:
+    """Staging directories beside ``store`` (and beside each shard): a load or compaction
+    in progress, or stale ones that a killed one left (removed by the next load or
+    compaction of the same store: :mod:`storage.staging`)."""
+    root = Path(store)
+    try:
+        paths = [root] + [path for shard, path in store_paths(root) if shard is not None]
+    except StoreError:  # a damaged manifest: verify reports it, the notes make do without
+        paths = [root]
+    notes = []
+    for path in paths:
+        for found in staging_found(path):
+            what = f"staging directory {found.describe()}"
+            if not found.live:
+                what += f"; the next `bexdb load` or `bexdb compact` of {path.name} removes it"
+            notes.append(what)
+    return notes
 
 
 def _print_stats(stats: dict[str, Any]) -> None:
@@ -192,23 +217,38 @@ def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
         raise StoreError(
             f"no store at {target}", "create it with `bexdb load` or `bexdb subscribe`"
         )
+    damage = file_damage(target, walk=True)  # also a large file, before LMDB reads it
+    if damage is not None:
+        raise StoreDamaged(f"{target}/data.mdb: {damage}")
     with Index.open(target) as idx:
+        found = idx.store.damage()
+        if found:  # copied, it would fail later with a less telling error, or be kept
+            more = f" (and {len(found) - 1} more: run `bexdb verify`)" if len(found) > 1 else ""
+            raise StoreDamaged(f"{target}: {found[0]}{more}")
         before = idx.store.size_on_disk()
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.compact-", dir=target.parent))
         old: Path | None = None
-        try:
-            with idx.store.replacing("compacted") as view:
+        try:  # a compaction killed here leaves its staging; the next one removes it
+            with (
+                staging(target, "compact") as scratch,
+                idx.store.replacing("compacted") as view,
+            ):
                 if rebuild:
-                    _rebuild(idx, view, staging / "raw")
-                    with Index.open(staging / "raw") as fresh:
-                        fresh.store.copy_compact(staging / "store")
+                    _rebuild(idx, view, scratch / "raw")
+                    with Index.open(scratch / "raw") as fresh:
+                        fresh.store.copy_compact(scratch / "store")
                 else:
-                    idx.store.copy_compact(staging / "store", txn=view)
-                with Index.open(staging / "store", readonly=True) as fresh:
-                    fresh.check()
-                old = swap_in(staging / "store", target, keep_old=True)
-        finally:  # the old store is removed once marked retired
-            shutil.rmtree(staging, ignore_errors=True)
+                    idx.store.copy_compact(scratch / "store", txn=view)
+                with Index.open(scratch / "store", readonly=True) as fresh:
+                    try:
+                        fresh.check()
+                    except CheckFailed as exc:  # what was read is not what was written
+                        raise StoreDamaged(
+                            f"{target}: its compacted copy fails the index check "
+                            f"({exc.violations[0]}; {len(exc.violations)} in all): "
+                            "run `bexdb verify` on it"
+                        ) from exc
+                old = swap_in(scratch / "store", target, keep_old=True)
+        finally:  # the old store is removed once marked retired (the blocks above ended)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
     return before, os.path.getsize(target / "data.mdb")

@@ -57,7 +57,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storage.errors import BexdbError, InvalidInput, StoreReplaced
+from storage.errors import BexdbError, InvalidInput, StoreDamaged, StoreReplaced
 
 Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
 
@@ -174,6 +174,8 @@ class Service:
             status, answer = exc.status, exc.body
         except InvalidInput as exc:
             status, answer = 400, _invalid(exc).body
+        except StoreDamaged as exc:  # the request read damage: say so, no traceback
+            status, answer = 500, {"error": exc.message, "hint": exc.hint}
         except Exception as exc:  # a failing request never takes a worker down
             traceback.print_exc(file=sys.stderr)
             status, answer = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
