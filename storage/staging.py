@@ -1,9 +1,10 @@
 """Staging directories beside a store, owned by the process that builds in them.
 
-``bexdb load`` builds a new store in ``.NAME.building-XXXX`` and ``bexdb compact`` in
-``.NAME.compact-XXXX``, both beside the target ``NAME``, and swaps the result in
-(:mod:`storage.swap`).  A process killed meanwhile (``kill -9``, a crash, the machine
-going down) cannot remove its staging directory, and it can hold as much as the store.
+``bexdb load`` builds a new store in ``.NAME.building-XXXX``, ``bexdb compact`` in
+``.NAME.compact-XXXX`` and ``bexdb subscribe`` of a new store in ``.NAME.creating-XXXX``,
+all beside the target ``NAME``, and puts the result in place (:mod:`storage.swap`).  A
+process killed meanwhile (``kill -9``, a crash, the machine going down) cannot remove its
+staging directory, and it can hold as much as the store.
 
 So each staging directory holds a file ``owner``: the owner's pid, start time and command
 as JSON, and an exclusive ``flock`` that the owner holds for as long as it lives.  The
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The kinds of staging directory, by the command that makes them.
-KINDS = {"building": "bexdb load", "compact": "bexdb compact"}
+KINDS = {"building": "bexdb load", "compact": "bexdb compact", "creating": "bexdb subscribe"}
 OWNER = "owner"
 _UNOWNED_GRACE = 60.0  # seconds a directory without an owner file is presumed in creation
 

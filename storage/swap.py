@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from storage.staging import staging
+
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -87,9 +89,8 @@ def creating(target: Path) -> Iterator[Path]:
     fsync.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.creating-", dir=target.parent))
-    try:
-        built = staging / "store"
+    with staging(target, "creating") as scratch:
+        built = scratch / "store"
         yield built
         if not target.exists():
             os.rename(built, target)
@@ -97,5 +98,3 @@ def creating(target: Path) -> Iterator[Path]:
         else:
             os.link(built / "data.mdb", target / "data.mdb")
             fsync_dir(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
