@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from itertools import groupby
 from typing import Any
 
+from pbtree.keys import key_domain
 from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
-from pbtree.tree import DEFAULT_CAPS, NS, PBTree, key_domain
+from pbtree.tree import DEFAULT_CAPS, NS, PBTree
 from storage.errors import InvalidInput
 from storage.store import WriteTxn
 

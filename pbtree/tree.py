@@ -18,7 +18,6 @@ node capacities, the key domain (``num`` or ``str``) and the number of stored pr
 
 from __future__ import annotations
 
-import math
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
@@ -27,48 +26,17 @@ from typing import Any, TypeVar
 import numpy as np
 from pyroaring import BitMap
 
+from pbtree.keys import check_id, check_op, key_domain
 from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
 from storage.errors import InvalidInput, StoreError
 from storage.store import ReadTxn, WriteTxn
 
-OPS = ("<", "<=", "=", "!=", ">=", ">")
-# operator -> (list kind or None for the leaf's `=` run, part within the list item)
-_PLACE: dict[str, tuple[int | None, int]] = {
-    "=": (None, 0),
-    ">=": (GT, 0),
-    ">": (GT, 1),
-    "<=": (LT, 0),
-    "<": (LT, 1),
-    "!=": (NE, 0),
-}
 _PTR = ("gtp", "ltp", "nep")  # leaf pointer column of each list kind
 NS = b"pbtree"
 DEFAULT_CAPS = {"leaf_cap": 32, "internal_cap": 64, "list_cap": 64}
-_INT64 = (-(1 << 63), 1 << 63)
 _EMPTY = np.zeros(0, dtype=np.uint32)
 
 T = TypeVar("T", InternalNode, LeafNode, ListNode)
-
-
-def key_domain(key: Any) -> str:
-    """``"num"`` or ``"str"`` for a legal key; :class:`InvalidInput` otherwise."""
-    if isinstance(key, bool):
-        raise InvalidInput("a predicate constant cannot be a bool")
-    if isinstance(key, int):
-        if not _INT64[0] <= key < _INT64[1]:
-            raise InvalidInput(f"integer constant {key} is outside the signed 64-bit range")
-        return "num"
-    if isinstance(key, float):
-        if math.isnan(key):
-            raise InvalidInput("NaN cannot be a predicate constant")
-        return "num"
-    if isinstance(key, str):
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(f"string constant is not valid Unicode: {exc.reason}") from exc
-        return "str"
-    raise InvalidInput(f"a predicate constant must be a number or a string, not {type(key)}")
 
 
 def list_tree_names(txn: ReadTxn) -> list[str]:
@@ -325,8 +293,8 @@ class PBTree:
     def insert(self, op: str, key: Any, ident: int) -> bool:
         """Store predicate ``value op key`` under ``ident``; False if it was already there."""
         self._writer()
-        place = _check_op(op)
-        _check_id(ident)
+        place = check_op(op)
+        check_id(ident)
         self._check_key(key)
         self._ensure_item(key)
         kind, part = place
@@ -540,8 +508,8 @@ class PBTree:
     def delete(self, op: str, key: Any, ident: int) -> bool:
         """Remove predicate ``value op key`` of ``ident``; False if it was not stored."""
         self._writer()
-        kind, part = _check_op(op)
-        _check_id(ident)
+        kind, part = check_op(op)
+        check_id(ident)
         if self._rec is None or self.record["domain"] != key_domain(key):
             return False
         if self._find(key) is None:
@@ -797,15 +765,3 @@ class PBTree:
         from pbtree.check import check_tree
 
         check_tree(self)
-
-
-def _check_op(op: str) -> tuple[int | None, int]:
-    try:
-        return _PLACE[op]
-    except (KeyError, TypeError):
-        raise InvalidInput(f"unknown operator {op!r}; expected one of {' '.join(OPS)}") from None
-
-
-def _check_id(ident: int) -> None:
-    if isinstance(ident, bool) or not isinstance(ident, int) or not 0 <= ident < 1 << 32:
-        raise InvalidInput(f"predicate id {ident!r} must be an integer in [0, 2**32)")

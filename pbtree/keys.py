@@ -1,0 +1,60 @@
+"""What a PB+tree takes: its operators, its constants (one domain per tree) and its ids.
+
+Checked at the tree's edge (:class:`pbtree.tree.PBTree`), so that nothing malformed ever
+reaches a page.  Cost: a few type tests per call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pbtree.nodes import GT, LT, NE
+from storage.errors import InvalidInput
+
+OPS = ("<", "<=", "=", "!=", ">=", ">")
+# operator -> (list kind or None for the leaf's `=` run, part within the list item)
+PLACE: dict[str, tuple[int | None, int]] = {
+    "=": (None, 0),
+    ">=": (GT, 0),
+    ">": (GT, 1),
+    "<=": (LT, 0),
+    "<": (LT, 1),
+    "!=": (NE, 0),
+}
+_INT64 = (-(1 << 63), 1 << 63)
+
+
+def key_domain(key: Any) -> str:
+    """``"num"`` or ``"str"`` for a legal key; :class:`InvalidInput` otherwise."""
+    if isinstance(key, bool):
+        raise InvalidInput("a predicate constant cannot be a bool")
+    if isinstance(key, int):
+        if not _INT64[0] <= key < _INT64[1]:
+            raise InvalidInput(f"integer constant {key} is outside the signed 64-bit range")
+        return "num"
+    if isinstance(key, float):
+        if math.isnan(key):
+            raise InvalidInput("NaN cannot be a predicate constant")
+        return "num"
+    if isinstance(key, str):
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"string constant is not valid Unicode: {exc.reason}") from exc
+        return "str"
+    raise InvalidInput(f"a predicate constant must be a number or a string, not {type(key)}")
+
+
+def check_op(op: str) -> tuple[int | None, int]:
+    """Where an operator's predicates live: ``(list kind or None, part)``."""
+    try:
+        return PLACE[op]
+    except (KeyError, TypeError):
+        raise InvalidInput(f"unknown operator {op!r}; expected one of {' '.join(OPS)}") from None
+
+
+def check_id(ident: int) -> None:
+    """Refuse a predicate id outside ``[0, 2**32)`` (the lists store u32 ids)."""
+    if isinstance(ident, bool) or not isinstance(ident, int) or not 0 <= ident < 1 << 32:
+        raise InvalidInput(f"predicate id {ident!r} must be an integer in [0, 2**32)")
