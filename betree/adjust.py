@@ -81,7 +81,7 @@ from betree.nodes import CNode
 from betree.tree import ADJ_NS
 from storage import codec
 from storage.errors import BexdbError
-from storage.store import ReadTxn
+from storage.txn import ReadTxn
 
 if TYPE_CHECKING:
     from betree.index import _Writer

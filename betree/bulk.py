@@ -49,7 +49,7 @@ from betree.tree import BETree, Places
 from pbtree.bulk import build as build_pbtree
 from storage import codec
 from storage.errors import InvalidInput
-from storage.store import WriteTxn
+from storage.txn import WriteTxn
 
 Compiled = tuple[Any, str, list[Clause]]  # (external id, expression, clauses)
 

@@ -54,7 +54,7 @@ from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import BexdbError, CheckFailed
-from storage.store import ReadTxn
+from storage.txn import ReadTxn
 
 if TYPE_CHECKING:
     from betree.index import Index

@@ -55,7 +55,8 @@ from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
-from storage.store import ReadTxn, Store, WriteTxn, open_store, refuse_sharded, store_exists
+from storage.store import Store, open_store, refuse_sharded, store_exists
+from storage.txn import ReadTxn, WriteTxn
 
 NS = b"bexdb"
 SubId = int | str

@@ -41,7 +41,7 @@ import numpy as np
 from betree.grid import halves
 from betree.nodes import CNode, Entry, LNodePage
 from storage import codec
-from storage.store import ReadTxn, WriteTxn
+from storage.txn import ReadTxn, WriteTxn
 
 if TYPE_CHECKING:
     from betree.adjust import Collector

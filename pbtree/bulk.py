@@ -18,7 +18,7 @@ from pbtree.keys import key_domain
 from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
 from pbtree.tree import DEFAULT_CAPS, NS, PBTree
 from storage.errors import InvalidInput
-from storage.store import WriteTxn
+from storage.txn import WriteTxn
 
 _SLOT = {"=": 0, ">=": 1, ">": 2, "<=": 3, "<": 4, "!=": 5}
 

@@ -29,7 +29,7 @@ from pyroaring import BitMap
 from pbtree.keys import check_id, check_op, key_domain
 from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
 from storage.errors import InvalidInput, StoreError
-from storage.store import ReadTxn, WriteTxn
+from storage.txn import ReadTxn, WriteTxn
 
 _PTR = ("gtp", "ltp", "nep")  # leaf pointer column of each list kind
 NS = b"pbtree"

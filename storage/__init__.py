@@ -16,7 +16,8 @@ from storage.errors import (
     StoreReplaced,
     VersionMismatch,
 )
-from storage.store import FORMAT_VERSION, ReadTxn, Store, WriteTxn, open_store
+from storage.store import FORMAT_VERSION, Store, open_store
+from storage.txn import ReadTxn, WriteTxn
 
 __all__ = [
     "FORMAT_VERSION",

@@ -11,7 +11,7 @@ was validated for:
 
 Page ids are never reused, so an id can never name two different pages.  Entries are
 never mutated after publication; writers decode private copies (see
-:class:`storage.store.WriteTxn`).
+:class:`storage.txn.WriteTxn`).
 
 Bounds: an estimate of the decoded bytes (``max_bytes``; each entry weighs twice its
 stored size plus 512 bytes, which tracks the measured memory of decoded pages within

@@ -420,7 +420,7 @@ def test_serve_refuses_a_cut_store_and_answers_damage_without_dying(
 
     flipped = tmp_path / "flipped"
     shutil.copytree(source.store, flipped)
-    with open_store(flipped) as store, store.env.begin(write=True, db=store._pages) as txn:
+    with open_store(flipped) as store, store.env.begin(write=True, db=store.pages_db) as txn:
         for key, value in list(txn.cursor().iternext()):  # every page fails its checksum
             txn.put(key, value[:-1] + bytes([value[-1] ^ 1]))
     proc, url = spawn(flipped, "--workers", "1")

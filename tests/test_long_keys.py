@@ -21,7 +21,7 @@ import pytest
 
 from betree.index import Index
 from storage import StoreError, open_store
-from storage.store import MAX_KEY
+from storage.txn import MAX_KEY
 from tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -171,7 +171,7 @@ def test_corrupt_page(store: Store) -> None:
         tree = PBTree(txn, "a")
         space = tree.record["space"]
         page = txn.load(space, tree.record["lists"][NE][0], ListNode).next
-    with store.env.begin(write=True, db=store._pages) as raw:
+    with store.env.begin(write=True, db=store.pages_db) as raw:
         raw.put(codec.page_key(space, page), codec.encode_u64(999) + b"\xc1garbage")
     with store.read() as txn, pytest.raises(CheckFailed) as failed:
         PBTree(txn, "a").check()
@@ -190,7 +190,7 @@ def test_unknown_page_version_is_refused(store: Store) -> None:
             codec.encode_format([InternalNode.KIND, 99, [], b""]),
         )
         raw = head + struct.pack(">I", zlib.crc32(body, zlib.crc32(head))) + body
-        txn._txn.put(codec.page_key(tree.record["space"], page), raw, db=store._pages)
+        txn.lmdb_txn.put(codec.page_key(tree.record["space"], page), raw, db=store.pages_db)
     store.cache.clear()
     with store.read() as txn, pytest.raises(VersionMismatch, match=r"layout version 99"):
         txn.load(PBTree(txn, "a").record["space"], page, InternalNode)

@@ -71,7 +71,7 @@ def test_meta_records_settings_and_refuses_other_formats(path: str) -> None:
         assert store.settings == {"pbtree": {"leaf_cap": 5}}
     with open_store(path, settings={"ignored": True}) as store:
         assert store.settings == {"pbtree": {"leaf_cap": 5}}
-        with store.env.begin(write=True, db=store._meta) as txn:
+        with store.env.begin(write=True, db=store.meta_db) as txn:
             txn.put(b"format", codec.encode_format({"format": 99, "settings": {}}))
     with pytest.raises(VersionMismatch, match="format version 99; this bexdb reads version 2"):
         open_store(path)

@@ -23,8 +23,8 @@ from storage.errors import CheckFailed, InvalidInput, StoreDamaged, StoreError
 from storage.lmdbfile import damage as file_damage
 from storage.staging import found as staging_found
 from storage.staging import staging
-from storage.store import ReadTxn
 from storage.swap import swap_in
+from storage.txn import ReadTxn
 from tools.args import parse_id
 
 
