@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from betree.index import NS, Index
+from betree.catalog import NS, ROOT, put_home
+from betree.index import Index
 from betree.nodes import CNode, Entry
 from betree.tree import BETree
 from storage import codec
@@ -30,16 +31,16 @@ def mixed(idx: Index) -> Index:
 
 def lnodes(idx: Index) -> list[tuple[CNode, list[Entry]]]:
     with idx.store.read() as txn:
-        tree = BETree(txn, txn.get_obj(NS, b"index"))
+        tree = BETree(txn, txn.get_obj(NS, ROOT))
         return [(node, tree.entries(node)) for node, _, _ in tree.walk() if node.size]
 
 
 def edit(idx: Index, page: int, entries: list[Entry], home: int | None = None) -> Any:
     """Replace the l-node of ``page`` by ``entries`` (and move the first one's home)."""
-    with idx.store.write() as txn, idx._writer(txn) as w:
+    with idx.store.write() as txn, idx.writer(txn) as w:
         w.tree._rewrite(page, entries)
         if home is not None:
-            w._moved(entries[0][0], home)
+            put_home(txn, entries[0][0], home)
 
 
 def test_clause_stored_twice(mixed: Index) -> None:
@@ -104,7 +105,7 @@ def test_clause_outside_its_bucket(mixed: Index) -> None:
 def test_clause_left_above_a_pnode_that_could_take_it(mixed: Index) -> None:
     # a clause of the x directory moved up into the root's l-node
     with mixed.store.read() as txn:
-        root = txn.get_obj(NS, b"index")["root"]
+        root = txn.get_obj(NS, ROOT)["root"]
     node, entries = next((n, e) for n, e in lnodes(mixed) if n.attr == "x")
     _, rooted = next(((n, e) for n, e in lnodes(mixed) if n.page == root), (None, []))
     edit(mixed, node.page, entries[1:])
