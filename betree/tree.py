@@ -42,6 +42,7 @@ from betree.catalog import ADJ
 from betree.grid import halves
 from betree.nodes import CNode, Entry, LNodePage
 from storage import codec
+from storage.errors import CorruptPage
 from storage.store import ReadTxn, WriteTxn
 
 if TYPE_CHECKING:
@@ -467,7 +468,8 @@ class BETree:
         txn = self._writer()
         first = self.node(top)
         owner, attr = first.parent, first.attr
-        assert attr is not None and first.top
+        if attr is None or not first.top:  # the page (from the walk or a window record)
+            raise CorruptPage(top, f"not a p-node's top bucket (attribute {attr!r})")
         entries: list[Entry] = []
         stack = [top]
         while stack:

@@ -18,11 +18,12 @@ import pytest
 from betree.adjust import Collector, load_state
 from betree.catalog import ADJ, ADJUST_STATE, NS, ROOT
 from betree.index import Index
+from betree.nodes import CNode
 from betree.schema import Schema
 from betree.tree import BETree
 from loaders.shards import SingleReader
 from storage import codec
-from storage.errors import CheckFailed, InvalidInput
+from storage.errors import CheckFailed, InvalidInput, StoreDamaged
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, event, expression
 from tools.bench import adapt as bench_adapt
@@ -248,6 +249,18 @@ def test_check_reports_bad_windows(tmp_path: Path) -> None:
         assert "page 999999: not a live c-node" in text
         assert "2 false of 1 candidates" in text
         assert "feedback on unknown attribute 'nope'" in text
+
+
+def test_recycling_a_damaged_top_bucket_is_damage(tmp_path: Path) -> None:
+    """A p-node whose top bucket, as read, is not one (a page written wrong but with a
+    good checksum) fails recycling with the page and what was found, not an assert."""
+    with _open(str(tmp_path), max_cap=2, min_size=2) as idx:
+        idx.subscribe_many([(k, f"i = {k}") for k in range(6)])
+        with idx.store.write() as txn, idx.writer(txn) as w:
+            (_, top, _), *_ = w.tree.node(w.tree.root).pdir
+            txn.load_mut(w.rec["space"], top, CNode).top = False
+            with pytest.raises(StoreDamaged, match=f"page {top}: not a p-node's top bucket"):
+                w.tree.evict_pnode(top)
 
 
 def test_freed_nodes_drop_their_windows(tmp_path: Path) -> None:
