@@ -1,4 +1,5 @@
-"""``Index``: subscriptions in, matches out — the catalog around the BE-Tree and PB+trees.
+"""``Index``: subscriptions in, matches out — the entry point over the BE-Tree, the PB+trees
+and their catalog.
 
 Its records (subscriptions, atoms, homes, per-attribute lists) are laid out and owned by
 :mod:`betree.catalog`; a write transaction's inserting and deleting is
