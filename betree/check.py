@@ -82,7 +82,13 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     aid_ids, aid_values = txn.scan_all(catalog.AID)
     aid_keys = dict(zip(codec.decode_u64s(aid_ids).tolist(), aid_values, strict=True))
     atoms = {aid: atom_from_tuple(codec.decode_value(key)) for aid, key in aid_keys.items()}
-    spans = _AtomSpans(index, atoms)
+    known = index.schema.attributes
+    for aid, atom in atoms.items():
+        if atom.attr not in known:
+            errors.append(
+                f"atom {aid} ({atom}) is on {atom.attr!r}, not an attribute of the schema"
+            )
+    spans = _AtomSpans(index, {aid: atom for aid, atom in atoms.items() if atom.attr in known})
     stored = _check_tree(index, txn, rec, errors)
     _check_clauses(cat, stored, spans, errors, catalog_errors)
     errors.extend(catalog_errors)

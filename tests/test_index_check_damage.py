@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from betree.catalog import NS, ROOT, put_home
+from betree.catalog import AID, ATOM, NS, ROOT, put_home
 from betree.index import Index
 from betree.nodes import CNode, Entry
+from betree.normal import OrderAtom
 from betree.tree import BETree
 from storage import codec
 from tests.test_index_check import idx, violations
@@ -132,3 +133,14 @@ def test_id_map_leads_elsewhere(fixture: str, request: pytest.FixtureRequest) ->
         sid = codec.decode_u64(txn.get(b"ext", codec.encode_id(3)) or b"")
         txn.put(b"ext", codec.encode_id(3), codec.encode_u64(sid + 1))
     assert violations(index) == [f"subscription 3: id map does not lead to internal id {sid}"]
+
+
+def test_atom_on_an_attribute_the_schema_lacks(idx: Index) -> None:
+    """An atom record naming no attribute of the schema is reported, not a KeyError."""
+    with idx.store.write() as txn:
+        key = codec.encode_value(OrderAtom("nope", [("=", 1)]).as_tuple())
+        aid = txn.get_obj(NS, ROOT)["next_atom"]
+        txn.put_obj(ATOM, key, [aid, 0])
+        txn.put(AID, codec.encode_u64(aid), key)
+    found = violations(idx)
+    assert f"atom {aid} (nope = 1) is on 'nope', not an attribute of the schema" in found
