@@ -52,7 +52,7 @@ flushes are lost (they are a sample).  Measured on a 20K-subscription BEGen stor
 time, fastest of 8 passes over 1,000 events): collecting costs 2-12% per event;
 without a collector the matcher is as fast as before (0.453 vs 0.457 ms).
 
-Records (namespaces of the ``records`` table):
+Records (their keys in :mod:`betree.catalog`):
 
 * ``adj``  c-node page (u64) -> ``[start, visits, candidates, false, discarded,
   discarded_below]``: the node's window, opened when ``events`` was ``start``;
@@ -77,20 +77,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from betree.catalog import ADJ, ADJUST_STATE, NS
 from betree.nodes import CNode
-from betree.tree import ADJ_NS
 from storage import codec
 from storage.errors import BexdbError
 from storage.txn import ReadTxn
 
 if TYPE_CHECKING:
-    from betree.index import _Writer
+    from betree.writer import Writer
 
 #: Settings kept in the index's root record (``Index.open(settings=...)``,
 #: :meth:`betree.index.Index.set_adjust`): collect and flush automatically, the window
 #: in matched events, the recycling threshold theta (the paper's 0).
 ADJUST_DEFAULTS = {"adjust": 0, "adjust_window": 1000, "theta": 0}
-STATE_KEY = b"adjust"  # in the b"bexdb" namespace
 DECAY = 0.5  # weight of older attribute feedback at each flush
 RECYCLE_SHARE = 0.1  # most clauses re-inserted per flush, as a share of all clauses
 _FIELDS = 6
@@ -160,7 +159,7 @@ class Collector:
 
 
 def load_state(txn: ReadTxn) -> dict[str, Any]:
-    state = txn.get_obj(b"bexdb", STATE_KEY)
+    state = txn.get_obj(NS, ADJUST_STATE)
     return state if state is not None else {"events": 0, "attrs": {}, "recycled": [0, 0, 0]}
 
 
@@ -170,7 +169,7 @@ def feedback(txn: ReadTxn) -> dict[str, float]:
     return {a: min(1.0, c / e) for a, (c, e) in attrs.items() if e > 0}
 
 
-def flush(writer: _Writer, collector: Collector) -> dict[str, Any]:
+def flush(writer: Writer, collector: Collector) -> dict[str, Any]:
     """Merge ``collector`` into the store, rank the nodes whose window ended, recycle.
 
     Runs inside ``writer``'s transaction.  Returns a report of what it did.
@@ -217,20 +216,20 @@ def flush(writer: _Writer, collector: Collector) -> dict[str, Any]:
             node = info[node.parent][0]
     for page, d in deltas.items():
         key = codec.encode_u64(page)
-        r = txn.get_obj(ADJ_NS, key) or [before] + [0] * (_FIELDS - 1)
-        txn.put_obj(ADJ_NS, key, [r[0], *(a + b for a, b in zip(r[1:], d, strict=True))])
+        r = txn.get_obj(ADJ, key) or [before] + [0] * (_FIELDS - 1)
+        txn.put_obj(ADJ, key, [r[0], *(a + b for a, b in zip(r[1:], d, strict=True))])
 
     # ranks at the end of each window
     pnodes: list[tuple[int, int]] = []
     lnodes: list[tuple[int, int]] = []
     evaluated = 0
-    for key, value in list(txn.scan(ADJ_NS)):
+    for key, value in list(txn.scan(ADJ)):
         start, _, _, _, disc, below = codec.decode_value(value)
         span = total - start
         if span < window:
             continue
         page = codec.decode_u64(key)
-        txn.delete(ADJ_NS, key)  # the next visit opens a new window
+        txn.delete(ADJ, key)  # the next visit opens a new window
         if page not in info:
             continue
         evaluated += 1
@@ -262,7 +261,7 @@ def flush(writer: _Writer, collector: Collector) -> dict[str, Any]:
                 tree.cut(page)  # back where it was: cut it although it does not overflow
     state["events"] = total
     state["recycled"] = [a + b for a, b in zip(state["recycled"], moved, strict=True)]
-    txn.put_obj(b"bexdb", STATE_KEY, state)
+    txn.put_obj(NS, ADJUST_STATE, state)
     return {
         "events": collector.events,
         "nodes": len(deltas),
@@ -314,7 +313,7 @@ def check_adjust(txn: ReadTxn, rec: dict[str, Any], attributes: set[str]) -> lis
             errors.append(f"adjustment: feedback on unknown attribute {attr!r}")
         if len(counts) != 2 or not all(math.isfinite(x) and x >= 0 for x in counts):
             errors.append(f"adjustment: feedback of {attr!r} is {counts!r}")
-    for key, value in txn.scan(ADJ_NS):
+    for key, value in txn.scan(ADJ):
         page = codec.decode_u64(key)
         r = codec.decode_value(value)
         where = f"adjustment window of page {page}"

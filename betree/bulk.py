@@ -36,13 +36,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from betree import catalog
+from betree.catalog import record_attributes, root_record
 from betree.grid import halves
-from betree.index import _CLAUSE_BITS as CLAUSE_BITS
-from betree.index import NS, Index, record_attributes, root_record
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
 from betree.normal import Atom, Clause, OrderAtom
 from betree.tree import BETree, Places
@@ -50,6 +50,9 @@ from pbtree.bulk import build as build_pbtree
 from storage import codec
 from storage.errors import InvalidInput
 from storage.txn import WriteTxn
+
+if TYPE_CHECKING:
+    from betree.index import Index
 
 Compiled = tuple[Any, str, list[Clause]]  # (external id, expression, clauses)
 
@@ -205,13 +208,13 @@ def build_from_parts(
         if isinstance(subs, PackedSubs):
             idents = subs.idents
             records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
-            txn.put_many(b"sub", keys, codec.encode_values(records))
+            txn.put_many(catalog.SUB, keys, codec.encode_values(records))
             clauses = _Clauses.packed(idents, subs.per_sub, subs.lens, subs.atoms)
         else:
             idents = [ident for ident, _, _ in subs]
-            txn.put_many(b"sub", keys, codec.encode_values(subs))
+            txn.put_many(catalog.SUB, keys, codec.encode_values(subs))
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
-        txn.put_many(b"ext", codec.encode_ids(idents), keys)
+        txn.put_many(catalog.EXT, codec.encode_ids(idents), keys)
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
         next_atom = max(atoms, default=0) + 1
@@ -222,10 +225,10 @@ def build_from_parts(
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
         builder.write_lnodes()
         cids, homes = clauses.cids.tolist(), builder.home.tolist()
-        txn.put_many(b"home", codec.encode_u64s(cids), codec.encode_u64s(homes))
+        txn.put_many(catalog.HOME, codec.encode_u64s(cids), codec.encode_u64s(homes))
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         rec.update(attributes=record_attributes(txn))
-        txn.put_obj(NS, b"index", rec)
+        catalog.put_root(txn, rec)
     return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
 
 
@@ -248,7 +251,7 @@ class _Clauses:
         self, idents: list[Any], sub: np.ndarray, k: np.ndarray, lens: np.ndarray, atoms: np.ndarray
     ) -> None:
         self.lens, self.atoms = lens, atoms
-        self.cids = (sub.astype(np.uint64) << np.uint64(CLAUSE_BITS)) | k.astype(np.uint64)
+        self.cids = catalog.clause_ids(sub, k)
         self.exts = list(map(idents.__getitem__, sub.tolist()))
         self.starts = np.cumsum(self.lens) - self.lens
 
@@ -285,8 +288,8 @@ def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None
     ordered = sorted(atoms.items())
     keys = codec.encode_values(atom.as_tuple() for _, atom in ordered)
     counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
-    txn.put_many(b"atom", keys, codec.encode_values(counts))
-    txn.put_many(b"aid", codec.encode_u64s(aid for aid, _ in ordered), keys)
+    txn.put_many(catalog.ATOM, keys, codec.encode_values(counts))
+    txn.put_many(catalog.AID, codec.encode_u64s(aid for aid, _ in ordered), keys)
     for aid, atom in ordered:
         if isinstance(atom, OrderAtom):
             order.setdefault(atom.attr, []).extend((c, op, aid) for op, c in atom.entries)
@@ -296,7 +299,7 @@ def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None
         predicates.sort(key=itemgetter(0))
         build_pbtree(txn, attr, predicates)
     for attr, listed in direct.items():
-        txn.put_obj(b"direct", attr.encode(), listed)
+        catalog.put_direct(txn, attr, listed)
 
 
 def rows_of(starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -430,19 +433,20 @@ class _Builder:
             taken.add(attr)
             counts[list(taken)] = 0
             name = self.names[attr]
-            lo, hi = self.index._hints[name]
+            lo, hi = self.index.hints[name]
             top = self.txn.alloc()
             self.txn.put_new(self.space, top, CNode(top, name, True, lo, hi, page, self.max_cap))
             node = self.txn.load_mut(self.space, page, CNode)
             node.add_pnode(name, top)
             node.add_score(name, len(moving))
             span = rows[group]
-            self.cluster(top, idx[moving], self.lo[span], self.hi[span], used | {attr})
+            self.cluster(top, name, idx[moving], self.lo[span], self.hi[span], used | {attr})
         self._store(page, idx[alive])
 
     def cluster(
         self,
         page: int,
+        attr: str,
         idx: np.ndarray,
         lo: np.ndarray,
         hi: np.ndarray,
@@ -450,14 +454,12 @@ class _Builder:
     ) -> None:
         """SpaceClustering of one bucket: halve while it overflows, then partition.
 
-        ``lo`` and ``hi`` are the clauses' places on the bucket's attribute.
+        ``lo`` and ``hi`` are the clauses' places on the bucket's attribute ``attr``.
         """
         bucket = self.txn.load(self.space, page, CNode)
         if len(idx) <= self.max_cap or bucket.atomic:
             self.fill(page, idx, used)
             return
-        attr = bucket.attr
-        assert attr is not None
         (llo, lhi), (rlo, rhi) = halves(bucket.lo, bucket.hi)
         in_left = (lo >= llo) & (hi <= lhi)
         in_right = ~in_left & (lo >= rlo) & (hi <= rhi)
@@ -467,6 +469,6 @@ class _Builder:
         self.txn.put_new(self.space, right, CNode(right, attr, False, rlo, rhi, page, self.max_cap))
         node = self.txn.load_mut(self.space, page, CNode)
         node.left, node.right = left, right
-        self.cluster(left, idx[in_left], lo[in_left], hi[in_left], used)
-        self.cluster(right, idx[in_right], lo[in_right], hi[in_right], used)
+        self.cluster(left, attr, idx[in_left], lo[in_left], hi[in_left], used)
+        self.cluster(right, attr, idx[in_right], lo[in_right], hi[in_right], used)
         self.fill(page, idx[rest], used)

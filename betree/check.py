@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from betree import grid
+from betree import catalog, grid
 from betree.adjust import check_adjust
 from betree.bulk import pack_clauses, rows_of
-from betree.index import record_attributes, root_record
+from betree.catalog import record_attributes, root_record
 from betree.nodes import CNode, LNodePage
 from betree.normal import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
 #: clauses whose places are checked in one vectorised step (bounds the temporaries)
 CHUNK = 1 << 18
-_CLAUSE_BITS = 16
 _NONE, _UNKNOWN, _SKIP = -3, -2, -1  # attribute ranks: no attribute, not an atom's, no place
 
 
@@ -80,10 +79,16 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         )
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
-    aid_ids, aid_values = txn.scan_all(b"aid")
+    aid_ids, aid_values = txn.scan_all(catalog.AID)
     aid_keys = dict(zip(codec.decode_u64s(aid_ids).tolist(), aid_values, strict=True))
     atoms = {aid: atom_from_tuple(codec.decode_value(key)) for aid, key in aid_keys.items()}
-    spans = _AtomSpans(index, atoms)
+    known = index.schema.attributes
+    for aid, atom in atoms.items():
+        if atom.attr not in known:
+            errors.append(
+                f"atom {aid} ({atom}) is on {atom.attr!r}, not an attribute of the schema"
+            )
+    spans = _AtomSpans(index, {aid: atom for aid, atom in atoms.items() if atom.attr in known})
     stored = _check_tree(index, txn, rec, errors)
     _check_clauses(cat, stored, spans, errors, catalog_errors)
     errors.extend(catalog_errors)
@@ -93,7 +98,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
             PBTree(txn, name).check()
         except CheckFailed as exc:
             errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
-    errors.extend(check_adjust(txn, rec, set(index._hints)))
+    errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
     if errors:
         raise CheckFailed("index", errors)
 
@@ -120,7 +125,7 @@ class _Catalog:
 
     exts: list[Any]  # per subscription: its external id
     n_ext: int  # id map records
-    cids: np.ndarray  # per clause: internal clause id (sid << 16 | k)
+    cids: np.ndarray  # per clause: its clause id (catalog.clause_id)
     sub: np.ndarray  # per clause: index into exts
     k: np.ndarray  # per clause: its number in the subscription
     starts: np.ndarray  # per clause: first of its atom ids in ``atoms``
@@ -145,18 +150,18 @@ class _Catalog:
 def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Catalog:
     """One scan of the subscription records and one of the id map; checks that the id map
     leads each subscription to its internal id, which is below the counter."""
-    keys, values = txn.scan_all(b"sub")
+    keys, values = txn.scan_all(catalog.SUB)
     sids = codec.decode_u64s(keys)
     records = list(map(codec.decode_value, values))
     exts = [ext for ext, _, _ in records]
-    ext_keys, ext_values = txn.scan_all(b"ext")
+    ext_keys, ext_values = txn.scan_all(catalog.EXT)
     leads = _id_map_leads(exts, keys, sids, ext_keys, ext_values)
     for j in np.flatnonzero(~leads).tolist():
         errors.append(f"subscription {exts[j]!r}: id map does not lead to internal id {sids[j]}")
     for j in np.flatnonzero(sids >= rec["next_sid"]).tolist():
         errors.append(f"subscription {exts[j]!r}: internal id {sids[j]} beyond the counter")
     sub, k, lens, atoms = pack_clauses([clauses for _, _, clauses in records])
-    cids = (sids[sub] << np.uint64(_CLAUSE_BITS)) | k.astype(np.uint64)
+    cids = catalog.clause_ids(sids[sub], k)
     ascending = bool(np.all(cids[1:] > cids[:-1]))
     return _Catalog(
         exts=exts,
@@ -206,10 +211,11 @@ class _AtomSpans:
         self.attr = np.full(size, _SKIP, dtype=np.int64)
         self.lo = np.zeros(size, dtype=np.uint64)
         self.hi = np.zeros(size, dtype=np.uint64)
+        kinds = {name: spec.type for name, spec in index.schema.attributes.items()}
         for aid, atom in atoms.items():
             if aid == 0 or not atom.requires_defined:
                 continue
-            lo, hi = index._span(index._types[atom.attr], atom)
+            lo, hi = grid.atom_span(kinds[atom.attr], atom)
             self.attr[aid] = self.rank[atom.attr]
             self.lo[aid], self.hi[aid] = lo, hi
 
@@ -304,7 +310,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
         for pattr, ptop, score in node.pdir:
             if pattr in used:
                 err(page, f"attribute {pattr!r} partitioned twice on one path")
-            hint = index._hints.get(pattr)
+            hint = index.hints.get(pattr)
             if hint is None:
                 err(page, f"p-node on unknown attribute {pattr!r}")
                 continue
@@ -537,7 +543,7 @@ def _check_catalog(
             f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} is not in the BE-Tree"
         )
     # home records, in one scan: each found clause's names the c-node holding it
-    home_keys, home_values = txn.scan_all(b"home")
+    home_keys, home_values = txn.scan_all(catalog.HOME)
     home_cids, home_pages = codec.decode_u64s(home_keys), codec.decode_u64s(home_values)
     home = np.full(len(cat.cids), -1, dtype=np.int64)
     hpos, hknown = cat.locate(home_cids)
@@ -555,7 +561,7 @@ def _check_catalog(
     counted = cat.atoms[cat.atoms > 0]
     uses: Counter[int] = Counter(dict(enumerate(np.bincount(counted).tolist())))
     live: dict[int, Any] = {}
-    atom_keys, atom_values = txn.scan_all(b"atom")
+    atom_keys, atom_values = txn.scan_all(catalog.ATOM)
     for key, (aid, refs) in zip(atom_keys, map(codec.decode_value, atom_values), strict=True):
         reverse = aid_keys.get(aid) == key  # the aid record leads back to this one
         live[aid] = atoms[aid] if reverse else atom_from_tuple(codec.decode_value(key))
@@ -578,7 +584,7 @@ def _check_catalog(
             direct.add(aid)
     listed = {
         aid
-        for key, value in txn.scan(b"direct")
+        for key, value in txn.scan(catalog.DIRECT)
         for aid, t in codec.decode_value(value)
         for atom in (atom_from_tuple(t),)
         if atom == live.get(aid) and atom.attr == key.decode("utf-8", "replace")
@@ -592,6 +598,3 @@ def _check_catalog(
             errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
         for op, const, aid in sorted(have - want, key=repr)[:20]:
             errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
-
-
-# -- helpers -----------------------------------------------------------------------------------

@@ -22,6 +22,9 @@ as :data:`EMPTY`, before it is packed into numpy arrays or compared with buckets
 The top bucket of every c-directory encloses everything.  Its children halve the
 attribute's *hint range*: the schema's ``min``/``max`` for ints and floats, else the whole
 grid; values outside the hints stay in the top bucket, matching correctly (SPEC sec. 2).
+
+An atom's *span* (:func:`atom_span`) is the hull of its entries' intervals: where a
+clause holding it may sit in an attribute's c-directory.
 """
 
 from __future__ import annotations
@@ -31,12 +34,22 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
+from betree.normal import Atom, OrderAtom, TestAtom
+
 GRID_MAX = (1 << 64) - 1
 #: the interval that holds no value, in u64 (any ``lo > hi`` means the same)
 EMPTY = (GRID_MAX, 0)
 _SIGN = 1 << 63
 _DOUBLE = struct.Struct(">d")
 _U64 = struct.Struct(">Q")
+# operator -> the interval (lo, lo inclusive, hi, hi inclusive) of `value op c`
+_BOUNDS = {
+    "=": lambda c: (c, True, c, True),
+    "<": lambda c: (None, False, c, False),
+    "<=": lambda c: (None, False, c, True),
+    ">": lambda c: (c, False, None, False),
+    ">=": lambda c: (c, True, None, False),
+}
 
 
 def _float_coord(x: float) -> int:
@@ -134,3 +147,29 @@ def value(kind: str, c: int) -> Any:
     if kind == "bool":
         return bool(c)
     return None
+
+
+def atom_span(kind: str, atom: Atom) -> tuple[int, int]:
+    """An atom on an attribute of type ``kind`` as one grid interval (the hull of its
+    entries; the BE-Tree paper's Table 1), in u64; :data:`EMPTY` for an atom no defined
+    value satisfies (``x > 2**63 - 1``).  Tests other than the bool ones span the grid.
+    """
+    if isinstance(atom, TestAtom):
+        if atom.test == "bool_true":
+            return 1, 1
+        if atom.test == "bool_false":
+            return 0, 0
+    if not isinstance(atom, OrderAtom):
+        return interval(kind, None, False, None, False)
+    entries = atom.entries
+    if all(op == "=" for op, _ in entries):
+        # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
+        # so the hull is the first constant's interval to the last's.
+        return hull([interval(kind, entries[0][1], True, entries[-1][1], True)])
+    spans = []
+    for op, c in entries:
+        if op == "!=":
+            return interval(kind, None, False, None, False)
+        lo, lo_incl, hi, hi_incl = _BOUNDS[op](c)
+        spans.append(interval(kind, lo, lo_incl, hi, hi_incl))
+    return hull(spans)

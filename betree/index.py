@@ -1,23 +1,9 @@
-"""``Index``: subscriptions in, matches out — the catalog around the BE-Tree and PB+trees.
+"""``Index``: subscriptions in, matches out — the entry point over the BE-Tree, the PB+trees
+and their catalog.
 
-Records (namespaces of the store's ``records`` table):
-
-* ``bexdb/index``  the root record: BE-Tree space and root, ``max_cap``, ``min_size``,
-  ``max_clauses``, the next subscription and atom ids, the subscription count;
-  ``bexdb/schema`` the schema document (SPEC sec. 2).
-* ``ext``    external id key (:func:`storage.codec.encode_id`) -> internal id (u64).
-* ``sub``    internal id -> ``[external id, expression, clauses]``: each clause's atom
-  ids.  A clause's places (:mod:`betree.tree`) are derived from its atoms when needed.
-* ``home``   clause id (``sid << 16 | k``) -> the c-node page whose l-node holds it.
-* ``atom``   canonical atom (msgpack of ``Atom.as_tuple()``) -> ``[atom id, refcount]``;
-  ``aid`` atom id -> canonical atom.  Equal atoms share one id (interning).
-* ``direct`` attribute -> ``[[atom id, atom tuple], ...]``: atoms tested per event.
-* ``adj`` and ``bexdb/adjust``: self-adjustment windows and feedback (:mod:`betree.adjust`);
-  its settings ``adjust``, ``adjust_window``, ``theta`` live in the root record.
-
-Order atoms (``< <= = != >= >`` and what reduces to them) live in the attribute's PB+tree
-under their atom id, one entry per ``(op, constant)``.  Atom id 0 is always true: it
-stands for an empty conjunction.
+Its records (subscriptions, atoms, homes, per-attribute lists) are laid out and owned by
+:mod:`betree.catalog`; a write transaction's inserting and deleting is
+:class:`betree.writer.Writer`; an atom's grid span is :func:`betree.grid.atom_span`.
 
 Matching: phase 1 marks satisfied atoms in a boolean array (one PB+tree search per event
 attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.tree`).
@@ -35,22 +21,25 @@ from typing import Any
 import numpy as np
 
 from betree import adjust as adjusting
-from betree import grid
+from betree import catalog, grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
+from betree.catalog import (
+    SubId,
+    clause_id,
+    load_atom,
+    load_home,
+    record_attributes,
+    root_record,
+    subscription_record,
+)
+from betree.check import check_index
 from betree.conjuncts import ConjunctMemo
 from betree.expr import Node
-from betree.normal import (
-    MAX_CLAUSES,
-    Atom,
-    Clause,
-    OrderAtom,
-    TestAtom,
-    atom_from_tuple,
-    to_clauses,
-)
+from betree.normal import MAX_CLAUSES, Atom, Clause, atom_from_tuple, to_clauses
 from betree.parser import compile_expr
 from betree.schema import Schema
 from betree.tree import DEFAULTS, BETree, Places
+from betree.writer import Writer
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -58,78 +47,7 @@ from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
 from storage.store import Store, open_store, refuse_sharded, store_exists
 from storage.txn import ReadTxn, WriteTxn
 
-NS = b"bexdb"
-SubId = int | str
 _SCALAR = ("int", "float", "string")
-_CLAUSE_BITS = 16
-# operator -> the interval (lo, lo inclusive, hi, hi inclusive) of `value op c`
-_BOUNDS = {
-    "=": lambda c: (c, True, c, True),
-    "<": lambda c: (None, False, c, False),
-    "<=": lambda c: (None, False, c, True),
-    ">": lambda c: (c, False, None, False),
-    ">=": lambda c: (c, True, None, False),
-}
-
-
-def clause_id(sid: int, k: int) -> int:
-    return sid << _CLAUSE_BITS | k
-
-
-def load_atom(txn: ReadTxn, aid: int) -> Atom:
-    """The atom with id ``aid`` from the catalog."""
-    key = txn.get(b"aid", codec.encode_u64(aid))
-    if key is None:
-        raise StoreDamaged(f"atom {aid} is missing from the catalog")
-    return atom_from_tuple(codec.decode_value(key))
-
-
-def root_record(txn: ReadTxn) -> dict[str, Any]:
-    """The index's root record (tree root, counters, settings); a store that has an
-    index but lost this record (its key damaged) is :class:`StoreDamaged`."""
-    rec = txn.get_obj(NS, b"index")
-    if not isinstance(rec, dict):
-        raise StoreDamaged("the index's root record is missing or malformed")
-    return rec
-
-
-def record_attributes(txn: ReadTxn) -> dict[str, list[str]]:
-    """The attributes that have a PB+tree record and a direct-atoms record, as the root
-    record lists them (``attributes``), so that matching can tell a record lost to a
-    damaged key (keys carry no checksum; a scan would just not find it) from none.
-    Cost: a key scan of the two namespaces (one record per attribute) per write."""
-    return {
-        "pbtrees": [key.decode("utf-8", "replace") for key, _ in txn.scan(PBTREE_NS)],
-        "direct": [key.decode("utf-8", "replace") for key, _ in txn.scan(b"direct")],
-    }
-
-
-def sub_record(txn: ReadTxn, ns: bytes, key: bytes, what: str) -> Any:
-    """A record that another record names (so it must exist), decoded; a list of at
-    least two items (``sub`` and ``atom`` records are).  Missing or of another shape, it
-    is damage: :class:`StoreDamaged` naming ``what``."""
-    found = txn.get_obj(ns, key)
-    if not isinstance(found, list) or len(found) < 2:
-        raise StoreDamaged(f"the record of {what} is missing or malformed")
-    return found
-
-
-def subscription_record(txn: ReadTxn, ident: SubId, sid_key: bytes) -> Any:
-    """The ``sub`` record that the ``ext`` record of ``ident`` points at, which must be
-    ``ident``'s: a damaged pointer (u64 values carry no checksum) would otherwise make
-    ``unsubscribe`` delete, or ``explain`` describe, another subscription."""
-    found = sub_record(txn, b"sub", sid_key, f"subscription {ident!r}")
-    if type(found[0]) is not type(ident) or found[0] != ident:
-        raise StoreDamaged(f"the id record of {ident!r} points at {found[0]!r}'s subscription")
-    return found
-
-
-def load_home(txn: ReadTxn, cid: int) -> int:
-    """The c-node page whose l-node holds clause ``cid``."""
-    home = txn.get(b"home", codec.encode_u64(cid))
-    if home is None:
-        raise StoreDamaged(f"clause {cid} has no home record")
-    return codec.decode_u64(home)
 
 
 class Index:
@@ -145,7 +63,9 @@ class Index:
         self.store = store
         self.schema = schema
         self._types = {name: spec.type for name, spec in schema.attributes.items()}
-        self._hints = {
+        #: per attribute, the grid range the children of a p-node's top bucket halve
+        #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
+        self.hints = {
             name: grid.hint_range(spec.type, spec.min, spec.max)
             for name, spec in schema.attributes.items()
         }
@@ -194,7 +114,7 @@ class Index:
         store = open_store(path, readonly=readonly, **store_options)
         try:
             with store.read() as txn:
-                stored = txn.get_obj(NS, b"schema")
+                stored = catalog.load_schema(txn)
             if stored is None:
                 if given is None:
                     raise InvalidInput(
@@ -220,16 +140,16 @@ class Index:
     @staticmethod
     def _create(store: Store, schema: Schema, settings: dict[str, int]) -> None:
         options = {**DEFAULTS, "max_clauses": MAX_CLAUSES, **ADJUST_DEFAULTS, **settings}
-        if not 1 <= options["max_clauses"] < 1 << _CLAUSE_BITS:
-            raise InvalidInput(f"max_clauses must be in [1, {1 << _CLAUSE_BITS})")
+        if not 1 <= options["max_clauses"] < catalog.CLAUSES_LIMIT:
+            raise InvalidInput(f"max_clauses must be in [1, {catalog.CLAUSES_LIMIT})")
         _check_adjust_settings(options)
         with store.write() as txn:
             rec = BETree.create(txn, options)
             rec.update(max_clauses=options["max_clauses"], next_sid=0, next_atom=1, subs=0)
             rec.update(attributes=record_attributes(txn))
             rec.update({k: options[k] for k in ADJUST_DEFAULTS})
-            txn.put_obj(NS, b"index", rec)
-            txn.put_obj(NS, b"schema", schema.to_json())
+            catalog.put_root(txn, rec)
+            catalog.put_schema(txn, schema.to_json())
 
     def close(self) -> None:
         """Close the store, first flushing matching statistics not yet flushed (if writable).
@@ -270,7 +190,7 @@ class Index:
         with gc_paused():
             compiled = [(ident, expr, self.compile(ident, expr)) for ident, expr in items]
             created = []
-            with self.store.write() as txn, self._writer(txn) as w:
+            with self.store.write() as txn, self.writer(txn) as w:
                 for ident, expr, clauses in compiled:
                     created.append(w.insert(ident, expr, clauses))
         return created
@@ -328,7 +248,7 @@ class Index:
         absent one and the transaction is rolled back.
         """
         idents = list(idents)
-        with gc_paused(), self.store.write() as txn, self._writer(txn) as w:
+        with gc_paused(), self.store.write() as txn, self.writer(txn) as w:
             found = [w.delete(ident) for ident in idents]
             missing = [ident for ident, ok in zip(idents, found, strict=True) if not ok]
             if strict and missing:
@@ -338,8 +258,10 @@ class Index:
             return found
 
     @contextmanager
-    def _writer(self, txn: WriteTxn) -> Iterator[_Writer]:
-        writer = _Writer(self, txn)
+    def writer(self, txn: WriteTxn) -> Iterator[Writer]:
+        """A :class:`betree.writer.Writer` inserting and deleting in ``txn``, which writes
+        the root record when the block ends without an error."""
+        writer = Writer(txn, self.places, self.hints)
         yield writer
         writer.finish()
 
@@ -348,16 +270,14 @@ class Index:
         if txn is None:
             with self.store.read() as snap:
                 return self.subscriptions(snap)
-        return [tuple(codec.decode_value(v)[:2]) for _, v in txn.scan(b"sub")]  # type: ignore[misc]
+        return list(catalog.subscriptions(txn))
 
     def iter_subscriptions(self) -> Iterator[tuple[SubId, str]]:
         """Every ``(id, expression)`` as given, in insertion order, streamed from one
         snapshot (held until the iterator is exhausted or closed): what ``bexdb export``
         writes.  Cost: one cursor step and one small decode per subscription."""
         with self.store.read() as txn:
-            for _, value in txn.scan(b"sub"):
-                ident, expr = codec.decode_value(value)[:2]
-                yield ident, expr
+            yield from catalog.subscriptions(txn)
 
     def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
@@ -385,7 +305,7 @@ class Index:
                 if value is not None:
                     rec[key] = int(value)
             _check_adjust_settings(rec)
-            txn.put_obj(NS, b"index", rec)
+            catalog.put_root(txn, rec)
 
     def adjust(self) -> dict[str, Any]:
         """Flush this process's matching statistics and run the self-adjustment policies.
@@ -398,8 +318,18 @@ class Index:
         """
         collector = self._collector if self._collector is not None else Collector()
         self._collector = None
-        with gc_paused(), self.store.write() as txn, self._writer(txn) as w:
+        with gc_paused(), self.store.write() as txn, self.writer(txn) as w:
             return adjusting.flush(w, collector)
+
+    @property
+    def collector(self) -> Collector | None:
+        """The matching statistics collected since the last flush (None: none yet)."""
+        return self._collector
+
+    def discard_statistics(self) -> None:
+        """Drop the matching statistics not yet flushed (a measurement that must not
+        become feedback, such as ``bexdb bench adapt``'s timing passes)."""
+        self._collector = None
 
     def adjust_summary(self) -> dict[str, Any]:
         """Self-adjustment settings and totals: flushed events, open windows, recycled
@@ -410,7 +340,7 @@ class Index:
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
         with self.store.read() as txn:
-            sid = txn.get(b"ext", codec.encode_id(ident))
+            sid = catalog.subscription_key(txn, ident)
             if sid is None:
                 return None
             return str(subscription_record(txn, ident, sid)[1])
@@ -489,7 +419,7 @@ class Index:
             name = self._attribute(key, "PB+tree")
             trees[name] = codec.decode_value(value)
         direct: dict[str, list[tuple[int, Atom]]] = {}
-        for key, value in txn.scan(b"direct"):
+        for key, value in txn.scan(catalog.DIRECT):
             name = self._attribute(key, "direct atoms")
             direct[name] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
             if any(atom.attr != name for _, atom in direct[name]):
@@ -534,7 +464,7 @@ class Index:
         """
         values = self.schema.validate_event(event)
         with self.store.read() as txn:
-            sid = txn.get(b"ext", codec.encode_id(ident))
+            sid = catalog.subscription_key(txn, ident)
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
             _, expr, clause_ids = subscription_record(txn, ident, sid)
@@ -628,7 +558,7 @@ class Index:
                 if len(cache) > 200_000:
                     cache.clear()
                 span = cache[atom] = (
-                    self._span(self._types[atom.attr], atom) if atom.requires_defined else ()
+                    grid.atom_span(self._types[atom.attr], atom) if atom.requires_defined else ()
                 )
             if not span:
                 continue
@@ -642,31 +572,6 @@ class Index:
             return spans
         full = (0, grid.GRID_MAX)
         return {attr: span if span[0] <= span[1] else full for attr, span in spans.items()}
-
-    @staticmethod
-    def _span(kind: str, atom: Atom) -> tuple[int, int]:
-        """Table 1 of seed 000: an atom as one grid interval (the hull of its entries), in
-        u64; :data:`grid.EMPTY` for an atom no defined value satisfies (``x > 2**63 - 1``).
-        """
-        if isinstance(atom, TestAtom):
-            if atom.test == "bool_true":
-                return 1, 1
-            if atom.test == "bool_false":
-                return 0, 0
-            return grid.interval(kind, None, False, None, False)
-        assert isinstance(atom, OrderAtom)
-        entries = atom.entries
-        if all(op == "=" for op, _ in entries):
-            # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
-            # so the hull is the first constant's interval to the last's.
-            return grid.hull([grid.interval(kind, entries[0][1], True, entries[-1][1], True)])
-        spans = []
-        for op, c in entries:
-            if op == "!=":
-                return grid.interval(kind, None, False, None, False)
-            lo, lo_incl, hi, hi_incl = _BOUNDS[op](c)
-            spans.append(grid.interval(kind, lo, lo_incl, hi, hi_incl))
-        return grid.hull(spans)
 
     # -- inspecting -----------------------------------------------------------------------
 
@@ -696,7 +601,7 @@ class Index:
             return {
                 "subscriptions": rec["subs"],
                 "clauses": clauses,
-                "predicates": txn.count(b"atom"),
+                "predicates": txn.count(catalog.ATOM),
                 "betree": {
                     "depth": depth,
                     "p_nodes": pnodes,
@@ -721,8 +626,6 @@ class Index:
 
     def check(self) -> None:
         """Every invariant of the BE-Tree, the catalog and the PB+trees; raises CheckFailed."""
-        from betree.check import check_index
-
         with self.store.read() as txn:
             check_index(self, txn)
 
@@ -734,7 +637,7 @@ def _adjust_summary(txn: ReadTxn, rec: dict[str, Any]) -> dict[str, Any]:
     return {
         **{k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()},
         "events_flushed": state["events"],
-        "open_windows": txn.count(adjusting.ADJ_NS),
+        "open_windows": txn.count(catalog.ADJ),
         "recycled": {"p_nodes": pnodes, "l_nodes": lnodes, "clauses": clauses},
         "feedback": dict(sorted(adjusting.feedback(txn).items(), key=lambda kv: -kv[1])[:10]),
     }
@@ -763,138 +666,6 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-class _Writer:
-    """One write transaction's view of the index: interning, inserting, deleting."""
-
-    def __init__(self, index: Index, txn: WriteTxn) -> None:
-        self.index = index
-        self.txn = txn
-        self.rec = root_record(txn)
-        self.trees: dict[str, PBTree] = {}
-        self.tree = BETree(
-            txn,
-            self.rec,
-            places=self._places,
-            hint=self._hint,
-            moved=self._moved,
-            feedback=adjusting.feedback(txn),
-            dissolve=bool(self.rec.get("adjust")),
-        )
-        self.direct: dict[str, list[list[Any]]] = {}
-        self.atoms: dict[int, Atom] = {}
-
-    def _places(self, cid: int) -> Places:
-        sub = sub_record(self.txn, b"sub", codec.encode_u64(cid >> _CLAUSE_BITS), f"clause {cid}")
-        return self.index.places(tuple(self.atom(aid) for aid in sub[2][cid & 0xFFFF] if aid))
-
-    def atom(self, aid: int) -> Atom:
-        """The atom with id ``aid`` (cached for the transaction)."""
-        atom = self.atoms.get(aid)
-        if atom is None:
-            atom = self.atoms[aid] = load_atom(self.txn, aid)
-        return atom
-
-    def _hint(self, attr: str) -> tuple[int, int]:
-        return self.index._hints[attr]
-
-    def _moved(self, cid: int, page: int) -> None:
-        self.txn.put(b"home", codec.encode_u64(cid), codec.encode_u64(page))
-
-    def _pbtree(self, attr: str) -> PBTree:
-        if attr not in self.trees:
-            self.trees[attr] = PBTree(self.txn, attr)
-        return self.trees[attr]
-
-    def _direct(self, attr: str) -> list[list[Any]]:
-        if attr not in self.direct:
-            self.direct[attr] = self.txn.get_obj(b"direct", attr.encode()) or []
-        return self.direct[attr]
-
-    def intern(self, atom: Atom) -> int:
-        key = codec.encode_value(atom.as_tuple())
-        found = self.txn.get_obj(b"atom", key)
-        if found is not None:
-            self.txn.put_obj(b"atom", key, [found[0], found[1] + 1])
-            self.atoms[found[0]] = atom
-            return int(found[0])
-        aid = self.rec["next_atom"]
-        self.atoms[aid] = atom
-        self.rec["next_atom"] = aid + 1
-        self.txn.put_obj(b"atom", key, [aid, 1])
-        self.txn.put(b"aid", codec.encode_u64(aid), key)
-        if isinstance(atom, OrderAtom):
-            tree = self._pbtree(atom.attr)
-            for op, const in atom.entries:
-                tree.insert(op, const, aid)
-        else:
-            self._direct(atom.attr).append([aid, list(atom.as_tuple())])
-        return aid
-
-    def release(self, aid: int) -> None:
-        key = self.txn.get(b"aid", codec.encode_u64(aid))
-        if key is None:
-            raise StoreDamaged(f"atom {aid} is missing from the catalog")
-        found = sub_record(self.txn, b"atom", key, f"atom {aid}")
-        if found[1] > 1:
-            self.txn.put_obj(b"atom", key, [aid, found[1] - 1])
-            return
-        self.txn.delete(b"atom", key)
-        self.txn.delete(b"aid", codec.encode_u64(aid))
-        atom = atom_from_tuple(codec.decode_value(key))
-        if isinstance(atom, OrderAtom):
-            tree = self._pbtree(atom.attr)
-            for op, const in atom.entries:
-                tree.delete(op, const, aid)
-        else:
-            atoms = self._direct(atom.attr)
-            atoms[:] = [entry for entry in atoms if entry[0] != aid]
-
-    def insert(self, ident: SubId, expr: str, clauses: list[Clause]) -> bool:
-        existed = self.delete(ident)
-        sid = self.rec["next_sid"]
-        self.rec["next_sid"] = sid + 1
-        atom_ids = [[self.intern(atom) for atom in clause] or [0] for clause in clauses]
-        places = [self.index.places(clause) for clause in clauses]
-        sid_key = codec.encode_u64(sid)
-        self.txn.put_obj(b"sub", sid_key, [ident, expr, atom_ids])
-        self.txn.put(b"ext", codec.encode_id(ident), sid_key)
-        for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
-            self.tree.insert((clause_id(sid, k), ident, ids), place)
-        self.rec["subs"] += 1
-        return not existed
-
-    def delete(self, ident: SubId) -> bool:
-        ext_key = codec.encode_id(ident)
-        sid_key = self.txn.get(b"ext", ext_key)
-        if sid_key is None:
-            return False
-        sid = codec.decode_u64(sid_key)
-        _, _, atom_ids = subscription_record(self.txn, ident, sid_key)
-        for k, ids in enumerate(atom_ids):
-            cid = clause_id(sid, k)
-            home_key = codec.encode_u64(cid)
-            home = self.txn.get(b"home", home_key)
-            if home is None or not self.tree.remove(cid, codec.decode_u64(home)):
-                raise StoreDamaged(f"clause {cid} of {ident!r} is not where its record says")
-            self.txn.delete(b"home", home_key)
-            for aid in ids:
-                if aid:
-                    self.release(aid)
-        self.txn.delete(b"sub", sid_key)
-        self.txn.delete(b"ext", ext_key)
-        self.rec["subs"] -= 1
-        return True
-
-    def finish(self) -> None:
-        for attr, atoms in self.direct.items():
-            if atoms:
-                self.txn.put_obj(b"direct", attr.encode(), atoms)
-            else:
-                self.txn.delete(b"direct", attr.encode())
-        self.rec["attributes"] = record_attributes(self.txn)
-        self.txn.put_obj(NS, b"index", self.rec)
 
 
 def _shown(value: Any) -> Any:

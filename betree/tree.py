@@ -38,9 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from betree.catalog import ADJ
 from betree.grid import halves
 from betree.nodes import CNode, Entry, LNodePage
 from storage import codec
+from storage.errors import CorruptPage
 from storage.txn import ReadTxn, WriteTxn
 
 if TYPE_CHECKING:
@@ -48,9 +50,6 @@ if TYPE_CHECKING:
 
 Places = dict[str, tuple[int, int]]
 DEFAULTS = {"max_cap": 64, "min_size": 4}
-#: Record namespace of the per-c-node adjustment windows (owned by :mod:`betree.adjust`;
-#: here because freeing a c-node drops its window).
-ADJ_NS = b"adj"
 
 
 class BETree:
@@ -440,7 +439,7 @@ class BETree:
         """Free a c-node page and drop its adjustment window record."""
         txn = self._writer()
         txn.free(self.space, page)
-        txn.delete(ADJ_NS, codec.encode_u64(page))
+        txn.delete(ADJ, codec.encode_u64(page))  # freeing a c-node drops its window
         self.freed.add(page)
 
     # -- recycling (self-adjustment) ---------------------------------------------------------
@@ -469,7 +468,8 @@ class BETree:
         txn = self._writer()
         first = self.node(top)
         owner, attr = first.parent, first.attr
-        assert attr is not None and first.top
+        if attr is None or not first.top:  # the page (from the walk or a window record)
+            raise CorruptPage(top, f"not a p-node's top bucket (attribute {attr!r})")
         entries: list[Entry] = []
         stack = [top]
         while stack:

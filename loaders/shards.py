@@ -33,7 +33,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from betree.index import Index, SubId
+from betree.catalog import SubId
+from betree.index import Index
 from betree.schema import Schema
 from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError, VersionMismatch
 from storage.lmdbfile import damage as file_damage

@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
-from betree.adjust import STATE_KEY, Collector, load_state
-from betree.index import NS, Index
+from betree.adjust import Collector, load_state
+from betree.catalog import ADJ, ADJUST_STATE, NS, ROOT
+from betree.index import Index
+from betree.nodes import CNode
 from betree.schema import Schema
-from betree.tree import ADJ_NS, BETree
+from betree.tree import BETree
 from loaders.shards import SingleReader
 from storage import codec
-from storage.errors import CheckFailed, InvalidInput
+from storage.errors import CheckFailed, InvalidInput, StoreDamaged
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, event, expression
 from tools.bench import adapt as bench_adapt
@@ -129,7 +131,7 @@ def test_matching_stays_a_reader(tmp_path: Path) -> None:
             idx.match(event(rng))
         with idx.store.read() as txn:
             assert txn.gen == gen
-        assert idx._collector is not None and idx._collector.events == 200
+        assert idx.collector is not None and idx.collector.events == 200
         report = idx.adjust()
         assert report["events"] == 200 and report["nodes"] > 0
         with idx.store.read() as txn:
@@ -142,10 +144,10 @@ def test_off_collects_nothing(tmp_path: Path) -> None:
     with _open(str(tmp_path)) as idx:
         idx.subscribe("a", "i = 1")
         idx.match({"i": 1})
-        assert idx._collector is None
+        assert idx.collector is None
         idx.collecting = True
         idx.match({"i": 1})
-        assert idx._collector is not None and idx._collector.events == 1
+        assert idx.collector is not None and idx.collector.events == 1
 
 
 def test_collector_counts(tmp_path: Path) -> None:
@@ -154,10 +156,10 @@ def test_collector_counts(tmp_path: Path) -> None:
         idx.subscribe_many([("t", "i = 1"), ("f", "i = 2"), ("ff", "i = 3 and j = 4")])
         idx.collecting = True
         assert idx.match({"i": 1, "j": 5}) == ["t"]
-        col = idx._collector
+        col = idx.collector
         assert col is not None
         with idx.store.read() as txn:
-            root = txn.get_obj(NS, b"index")["root"]
+            root = txn.get_obj(NS, ROOT)["root"]
         # one visit, three candidates, two false, discarding their 1 + 2 atoms
         assert col.nodes == {root: [1, 3, 2, 3]}
         idx.match({"i": 3, "j": 4})
@@ -187,10 +189,10 @@ def test_feedback_steers_partitioning(tmp_path: Path) -> None:
             if measured:
                 with idx.store.write() as txn:
                     state = {"events": 0, "attrs": {"i": [10.0, 10.0]}, "recycled": [0, 0, 0]}
-                    txn.put_obj(NS, STATE_KEY, state)
+                    txn.put_obj(NS, ADJUST_STATE, state)
             idx.subscribe_many(subs)
             with idx.store.read() as txn:
-                tree = BETree(txn, txn.get_obj(NS, b"index"))
+                tree = BETree(txn, txn.get_obj(NS, ROOT))
                 pdir = tree.node(tree.root).pdir
             assert pdir[0][0] == first, pdir
             idx.check()
@@ -203,12 +205,12 @@ def test_hot_root_lnode_is_cut(tmp_path: Path) -> None:
     with _open(str(tmp_path), max_cap=16, min_size=4, adjust=1, adjust_window=20) as idx:
         idx.subscribe_many([(k, f"i = {k}") for k in range(10)])
         with idx.store.read() as txn:
-            tree = BETree(txn, txn.get_obj(NS, b"index"))
+            tree = BETree(txn, txn.get_obj(NS, ROOT))
             assert not tree.node(tree.root).pdir
         for _ in range(20):
             assert idx.match({"i": 15}) == []
         with idx.store.read() as txn:
-            tree = BETree(txn, txn.get_obj(NS, b"index"))
+            tree = BETree(txn, txn.get_obj(NS, ROOT))
             assert set(tree.node(tree.root).pmap) == {"i"}
             assert load_state(txn)["recycled"][1] == 1
         idx.check()
@@ -223,11 +225,11 @@ def test_underflowing_pnode_reinserted(tmp_path: Path) -> None:
             idx.subscribe_many([(k, f"i = {k} and j > 0") for k in range(3)])
             idx.subscribe_many([(k, f"s = 'x{k}'") for k in range(3, 5)])
             with idx.store.read() as txn:
-                tree = BETree(txn, txn.get_obj(NS, b"index"))
+                tree = BETree(txn, txn.get_obj(NS, ROOT))
                 assert "i" in tree.node(tree.root).pmap or "j" in tree.node(tree.root).pmap
             assert idx.unsubscribe(0)
             with idx.store.read() as txn:
-                tree = BETree(txn, txn.get_obj(NS, b"index"))
+                tree = BETree(txn, txn.get_obj(NS, ROOT))
                 pmap = tree.node(tree.root).pmap
             assert bool({"i", "j"} & set(pmap)) == left, pmap
             idx.check()
@@ -238,15 +240,27 @@ def test_check_reports_bad_windows(tmp_path: Path) -> None:
     with _open(str(tmp_path), adjust=1) as idx:
         idx.subscribe("a", "i = 1")
         with idx.store.write() as txn:
-            txn.put_obj(ADJ_NS, codec.encode_u64(999_999), [0, 1, 1, 0, 0, 0])
-            txn.put_obj(ADJ_NS, codec.encode_u64(1), [0, 1, 1, 2, 1, 1])
-            txn.put_obj(NS, STATE_KEY, {"events": 0, "attrs": {"nope": [1.0, 2.0]}})
+            txn.put_obj(ADJ, codec.encode_u64(999_999), [0, 1, 1, 0, 0, 0])
+            txn.put_obj(ADJ, codec.encode_u64(1), [0, 1, 1, 2, 1, 1])
+            txn.put_obj(NS, ADJUST_STATE, {"events": 0, "attrs": {"nope": [1.0, 2.0]}})
         with pytest.raises(CheckFailed) as info:
             idx.check()
         text = str(info.value.violations)
         assert "page 999999: not a live c-node" in text
         assert "2 false of 1 candidates" in text
         assert "feedback on unknown attribute 'nope'" in text
+
+
+def test_recycling_a_damaged_top_bucket_is_damage(tmp_path: Path) -> None:
+    """A p-node whose top bucket, as read, is not one (a page written wrong but with a
+    good checksum) fails recycling with the page and what was found, not an assert."""
+    with _open(str(tmp_path), max_cap=2, min_size=2) as idx:
+        idx.subscribe_many([(k, f"i = {k}") for k in range(6)])
+        with idx.store.write() as txn, idx.writer(txn) as w:
+            (_, top, _), *_ = w.tree.node(w.tree.root).pdir
+            txn.load_mut(w.rec["space"], top, CNode).top = False
+            with pytest.raises(StoreDamaged, match=f"page {top}: not a p-node's top bucket"):
+                w.tree.evict_pnode(top)
 
 
 def test_freed_nodes_drop_their_windows(tmp_path: Path) -> None:
@@ -256,10 +270,10 @@ def test_freed_nodes_drop_their_windows(tmp_path: Path) -> None:
             idx.match({"i": k % 3, "j": k})
         idx.adjust()
         with idx.store.read() as txn:
-            assert txn.count(ADJ_NS) > 0
+            assert txn.count(ADJ) > 0
         idx.unsubscribe_many(list(range(20)))
         with idx.store.read() as txn:
-            assert txn.count(ADJ_NS) <= 1  # at most the root's
+            assert txn.count(ADJ) <= 1  # at most the root's
         idx.check()
 
 
@@ -284,7 +298,7 @@ def test_collector_totals(tmp_path: Path) -> None:
         for _ in range(Collector.FOLD + 50):
             idx.match(event(rng))
             total += idx.last_stats["candidates"]
-        col = idx._collector
+        col = idx.collector
         assert col is not None and col.events == Collector.FOLD + 50
         counts = list(col.nodes.values())
         assert sum(c[1] for c in counts) == total
@@ -317,7 +331,7 @@ def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
         idx.check()
     with Index.open(str(tmp_path), readonly=True) as ro:  # read-only: nothing collected
         ro.match(event(rng))
-        assert ro._collector is None
+        assert ro.collector is None
 
 
 def test_cli_adjust(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -288,13 +288,14 @@ def test_a_record_moved_by_a_damaged_key_is_missed_by_no_match(
     """Checksums cover values, not keys: a flipped first byte moves a PB+tree's record
     out of the range that matching scans.  The root record lists the attributes that
     have one, so matching refuses instead of answering without the tree."""
-    from betree.index import NS, Index
+    from betree.catalog import NS, ROOT
+    from betree.index import Index
     from pbtree.tree import NS as PBTREE_NS
 
     copy = tmp_path / "moved"
     shutil.copytree(source.store, copy)
     with Index.open(copy) as idx, idx.store.write() as txn:
-        name = txn.get_obj(NS, b"index")["attributes"]["pbtrees"][-1].encode()
+        name = txn.get_obj(NS, ROOT)["attributes"]["pbtrees"][-1].encode()
         value = txn.get(PBTREE_NS, name)
         assert value is not None
         txn.delete(PBTREE_NS, name)

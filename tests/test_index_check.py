@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from betree.index import NS, Index
+from betree.catalog import NS, ROOT, put_home
+from betree.index import Index
 from betree.nodes import CNode
 from betree.tree import BETree
 from storage import CheckFailed, codec
@@ -31,14 +32,14 @@ def violations(idx: Index) -> list[str]:
 
 def walk(idx: Index) -> list[CNode]:
     with idx.store.read() as txn:
-        tree = BETree(txn, txn.get_obj(NS, b"index"))
+        tree = BETree(txn, txn.get_obj(NS, ROOT))
         return [node for node, _, _ in tree.walk()]
 
 
 def test_wrong_score(idx: Index) -> None:
     root = walk(idx)[0]
     with idx.store.write() as txn:
-        node = txn.load_mut(txn.get_obj(NS, b"index")["space"], root.page, CNode)
+        node = txn.load_mut(txn.get_obj(NS, ROOT)["space"], root.page, CNode)
         node.pdir[0][2] += 5
     found = violations(idx)
     assert len(found) == 1 and "scores" in found[0] and f"page {root.page}" in found[0]
@@ -48,11 +49,11 @@ def test_clause_in_too_large_a_bucket(idx: Index) -> None:
     # move a clause from a leaf bucket's l-node up to its parent bucket's l-node
     nodes = walk(idx)
     leaf = next(n for n in nodes if n.attr == "x" and not n.top and n.size and n.is_leaf)
-    with idx.store.write() as txn, idx._writer(txn) as w:
+    with idx.store.write() as txn, idx.writer(txn) as w:
         entry = w.tree.entries(leaf)[0]
         w.tree._rewrite(leaf.page, w.tree.entries(leaf)[1:])
         w.tree._append(leaf.parent, [entry])
-        w._moved(entry[0], leaf.parent)
+        put_home(txn, entry[0], leaf.parent)
     found = violations(idx)
     assert any(f"clause {entry[0]} belongs in the smaller bucket" in v for v in found)
 

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from betree.index import NS, Index
+from betree.catalog import AID, ATOM, NS, ROOT, put_home
+from betree.index import Index
 from betree.nodes import CNode, Entry
+from betree.normal import OrderAtom
 from betree.tree import BETree
 from storage import codec
 from tests.test_index_check import idx, violations
@@ -30,16 +32,16 @@ def mixed(idx: Index) -> Index:
 
 def lnodes(idx: Index) -> list[tuple[CNode, list[Entry]]]:
     with idx.store.read() as txn:
-        tree = BETree(txn, txn.get_obj(NS, b"index"))
+        tree = BETree(txn, txn.get_obj(NS, ROOT))
         return [(node, tree.entries(node)) for node, _, _ in tree.walk() if node.size]
 
 
 def edit(idx: Index, page: int, entries: list[Entry], home: int | None = None) -> Any:
     """Replace the l-node of ``page`` by ``entries`` (and move the first one's home)."""
-    with idx.store.write() as txn, idx._writer(txn) as w:
+    with idx.store.write() as txn, idx.writer(txn) as w:
         w.tree._rewrite(page, entries)
         if home is not None:
-            w._moved(entries[0][0], home)
+            put_home(txn, entries[0][0], home)
 
 
 def test_clause_stored_twice(mixed: Index) -> None:
@@ -104,7 +106,7 @@ def test_clause_outside_its_bucket(mixed: Index) -> None:
 def test_clause_left_above_a_pnode_that_could_take_it(mixed: Index) -> None:
     # a clause of the x directory moved up into the root's l-node
     with mixed.store.read() as txn:
-        root = txn.get_obj(NS, b"index")["root"]
+        root = txn.get_obj(NS, ROOT)["root"]
     node, entries = next((n, e) for n, e in lnodes(mixed) if n.attr == "x")
     _, rooted = next(((n, e) for n, e in lnodes(mixed) if n.page == root), (None, []))
     edit(mixed, node.page, entries[1:])
@@ -131,3 +133,14 @@ def test_id_map_leads_elsewhere(fixture: str, request: pytest.FixtureRequest) ->
         sid = codec.decode_u64(txn.get(b"ext", codec.encode_id(3)) or b"")
         txn.put(b"ext", codec.encode_id(3), codec.encode_u64(sid + 1))
     assert violations(index) == [f"subscription 3: id map does not lead to internal id {sid}"]
+
+
+def test_atom_on_an_attribute_the_schema_lacks(idx: Index) -> None:
+    """An atom record naming no attribute of the schema is reported, not a KeyError."""
+    with idx.store.write() as txn:
+        key = codec.encode_value(OrderAtom("nope", [("=", 1)]).as_tuple())
+        aid = txn.get_obj(NS, ROOT)["next_atom"]
+        txn.put_obj(ATOM, key, [aid, 0])
+        txn.put(AID, codec.encode_u64(aid), key)
+    found = violations(idx)
+    assert f"atom {aid} (nope = 1) is on 'nope', not an attribute of the schema" in found

@@ -243,7 +243,7 @@ def test_equality_atoms_span_their_hull(kind: str) -> None:
     for vs in values:
         atom = OrderAtom("a", [("=", v) for v in vs])
         spans = [grid.interval(kind, c, True, c, True) for _, c in atom.entries]
-        assert Index._span(kind, atom) == grid.hull(spans), vs  # (an empty one: grid.EMPTY)
+        assert grid.atom_span(kind, atom) == grid.hull(spans), vs  # (an empty one: grid.EMPTY)
 
 
 # -- tokenizing ------------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def _overhead(idx: Index, events: Sequence[dict[str, Any]], repeat: int) -> dict
             idx.collecting = collecting
             ms[collecting].append(_timed_passes({"x": idx}, events, repeat)["x"]["ms_mean"])
     idx.collecting = False
-    idx._collector = None  # a measurement, not feedback: dropped
+    idx.discard_statistics()  # a measurement, not feedback
     off, on = min(ms[False]), min(ms[True])
     return {"off_ms": off, "on_ms": on, "overhead": on / off - 1.0, "rounds": OVERHEAD_ROUNDS}
 

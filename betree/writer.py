@@ -1,0 +1,167 @@
+"""``Writer``: one write transaction's view of an index — interning, inserting, deleting.
+
+A subscription's insertion writes its catalog records (:mod:`betree.catalog`: ``sub``,
+``ext``, one ``home`` per clause, the ``atom``/``aid`` records of atoms new to the
+index with their PB+tree entries or direct tests), then inserts each clause into the
+BE-Tree at its places; deletion undoes the same, releasing atoms whose last use goes.
+PB+trees and direct-atom lists touched are kept open for the transaction, and
+:meth:`Writer.finish` writes the direct lists and the root record once at the end.
+
+:meth:`betree.index.Index.writer` makes one; self-adjustment (:func:`betree.adjust.flush`)
+re-inserts clauses through its tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from betree import catalog
+from betree.adjust import feedback
+from betree.catalog import SubId, clause_id
+from betree.normal import Atom, Clause, OrderAtom, atom_from_tuple
+from betree.tree import BETree, Places
+from pbtree import PBTree
+from storage import codec
+from storage.errors import StoreDamaged
+from storage.txn import WriteTxn
+
+
+class Writer:
+    """Inserting and deleting subscriptions in ``txn``.
+
+    ``places`` gives a clause's places (:meth:`betree.index.Index.places`); ``hints`` the
+    grid range a new p-node's top bucket halves, per attribute.
+    """
+
+    def __init__(
+        self,
+        txn: WriteTxn,
+        places: Callable[[Clause], Places],
+        hints: Mapping[str, tuple[int, int]],
+    ) -> None:
+        self.txn = txn
+        self.places = places
+        self.hints = hints
+        self.rec = catalog.root_record(txn)
+        self.trees: dict[str, PBTree] = {}
+        self.tree = BETree(
+            txn,
+            self.rec,
+            places=self._places,
+            hint=hints.__getitem__,
+            moved=self._moved,
+            feedback=feedback(txn),
+            dissolve=bool(self.rec.get("adjust")),
+        )
+        self.direct: dict[str, list[list[Any]]] = {}
+        self.atoms: dict[int, Atom] = {}
+
+    def _places(self, cid: int) -> Places:
+        sid, k = catalog.clause_parts(cid)
+        sub = catalog.linked_record(self.txn, catalog.SUB, codec.encode_u64(sid), f"clause {cid}")
+        return self.places(tuple(self.atom(aid) for aid in sub[2][k] if aid))
+
+    def _moved(self, cid: int, page: int) -> None:
+        catalog.put_home(self.txn, cid, page)
+
+    def atom(self, aid: int) -> Atom:
+        """The atom with id ``aid`` (cached for the transaction)."""
+        atom = self.atoms.get(aid)
+        if atom is None:
+            atom = self.atoms[aid] = catalog.load_atom(self.txn, aid)
+        return atom
+
+    def _pbtree(self, attr: str) -> PBTree:
+        if attr not in self.trees:
+            self.trees[attr] = PBTree(self.txn, attr)
+        return self.trees[attr]
+
+    def _direct(self, attr: str) -> list[list[Any]]:
+        if attr not in self.direct:
+            self.direct[attr] = catalog.load_direct(self.txn, attr)
+        return self.direct[attr]
+
+    def intern(self, atom: Atom) -> int:
+        """The id of ``atom``, counting one more use (a new atom gets the next id, its
+        PB+tree entries or its direct test)."""
+        key = codec.encode_value(atom.as_tuple())
+        found = self.txn.get_obj(catalog.ATOM, key)
+        if found is not None:
+            self.txn.put_obj(catalog.ATOM, key, [found[0], found[1] + 1])
+            self.atoms[found[0]] = atom
+            return int(found[0])
+        aid = self.rec["next_atom"]
+        self.atoms[aid] = atom
+        self.rec["next_atom"] = aid + 1
+        self.txn.put_obj(catalog.ATOM, key, [aid, 1])
+        self.txn.put(catalog.AID, codec.encode_u64(aid), key)
+        if isinstance(atom, OrderAtom):
+            tree = self._pbtree(atom.attr)
+            for op, const in atom.entries:
+                tree.insert(op, const, aid)
+        else:
+            self._direct(atom.attr).append([aid, list(atom.as_tuple())])
+        return aid
+
+    def release(self, aid: int) -> None:
+        """Count one use of atom ``aid`` less; drop the atom with its last use."""
+        key = catalog.atom_key(self.txn, aid)
+        found = catalog.linked_record(self.txn, catalog.ATOM, key, f"atom {aid}")
+        if found[1] > 1:
+            self.txn.put_obj(catalog.ATOM, key, [aid, found[1] - 1])
+            return
+        self.txn.delete(catalog.ATOM, key)
+        self.txn.delete(catalog.AID, codec.encode_u64(aid))
+        atom = atom_from_tuple(codec.decode_value(key))
+        if isinstance(atom, OrderAtom):
+            tree = self._pbtree(atom.attr)
+            for op, const in atom.entries:
+                tree.delete(op, const, aid)
+        else:
+            atoms = self._direct(atom.attr)
+            atoms[:] = [entry for entry in atoms if entry[0] != aid]
+
+    def insert(self, ident: SubId, expr: str, clauses: list[Clause]) -> bool:
+        """Insert (or replace) subscription ``ident``; True if it was new."""
+        existed = self.delete(ident)
+        sid = self.rec["next_sid"]
+        self.rec["next_sid"] = sid + 1
+        atom_ids = [[self.intern(atom) for atom in clause] or [0] for clause in clauses]
+        places = [self.places(clause) for clause in clauses]
+        sid_key = codec.encode_u64(sid)
+        self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
+        self.txn.put(catalog.EXT, codec.encode_id(ident), sid_key)
+        for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
+            self.tree.insert((clause_id(sid, k), ident, ids), place)
+        self.rec["subs"] += 1
+        return not existed
+
+    def delete(self, ident: SubId) -> bool:
+        """Delete subscription ``ident``; False if there was none."""
+        sid_key = catalog.subscription_key(self.txn, ident)
+        if sid_key is None:
+            return False
+        sid = codec.decode_u64(sid_key)
+        _, _, atom_ids = catalog.subscription_record(self.txn, ident, sid_key)
+        for k, ids in enumerate(atom_ids):
+            cid = clause_id(sid, k)
+            home_key = codec.encode_u64(cid)
+            home = self.txn.get(catalog.HOME, home_key)
+            if home is None or not self.tree.remove(cid, codec.decode_u64(home)):
+                raise StoreDamaged(f"clause {cid} of {ident!r} is not where its record says")
+            self.txn.delete(catalog.HOME, home_key)
+            for aid in ids:
+                if aid:
+                    self.release(aid)
+        self.txn.delete(catalog.SUB, sid_key)
+        self.txn.delete(catalog.EXT, codec.encode_id(ident))
+        self.rec["subs"] -= 1
+        return True
+
+    def finish(self) -> None:
+        """Write the direct-atom lists touched and the root record."""
+        for attr, atoms in self.direct.items():
+            catalog.put_direct(self.txn, attr, atoms)
+        self.rec["attributes"] = catalog.record_attributes(self.txn)
+        catalog.put_root(self.txn, self.rec)
