@@ -62,7 +62,7 @@ def input_lines(fh: Iterable[bytes]) -> Iterator[bytes]:
     Lines end at ``b"\\n"`` only (a ``"\\r"`` before it, or anywhere, is JSON white
     space), and each is decoded on its own (:func:`loads_line`): a line that is not UTF-8
     is one bad line, not the end of the input.  Spark reads files the same way
-    (``lineSep="\\n"``, :func:`loaders.spark_job.extract`).
+    (``lineSep="\\n"``, :func:`loaders.spark.extract.extract`).
     """
     lines = iter(fh)
     for first in lines:
