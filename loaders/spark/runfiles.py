@@ -13,10 +13,9 @@ Layout, under ``STAGING/runs/`` (removed by the driver once the build job is don
     atoms/<attempt>.arrow        that attempt's atoms, rows ATOMS; written after its run
                                  files are complete, only if it wrote one
 
-``<attempt>`` is Spark's task attempt id, so a retried task never appends to a failed
-attempt's files: the driver names to the build job only the run files that the attempts
-which succeeded reported (:data:`loaders.spark.results.RUNS` rows), so a failed attempt's
-file is never read.
+``<attempt>`` is Spark's task attempt id, so a retried task never writes into a failed
+attempt's files, and the build job reads only the run files the driver names to it: those
+that attempts which succeeded reported (:data:`loaders.spark.results.RUNS` rows).
 
 :data:`RUN` rows are records in the order the task read them: the record's place (input
 argument, file id, split start, row in the split: its line number, later), its id key
