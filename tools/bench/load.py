@@ -289,7 +289,8 @@ def profile_hot_spots(data: Path, n: int) -> str:
     )
     parts = []
     with tempfile.TemporaryDirectory() as runs:
-        (Path(runs) / shard_name(0)).mkdir()
+        for name in ("atoms", shard_name(0)):
+            (Path(runs) / name).mkdir()
         prof = cProfile.Profile()
         t0 = time.perf_counter()
         out = prof.runcall(lambda: list(compile_partition([batch], schema, runs=runs)))
