@@ -66,7 +66,8 @@ def compile_partition(
 
     The steps: :meth:`_Task.compile_batch` (per record: :func:`parse_record`,
     :func:`_compile_record`, :meth:`_Task.pack`), :meth:`RunWriter.write` per input batch,
-    then the atoms file and :meth:`_Task.result`.
+    then the atoms file and :meth:`_Task.result`.  Cost: CPU per record (the compile is
+    most of it); memory: one input batch's records at a time, and the task's atoms.
     """
     from pyspark import TaskContext
 
