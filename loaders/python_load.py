@@ -7,10 +7,10 @@ their line, id and reason), then the accepted ones are built into an index in on
 by a compacting copy (full B-tree pages, no free pages: about 40% smaller), and published
 atomically (:mod:`loaders.records`).
 
-Cost: one parse + normalization per record (about 0.1 ms), then the batch build, the
-check and a compacting copy (about 40 µs per subscription together).  Memory: the records
-and the batch, about 2.4 GB per million BEGen subscriptions at the peak (the build's write
-transaction); the batch is dropped before the check reads the store back.
+Cost: one parse + normalization per record, then the batch build, the check and a
+compacting copy, in one process.  Memory: the records and the batch, at the peak (the
+build's write transaction) a few GB per million subscriptions; the batch is dropped before
+the check reads the store back.  Measured: docs/bench/load/README.md.
 """
 
 from __future__ import annotations

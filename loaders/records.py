@@ -51,7 +51,8 @@ _HUGE_INT = "Exceeds the limit"  # how int() refuses more than sys.get_int_max_s
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Record]:
-    """Subscription records from a JSON Lines file (SPEC section 5); blank lines skipped."""
+    """Subscription records (``{"id": ID, "expr": "..."}``, one per line) from a JSON Lines
+    file; blank lines skipped."""
     with open(path, "rb") as fh:
         yield from parse_lines(input_lines(fh))
 
@@ -62,7 +63,7 @@ def input_lines(fh: Iterable[bytes]) -> Iterator[bytes]:
     Lines end at ``b"\\n"`` only (a ``"\\r"`` before it, or anywhere, is JSON white
     space), and each is decoded on its own (:func:`loads_line`): a line that is not UTF-8
     is one bad line, not the end of the input.  Spark reads files the same way
-    (``lineSep="\\n"``, :func:`loaders.spark_job.extract`).
+    (``lineSep="\\n"``, :func:`loaders.spark.extract.extract`).
     """
     lines = iter(fh)
     for first in lines:
@@ -176,7 +177,8 @@ def _lone_surrogate(text: str) -> str | None:
 
 
 def mark_duplicates(records: list[Record]) -> None:
-    """Reject every occurrence of an id that appears more than once (SPEC section 5)."""
+    """Reject every occurrence of an id that appears more than once: which occurrence was
+    meant cannot be known, so the rejects file lists them all (both load engines)."""
     counts = Counter((type(r.id), r.id) for r in records if r.error is None)
     for record in records:
         if record.error is None and counts[(type(record.id), record.id)] > 1:

@@ -12,9 +12,9 @@ import pytest
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The one local Spark session of the test run (two cores, as CI), started by the
     first test that asks for it."""
-    from loaders import spark_job
+    from loaders.spark.session import spark_session
 
-    session = spark_job.spark_session(
+    session = spark_session(
         "local[2]", driver_memory="1g", log_dir=tmp_path_factory.mktemp("spark-log")
     )
     yield session

@@ -27,7 +27,9 @@ def test_bench_load_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[
     doc = run(
         tmp_path,
         *("--sizes", "200,300", "--shards", "", "--python-max", "300", "--online-max", "200"),
+        "--profile",  # the Spark engine's compile transform and shard build, in-process
     )
+    assert "compile transform" in doc["profile"] and "shard build" in doc["profile"]
     rows = {(r["engine"], r["n"]): r for r in doc["rows"]}
     assert set(rows) == {("online", 200), ("python", 200), ("online", 300), ("python", 300)}
     guess = rows[("online", 300)]

@@ -180,16 +180,16 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
 def test_load_progress_rate_and_time_left() -> None:
     """The progress line: no rate over the first instant (it printed 4.7e12/s), and a time
     left that counts down between task ends instead of rising."""
-    from loaders.spark_job import _Progress
+    from loaders.spark.jobs import Progress
 
     stage = SimpleNamespace(numCompletedTasks=0, numTasks=4)
     finish: dict[tuple[str, int], float] = {}
-    line = _Progress._line("compile", stage, 0.001, 0.001, 4_755_000, finish)
+    line = Progress._line("compile", stage, 0.001, 0.001, 4_755_000, finish)
     assert "/s" not in line and "records" not in line
     stage.numCompletedTasks = 1
-    first = _Progress._line("compile", stage, 100.0, 100.0, 250_000, finish)
+    first = Progress._line("compile", stage, 100.0, 100.0, 250_000, finish)
     assert "250,000 records, 2,500/s" in first and "~300 s left" in first
-    later = _Progress._line("compile", stage, 160.0, 160.0, 250_000, finish)
+    later = Progress._line("compile", stage, 160.0, 160.0, 250_000, finish)
     assert "~240 s left" in later  # counts down while no task ends
 
 

@@ -160,12 +160,12 @@ def test_sizes_through_the_python_load_match_verify_and_export(
 
 @pytest.mark.spark
 def test_sizes_through_the_spark_load(spark: Any, tmp_path: Path) -> None:
-    from loaders import spark_job
+    from loaders.spark.driver import load
 
     subs = records()
     path = write_records(tmp_path / "subs.jsonl", subs)
     rejects = io.StringIO()
-    summary = spark_job.load(
+    summary = load(
         tmp_path / "spark", [path], SIZE_SCHEMA, spark=spark, rejects=rejects, progress=None
     )
     assert (summary["loaded"], summary["rejected"]) == (len(subs), 0), rejects.getvalue()

@@ -305,14 +305,15 @@ def test_spark_load_matches_the_python_engine(
     """``bexdb load --engine spark`` (run in this process, so that the load takes the
     session fixture as the active session) over several input splits: exit 3, and the
     python engine's rejects, byte for byte, and loaded ids."""
-    from loaders import python_load, spark_job
+    from loaders import python_load
     from loaders.records import read_jsonl
+    from loaders.spark import driver
 
     bad = str(write_bad(tmp_path))
     python_rejects = io.StringIO()
     python_load.load(tmp_path / "py", read_jsonl(bad), SCHEMA, rejects=python_rejects)
     rejects = tmp_path / "rejects.jsonl"
-    monkeypatch.setattr(spark_job, "MIN_SPLIT", 64 << 10)  # about 7 splits of the 410 KB
+    monkeypatch.setattr(driver, "MIN_SPLIT", 64 << 10)  # about 7 splits of the 410 KB
     code = main(
         [
             "load",
@@ -344,7 +345,7 @@ def test_spark_load_matches_the_python_engine(
 )
 def test_a_csv_id_field_is_one_record(field: str, want: tuple[Any, str | None]) -> None:
     """A CSV id field that is JSON is read as JSON (Spark engine, no Spark needed)."""
-    from loaders.spark_job import CSV, parse_record
+    from loaders.spark.extract import CSV, parse_record
 
     record = parse_record(CSV, json.dumps({"id": field, "expr": "i = 1"}).encode())
     assert record is not None

@@ -1,4 +1,4 @@
-"""The Spark bulk load (``loaders.spark_job``) on one shared local Spark session.
+"""The Spark bulk load (``loaders.spark``) on one shared local Spark session.
 
 Differential: a Spark-loaded store (plain or sharded) answers every event as a store built
 by online ``subscribe`` of the same subscriptions, and the brute-force evaluator; the Spark
@@ -23,9 +23,14 @@ from betree.expr import evaluate
 from betree.index import Index
 from betree.parser import compile_expr
 from betree.schema import InferenceError, Schema
-from loaders import python_load, spark_job
+from loaders import python_load
 from loaders.records import read_jsonl
 from loaders.shards import open_any, read_manifest, shard_name, verify
+from loaders.spark import driver
+from loaders.spark.compile import compile_partition, compiler
+from loaders.spark.extract import JSONL
+from loaders.spark.results import RUNS
+from loaders.spark.runfiles import read_runs, shard_of
 from storage.errors import BexdbError, InvalidInput
 from tests.workload import SCHEMA, event, expression
 
@@ -57,7 +62,7 @@ def leftovers(target: Path) -> list[str]:
 def load(spark: Any, target: Path, inputs: list[str], schema: Any = SCHEMA, **kw: Any) -> Any:
     kw.setdefault("settings", SETTINGS)
     kw.setdefault("progress", None)
-    return spark_job.load(target, inputs, schema, spark=spark, **kw)
+    return driver.load(target, inputs, schema, spark=spark, **kw)
 
 
 def test_matches_online_subscribe_and_brute_force(spark: Any, tmp_path: Path) -> None:
@@ -317,7 +322,7 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
                 "arg": [0] * len(texts),
                 "path": ["p"] * len(texts),
                 "block": [0] * len(texts),
-                "kind": [spark_job.JSONL] * len(texts),
+                "kind": [JSONL] * len(texts),
                 "text": [json.dumps({"id": k, "expr": t}) for k, t in enumerate(texts)],
             }
         )
@@ -325,15 +330,15 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
         for name in ("atoms", shard_name(0), shard_name(1)):
             (runs / name).mkdir(parents=True)
         out = pa.Table.from_batches(
-            list(spark_job.compile_partition([batch], schema, runs=str(runs), shards=2))
+            list(compile_partition([batch], schema, runs=str(runs), shards=2))
         )
-        files = out.filter(pa.compute.equal(out["kind"], spark_job.RUNS))
+        files = out.filter(pa.compute.equal(out["kind"], RUNS))
         if len(texts) > 100:
             assert sorted(files["pos"].to_pylist()) == [0, 1]  # both shards got records
         for shard, path in zip(files["pos"].to_pylist(), files["path"].to_pylist(), strict=True):
-            for k in spark_job.read_runs([path])[0]["key"].to_pylist():
-                assert spark_job.shard_of(k, 2) == shard
-        table, atom_keys = spark_job.read_runs(files["path"].to_pylist())
+            for k in read_runs([path])[0]["key"].to_pylist():
+                assert shard_of(k, 2) == shard
+        table, atom_keys = read_runs(files["path"].to_pylist())
         names = sorted(schema["attributes"])
         found = {}
         for row in table.to_pylist():
@@ -364,8 +369,8 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
         for schema, idx, batch in ((SCHEMA, a, texts), (other, b, texts[-3:]), (SCHEMA, a, texts)):
             for _ in range(2):  # the second task finds the compiler and its memo warm
                 got = run(schema, batch)
-                compiler = spark_job._compiler(schema, None)
-                assert not Path(compiler.store.path).exists()
+                index = compiler(schema, None)
+                assert not Path(index.store.path).exists()
                 for k, (text, packed) in enumerate(zip(batch, got, strict=True)):
                     try:
                         clauses = idx.compile(k, text)

@@ -230,10 +230,10 @@ def cmd_load(args: argparse.Namespace) -> int:
     rejects = open(args.rejects, "w", encoding="utf-8") if args.rejects else None  # noqa: SIM115
     try:
         if args.engine == "spark":
-            from loaders import spark_job
+            from loaders.spark.driver import load as spark_load
 
             with _terminate_as_interrupt():  # a killed load cleans up: cancel, remove staging
-                summary = spark_job.load(
+                summary = spark_load(
                     args.store,
                     args.inputs,
                     schema,

@@ -37,12 +37,10 @@ def _load(args: argparse.Namespace, data: Path, store: Path) -> dict[str, object
 
         records = read_jsonl(data / "subs.jsonl")
         return python_load.load(store, records, schema, replace=True, progress=sys.stderr)
-    from loaders import spark_job
+    from loaders.spark.driver import load as spark_load
 
     inputs = [str(data / "subs.jsonl")]
-    return spark_job.load(
-        store, inputs, schema, shards=args.shards, replace=True, progress=sys.stderr
-    )
+    return spark_load(store, inputs, schema, shards=args.shards, replace=True, progress=sys.stderr)
 
 
 def main(args: argparse.Namespace) -> int:

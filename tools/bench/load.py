@@ -268,8 +268,12 @@ def profile_hot_spots(data: Path, n: int) -> str:
     """cProfile of the compile transform and of one shard's build on the first ``n`` subs."""
     import pyarrow as pa
 
-    from loaders import spark_job
     from loaders.shards import shard_name
+    from loaders.spark.build import build_store, triage
+    from loaders.spark.compile import compile_partition
+    from loaders.spark.extract import JSONL
+    from loaders.spark.results import RUNS
+    from loaders.spark.runfiles import read_runs
 
     schema = json.loads((data / "schema.json").read_text())
     with open(data / "subs-all.jsonl", encoding="utf-8") as fh:
@@ -279,26 +283,27 @@ def profile_hot_spots(data: Path, n: int) -> str:
             "arg": pa.array([0] * n, pa.int32()),
             "path": ["subs.jsonl"] * n,
             "block": pa.array([0] * n, pa.int64()),
-            "kind": pa.array([spark_job.JSONL] * n, pa.int8()),
+            "kind": pa.array([JSONL] * n, pa.int8()),
             "text": [line.rstrip("\n") for line in lines],
         }
     )
     parts = []
     with tempfile.TemporaryDirectory() as runs:
-        (Path(runs) / shard_name(0)).mkdir()
+        for name in ("atoms", shard_name(0)):
+            (Path(runs) / name).mkdir()
         prof = cProfile.Profile()
         t0 = time.perf_counter()
-        out = prof.runcall(lambda: list(spark_job.compile_partition([batch], schema, runs=runs)))
+        out = prof.runcall(lambda: list(compile_partition([batch], schema, runs=runs)))
         parts.append(_top(prof, f"compile transform (executors), {n:,} subscriptions", t0))
         result = pa.Table.from_batches(out)
-        files = result.filter(pa.compute.equal(result["kind"], spark_job.RUNS))
-        table, atom_keys = spark_job.read_runs(files["path"].to_pylist())
-        good, _ = spark_job.triage(table)
+        files = result.filter(pa.compute.equal(result["kind"], RUNS))
+        table, atom_keys = read_runs(files["path"].to_pylist())
+        good, _ = triage(table)
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
         t0 = time.perf_counter()
         prof.runcall(
-            spark_job.build_store,
+            build_store,
             good,
             atom_keys,
             schema,

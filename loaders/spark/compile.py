@@ -1,0 +1,218 @@
+"""The compile transform, in the executors: extracted rows -> compiled records in run files.
+
+:func:`compile_partition` parses each record and compiles it with the compiler of online
+``subscribe`` (:meth:`Index.compile`, on a compile-only index the Python worker keeps
+across its tasks: :func:`compiler`), and writes the record's extract or compile error, or
+its clauses in transport form (per clause the canonical atom keys,
+``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by, and the
+clause's places, :meth:`Index.places`: the BE-Tree's per-attribute grid spans) to the run
+file of the record's shard (:mod:`loaders.spark.runfiles`).  Records are routed by
+:func:`~loaders.spark.runfiles.shard_of`, ``crc32`` of the id key of
+:func:`storage.codec.encode_id`, so all occurrences of an id land in one shard, where
+duplicate ids are found (every occurrence rejected, as
+:func:`loaders.records.mark_duplicates`).  The task returns only the names of the files it
+wrote and its split counts (:mod:`loaders.spark.results`).
+
+The compile transform is most of a Spark load's CPU (docs/bench/load/README.md): per record
+it parses the record, compiles it (conjuncts the worker's compiler has seen are remembered),
+computes its places and packs its clauses into Arrow columns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
+from typing import Any
+
+import pyarrow as pa
+
+from betree.index import Index, gc_paused
+from betree.normal import Atom
+from loaders.records import Record
+from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record
+from loaders.spark.results import BLOCK, RESULT, RUNS, append_row
+from loaders.spark.runfiles import RunPart, RunWriter, shard_of
+from storage import codec
+from storage.errors import InvalidInput
+
+#: Bound on the atoms whose store key a compile task remembers.
+_KEYS_MAX = 1 << 16
+
+
+def compile_partition(
+    batches: Iterable[pa.RecordBatch],
+    schema_doc: dict[str, Any],
+    settings: dict[str, int] | None = None,
+    counter: Any = None,
+    *,
+    runs: str,
+    shards: int = 1,
+) -> Iterator[pa.RecordBatch]:
+    """Extracted rows -> compiled records in run files; emits the files and the splits.
+
+    Each record goes to the run file of its shard (:func:`shard_of`) in ``runs``: one
+    Arrow stream per (shard, task attempt), ``runs/shard-XXXX/<attempt>.arrow``, rows
+    :data:`RUN`: the record, its error (malformed JSON, bad id, missing column; syntax and
+    type errors of its expression: data, not exceptions), or its clauses as atom ids
+    local to the task and its places (:meth:`Index.places`) as rows.  The task's atoms go
+    to ``runs/atoms/<attempt>.arrow`` (:data:`ATOMS`: each one's store key, made once per
+    atom in the worker).  What this yields (:data:`RESULT`) is small: one ``RUNS`` row
+    per record file (its shard in ``pos``, its rows in ``block``) and one ``BLOCK`` row per
+    file split read.  ``counter`` (an accumulator) counts records.
+
+    The steps: :meth:`_Task.compile_batch` (per record: :func:`parse_record`,
+    :func:`_compile_record`, :meth:`_Task.pack`), :meth:`RunWriter.write` per input batch,
+    then the atoms file and :meth:`_Task.result`.  Cost: CPU per record (the compile is
+    most of it); memory: one input batch's records at a time, and the task's atoms.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    attempt = context.taskAttemptId() if context is not None else os.getpid()
+    task = _Task(schema_doc, runs, shards, attempt)
+    try:
+        with gc_paused():
+            compile_places = compiler(schema_doc, settings).compile_places
+            for batch in batches:
+                task.out.write(task.compile_batch(batch, compile_places))
+    finally:
+        task.out.close()
+        if counter is not None:
+            counter.add(task.seen)
+    task.out.write_atoms(task.local_keys)
+    yield task.result()
+
+
+class _Task:
+    """One compile task: the rows it has read per split, its atoms and its run files."""
+
+    def __init__(self, schema_doc: dict[str, Any], runs: str, shards: int, attempt: int) -> None:
+        self.shards = shards
+        self.splits = SplitRows()
+        self.fids: dict[str, int] = {}
+        self.local: dict[Atom, int] = {}  # atom -> its id in this task
+        self.local_keys: list[bytes] = []  # the store key of atom id i + 1 is local_keys[i]
+        self.numbers = {name: i for i, name in enumerate(sorted(schema_doc["attributes"]))}
+        self.out = RunWriter(runs, shards, attempt)
+        self.seen = 0
+
+    def compile_batch(
+        self, batch: pa.RecordBatch, compile_places: Callable[..., Any]
+    ) -> list[RunPart]:
+        """One batch of extracted rows -> its records, compiled, in one part per shard."""
+        parts = [RunPart() for _ in range(self.shards)]
+        for arg, path, block, kind, text in batch_rows(
+            batch, "arg", "path", "block", "kind", "text"
+        ):
+            pos = self.splits.position(arg, path, block)
+            record = parse_record(kind, text)
+            if record is None:
+                continue
+            self.seen += 1
+            fid = self.fids.get(path)
+            if fid is None:
+                fid = self.fids[path] = file_id(path)
+            key, expr, cerror, clauses, spans_of = _compile_record(record, compile_places)
+            ident = record.id
+            shown = str(ident) if type(ident) is int else json.dumps(ident)
+            part = parts[shard_of(key, self.shards)]
+            part.rows.append((arg, fid, block, pos, key, shown, expr, record.error, cerror))
+            self.pack(part, clauses, spans_of)
+            part.close_record()
+        return parts
+
+    def pack(self, part: RunPart, clauses: list[Any], spans_of: list[Any]) -> None:
+        """A record's clauses into ``part``'s list columns: atom ids local to the task (0,
+        the true atom, for a clause without atoms), places as rows."""
+        local, numbers = self.local, self.numbers
+        for clause, spans in zip(clauses, spans_of, strict=True):
+            ids = []
+            for atom in clause:
+                aid = local.get(atom)
+                if aid is None:
+                    aid = self.new_atom(atom)
+                ids.append(aid)
+            part.atoms.extend(ids or (0,))
+            part.lens.append(len(ids) or 1)
+            part.nrows.append(len(spans))
+            part.pattr.extend(map(numbers.__getitem__, spans))
+            flat = list(chain.from_iterable(spans.values()))
+            part.plo.extend(flat[0::2])
+            part.phi.extend(flat[1::2])
+
+    def new_atom(self, atom: Atom) -> int:
+        """The next atom id of the task for ``atom``, its store key made once per atom in the
+        worker, which remembers recent ones (atoms repeat across records and tasks)."""
+        keys = _KEYS
+        k = keys.get(atom)
+        if k is None:
+            if len(keys) >= _KEYS_MAX:
+                keys.clear()
+            k = keys[atom] = codec.encode_value(atom.as_tuple())
+        self.local_keys.append(k)
+        aid = self.local[atom] = len(self.local_keys)
+        return aid
+
+    def result(self) -> pa.RecordBatch:
+        """What the task returns (:data:`RESULT`): its splits' row counts, its run files."""
+        done: dict[str, list[Any]] = {name: [] for name in RESULT.names}
+        for (arg, path, block), count in self.splits.counts.items():
+            append_row(
+                done, kind=BLOCK, arg=arg, fid=file_id(path), block=block, pos=count, path=path
+            )
+        for shard, name, rows in self.out.files():
+            append_row(done, kind=RUNS, pos=shard, block=rows, path=name)
+        return pa.RecordBatch.from_pydict(done, schema=RESULT)
+
+
+def _compile_record(
+    record: Record, compile_places: Callable[..., Any]
+) -> tuple[bytes | None, str | None, str | None, list[Any], list[Any]]:
+    """A record's id key, expression, compile error, clauses and their places: no key for
+    a record with an extract error, no clauses for one that does not compile."""
+    if record.error is not None:
+        return None, None, None, [], []
+    ident = record.id
+    key = codec.encode_id(ident)
+    expr = record.expr
+    try:
+        clauses, spans_of = compile_places(ident, expr)
+    except InvalidInput as exc:
+        # as python_load: the reason without "subscription ID: "
+        return key, expr, exc.message.split(": ", 1)[-1], [], []
+    return key, expr, None, clauses, spans_of
+
+
+#: Per Python worker, kept across its tasks (Spark reuses workers): the compiling index of
+#: the last (schema, settings), whose caches (remembered conjuncts, grid spans) then start
+#: warm, and the store keys of recent atoms.
+_COMPILER: dict[str, Index] = {}
+_KEYS: dict[Atom, bytes] = {}
+
+
+def compiler(schema_doc: dict[str, Any], settings: dict[str, int] | None) -> Index:
+    """An index that only compiles (:meth:`Index.compile`, :meth:`Index.places`).
+
+    Its store is an empty scratch directory, removed as soon as the store is open: the
+    index keeps reading its settings through the open environment, and nothing is left
+    behind however the worker ends.
+    """
+    key = json.dumps([schema_doc, settings], sort_keys=True)
+    idx = _COMPILER.get(key)
+    if idx is None:
+        for old in _COMPILER.values():
+            old.close()
+        _COMPILER.clear()
+        _KEYS.clear()
+        scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
+        try:
+            idx = Index.open(scratch, schema=schema_doc, settings=settings, sync=False)
+            idx.settings()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        _COMPILER[key] = idx
+    return idx
