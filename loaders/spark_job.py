@@ -44,7 +44,7 @@ bottom-up PB+trees) in a scratch store inside the publishing staging directory, 
 ``check()``, and writes the compacting copy as the shard's store.  Without ``--shards`` the
 single shard *is* the store.  The driver collects only rejects, split counts and shard
 figures, writes the rejects file, applies ``--max-rejects``, writes the manifest of a
-sharded store (:mod:`loaders.shards`) and publishes the whole directory with one rename
+sharded store (:mod:`betree.sharded`) and publishes the whole directory with one rename
 (:func:`loaders.records.publishing`): complete or not at all.  On any failure the job is
 cancelled, the driver waits for running tasks to stop, and the staging directory goes.
 
@@ -87,7 +87,6 @@ import tempfile
 import threading
 import time
 import warnings
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -100,6 +99,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from betree import sharded as sharding
 from betree.bulk import PackedSubs, PlaceTable, build_from_parts
 from betree.expr import ExpressionError
 from betree.index import Index, gc_paused
@@ -109,7 +109,7 @@ from betree.parser import parse
 # The evidence and resolution rules of Schema.infer, applied here per record and per
 # attribute so that only the distinct (attribute, kind) pairs cross to the driver.
 from betree.schema import AttrSpec, Schema, _evidence, _resolve
-from loaders import shards as sharding
+from betree.sharded import shard_of
 from loaders.records import (
     Record,
     check_rejects,
@@ -631,15 +631,6 @@ def _atoms_file(run_file: str) -> str:
     """The atoms file of the task that wrote ``run_file``: ``runs/atoms/<attempt>.arrow``."""
     path = Path(run_file)
     return str(path.parent.parent / "atoms" / path.name)
-
-
-def shard_of(key: bytes | None, shards: int) -> int:
-    """The shard of a record by its id key: ``crc32(key) mod shards`` (0 for no key).
-
-    Stable across processes and runs (unlike Python's ``hash``), so every occurrence of
-    an id meets in one shard task, where duplicates are found.
-    """
-    return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
 
 
 def read_runs(paths: Iterable[str]) -> tuple[pa.Table, list[bytes]]:

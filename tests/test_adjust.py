@@ -18,8 +18,8 @@ import pytest
 from betree.adjust import STATE_KEY, Collector, load_state
 from betree.index import NS, Index
 from betree.schema import Schema
+from betree.sharded import PlainIndex
 from betree.tree import ADJ_NS, BETree
-from loaders.shards import SingleReader
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput
 from tests.test_index_differential import brute
@@ -303,11 +303,11 @@ def test_bench_adapt_smoke(tmp_path: Path) -> None:
 
 
 def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
-    """``bexdb serve`` matches through SingleReader snapshots: windows flush after them."""
+    """``bexdb serve`` matches through PlainIndex snapshots: windows flush after them."""
     rng = random.Random(3)
     with _open(str(tmp_path), adjust=1, adjust_window=10) as idx:
         idx.subscribe_many([(k, expression(rng)) for k in range(60)])
-        reader = SingleReader(idx)
+        reader = PlainIndex(idx)
         for _ in range(5):
             with reader.snapshot() as match:
                 for _ in range(6):
