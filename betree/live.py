@@ -12,14 +12,16 @@ raised again.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from betree.index import Index
+from betree.index import Index, SubId
+from betree.schema import Schema
 from betree.sharded import PlainIndex, ShardedIndex, open_index
 from storage.errors import BexdbError, StoreReplaced
-from storage.swap import identity, identity_probes
+from storage.store import refuse_sharded, store_exists
+from storage.swap import creating, identity, identity_probes
 
 T = TypeVar("T")
 
@@ -85,3 +87,34 @@ class LiveIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_subscriptions(
+    path: str | os.PathLike[str],
+    items: Sequence[tuple[SubId, str]],
+    schema: Any = None,
+) -> list[bool]:
+    """Insert or replace ``items`` in the store at ``path``, all in one transaction;
+    per item, whether it was new (``bexdb subscribe``).
+
+    A missing store is created (with ``schema``, else one inferred from ``items``) and
+    published only if every item goes in (:func:`storage.swap.creating`): a failed first
+    write leaves nothing behind.  A write overtaken by a replacement is redone
+    (:func:`write_reopening`).  Sharded stores take no writes yet (:class:`ShardedStore`).
+    """
+    refuse_sharded(path)
+    if store_exists(path):
+        with LiveIndex(path, schema=schema) as live:
+            return live.write(lambda idx: idx.subscribe_many(items))
+    if schema is None:
+        schema = Schema.infer(items)
+    with creating(Path(path)) as staging, Index.open(staging, schema=schema) as idx:
+        return idx.subscribe_many(items)
+
+
+def delete_subscriptions(path: str | os.PathLike[str], ids: Sequence[SubId]) -> None:
+    """Delete ``ids`` from the store at ``path``, all or nothing: if one is absent, none is
+    deleted and the absent ones are named (:class:`InvalidInput`, ``bexdb unsubscribe``)."""
+    refuse_sharded(path)
+    with LiveIndex(path) as live:
+        live.write(lambda idx: idx.unsubscribe_many(ids, strict=True))

@@ -66,13 +66,9 @@ def schema_file(path: str) -> Any:
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
-    from betree.index import Index
     from betree.jsonl import input_lines
-    from betree.live import LiveIndex
-    from betree.schema import Schema
+    from betree.live import write_subscriptions
     from loaders.records import mark_duplicates, parse_lines
-    from storage.store import refuse_sharded, store_exists
-    from storage.swap import creating
 
     with _binary_input(args.input) as fh:
         records = list(parse_lines(input_lines(fh)))
@@ -83,17 +79,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
-    schema = args.schema
-    items = [(r.id, r.expr) for r in records]
-    refuse_sharded(args.store)
-    if store_exists(args.store):
-        with LiveIndex(args.store, schema=schema) as live:
-            created = live.write(lambda idx: idx.subscribe_many(items))
-    else:  # a new store, published only if every record goes in
-        if schema is None:
-            schema = Schema.infer((r.id, r.expr) for r in records)
-        with creating(Path(args.store)) as staging, Index.open(staging, schema=schema) as idx:
-            created = idx.subscribe_many(items)
+    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], args.schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
@@ -102,13 +88,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
     """Delete subscriptions by id, all or nothing (like ``subscribe``): if one is absent,
     none is deleted and the absent ones are named (exit 3)."""
-    from betree.live import LiveIndex
-    from storage.store import refuse_sharded
+    from betree.live import delete_subscriptions
 
     ids = [parse_id(text) for text in args.ids]
-    refuse_sharded(args.store)
-    with LiveIndex(args.store) as live:
-        live.write(lambda idx: idx.unsubscribe_many(ids, strict=True))
+    delete_subscriptions(args.store, ids)
     print(f"unsubscribed {len(ids)}")
     return EXIT_OK
 

@@ -18,12 +18,12 @@ cores.
 * **Freshness.** Each request reads in a new LMDB snapshot, so every committed write is
   seen at once; the page cache is validated by generation, not flushed.  A store replaced
   by ``bexdb load --replace`` or ``bexdb compact`` is a new directory: a worker notices by
-  the inode of the store's data file (one ``stat`` per request, about 2 µs) and reopens
-  it; while the replacement is half-way (old renamed away, new not yet in) it keeps the
-  old one.  A ``PUT`` or ``DELETE`` that a compaction overtakes (it waited on the writer
-  lock, then found the store it had open retired: ``StoreReplaced``, nothing written) is
-  redone once in the reopened store, so no acknowledged write is lost; a second
-  replacement in that time answers 503.
+  the inode of the store's data file (one ``stat`` per request, about 2 µs:
+  :class:`betree.live.LiveIndex`) and reopens it; while the replacement is half-way (old
+  renamed away, new not yet in) it keeps the old one.  A ``PUT`` or ``DELETE`` that a
+  compaction overtakes (it waited on the writer lock, then found the store it had open
+  retired: ``StoreReplaced``, nothing written) is redone once in the reopened store, so
+  no acknowledged write is lost; a second replacement in that time answers 503.
 * **Durability.** A write is committed with fsync before it is answered.
 * **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
