@@ -48,6 +48,9 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[o
 
 
 def test_one_interface_for_both_kinds(stores: tuple[Path, Path, dict[object, str]]) -> None:
+    import betree
+
+    assert betree.open_index is open_index  # the package's own name for it
     plain_path, sharded_path, subs = stores
     rng = random.Random(7)
     events = [event(rng) for _ in range(40)]
