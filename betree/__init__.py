@@ -1,7 +1,9 @@
-"""bexdb's Boolean-expression index: ``from betree import Index`` (SPEC section 8).
+"""bexdb's Boolean-expression index: ``from betree import Index`` (SPEC section 8), and
+``open_index(path)`` for a store that may be sharded (:mod:`betree.sharded`).
 
-``Index`` is imported on first use (PEP 562), so importing a light module of the package
-(the parser, the schema) does not load the index, numpy and the store with it.
+``Index`` and ``open_index`` are imported on first use (PEP 562), so importing a light
+module of the package (the parser, the schema) does not load the index, numpy and the
+store with it.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from betree.index import Index
+    from betree.sharded import open_index
 
-__all__ = ["Index"]
+__all__ = ["Index", "open_index"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +22,8 @@ def __getattr__(name: str) -> Any:
         from betree.index import Index
 
         return Index
+    if name == "open_index":
+        from betree.sharded import open_index
+
+        return open_index
     raise AttributeError(f"module 'betree' has no attribute {name!r}")

@@ -55,14 +55,14 @@ class ShardedStore(StoreError):
     """A plain store was expected where a sharded one (a manifest and its shards) lies.
 
     Raised before anything is opened or created, so nothing is written beside the
-    manifest.  Sharded stores are read through ``loaders.shards.open_any`` and take no
+    manifest.  Sharded stores are read through ``betree.sharded.open_index`` and take no
     writes yet.
     """
 
     def __init__(self, path: str) -> None:
         super().__init__(
             f"{path} is a sharded store (manifest.json and its shards); it takes no writes",
-            "open it with loaders.shards.open_any(path) (as bexdb match, explain, inspect and "
+            "open it with betree.sharded.open_index(path) (as bexdb match, explain, inspect and "
             "verify do); to change it, rebuild it with `bexdb load --replace --shards K`",
         )
         self.path = path

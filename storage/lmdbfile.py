@@ -52,6 +52,16 @@ F_BIGDATA, F_SUBDATA = 1, 2
 P_INVALID = (1 << 64) - 1
 
 
+#: The file of an LMDB environment inside its directory: the one name the rest of bexdb
+#: asks this module for (:func:`data_file`) rather than spelling out.
+DATA_FILE = "data.mdb"
+
+
+def data_file(path: str | os.PathLike[str]) -> Path:
+    """The data file of the environment in directory ``path`` (which may not exist)."""
+    return Path(path) / DATA_FILE
+
+
 #: Data files up to this size are walked at every open (about 0.13 s at the limit); larger
 #: ones only when asked (``bexdb verify``, ``bexdb compact``): see :func:`damage`.
 WALK_LIMIT = 64 << 20
@@ -73,7 +83,7 @@ def damage(path: str | os.PathLike[str], walk: bool | None = None) -> str | None
     the last transaction id changed is done again (up to 5 times; then the file is left
     to LMDB's own checks rather than refused for what may be a commit in progress).
     """
-    file = Path(path) / "data.mdb"
+    file = data_file(path)
     for _ in range(5):
         found, txnid = _meta_damage(file)
         if found is not None or txnid is None:

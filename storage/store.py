@@ -49,7 +49,7 @@ DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space; the file grows only as wri
 #: million-subscription BEGen index (measured: 88K pages, 155 MB).
 DEFAULT_CACHE_BYTES = 256 << 20
 _MAX_MAP_SIZE = 1 << 46
-#: The file that makes a directory a sharded store (owned by ``loaders.shards``); a plain
+#: The file that makes a directory a sharded store (owned by ``betree.sharded``); a plain
 #: store is never opened, nor created, beside one.
 SHARD_MANIFEST = "manifest.json"
 #: Meta key marking an environment replaced at its path: no write may begin in it.
@@ -208,7 +208,7 @@ class Store:
 
     def size_on_disk(self) -> int:
         """Bytes of the data file."""
-        return os.path.getsize(os.path.join(self.path, "data.mdb"))
+        return os.path.getsize(lmdbfile.data_file(self.path))
 
     def copy_compact(
         self, path: str | os.PathLike[str], batch: int = 65536, *, txn: ReadTxn | None = None
@@ -227,7 +227,7 @@ class Store:
         entries/s depending on value size.
         """
         target = Path(path)
-        if (target / "data.mdb").exists():
+        if lmdbfile.data_file(target).exists():
             raise StoreError(f"{target} already holds a store")
         target.mkdir(parents=True, exist_ok=True)
         size = max(self.env.info()["map_size"], 1 << 30)
@@ -262,7 +262,7 @@ class Store:
             raise lmdb_error(exc, str(target)) from exc
         finally:
             dst.close()
-        return os.path.getsize(target / "data.mdb")
+        return os.path.getsize(lmdbfile.data_file(target))
 
     def sync(self) -> None:
         """Force commits made with ``sync=False`` to disk."""
@@ -352,7 +352,7 @@ def refuse_sharded(path: str | os.PathLike[str]) -> None:
 
 def store_exists(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds a plain store's environment (a sharded store is not one)."""
-    return os.path.exists(os.path.join(path, "data.mdb"))
+    return lmdbfile.data_file(path).exists()
 
 
 def open_store(
@@ -388,7 +388,7 @@ def open_store(
     else:
         damage = lmdbfile.damage(path)  # before LMDB maps it: bad offsets are SIGBUS
         if damage is not None:
-            raise StoreDamaged(f"{path}/data.mdb: {damage}")
+            raise StoreDamaged(f"{lmdbfile.data_file(path)}: {damage}")
     try:
         env = lmdb.open(
             path,

@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from storage.lmdbfile import data_file
 from storage.staging import staging
+from storage.store import SHARD_MANIFEST
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -96,5 +98,29 @@ def creating(target: Path) -> Iterator[Path]:
             os.rename(built, target)
             fsync_dir(target.parent)
         else:
-            os.link(built / "data.mdb", target / "data.mdb")
+            os.link(data_file(built), data_file(target))
             fsync_dir(target)
+
+
+def identity_probes(path: str | os.PathLike[str]) -> list[str]:
+    """The files whose inode names the store at ``path`` (plain or sharded), for
+    :func:`identity`: a replacement (:func:`swap_in`) puts new ones in place."""
+    return [str(data_file(path)), str(Path(path) / SHARD_MANIFEST)]
+
+
+def identity(probes: list[str]) -> tuple[int, int] | None:
+    """What names the store now: device and inode of the first of ``probes`` that exists.
+
+    The probe that named the store last is moved first, so that a plain store costs one
+    ``stat`` (about 2 µs), not a failed one first.  None: neither exists (a replacement
+    half-way, or no store).
+    """
+    for i, probe in enumerate(probes):
+        try:
+            st = os.stat(probe)
+        except FileNotFoundError:
+            continue
+        if i:
+            probes.insert(0, probes.pop(i))
+        return st.st_dev, st.st_ino
+    return None

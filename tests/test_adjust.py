@@ -20,8 +20,8 @@ from betree.catalog import ADJ, ADJUST_STATE, NS, ROOT
 from betree.index import Index
 from betree.nodes import CNode
 from betree.schema import Schema
+from betree.sharded import PlainIndex
 from betree.tree import BETree
-from loaders.shards import SingleReader
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput, StoreDamaged
 from tests.test_index_differential import brute
@@ -317,11 +317,11 @@ def test_bench_adapt_smoke(tmp_path: Path) -> None:
 
 
 def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
-    """``bexdb serve`` matches through SingleReader snapshots: windows flush after them."""
+    """``bexdb serve`` matches through PlainIndex snapshots: windows flush after them."""
     rng = random.Random(3)
     with _open(str(tmp_path), adjust=1, adjust_window=10) as idx:
         idx.subscribe_many([(k, expression(rng)) for k in range(60)])
-        reader = SingleReader(idx)
+        reader = PlainIndex(idx)
         for _ in range(5):
             with reader.snapshot() as match:
                 for _ in range(6):

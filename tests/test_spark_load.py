@@ -23,14 +23,14 @@ from betree.expr import evaluate
 from betree.index import Index
 from betree.parser import compile_expr
 from betree.schema import InferenceError, Schema
+from betree.sharded import open_index, read_manifest, shard_name, shard_of, verify
 from loaders import python_load
 from loaders.records import read_jsonl
-from loaders.shards import open_any, read_manifest, shard_name, verify
 from loaders.spark import driver
 from loaders.spark.compile import compile_partition, compiler
 from loaders.spark.extract import JSONL
 from loaders.spark.results import RUNS
-from loaders.spark.runfiles import read_runs, shard_of
+from loaders.spark.runfiles import read_runs
 from storage.errors import BexdbError, InvalidInput
 from tests.workload import SCHEMA, event, expression
 
@@ -123,7 +123,7 @@ def test_sharded_store_matches_and_cli(
     with Index.open(tmp_path / "online", schema=SCHEMA) as online:
         online.subscribe_many(subs)
         expected = [ids_of(online.match(ev)) for ev in events]
-    with open_any(store) as reader:
+    with open_index(store) as reader:
         assert len(reader) == len(subs)
         assert [ids_of(reader.match(ev)) for ev in events] == expected
     events_path = write_jsonl(tmp_path / "events.jsonl", [*events, "{nope"])
@@ -193,7 +193,7 @@ def test_rejects_equal_the_python_engine(spark: Any, tmp_path: Path) -> None:
     assert "nope" in rows[4]["error"]
     assert rows[-1] == {"line": 200, "id": None, "error": rows[-1]["error"]}
     events = [event(rng) for _ in range(150)]
-    with Index.open(tmp_path / "python", readonly=True) as py, open_any(tmp_path / "spark") as sp:
+    with Index.open(tmp_path / "python", readonly=True) as py, open_index(tmp_path / "spark") as sp:
         for ev in events:
             assert ids_of(sp.match(ev)) == ids_of(py.match(ev))
         assert len(sp) == len(py)
@@ -303,7 +303,7 @@ def test_failed_loads_publish_nothing(spark: Any, tmp_path: Path) -> None:
     again = write_jsonl(tmp_path / "again.jsonl", [{"id": "new", "expr": "i > 0"}])
     assert load(spark, target, [again], replace=True, shards=3)["loaded"] == 1
     assert leftovers(target) == ["store"]
-    with open_any(target) as reader:
+    with open_index(target) as reader:
         assert reader.match({"i": 50}) == ["new"]
 
 

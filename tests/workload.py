@@ -117,7 +117,7 @@ def build_sharded(root: Path, subs: dict[int, str]) -> str:
     Each shard commits in many small batches, leaving free pages for compaction.
     """
     from betree.index import Index
-    from loaders.shards import shard_name, write_manifest
+    from betree.sharded import shard_name, write_manifest
 
     entries = []
     for k in range(2):

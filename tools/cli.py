@@ -21,7 +21,6 @@ from storage.errors import BexdbError, CheckFailed, InvalidInput
 from tools.args import LazyCommands, non_negative, parse_id, positive
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
-MATCH_BATCH = 256  # events matched per read snapshot: later batches see newer commits
 
 Command = Callable[[argparse.Namespace], int]
 BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
@@ -46,8 +45,8 @@ def schema_file(path: str) -> Any:
     """``--schema FILE``: the schema document (SPEC section 2), validated while the
     arguments are parsed, so that a bad file is a usage error (exit 2) naming the file and
     the reason, before anything is read or written.  A BOM at its start is ignored."""
+    from betree.jsonl import BOM, loads_line
     from betree.schema import Schema
-    from loaders.records import BOM, loads_line
 
     try:
         with open(path, "rb") as fh:
@@ -65,31 +64,11 @@ def schema_file(path: str) -> Any:
 # -- subcommands ---------------------------------------------------------------------------
 
 
-def _write_reopening(path: str, write: Callable[[Any], Any], **options: Any) -> Any:
-    """``write(index)`` in the store at ``path``, redone once in the reopened store if a
-    ``bexdb compact`` replaced it meanwhile (``StoreReplaced``: nothing was written).
-
-    A second replacement within one write is reported (exit 1, SPEC section 6).
-    """
-    from betree.index import Index
-    from storage.errors import StoreReplaced
-
-    with Index.open(path, **options) as idx:
-        try:
-            return write(idx)
-        except StoreReplaced:
-            pass
-    with Index.open(path, **options) as idx:
-        return write(idx)
-
-
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
-    from betree.index import Index
-    from betree.schema import Schema
-    from loaders.records import input_lines, mark_duplicates, parse_lines
-    from storage.store import refuse_sharded, store_exists
-    from storage.swap import creating
+    from betree.jsonl import input_lines
+    from betree.live import write_subscriptions
+    from loaders.records import mark_duplicates, parse_lines
 
     with _binary_input(args.input) as fh:
         records = list(parse_lines(input_lines(fh)))
@@ -100,16 +79,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
-    schema = args.schema
-    items = [(r.id, r.expr) for r in records]
-    refuse_sharded(args.store)
-    if store_exists(args.store):
-        created = _write_reopening(args.store, lambda idx: idx.subscribe_many(items), schema=schema)
-    else:  # a new store, published only if every record goes in
-        if schema is None:
-            schema = Schema.infer((r.id, r.expr) for r in records)
-        with creating(Path(args.store)) as staging, Index.open(staging, schema=schema) as idx:
-            created = idx.subscribe_many(items)
+    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], args.schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
@@ -118,8 +88,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
     """Delete subscriptions by id, all or nothing (like ``subscribe``): if one is absent,
     none is deleted and the absent ones are named (exit 3)."""
+    from betree.live import delete_subscriptions
+
     ids = [parse_id(text) for text in args.ids]
-    _write_reopening(args.store, lambda idx: idx.unsubscribe_many(ids, strict=True))
+    delete_subscriptions(args.store, ids)
     print(f"unsubscribed {len(ids)}")
     return EXIT_OK
 
@@ -129,18 +101,16 @@ def cmd_match(args: argparse.Namespace) -> int:
 
     A sharded store (``bexdb load --shards``) answers with the union of its shards.
     """
-    from loaders.shards import open_any
+    from betree.jsonl import input_lines
+    from betree.sharded import open_index
+    from betree.stream import match_lines
 
     rejected = 0
-    out = sys.stdout
-    with open_any(args.store) as reader, _binary_input(args.events) as fh:
-        batch: list[bytes] = []
-        for line in _lines(fh):
-            batch.append(line)
-            if len(batch) == MATCH_BATCH:
-                rejected += _match_batch(reader, batch, out)
-                batch = []
-        rejected += _match_batch(reader, batch, out)
+    with open_index(args.store) as store, _binary_input(args.events) as fh:
+        for results in match_lines(store, input_lines(fh)):
+            rejected += sum("error" in r for r in results)
+            sys.stdout.write("".join(json.dumps(r) + "\n" for r in results))
+            sys.stdout.flush()
     return EXIT_INVALID if rejected else EXIT_OK
 
 
@@ -154,37 +124,6 @@ def _binary_input(path: str | None) -> Iterator[BinaryIO]:
             yield fh
 
 
-def _lines(fh: BinaryIO) -> Iterator[bytes]:
-    from loaders.records import input_lines
-
-    for line in input_lines(fh):
-        if line.strip():
-            yield line
-
-
-def _match_batch(reader: Any, lines: list[bytes], out: TextIO) -> int:
-    from loaders.records import loads_line
-
-    if not lines:
-        return 0
-    rejected = 0
-    results = []
-    with reader.snapshot() as match:
-        for line in lines:
-            try:
-                event = loads_line(line)
-                if not isinstance(event, dict):
-                    raise InvalidInput("an event must be a JSON object")
-                values = reader.schema.validate_event(event)
-                results.append({"matches": match(values)})
-            except InvalidInput as exc:
-                rejected += 1
-                results.append({"error": exc.message})
-    out.write("".join(json.dumps(r) + "\n" for r in results))
-    out.flush()
-    return rejected
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     """Write every subscription of a store (plain or sharded) as JSON Lines records.
 
@@ -192,11 +131,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     reads the file back into an equal store.  A file is written beside ``OUT`` and renamed
     into place when complete (a failed export leaves no partial file).
     """
-    from loaders.shards import open_any
+    from betree.sharded import open_index
 
-    with open_any(args.store) as reader, _output(args.out) as out:
+    with open_index(args.store) as store, _output(args.out) as out:
         count = 0
-        for ident, expr in reader.subscriptions():
+        for ident, expr in store.subscriptions():
             out.write(json.dumps({"id": ident, "expr": expr}, ensure_ascii=False) + "\n")
             count += 1
     print(f"exported {count:,} subscriptions", file=sys.stderr)
@@ -290,8 +229,8 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Run every invariant check (of every shard of a sharded store); exit 4 on violations."""
-    from loaders.shards import verify
-    from tools.ops import staging_notes
+    from betree.maintain import staging_notes
+    from betree.sharded import verify
 
     for note in staging_notes(args.store):  # not a violation: the store itself is intact
         print(f"note: {note}")

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from loaders.shards import open_any, verify
+from betree.sharded import open_index, verify
 from tools.bench import gen
 
 
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"loaded {loaded['loaded']} subscriptions ({args.engine}) in {loaded['seconds']} s")
     events = [json.loads(line) for line in (data / "events.jsonl").read_text().splitlines()]
     times, matched = [], 0
-    with open_any(store) as reader:
+    with open_index(store) as reader:
         for event in events:
             start = time.perf_counter()
             matched += len(reader.match(event))

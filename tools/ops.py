@@ -1,30 +1,20 @@
 """Operations subcommands: ``explain``, ``inspect``, ``compact`` and ``adjust``.
 
-Thin wrappers: the figures come from :meth:`betree.index.Index.explain`,
-:meth:`~betree.index.Index.stats`, :meth:`storage.store.Store.copy_compact` and
-:meth:`~betree.index.Index.set_adjust`; this module only formats them and swaps a compacted
-store into place.
+Thin wrappers: the figures come from :func:`betree.sharded.open_index` (``explain``,
+``stats``) and :mod:`betree.maintain` (``compact``, ``adjust_store``); this module only
+parses the arguments and formats what they return.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
-from betree.bulk import Batch
-from betree.index import Index, gc_paused
-from loaders.records import loads_line
-from loaders.shards import store_paths
-from storage.errors import CheckFailed, InvalidInput, StoreDamaged, StoreError
-from storage.lmdbfile import damage as file_damage
-from storage.staging import found as staging_found
-from storage.staging import staging
-from storage.swap import swap_in
-from storage.txn import ReadTxn
+from betree.jsonl import loads_line
+from betree.maintain import adjust_store, compact, staging_notes
+from betree.sharded import open_index
+from storage.errors import InvalidInput
 from tools.args import parse_id
 
 
@@ -66,16 +56,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if not isinstance(event, dict):
         raise InvalidInput("the event must be a JSON object")
     ident = parse_id(args.id)
-    paths = store_paths(args.store)
-    for shard, path in paths:  # the shard that holds the id (a plain store: the store)
-        with Index.open(path, readonly=True) as idx:
-            if shard is None or idx.expression(ident) is not None:
-                why = idx.explain(ident, event)
-                break
-    else:
-        raise InvalidInput(f"no subscription {ident!r} in any of {len(paths)} shards")
-    if shard is not None:
-        why["shard"] = shard
+    with open_index(args.store) as store:  # the shard holding the id, if sharded
+        why = store.explain(ident, event)
+    shard = why.get("shard")
     if args.json:
         print(json.dumps(why, indent=2))
         return 0
@@ -108,10 +91,8 @@ def _shown(value: Any) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Figures of a plain store, or of each shard of a sharded one (and their totals)."""
-    found: list[tuple[str | None, dict[str, Any]]] = []
-    for shard, path in store_paths(args.store):
-        with Index.open(path, readonly=True) as idx:
-            found.append((shard, idx.stats()))
+    with open_index(args.store) as store:
+        found = store.stats()
     notes = staging_notes(args.store)
     if args.json:
         doc: Any = found[0][1]
@@ -135,25 +116,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         size = sum(stats["store"]["file_bytes"] for _, stats in found)
         print(f"== {len(found)} shards: subscriptions {subs:,}  bytes on disk {size:,}")
     return 0
-
-
-def staging_notes(store: str | os.PathLike[str]) -> list[str]:
-    """Staging directories beside ``store`` (and beside each shard): a load or compaction
-    in progress, or stale ones that a killed one left (removed by the next load or
-    compaction of the same store: :mod:`storage.staging`)."""
-    root = Path(store)
-    try:
-        paths = [root] + [path for shard, path in store_paths(root) if shard is not None]
-    except StoreError:  # a damaged manifest: verify reports it, the notes make do without
-        paths = [root]
-    notes = []
-    for path in paths:
-        for found in staging_found(path):
-            what = f"staging directory {found.describe()}"
-            if not found.live:
-                what += f"; the next `bexdb load` or `bexdb compact` of {path.name} removes it"
-            notes.append(what)
-    return notes
 
 
 def _print_stats(stats: dict[str, Any]) -> None:
@@ -192,77 +154,13 @@ def _print_stats(stats: dict[str, Any]) -> None:
 def cmd_compact(args: argparse.Namespace) -> int:
     """Compact a plain store, or each shard of a sharded one in turn (each swap atomic).
 
-    Safe beside live writers (see :func:`_compact`): they wait while a store is copied,
-    and one that had the old store open reopens it (or reports that it must).
+    Safe beside live writers (see :func:`betree.maintain.compact_store`): they wait while
+    a store is copied, and one that had the old store open reopens it.
     """
-    for shard, path in store_paths(args.store):
-        before, after = _compact(path.absolute(), args.rebuild)
-        name = f"shard {shard}" if shard is not None else str(path.absolute())
+    for shard, path, before, after in compact(args.store, args.rebuild):
+        name = f"shard {shard}" if shard is not None else str(path)
         print(f"compacted {name}: {before:,} -> {after:,} bytes ({after / max(before, 1):.0%})")
     return 0
-
-
-def _compact(target: Path, rebuild: bool) -> tuple[int, int]:
-    """A compacting copy (optionally rebuilt) beside the store, then an atomic swap.
-
-    Everything from reading the store to the swap runs under the store's writer lock
-    (:meth:`storage.store.Store.replacing`): a write committed before it is in the copy,
-    and none can be committed after it into the old store, which is left marked retired.
-    A writer blocked on the lock meanwhile, or holding the old store open, gets
-    ``StoreReplaced`` at its next write, having written nothing, and reopens the path
-    (``bexdb serve`` does so itself).  The cost: writers wait for the copy, its check
-    and (with ``rebuild``) the batch build, instead of losing what they commit meanwhile.
-    """
-    if not (target / "data.mdb").exists():  # opened writable below, which would create it
-        raise StoreError(
-            f"no store at {target}", "create it with `bexdb load` or `bexdb subscribe`"
-        )
-    damage = file_damage(target, walk=True)  # also a large file, before LMDB reads it
-    if damage is not None:
-        raise StoreDamaged(f"{target}/data.mdb: {damage}")
-    with Index.open(target) as idx:
-        found = idx.store.damage()
-        if found:  # copied, it would fail later with a less telling error, or be kept
-            more = f" (and {len(found) - 1} more: run `bexdb verify`)" if len(found) > 1 else ""
-            raise StoreDamaged(f"{target}: {found[0]}{more}")
-        before = idx.store.size_on_disk()
-        old: Path | None = None
-        try:  # a compaction killed here leaves its staging; the next one removes it
-            with (
-                staging(target, "compact") as scratch,
-                idx.store.replacing("compacted") as view,
-            ):
-                if rebuild:
-                    _rebuild(idx, view, scratch / "raw")
-                    with Index.open(scratch / "raw") as fresh:
-                        fresh.store.copy_compact(scratch / "store")
-                else:
-                    idx.store.copy_compact(scratch / "store", txn=view)
-                with Index.open(scratch / "store", readonly=True) as fresh:
-                    try:
-                        fresh.check()
-                    except CheckFailed as exc:  # what was read is not what was written
-                        raise StoreDamaged(
-                            f"{target}: its compacted copy fails the index check "
-                            f"({exc.violations[0]}; {len(exc.violations)} in all): "
-                            "run `bexdb verify` on it"
-                        ) from exc
-                old = swap_in(scratch / "store", target, keep_old=True)
-        finally:  # the old store is removed once marked retired (the blocks above ended)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-    return before, os.path.getsize(target / "data.mdb")
-
-
-def _rebuild(idx: Index, view: ReadTxn, path: Path) -> None:
-    """A fresh batch-built index (BE-B) from the subscriptions of ``view``."""
-    with gc_paused():
-        subs = idx.subscriptions(view)
-        with Index.open(path, schema=idx.schema, settings=idx.settings(view)) as fresh:
-            batch = Batch(fresh)
-            for ident, expr in subs:
-                batch.add(ident, expr, fresh.compile(ident, expr))
-            batch.build()
 
 
 def cmd_adjust(args: argparse.Namespace) -> int:
@@ -272,16 +170,6 @@ def cmd_adjust(args: argparse.Namespace) -> int:
     API) collects statistics and adjusts the tree every ``--window`` events; ``--now``
     ranks and recycles the nodes whose window has ended, here.
     """
-    found = []
-    for shard, path in store_paths(args.store):
-        with Index.open(path) as idx:
-            idx.set_adjust(args.enabled, args.window, args.theta)
-            done = idx.adjust() if args.now else None
-            if done is not None:
-                done["seconds"] = round(done["seconds"], 3)
-            summary = idx.adjust_summary()
-        if done is not None:
-            summary["ran"] = done
-        found.append(summary if shard is None else {"shard": shard, **summary})
+    found = adjust_store(args.store, args.enabled, args.window, args.theta, args.now)
     print(json.dumps(found[0] if len(found) == 1 else found, indent=2))
     return 0

@@ -18,12 +18,12 @@ cores.
 * **Freshness.** Each request reads in a new LMDB snapshot, so every committed write is
   seen at once; the page cache is validated by generation, not flushed.  A store replaced
   by ``bexdb load --replace`` or ``bexdb compact`` is a new directory: a worker notices by
-  the inode of the store's data file (one ``stat`` per request, about 2 µs) and reopens
-  it; while the replacement is half-way (old renamed away, new not yet in) it keeps the
-  old one.  A ``PUT`` or ``DELETE`` that a compaction overtakes (it waited on the writer
-  lock, then found the store it had open retired: ``StoreReplaced``, nothing written) is
-  redone once in the reopened store, so no acknowledged write is lost; a second
-  replacement in that time answers 503.
+  the inode of the store's data file (one ``stat`` per request, about 2 µs:
+  :class:`betree.live.LiveIndex`) and reopens it; while the replacement is half-way (old
+  renamed away, new not yet in) it keeps the old one.  A ``PUT`` or ``DELETE`` that a
+  compaction overtakes (it waited on the writer lock, then found the store it had open
+  retired: ``StoreReplaced``, nothing written) is redone once in the reopened store, so
+  no acknowledged write is lost; a second replacement in that time answers 503.
 * **Durability.** A write is committed with fsync before it is answered.
 * **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
@@ -54,7 +54,6 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from storage.errors import BexdbError, InvalidInput, StoreDamaged, StoreReplaced
@@ -82,71 +81,29 @@ def _invalid(exc: InvalidInput) -> HTTPError:
     return HTTPError(400, exc.message, **extra)
 
 
-def _identity(probes: list[str]) -> tuple[int, int] | None:
-    """What names the store now: the inode of the first of ``probes`` that exists.
-
-    ``probes`` are the store's data file and its sharded manifest, the one that named the
-    store last first: a plain store costs one ``stat`` (about 2 µs), not a failed one first.
-    """
-    for i, probe in enumerate(probes):
-        try:
-            st = os.stat(probe)
-        except FileNotFoundError:
-            continue
-        if i:
-            probes.insert(0, probes.pop(i))
-        return st.st_dev, st.st_ino
-    return None
-
-
 class Service:
     """The WSGI application of one worker: routes, the open store, reopening on replace."""
 
     def __init__(self, path: str, cache_bytes: int, max_body: int) -> None:
-        self.path = Path(path)
-        self.cache_bytes = cache_bytes
-        self.max_body = max_body
-        self.reader: Any = None
-        self.index: Any = None  # the writable Index of a plain store; None when sharded
-        self.ident: tuple[int, int] | None = None
-        from loaders.shards import MANIFEST
+        from betree.live import LiveIndex
 
-        self.probes = [str(self.path / "data.mdb"), str(self.path / MANIFEST)]
+        self.max_body = max_body
+        self.live = LiveIndex(path, cache_bytes=cache_bytes)
 
     # -- the store -----------------------------------------------------------------------
 
     def current(self, reopen: bool = False) -> Any:
-        """The reader of the store now at ``path``, reopened if the store was replaced.
-
-        ``reopen``: whatever the inode says (the store open here was found retired); then
-        a store that cannot be opened is a 503, not a reason to keep the old one.
-        """
-        ident = _identity(self.probes)
-        if self.reader is not None and not reopen and (ident is None or ident == self.ident):
-            return self.reader
-        from betree.index import Index
-        from loaders.shards import SingleReader, is_sharded, open_any
-
+        """The store now at ``path``, reopened if it was replaced (:class:`LiveIndex`):
+        one that cannot be opened is a 503."""
         try:
-            if is_sharded(self.path):
-                reader, index = open_any(self.path, cache_bytes=self.cache_bytes), None
-            else:
-                index = Index.open(self.path, cache_bytes=self.cache_bytes)
-                reader = SingleReader(index)
+            return self.live.current(reopen)
         except (BexdbError, OSError) as exc:
-            if self.reader is not None and not reopen:  # a replacement under way: keep it
-                return self.reader
             raise HTTPError(503, f"cannot open the store: {exc}") from exc
-        if self.reader is not None:
-            self.reader.close()
-        self.reader, self.index, self.ident = reader, index, ident
-        return reader
 
     def figures(self) -> tuple[int, int]:
         """Subscriptions and bytes on disk, for the gauges of /metrics and /stats."""
-        reader = self.current()
-        indexes = reader.shards if self.index is None else [self.index]
-        return len(reader), sum(i.store.size_on_disk() for i in indexes)
+        store = self.current()
+        return len(store), store.size_on_disk()
 
     # -- HTTP ----------------------------------------------------------------------------
 
@@ -226,6 +183,7 @@ class Service:
         other key and its value must be a list: an event with an attribute named "events"
         is sent in a batch.
         """
+        from betree.stream import event_values
         from tools import metrics
 
         batch = isinstance(body, dict) and "events" in body
@@ -240,15 +198,13 @@ class Service:
         if batch and not isinstance(body["events"], list):
             raise HTTPError(400, f'"events" must be a list of events, not {_kind(body["events"])}')
         events = body["events"] if batch else [body]
-        reader = self.current()
-        indexes = reader.shards if self.index is None else [self.index]
+        store = self.current()
+        indexes = store.indexes
         results: list[dict[str, Any]] = []
-        with reader.snapshot() as match:
+        with store.snapshot() as match:
             for event in events:
                 try:
-                    if not isinstance(event, dict):
-                        raise InvalidInput("an event must be a JSON object")
-                    values = reader.schema.validate_event(event)
+                    values = event_values(store.schema, event)
                 except InvalidInput as exc:
                     if not batch:
                         raise
@@ -266,12 +222,10 @@ class Service:
         return 200, ({"results": results} if batch else results[0])
 
     def get(self, ident: Any) -> Answer:
-        reader = self.current()
-        for index in reader.shards if self.index is None else [self.index]:
-            expr = index.expression(ident)
-            if expr is not None:
-                return 200, {"id": ident, "expr": expr}
-        raise HTTPError(404, f"no subscription {ident!r}")
+        expr = self.current().expression(ident)
+        if expr is None:
+            raise HTTPError(404, f"no subscription {ident!r}")
+        return 200, {"id": ident, "expr": expr}
 
     def put(self, ident: Any, body: Any) -> Answer:
         if not isinstance(body, dict) or not isinstance(body.get("expr"), str):
@@ -285,30 +239,24 @@ class Service:
         return 204, None
 
     def _write(self, write: Callable[[Any], Any]) -> Any:
-        """``write(index)`` in the store at ``path``, redone once if it was replaced.
+        """``write(index)`` in the store at ``path``, redone once if it was replaced
+        (:func:`betree.live.write_reopening`); a second replacement meanwhile is a 503."""
+        from betree.live import write_reopening
 
-        ``StoreReplaced`` means a compaction swapped a new store in while this worker had
-        the old one open, and nothing was written: the worker reopens the path and writes
-        there.  Costs nothing unless it happens.
-        """
-        self._writable()
         try:
-            return write(self.index)
-        except StoreReplaced:
-            self._writable(reopen=True)
-        try:
-            return write(self.index)
+            return write_reopening(write, self._writable)
         except StoreReplaced as exc:
             raise HTTPError(503, f"{exc.message}, twice; retry", hint=exc.hint) from exc
 
-    def _writable(self, reopen: bool = False) -> None:
-        self.current(reopen)
-        if self.index is None:
+    def _writable(self, reopen: bool = False) -> Any:
+        store = self.current(reopen)
+        if not store.writable:
             raise HTTPError(
                 409,
                 "the store is sharded (bexdb load --shards) and read-only: nothing was written",
                 hint="rebuild it with bexdb load, or write to a plain store",
             )
+        return store.index
 
 
 def _path(target: bytes) -> str:
@@ -380,9 +328,9 @@ def run(args: argparse.Namespace) -> int:
     """Check the store, then run gunicorn until SIGTERM/SIGINT."""
     from gunicorn.app.base import BaseApplication
 
-    from loaders.shards import open_any
+    from betree.sharded import open_index
 
-    with open_any(args.store):  # fail here, in the master, not in every worker
+    with open_index(args.store):  # fail here, in the master, not in every worker
         pass
     options = {
         "bind": f"{args.host}:{args.port}",

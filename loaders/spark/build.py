@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from betree import sharded as sharding
 from betree.bulk import PackedSubs, PlaceTable, build_from_parts
 from betree.index import Index, gc_paused
 from betree.normal import atom_from_tuple
-from loaders import shards as sharding
 from loaders.records import Record, mark_duplicates
 from loaders.spark.results import REJECT, RESULT, SHARD, append_row
 from loaders.spark.runfiles import LISTS, read_runs

@@ -7,7 +7,7 @@ its clauses in transport form (per clause the canonical atom keys,
 ``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by, and the
 clause's places, :meth:`Index.places`: the BE-Tree's per-attribute grid spans) to the run
 file of the record's shard (:mod:`loaders.spark.runfiles`).  Records are routed by
-:func:`~loaders.spark.runfiles.shard_of`, ``crc32`` of the id key of
+:func:`~betree.sharded.shard_of`, ``crc32`` of the id key of
 :func:`storage.codec.encode_id`, so all occurrences of an id land in one shard, where
 duplicate ids are found (every occurrence rejected, as
 :func:`loaders.records.mark_duplicates`).  The task returns only the names of the files it
@@ -32,10 +32,11 @@ import pyarrow as pa
 
 from betree.index import Index, gc_paused
 from betree.normal import Atom
+from betree.sharded import shard_of
 from loaders.records import Record
 from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record
 from loaders.spark.results import BLOCK, RESULT, RUNS, append_row
-from loaders.spark.runfiles import RunPart, RunWriter, shard_of
+from loaders.spark.runfiles import RunPart, RunWriter
 from storage import codec
 from storage.errors import InvalidInput
 

@@ -93,7 +93,7 @@ def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     for arg, path in enumerate(inputs):
         fmt = source_format(path)
         if fmt == "jsonl":
-            # lines end at "\n" only, as loaders.records.input_lines (a "\r" is JSON white
+            # lines end at "\n" only, as betree.jsonl.input_lines (a "\r" is JSON white
             # space); Hadoop's line reader drops a BOM at the start of a file, as it does
             df = spark.read.text(path, lineSep="\n")
             kind, text = JSONL, F.col("value")

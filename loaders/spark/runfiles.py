@@ -19,8 +19,8 @@ that attempts which succeeded reported (:data:`loaders.spark.results.RUNS` rows)
 
 :data:`RUN` rows are records in the order the task read them: the record's place (input
 argument, file id, split start, row in the split: its line number, later), its id key
-(:func:`storage.codec.encode_id`) by which :func:`shard_of` routed it and duplicates are
-found, its id and expression text, and its extract or compile error (data, not an
+(:func:`storage.codec.encode_id`) by which :func:`betree.sharded.shard_of` routed it and
+duplicates are found, its id and expression text, and its extract or compile error (data, not an
 exception), or its clauses in transport form: atom ids local to the task (0 is the true
 atom, the only one of a clause without atoms; id i + 1 is row i of the task's atoms file,
 whose ``key`` is the atom's store key ``codec.encode_value(atom.as_tuple())``), and the
@@ -38,7 +38,6 @@ of each task, then numpy (no work per record).
 
 from __future__ import annotations
 
-import zlib
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from loaders import shards as sharding
+from betree import sharded as sharding
 
 #: A run file's rows: one shard's compiled records from one compile task.
 RUN = pa.schema(
@@ -134,15 +133,6 @@ def atoms_file(run_file: str) -> str:
     """The atoms file of the task that wrote ``run_file``: ``runs/atoms/<attempt>.arrow``."""
     path = Path(run_file)
     return str(path.parent.parent / "atoms" / path.name)
-
-
-def shard_of(key: bytes | None, shards: int) -> int:
-    """The shard of a record by its id key: ``crc32(key) mod shards`` (0 for no key).
-
-    Stable across processes and runs (unlike Python's ``hash``), so every occurrence of
-    an id meets in one shard task, where duplicates are found.
-    """
-    return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
 
 
 class RunWriter:

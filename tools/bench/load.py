@@ -230,12 +230,12 @@ def run_variant(
 
 def check_agreement(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> int:
     """The same ids from every measured store of one size, on ``events``."""
-    from loaders.shards import open_any
+    from betree.sharded import open_index
 
     stores = [r for r in rows if r.get("store")]
     answers = []
     for row in stores:
-        with open_any(row["store"]) as reader:
+        with open_index(row["store"]) as reader:
             answers.append([sorted(map(json.dumps, reader.match(ev))) for ev in events])
     for row, got in zip(stores[1:], answers[1:], strict=True):
         if got != answers[0]:
@@ -268,7 +268,7 @@ def profile_hot_spots(data: Path, n: int) -> str:
     """cProfile of the compile transform and of one shard's build on the first ``n`` subs."""
     import pyarrow as pa
 
-    from loaders.shards import shard_name
+    from betree.sharded import shard_name
     from loaders.spark.build import build_store, triage
     from loaders.spark.compile import compile_partition
     from loaders.spark.extract import JSONL

@@ -1,4 +1,4 @@
-"""Sharded stores, and one reader for plain and sharded stores alike.
+"""Sharded stores, and one open for plain and sharded stores alike (:func:`open_index`).
 
 A sharded store (``bexdb load --shards K``) is a directory of K independent, complete stores
 (each with its own copy of the schema) plus a manifest::
@@ -11,16 +11,18 @@ A sharded store (``bexdb load --shards K``) is a directory of K independent, com
 
 Subscriptions are split by a stable hash of their id, so each id lives in exactly one shard
 and a match is the union of the shards' matches.  ``partitioning`` records the hash
-(``crc32(key) mod K`` over the id key of :func:`storage.codec.encode_id`:
-:func:`loaders.spark_job.shard_of`), so that a later writer can route an id to its shard.
+(:data:`HASH`: :func:`shard_of` over the id key of :func:`storage.codec.encode_id`, which
+the Spark load routes records by), so that a writer can route an id to its shard
+(:meth:`ShardedIndex.shard_for`).
 Why shards rather than one big store: the K stores are built by K Spark tasks at once (the
 batch build of one store is single-threaded), and can sit on different disks.
 
-Readers use :func:`open_any`, which returns the same interface for both kinds, and
-:func:`verify`, which checks every shard and the manifest and reports all violations once.
+Callers use :func:`open_index`, which returns the same interface (:class:`AnyIndex`) for
+both kinds, and :func:`verify`, which checks every shard and the manifest and reports all
+violations once.  Sharded stores take no writes yet: :attr:`AnyIndex.writable` says so.
 
->>> with open_any("store/") as reader:  # doctest: +SKIP
-...     reader.match({"price": 26})
+>>> with open_index("store/") as store:  # doctest: +SKIP
+...     store.match({"price": 26})
 [5, 's1']
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -36,13 +39,25 @@ from typing import Any, Protocol
 from betree.catalog import SubId
 from betree.index import Index
 from betree.schema import Schema
-from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError, VersionMismatch
+from storage.codec import encode_id
+from storage.errors import (
+    BexdbError,
+    CheckFailed,
+    InvalidInput,
+    ShardedStore,
+    StoreDamaged,
+    StoreError,
+    VersionMismatch,
+)
 from storage.lmdbfile import damage as file_damage
+from storage.lmdbfile import data_file
 from storage.store import SHARD_MANIFEST
 
 MANIFEST = SHARD_MANIFEST
 FORMAT = "bexdb-shards"
 VERSION = 1
+#: The manifest's ``partitioning.hash`` of stores whose ids sit where :func:`shard_of` says.
+HASH = "crc32(storage.codec.encode_id(id)) mod shards"
 
 Matcher = Callable[[Mapping[str, object]], list[SubId]]
 
@@ -50,6 +65,15 @@ Matcher = Callable[[Mapping[str, object]], list[SubId]]
 def shard_name(i: int) -> str:
     """The directory of shard ``i`` inside a sharded store."""
     return f"shard-{i:04d}"
+
+
+def shard_of(key: bytes | None, shards: int) -> int:
+    """The shard of a record by its id key: ``crc32(key) mod shards`` (0 for no key).
+
+    Stable across processes and runs (unlike Python's ``hash``), so every occurrence of
+    an id meets in one shard task, where duplicates are found.
+    """
+    return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
 
 
 def is_sharded(path: str | os.PathLike[str]) -> bool:
@@ -102,7 +126,7 @@ def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
         rel = Path(s["path"])
         if rel.is_absolute() or ".." in rel.parts:
             raise StoreDamaged(f"{path}: shard path {s['path']!r} leaves the store directory")
-        if not (Path(root) / rel / "data.mdb").is_file():
+        if not data_file(Path(root) / rel).is_file():
             raise StoreDamaged(f"{path}: shard {s['path']!r} it lists holds no store")
     return doc
 
@@ -114,10 +138,19 @@ def store_paths(path: str | os.PathLike[str]) -> list[tuple[str | None, Path]]:
     return [(s["path"], Path(path) / s["path"]) for s in read_manifest(path)["shards"]]
 
 
-class Reader(Protocol):
-    """What ``bexdb match`` and the other readers need from a store, plain or sharded."""
+class AnyIndex(Protocol):
+    """What the commands and the service need from a store, plain or sharded."""
 
     schema: Schema
+    #: The open :class:`Index` of each plain store inside (one for a plain store).
+    indexes: list[Index]
+    #: Whether :attr:`index` takes writes (a plain store opened writable).
+    writable: bool
+
+    @property
+    def index(self) -> Index:
+        """The one writable :class:`Index`; raises :class:`ShardedStore` for a sharded one."""
+        ...
 
     def snapshot(self) -> Any:
         """A context manager giving a :data:`Matcher` over one consistent read snapshot."""
@@ -125,27 +158,45 @@ class Reader(Protocol):
 
     def match(self, event: Mapping[str, object]) -> list[SubId]: ...
 
+    def expression(self, ident: SubId) -> str | None: ...
+
+    def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
+        """:meth:`Index.explain` in the store holding ``ident`` (with ``"shard"`` when
+        sharded)."""
+        ...
+
+    def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
+        """:meth:`Index.stats` of each plain store inside, with its shard name (or None)."""
+        ...
+
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         """Every ``(id, expression)`` as given (``bexdb export``)."""
         ...
 
     def check(self) -> None: ...
 
+    def size_on_disk(self) -> int: ...
+
     def close(self) -> None: ...
 
     def __len__(self) -> int: ...
 
-    def __enter__(self) -> Reader: ...
+    def __enter__(self) -> AnyIndex: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
 
-class SingleReader:
-    """A plain store behind the :class:`Reader` interface."""
+class PlainIndex:
+    """A plain store behind the :class:`AnyIndex` interface."""
 
     def __init__(self, index: Index) -> None:
-        self.index = index
+        self.indexes = [index]
         self.schema = index.schema
+        self.writable = not index.store.readonly
+
+    @property
+    def index(self) -> Index:
+        return self.indexes[0]
 
     @contextmanager
     def snapshot(self) -> Iterator[Matcher]:
@@ -157,11 +208,23 @@ class SingleReader:
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         return self.index.match(event)
 
+    def expression(self, ident: SubId) -> str | None:
+        return self.index.expression(ident)
+
+    def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
+        return self.index.explain(ident, event)
+
+    def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
+        return [(None, self.index.stats())]
+
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         return self.index.iter_subscriptions()
 
     def check(self) -> None:
         self.index.check()
+
+    def size_on_disk(self) -> int:
+        return self.index.store.size_on_disk()
 
     def close(self) -> None:
         self.index.close()
@@ -169,28 +232,32 @@ class SingleReader:
     def __len__(self) -> int:
         return len(self.index)
 
-    def __enter__(self) -> SingleReader:
+    def __enter__(self) -> PlainIndex:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class ShardedReader:
+class ShardedIndex:
     """Every shard of a sharded store, matched as one: the union of the shards' answers.
 
     Cost of a match: one match per shard (each over a K-th of the subscriptions), plus
     building the union; the shards hold disjoint ids, so the union is a concatenation.
+    Read-only for now (:attr:`writable` is False).
     """
+
+    writable = False
 
     def __init__(self, root: Path, manifest: dict[str, Any], shards: list[Index]) -> None:
         self.root = root
         self.manifest = manifest
-        self.shards = shards
+        self.indexes = shards
+        self.names: list[str] = [entry["path"] for entry in manifest["shards"]]
         self.schema = shards[0].schema
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], **options: Any) -> ShardedReader:
+    def open(cls, root: str | os.PathLike[str], **options: Any) -> ShardedIndex:
         base = Path(root)
         manifest = read_manifest(base)
         shards: list[Index] = []
@@ -210,10 +277,28 @@ class ShardedReader:
             raise
         return cls(base, manifest, shards)
 
+    @property
+    def index(self) -> Index:
+        raise ShardedStore(str(self.root))
+
+    def shard_for(self, ident: SubId) -> int | None:
+        """The shard the manifest's partitioning puts ``ident`` in: :func:`shard_of` of
+        its id key, when the store was partitioned by :data:`HASH`; None when it was
+        split some other way (then any shard may hold it)."""
+        if self.manifest.get("partitioning", {}).get("hash") != HASH:
+            return None
+        return shard_of(encode_id(ident), len(self.indexes))
+
+    def _holder(self, ident: SubId) -> int | None:
+        """The shard holding ``ident``, or None: the one it routes to, else a search."""
+        routed = self.shard_for(ident)
+        candidates = range(len(self.indexes)) if routed is None else [routed]
+        return next((i for i in candidates if self.indexes[i].expression(ident) is not None), None)
+
     @contextmanager
     def snapshot(self) -> Iterator[Matcher]:
         with ExitStack() as stack:
-            txns = [(index, stack.enter_context(index.store.read())) for index in self.shards]
+            txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
 
             def match(values: Mapping[str, object]) -> list[SubId]:
                 out: list[SubId] = []
@@ -228,9 +313,22 @@ class ShardedReader:
         with self.snapshot() as match:
             return match(values)
 
+    def expression(self, ident: SubId) -> str | None:
+        shard = self._holder(ident)
+        return None if shard is None else self.indexes[shard].expression(ident)
+
+    def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
+        shard = self._holder(ident)
+        if shard is None:
+            raise InvalidInput(f"no subscription {ident!r} in any of {len(self.indexes)} shards")
+        return {**self.indexes[shard].explain(ident, event), "shard": self.names[shard]}
+
+    def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
+        return [(name, index.stats()) for name, index in zip(self.names, self.indexes, strict=True)]
+
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         """Every ``(id, expression)``, shard after shard (each shard in one snapshot)."""
-        for index in self.shards:
+        for index in self.indexes:
             yield from index.iter_subscriptions()
 
     def check(self) -> None:
@@ -238,25 +336,34 @@ class ShardedReader:
         if violations:
             raise CheckFailed(f"sharded store {self.root}", violations)
 
+    def size_on_disk(self) -> int:
+        return sum(index.store.size_on_disk() for index in self.indexes)
+
     def close(self) -> None:
-        for index in self.shards:
+        for index in self.indexes:
             index.close()
 
     def __len__(self) -> int:
-        return sum(len(index) for index in self.shards)
+        return sum(len(index) for index in self.indexes)
 
-    def __enter__(self) -> ShardedReader:
+    def __enter__(self) -> ShardedIndex:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def open_any(path: str | os.PathLike[str], **options: Any) -> SingleReader | ShardedReader:
-    """Open a plain or a sharded store read-only (``options`` go to :meth:`Index.open`)."""
+def open_index(
+    path: str | os.PathLike[str], *, readonly: bool = True, **options: Any
+) -> PlainIndex | ShardedIndex:
+    """Open a plain or a sharded store (``options`` go to :meth:`Index.open`).
+
+    ``readonly=False`` opens a plain store writable (creating it if ``options`` hold a
+    schema); a sharded store is opened read-only either way, for now.
+    """
     if is_sharded(path):
-        return ShardedReader.open(path, **options)
-    return SingleReader(Index.open(path, readonly=True, **options))
+        return ShardedIndex.open(path, **options)
+    return PlainIndex(Index.open(path, readonly=readonly, **options))
 
 
 def verify(path: str | os.PathLike[str]) -> dict[str, int]:
@@ -288,9 +395,9 @@ def _store_violations(path: Path) -> tuple[list[str], int | None]:
     failures; and its subscription count (None when damage hides it).  Damage that stops
     the check (a page or record that cannot be decoded) is one violation, not an error:
     ``verify`` reports it."""
-    damage = file_damage(path, walk=True) if (path / "data.mdb").exists() else None
+    damage = file_damage(path, walk=True) if data_file(path).exists() else None
     if damage is not None:
-        return [f"data.mdb: {damage}"], None
+        return [f"{data_file(path).name}: {damage}"], None
     try:
         with Index.open(path, readonly=True) as index:
             found = index.store.damage()

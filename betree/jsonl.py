@@ -1,0 +1,81 @@
+"""JSON Lines as bexdb reads them: lines split at ``\n`` only, each decoded on its own.
+
+Subscription records (:mod:`loaders.records`) and events (:mod:`betree.stream`) go through
+the same two functions, so that a line is refused with the same words wherever it is read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from itertools import accumulate
+from typing import Any
+
+from storage.errors import InvalidInput
+
+#: A UTF-8 byte order mark.  At the very start of an input file it is ignored (RFC 8259
+#: allows a parser to; Windows editors write one, and Spark's line reader drops it);
+#: anywhere else it is a character, and a line that starts with one is malformed JSON.
+BOM = b"\xef\xbb\xbf"
+#: The deepest nesting of arrays and objects a line may have.  Checked before parsing,
+#: so that where the limit falls does not depend on the caller's stack (the parser's
+#: recursion limit would: a Spark worker runs it deeper than ``bexdb load`` does, and the
+#: two engines must reject the same lines).  Records and events need two levels.
+MAX_DEPTH = 128
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^][{}]+")
+_HUGE_INT = "Exceeds the limit"  # how int() refuses more than sys.get_int_max_str_digits()
+
+
+def input_lines(fh: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a JSON Lines file read as bytes, a BOM at its start dropped.
+
+    Lines end at ``b"\\n"`` only (a ``"\\r"`` before it, or anywhere, is JSON white
+    space), and each is decoded on its own (:func:`loads_line`): a line that is not UTF-8
+    is one bad line, not the end of the input.  Spark reads files the same way
+    (``lineSep="\\n"``, :func:`loaders.spark.extract.extract`).
+    """
+    lines = iter(fh)
+    for first in lines:
+        yield first.removeprefix(BOM)
+        break
+    yield from lines
+
+
+def loads_line(raw: bytes | str) -> Any:
+    """The JSON value of one line (or file); raises ``InvalidInput`` with the reason it
+    has none.
+
+    Not UTF-8, malformed JSON, nesting deeper than :data:`MAX_DEPTH`, an integer of more
+    than 4,300 digits: each is the line's own error.  Cost: one decode and one
+    ``json.loads``; a line with more than :data:`MAX_DEPTH` brackets is scanned once more.
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+        raise InvalidInput(f"malformed JSON: nested too deeply (more than {MAX_DEPTH} levels)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos == 0 and text.startswith("\ufeff"):
+            raise InvalidInput(
+                "malformed JSON: a byte order mark (U+FEFF) starts the line; "
+                "only the file's first line may have one"
+            ) from None
+        where = f"line {exc.lineno} column" if exc.lineno > 1 else "column"  # a whole file
+        raise InvalidInput(f"malformed JSON: {exc.msg} at {where} {exc.colno}") from None
+    except RecursionError:  # a caller already deep in its stack
+        raise InvalidInput("malformed JSON: nested too deeply") from None
+    except ValueError as exc:
+        if str(exc).startswith(_HUGE_INT):
+            raise InvalidInput("malformed JSON: an integer of more than 4300 digits") from None
+        raise InvalidInput(f"malformed JSON: {exc}") from None
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets outside JSON strings in ``text``."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0)

@@ -1,0 +1,50 @@
+"""Matching a stream of events, each judged on its own: the one place that says what a
+bad event is called (``bexdb match`` reads them as JSON Lines, ``bexdb serve`` as JSON).
+
+A bad event (not JSON, not an object, not fitting the schema) gets ``{"error": REASON}``
+in its place and the rest are matched; a good one gets ``{"matches": [ids]}``.  Events
+are matched in batches of :data:`BATCH`, each batch in one read snapshot: later batches
+see newer commits, and no snapshot is held for the whole of a long stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
+from typing import Any
+
+from betree.jsonl import loads_line
+from betree.schema import Schema
+from betree.sharded import AnyIndex
+from storage.errors import InvalidInput
+
+BATCH = 256  # events matched per read snapshot
+
+Result = dict[str, Any]  # {"matches": [...]} or {"error": "..."}
+
+
+def event_values(schema: Schema, event: object) -> Mapping[str, object]:
+    """The validated values of one decoded event; raises :class:`InvalidInput` with the
+    reason it is not one (SPEC section 4)."""
+    if not isinstance(event, dict):
+        raise InvalidInput("an event must be a JSON object")
+    return schema.validate_event(event)
+
+
+def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result]]:
+    """The results of JSON Lines events, one batch of :data:`BATCH` at a time, in order.
+
+    ``lines`` as :func:`betree.jsonl.input_lines` gives them; blank lines are skipped
+    (they get no result).  Cost: one read snapshot per batch, plus the matches.
+    """
+    events = (line for line in lines if line.strip())
+    while batch := list(islice(events, BATCH)):
+        results: list[Result] = []
+        with store.snapshot() as match:
+            for line in batch:
+                try:
+                    values = event_values(store.schema, loads_line(line))
+                    results.append({"matches": match(values)})
+                except InvalidInput as exc:
+                    results.append({"error": exc.message})
+        yield results
