@@ -43,8 +43,8 @@ import numpy as np
 from betree.grid import halves
 from betree.index import _CLAUSE_BITS as CLAUSE_BITS
 from betree.index import NS, Index, record_attributes, root_record
+from betree.lang.atoms import Atom, Clause, OrderAtom
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
-from betree.normal import Atom, Clause, OrderAtom
 from betree.tree import BETree, Places
 from pbtree.bulk import build as build_pbtree
 from storage import codec

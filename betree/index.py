@@ -37,19 +37,12 @@ import numpy as np
 from betree import adjust as adjusting
 from betree import grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
-from betree.conjuncts import ConjunctMemo
-from betree.expr import Node
-from betree.normal import (
-    MAX_CLAUSES,
-    Atom,
-    Clause,
-    OrderAtom,
-    TestAtom,
-    atom_from_tuple,
-    to_clauses,
-)
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.atoms import Atom, Clause, OrderAtom, TestAtom, atom_from_tuple
+from betree.lang.conjuncts import ConjunctMemo
+from betree.lang.dnf import MAX_CLAUSES, to_clauses
+from betree.lang.expr import Node
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from betree.tree import DEFAULTS, BETree, Places
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
@@ -277,7 +270,7 @@ class Index:
     def compile(self, ident: SubId, expr: str) -> list[Clause]:
         """Type-check and normalize one expression; errors name the subscription.
 
-        A plain conjunction is joined from its remembered pieces (:mod:`betree.conjuncts`,
+        A plain conjunction is joined from its remembered pieces (:mod:`betree.lang.conjuncts`,
         ~4 µs), anything else parsed and normalized (~35 µs for 8 predicates).
         """
         codec.encode_id(ident)  # validates the id
@@ -616,7 +609,7 @@ class Index:
 
         Cost: ~0.3 µs per atom whose span is cached (by atom, bounded; ``()`` for the
         atom ``a is null``, which needs nothing) and found by identity (see
-        :func:`betree.normal._order_atom`).
+        :func:`betree.lang.atoms.order_atoms`).
         """
         spans: dict[str, tuple[int, int]] = {}
         cache = self._spans

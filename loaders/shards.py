@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from betree.index import Index, SubId
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError, VersionMismatch
 from storage.lmdbfile import damage as file_damage
 from storage.store import SHARD_MANIFEST

@@ -17,7 +17,7 @@ import pytest
 
 from betree.adjust import STATE_KEY, Collector, load_state
 from betree.index import NS, Index
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from betree.tree import ADJ_NS, BETree
 from loaders.shards import SingleReader
 from storage import codec

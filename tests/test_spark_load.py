@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from betree.expr import evaluate
 from betree.index import Index
-from betree.parser import compile_expr
-from betree.schema import InferenceError, Schema
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import InferenceError, Schema
 from loaders import python_load, spark_job
 from loaders.records import read_jsonl
 from loaders.shards import open_any, read_manifest, shard_name, verify

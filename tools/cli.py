@@ -46,7 +46,7 @@ def schema_file(path: str) -> Any:
     """``--schema FILE``: the schema document (SPEC section 2), validated while the
     arguments are parsed, so that a bad file is a usage error (exit 2) naming the file and
     the reason, before anything is read or written.  A BOM at its start is ignored."""
-    from betree.schema import Schema
+    from betree.lang.schema import Schema
     from loaders.records import BOM, loads_line
 
     try:
@@ -86,7 +86,7 @@ def _write_reopening(path: str, write: Callable[[Any], Any], **options: Any) -> 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
     from betree.index import Index
-    from betree.schema import Schema
+    from betree.lang.schema import Schema
     from loaders.records import input_lines, mark_duplicates, parse_lines
     from storage.store import refuse_sharded, store_exists
     from storage.swap import creating
