@@ -1,7 +1,8 @@
 """bexdb's Boolean-expression index: ``from betree import Index`` (SPEC section 8).
 
-``Index`` is imported on first use (PEP 562), so importing a light module of the package
-(the parser, the schema) does not load the index, numpy and the store with it.
+``Index`` is imported on first use (PEP 562), so importing the expression language
+(:mod:`betree.lang`: the parser, the schema) does not load the index, the BE-Tree and the
+PB+trees with it.
 """
 
 from __future__ import annotations
