@@ -1,9 +1,9 @@
 """bexdb's Boolean-expression index: ``from betree import Index`` (SPEC section 8), and
 ``open_index(path)`` for a store that may be sharded (:mod:`betree.sharded`).
 
-``Index`` and ``open_index`` are imported on first use (PEP 562), so importing a light
-module of the package (the parser, the schema) does not load the index, numpy and the
-store with it.
+``Index`` and ``open_index`` are imported on first use (PEP 562), so importing the
+expression language (:mod:`betree.lang`: the parser, the schema) does not load the index,
+the BE-Tree and the PB+trees with it.
 """
 
 from __future__ import annotations

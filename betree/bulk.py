@@ -43,8 +43,8 @@ import numpy as np
 from betree import catalog
 from betree.catalog import record_attributes, root_record
 from betree.grid import halves
+from betree.lang.atoms import Atom, Clause, OrderAtom
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
-from betree.normal import Atom, Clause, OrderAtom
 from betree.tree import BETree, Places
 from pbtree.bulk import build as build_pbtree
 from storage import codec

@@ -10,7 +10,7 @@ through :mod:`storage.codec`):
     ``next_atom``), the subscription count ``subs``, the per-attribute records that
     exist (``attributes``: :func:`record_attributes`), and the self-adjustment settings
     ``adjust``, ``adjust_window``, ``theta``;
-  - :data:`SCHEMA` (``schema``), the schema document (:class:`betree.schema.Schema`);
+  - :data:`SCHEMA` (``schema``), the schema document (:class:`betree.lang.schema.Schema`);
   - :data:`ADJUST_STATE` (``adjust``), self-adjustment totals and attribute feedback
     (:mod:`betree.adjust`).
 
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from betree.normal import Atom, atom_from_tuple
+from betree.lang.atoms import Atom, atom_from_tuple
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import StoreDamaged

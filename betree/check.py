@@ -48,8 +48,8 @@ from betree import catalog, grid
 from betree.adjust import check_adjust
 from betree.bulk import pack_clauses, rows_of
 from betree.catalog import record_attributes, root_record
+from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.nodes import CNode, LNodePage
-from betree.normal import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec

@@ -34,7 +34,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from betree.normal import Atom, OrderAtom, TestAtom
+from betree.lang.atoms import Atom, OrderAtom, TestAtom
 
 GRID_MAX = (1 << 64) - 1
 #: the interval that holds no value, in u64 (any ``lo > hi`` means the same)

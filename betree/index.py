@@ -33,11 +33,12 @@ from betree.catalog import (
     subscription_record,
 )
 from betree.check import check_index
-from betree.conjuncts import ConjunctMemo
-from betree.expr import Node
-from betree.normal import MAX_CLAUSES, Atom, Clause, atom_from_tuple, to_clauses
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.atoms import Atom, Clause, atom_from_tuple
+from betree.lang.conjuncts import ConjunctMemo
+from betree.lang.dnf import MAX_CLAUSES, to_clauses
+from betree.lang.expr import Node
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from betree.tree import DEFAULTS, BETree, Places
 from betree.writer import Writer
 from pbtree import PBTree
@@ -198,7 +199,7 @@ class Index:
     def compile(self, ident: SubId, expr: str) -> list[Clause]:
         """Type-check and normalize one expression; errors name the subscription.
 
-        A plain conjunction is joined from its remembered pieces (:mod:`betree.conjuncts`,
+        A plain conjunction is joined from its remembered pieces (:mod:`betree.lang.conjuncts`,
         ~4 µs), anything else parsed and normalized (~35 µs for 8 predicates).
         """
         codec.encode_id(ident)  # validates the id
@@ -547,7 +548,7 @@ class Index:
 
         Cost: ~0.3 µs per atom whose span is cached (by atom, bounded; ``()`` for the
         atom ``a is null``, which needs nothing) and found by identity (see
-        :func:`betree.normal._order_atom`).
+        :func:`betree.lang.atoms.order_atoms`).
         """
         spans: dict[str, tuple[int, int]] = {}
         cache = self._spans

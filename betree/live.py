@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from betree.index import Index, SubId
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from betree.sharded import PlainIndex, ShardedIndex, open_index
 from storage.errors import BexdbError, StoreReplaced
 from storage.store import refuse_sharded, store_exists

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from betree.catalog import SubId
 from betree.index import Index
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from storage.codec import encode_id
 from storage.errors import (
     BexdbError,

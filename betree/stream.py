@@ -14,7 +14,7 @@ from itertools import islice
 from typing import Any
 
 from betree.jsonl import loads_line
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from betree.sharded import AnyIndex
 from storage.errors import InvalidInput
 

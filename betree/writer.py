@@ -19,7 +19,7 @@ from typing import Any
 from betree import catalog
 from betree.adjust import feedback
 from betree.catalog import SubId, clause_id
-from betree.normal import Atom, Clause, OrderAtom, atom_from_tuple
+from betree.lang.atoms import Atom, Clause, OrderAtom, atom_from_tuple
 from betree.tree import BETree, Places
 from pbtree import PBTree
 from storage import codec

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from loaders.records import Record, check_rejects, mark_duplicates, publishing, write_rejects
 from storage.errors import InvalidInput
 

@@ -18,8 +18,8 @@ import pytest
 from betree.adjust import Collector, load_state
 from betree.catalog import ADJ, ADJUST_STATE, NS, ROOT
 from betree.index import Index
+from betree.lang.schema import Schema
 from betree.nodes import CNode
-from betree.schema import Schema
 from betree.sharded import PlainIndex
 from betree.tree import BETree
 from storage import codec

@@ -2,7 +2,7 @@
 
 Each index is built from seeded random workloads -- every operator of the language, lists,
 strings, undefined attributes (tests/workload.py) and BEGen's range workloads -- and must
-return, for every event, exactly the subscriptions ``betree.expr.evaluate`` accepts.
+return, for every event, exactly the subscriptions ``betree.lang.expr.evaluate`` accepts.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from betree.expr import evaluate
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 from tests import workload
 from tools.bench.baselines import Baseline
@@ -140,7 +140,7 @@ def test_hand_written_directions() -> None:
 
 def test_spaces_cover_and_locate() -> None:
     """Predicate spaces: 2k+1 of them, and an ``in`` list is several one-space ranges."""
-    from betree.normal import OrderAtom
+    from betree.lang.atoms import OrderAtom
 
     sp = Spaces({1, 4, 9})
     assert sp.n == 7

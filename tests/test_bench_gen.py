@@ -1,6 +1,6 @@
 """The BEGen workload generator (``bexdb gen``).
 
-Match rates are computed here with the reference evaluator (:func:`betree.expr.evaluate`),
+Match rates are computed here with the reference evaluator (:func:`betree.lang.expr.evaluate`),
 never with the index or the generator's own numpy model.  No timing is asserted.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from betree.expr import And, Node, evaluate
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import And, Node, evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 from tools.bench import gen
 

@@ -6,7 +6,7 @@ Empty grid intervals at both ends of each domain (``x > 9223372036854775807``,
 while online ``subscribe`` took them.  Here every edge atom of :mod:`tests.edges` goes
 through online ``subscribe``, ``bexdb load --engine python`` (a real subprocess),
 ``verify``/``check()`` and matching, compared with the brute-force evaluator
-(``betree.expr.evaluate``) on events at the ends of each domain; hypothesis draws mixed
+(``betree.lang.expr.evaluate``) on events at the ends of each domain; hypothesis draws mixed
 expressions and events around the ends.  The Spark engine: ``tests/test_spark_load.py``.
 """
 
@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from betree.expr import Node, evaluate
 from betree.index import Index
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import Node, evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.errors import InvalidInput

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from betree.expr import Node, evaluate
 from betree.index import Index
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import Node, evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from tests.edges import FLOAT_VALUES, I64_MAX, I64_MIN, INT_VALUES, STRING_VALUES, string_literal
 from tests.test_cli import run
 

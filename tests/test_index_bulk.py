@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from betree.bulk import build_index
-from betree.expr import evaluate
 from betree.index import Index
-from betree.parser import compile_expr
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
 from storage.errors import InvalidInput
 from tests.workload import SCHEMA, event, expression
 

@@ -13,8 +13,8 @@ import pytest
 
 from betree.catalog import AID, ATOM, NS, ROOT, put_home
 from betree.index import Index
+from betree.lang.atoms import OrderAtom
 from betree.nodes import CNode, Entry
-from betree.normal import OrderAtom
 from betree.tree import BETree
 from storage import codec
 from tests.test_index_check import idx, violations

@@ -2,7 +2,7 @@
 
 Every form of SPEC section 3, missing and null attributes, lists, or/not nesting, deletes,
 replacements and reopening; ``check()`` after mutations.  The oracle is
-``betree.expr.evaluate`` over the parsed expression — it never sees the index.
+``betree.lang.expr.evaluate`` over the parsed expression — it never sees the index.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from betree.expr import evaluate
 from betree.index import Index
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from tests.workload import SCHEMA, event, expression
 
 

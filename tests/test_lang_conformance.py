@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from betree.expr import evaluate
-from betree.normal import clauses_hold, to_clauses
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.dnf import clauses_hold, to_clauses
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 
 CASES_FILE = Path(os.environ.get("BEXDB_CONFORMANCE", "/work/shared/conformance/betree_c.jsonl"))

@@ -26,19 +26,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from betree import grid
-from betree.conjuncts import ConjunctMemo
-from betree.expr import And, Between, Compare, Const, InList, IsNull, ListItem, Node, Not, StrFunc
 from betree.index import Index
-from betree.normal import (
-    MAX_CLAUSES,
-    OrderAtom,
-    _conjunction_clauses,
-    _dnf_clauses,
-    _order_atom,
-    to_clauses,
+from betree.lang.atoms import OrderAtom, _order_atom
+from betree.lang.conjuncts import ConjunctMemo
+from betree.lang.dnf import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
+from betree.lang.expr import (
+    And,
+    Between,
+    Compare,
+    Const,
+    InList,
+    IsNull,
+    ListItem,
+    Node,
+    Not,
+    StrFunc,
 )
-from betree.parser import _PLAIN_MATCH, _TOKEN_RE, _tokens, compile_expr, parse
-from betree.schema import Schema
+from betree.lang.parser import _PLAIN_MATCH, _TOKEN_RE, _tokens, compile_expr, parse
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 
 SCHEMA = Schema.from_json(

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from betree.normal import (
+from betree.lang.atoms import (
     Atom,
     OrderAtom,
     TestAtom,
     atom_from_tuple,
-    clauses_hold,
-    clauses_to_expr,
     make_test,
     string_successor,
-    to_clauses,
 )
-from betree.parser import parse
+from betree.lang.dnf import clauses_hold, clauses_to_expr, to_clauses
+from betree.lang.parser import parse
 from storage.errors import InvalidInput
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from betree.expr import (
+from betree.lang.expr import (
     And,
     Between,
     BoolAttr,
@@ -27,8 +27,9 @@ from betree.expr import (
     Or,
     StrFunc,
 )
-from betree.parser import MAX_NESTING, compile_expr, parse, token_columns
-from betree.schema import Schema
+from betree.lang.lexicon import MAX_NESTING
+from betree.lang.parser import compile_expr, parse, token_columns
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 
 A, B, C = BoolAttr("a"), BoolAttr("b"), BoolAttr("c")

@@ -9,10 +9,10 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from betree.expr import evaluate
-from betree.normal import clauses_hold, clauses_to_expr, to_clauses
-from betree.parser import compile_expr, parse
-from betree.schema import Schema
+from betree.lang.dnf import clauses_hold, clauses_to_expr, to_clauses
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr, parse
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 
 SCHEMA = Schema.from_json(

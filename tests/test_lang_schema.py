@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from betree.schema import AttrSpec, InferenceError, Schema
+from betree.lang.schema import AttrSpec, InferenceError, Schema
 from storage.errors import InvalidInput
 
 SPEC_EXAMPLE = {

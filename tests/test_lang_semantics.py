@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from betree.expr import evaluate
-from betree.normal import clauses_hold, to_clauses
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.dnf import clauses_hold, to_clauses
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 
 SCHEMA = Schema.from_json(
     {

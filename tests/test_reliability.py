@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from betree.index import Index
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, event, expression
 from tools.cli import main

@@ -26,7 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from betree.index import Index
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, build_sharded, event, expression
 from tools.cli import main

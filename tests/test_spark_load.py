@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from betree.expr import evaluate
 from betree.index import Index
-from betree.parser import compile_expr
-from betree.schema import InferenceError, Schema
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import InferenceError, Schema
 from betree.sharded import open_index, read_manifest, shard_name, shard_of, verify
 from loaders import python_load
 from loaders.records import read_jsonl

@@ -46,7 +46,7 @@ def schema_file(path: str) -> Any:
     arguments are parsed, so that a bad file is a usage error (exit 2) naming the file and
     the reason, before anything is read or written.  A BOM at its start is ignored."""
     from betree.jsonl import BOM, loads_line
-    from betree.schema import Schema
+    from betree.lang.schema import Schema
 
     try:
         with open(path, "rb") as fh:

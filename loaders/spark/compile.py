@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from betree.index import Index, gc_paused
-from betree.normal import Atom
+from betree.lang.atoms import Atom
 from betree.sharded import shard_of
 from loaders.records import Record
 from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from betree import sharded as sharding
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from loaders.records import Record, check_rejects, publishing, write_rejects
 from loaders.spark.build import build_partition
 from loaders.spark.compile import compile_partition

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from betree.expr import ExpressionError
-from betree.parser import parse
+from betree.lang.expr import ExpressionError
+from betree.lang.parser import parse
 
 # The evidence and resolution rules of Schema.infer, applied here per record and per
 # attribute so that only the distinct (attribute, kind) pairs cross to the driver.
-from betree.schema import AttrSpec, Schema, _evidence, _resolve
+from betree.lang.schema import AttrSpec, Schema, settled_type, type_evidence
 from loaders.spark.extract import SplitRows, batch_rows, parse_record
 from loaders.spark.results import append_row
 from loaders.spark.session import map_arrow
@@ -65,7 +65,7 @@ def evidence_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordB
             except ExpressionError:
                 pairs.append([])  # Schema.infer skips what does not parse
                 continue
-            pairs.append(sorted({f"{attr}\0{k}" for attr, k in _evidence(node)}))
+            pairs.append(sorted({f"{attr}\0{k}" for attr, k in type_evidence(node)}))
         yield pa.RecordBatch.from_pydict({"key": keys, "pairs": pairs}, schema=EVIDENCE)
 
 
@@ -119,7 +119,7 @@ def infer_schema(spark: SparkSession, source: DataFrame, driver: Driver) -> Sche
         kinds.setdefault(attr, {})[kind] = {}
     specs = []
     for attr in sorted(kinds):
-        typ, _, _ = _resolve(kinds[attr])
+        typ = settled_type(kinds[attr])
         if typ is None:
             return _infer_exactly(spark, source, driver)
         specs.append(AttrSpec(attr, typ))

@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from betree.expr import evaluate
 from betree.index import Index
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from betree.tree import DEFAULTS
 from tools.args import positive
 from tools.bench import harness

@@ -76,7 +76,7 @@ import numpy as np
 
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive

@@ -43,7 +43,7 @@ scale ~0.14; 10 bases give 1.7%..3.8%.  A target outside the reachable band is r
 (summary and a warning), not hidden: change ``bases``.
 
 The summary then reports the rate on the generated workload itself: vectorised on a sample,
-and with the reference evaluator (:func:`betree.expr.evaluate` on ``compile_expr`` output)
+and with the reference evaluator (:func:`betree.lang.expr.evaluate` on ``compile_expr`` output)
 on a smaller one.  The two must agree pair for pair, else :class:`GeneratorError`.
 
 **Determinism.**  Output depends only on the parameters.  Subscriptions are drawn in chunks
@@ -73,9 +73,9 @@ from typing import Any
 
 import numpy as np
 
-from betree.expr import evaluate
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from storage.errors import BexdbError, InvalidInput
 from tools.args import non_negative
 from tools.bench.harness import logger, script

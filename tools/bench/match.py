@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from betree.index import Index
-from betree.schema import Schema
+from betree.lang.schema import Schema
 from betree.tree import DEFAULTS
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive, sizes

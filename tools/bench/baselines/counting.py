@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from betree.normal import Atom, OrderAtom
+from betree.lang.atoms import Atom, OrderAtom
 from tools.bench.baselines.flat import gather
 from tools.bench.baselines.scan import Compiled
 

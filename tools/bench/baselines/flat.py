@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from betree.normal import OrderAtom
+from betree.lang.atoms import OrderAtom
 from tools.bench.baselines.scan import Compiled
 
 Event = Mapping[str, object]

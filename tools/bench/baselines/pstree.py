@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from betree.normal import OrderAtom
+from betree.lang.atoms import OrderAtom
 from storage.errors import BexdbError
 from tools.bench.baselines.flat import Flat, gather
 from tools.bench.baselines.scan import Compiled

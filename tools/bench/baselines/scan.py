@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from betree.normal import Atom, Clause, clauses_hold, to_clauses
-from betree.parser import compile_expr
-from betree.schema import Schema
+from betree.lang.atoms import Atom, Clause
+from betree.lang.dnf import clauses_hold, to_clauses
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 
 Event = Mapping[str, object]
 

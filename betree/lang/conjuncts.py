@@ -4,11 +4,11 @@ Why: most subscriptions are conjunctions of simple predicates (``price between 2
 and genre = "classics" and format in ("paper", "audio")``), and across a large set the
 same predicate texts recur: the 7.0M conjuncts of 1M BEGen subscriptions have 75K distinct
 texts.  :class:`ConjunctMemo` cuts a text at its top-level ``and``, compiles each distinct
-conjunct once (parser, type check, normal form: :func:`betree.normal.order_atoms`) and
+conjunct once (parser, type check, atoms: :func:`betree.lang.atoms.order_atoms`) and
 joins the remembered atoms into the one clause.  Cost: ~4 µs for a BEGen subscription of
 8 conjuncts, where parsing and normalizing it takes ~35 µs.
 
-Why the result is exactly :func:`betree.normal.to_clauses` of :func:`compile_expr`: the
+Why the result is exactly :func:`betree.lang.dnf.to_clauses` of :func:`compile_expr`: the
 memo answers only when every piece of the cut is, on its own, a valid comparison,
 ``between`` or ``in`` on one attribute, and no two pieces share an attribute.
 
@@ -18,16 +18,20 @@ memo answers only when every piece of the cut is, on its own, a valid comparison
   ``a between lo``, which does not compile either.  So when every piece compiles to one
   predicate (not an ``and``, ``or`` or ``not`` node), the text is the conjunction of the
   pieces' predicates: ``and`` binds tighter than ``or``, and no piece holds an ``or``.
-* The normal form is the pieces' atoms, sorted: with distinct attributes
-  :func:`betree.normal._conjunction_clauses` merges nothing and simplifies nothing (it
-  would for two atoms on one attribute), and a false piece (an empty range or list) makes
-  the whole false.
+* The normal form is the pieces' atoms, sorted: with distinct attributes the conjunction
+  fast path of :func:`~betree.lang.dnf.to_clauses` merges nothing and simplifies nothing
+  (it would for two atoms on one attribute), and a false piece (an empty range or list)
+  makes the whole false.
 * Errors: any piece that does not compile makes the memo answer ``None``; the caller then
   compiles the whole text the general way, which reports the error with its column.
 
 ``tests/test_lang_fastpath.py`` checks the memo against the general path on random texts,
 strings with ``and`` inside included.  Memory: bounded by ``limit`` remembered pieces
 (~200 bytes each, none longer than :data:`LONGEST_PIECE`; cleared when full).
+
+What the caller attaches to a clause's attributes (the index: each attribute's place in
+its tree, :meth:`betree.index.Index.places`) is opaque here: the memo only remembers it per
+piece and unites it per clause, so the language does not depend on the index.
 """
 
 from __future__ import annotations
@@ -35,12 +39,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from operator import itemgetter
+from typing import Any, Generic, TypeVar
 
-from betree.expr import Between, Compare, InList
-from betree.normal import Atom, Clause, _atom_key, order_atoms
-from betree.parser import compile_expr
-from betree.schema import Schema
-from betree.tree import Places
+from betree.lang.atoms import Atom, Clause, atom_key, order_atoms
+from betree.lang.expr import Between, Compare, InList
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 
 #: Cut a text at "and" between spaces and before what can start a predicate.
@@ -52,17 +56,19 @@ _CUT = re.compile(r" +[Aa][Nn][Dd] +(?=[A-Za-z_(])").split
 #: 20,000 terms joined by "or") would double its cost; the memory stays small too.
 LONGEST_PIECE = 4096
 
+#: What the caller attaches to one attribute of a clause (the index: a grid interval).
+P = TypeVar("P")
 #: A remembered piece: its attribute, atoms (``()`` when it is false) and places, or None.
-Piece = tuple[str, tuple[Atom, ...], Places] | None
-_MISS: Piece = ("", (), {})  # (found by identity)
+Piece = tuple[str, tuple[Atom, ...], dict[str, P]] | None
+_MISS: Piece[Any] = ("", (), {})  # (found by identity)
 
 
-class ConjunctMemo:
+class ConjunctMemo(Generic[P]):
     """The clauses of plain conjunctions over ``schema``, by their pieces' texts.
 
-    With ``places`` (:meth:`betree.index.Index.places`), each piece also remembers its
-    places, and :meth:`compiled` gives the clause's: the union of its pieces' (an
-    attribute's interval depends only on the atoms on it, all in one piece).
+    With ``places`` (:meth:`betree.index.Index.places`: attribute -> place), each piece
+    also remembers its places, and :meth:`compiled` gives the clause's: the union of its
+    pieces' (an attribute's interval depends only on the atoms on it, all in one piece).
     """
 
     __slots__ = ("_pieces", "limit", "places", "schema")
@@ -71,12 +77,12 @@ class ConjunctMemo:
         self,
         schema: Schema,
         limit: int = 1 << 17,
-        places: Callable[[Clause], Places] | None = None,
+        places: Callable[[Clause], dict[str, P]] | None = None,
     ) -> None:
         self.schema = schema
         self.limit = limit
         self.places = places
-        self._pieces: dict[str, Piece] = {}
+        self._pieces: dict[str, Piece[P]] = {}
 
     def clauses(self, text: str) -> list[Clause] | None:
         """``to_clauses(compile_expr(text, schema))`` when ``text`` is a plain conjunction
@@ -84,15 +90,15 @@ class ConjunctMemo:
         found = self._join(text)
         return None if found is None else found[0]
 
-    def compiled(self, text: str) -> tuple[list[Clause], list[Places]] | None:
+    def compiled(self, text: str) -> tuple[list[Clause], list[dict[str, P]]] | None:
         """:meth:`clauses` and the places of each clause (needs ``places``)."""
         return self._join(text, True)
 
     def _join(
         self, text: str, with_places: bool = False
-    ) -> tuple[list[Clause], list[Places]] | None:
+    ) -> tuple[list[Clause], list[dict[str, P]]] | None:
         pieces = self._pieces
-        found: list[tuple[str, tuple[Atom, ...], Places]] = []
+        found: list[tuple[str, tuple[Atom, ...], dict[str, P]]] = []
         for part in _CUT(text):
             piece = pieces.get(part, _MISS)
             if piece is _MISS:
@@ -107,20 +113,20 @@ class ConjunctMemo:
         if not all(atoms for _, atoms, _ in found):
             return [], []  # a false piece
         atoms = [atom for _, piece_atoms, _ in found for atom in piece_atoms]
-        atoms.sort(key=_atom_key)
+        atoms.sort(key=atom_key)
         if not with_places:
             return [tuple(atoms)], []
         found.sort(key=_first)  # places in the clause's attribute order, as Index.places
-        places: Places = {}
+        places: dict[str, P] = {}
         for _, _, piece_places in found:
             places.update(piece_places)
         return [tuple(atoms)], [places]
 
-    def _learn(self, part: str) -> Piece:
+    def _learn(self, part: str) -> Piece[P]:
         try:
             node = compile_expr(part, self.schema)
         except InvalidInput:
-            piece: Piece = None
+            piece: Piece[P] = None
         else:
             piece = None
             if isinstance(node, (Compare, Between, InList)):  # one predicate, on one attribute

@@ -1,7 +1,7 @@
 """Syntax tree of bexdb's expression language, and a brute-force reference evaluator.
 
-Why: the parser (:mod:`betree.parser`) builds these nodes, normalization
-(:mod:`betree.normal`) turns them into clauses of indexable atoms, and :func:`evaluate`
+Why: the parser (:mod:`betree.lang.parser`) builds these nodes, normalization
+(:mod:`betree.lang.dnf`) turns them into clauses of indexable atoms, and :func:`evaluate`
 gives the meaning of a tree straight from SPEC section 4, with no cleverness at all.  It is
 the oracle the index and the normalizer are tested against, so it stays deliberately
 literal: one ``if`` per form, every atom false on an undefined attribute except
@@ -27,32 +27,16 @@ True
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
+from betree.lang.lexicon import OP_FUNCS
 from storage.errors import InvalidInput
 
 #: A literal value: int (signed 64-bit), float (finite), str or bool.
 Scalar = int | float | str | bool
 #: An element of a list literal (lists hold numbers or strings, never bools).
 ListItem = int | float | str
-
-#: Comparison operators after parsing (``<>`` is stored as ``!=``).
-COMPARE_OPS = ("<", "<=", "=", "!=", ">=", ">")
-
-#: ``v op a`` is the same test as ``a FLIP[op] v``.
-FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">=": "<=", ">": "<"}
-
-_OP_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    "=": operator.eq,
-    "!=": operator.ne,
-    ">=": operator.ge,
-    ">": operator.gt,
-}
 
 
 class ExpressionError(InvalidInput):
@@ -101,7 +85,8 @@ class Or:
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``attr op value`` with ``op`` in :data:`COMPARE_OPS`; ``3 < a`` is stored as ``a > 3``."""
+    """``attr op value``, ``op`` one of :data:`~betree.lang.lexicon.COMPARE_OPS`; ``3 < a``
+    is stored as ``a > 3``."""
 
     attr: str
     op: str
@@ -211,24 +196,6 @@ Node = (
     | BoolAttr | StrFunc
 )  # fmt: skip
 
-#: Node types that test one attribute (everything but constants and Boolean connectives).
-ATOM_TYPES = (Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr, StrFunc)
-
-
-def attributes_of(node: Node) -> set[str]:
-    """Names of every attribute the tree mentions."""
-    out: set[str] = set()
-    stack: list[Node] = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (And, Or)):
-            stack.extend(n.children)
-        elif isinstance(n, Not):
-            stack.append(n.child)
-        elif not isinstance(n, Const):
-            out.add(n.attr)
-    return out
-
 
 def evaluate(node: Node, event: Mapping[str, object]) -> bool:
     """The truth of ``node`` on a validated event (SPEC section 4, literally).
@@ -252,7 +219,7 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
     if value is None:
         return False  # every other atom is false on an undefined attribute
     if isinstance(node, Compare):
-        return bool(_OP_FUNCS[node.op](value, node.value))
+        return bool(OP_FUNCS[node.op](value, node.value))
     if isinstance(node, Between):
         inside: bool = node.lo <= value <= node.hi  # type: ignore[operator]
         return not inside if node.negated else inside

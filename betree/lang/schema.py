@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from betree.expr import (
+from betree.lang.expr import (
     And,
     Between,
     BoolAttr,
@@ -44,11 +44,9 @@ from betree.expr import (
     Or,
     StrFunc,
 )
-from betree.parser import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, parse
+from betree.lang.lexicon import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, TYPES
+from betree.lang.parser import parse
 from storage.errors import InvalidInput
-
-#: The attribute types of SPEC section 2.
-TYPES = ("bool", "int", "float", "string", "int_list", "string_list")
 
 #: A subscription id: a string, or an integer in signed 64-bit range.
 SubId = int | str
@@ -60,9 +58,9 @@ _SPEC_KEYS = frozenset(("type", "min", "max", "allow_undefined"))
 
 @dataclass(frozen=True, slots=True)
 class AttrSpec:
-    """One attribute: its ``type`` (one of :data:`TYPES`), optional ``min``/``max`` hints
-    for the BE-Tree's space clustering (values outside them are still legal), and whether an
-    event may leave it undefined."""
+    """One attribute: its ``type`` (one of :data:`~betree.lang.lexicon.TYPES`), optional
+    ``min``/``max`` hints for the BE-Tree's space clustering (values outside them are still
+    legal), and whether an event may leave it undefined."""
 
     name: str
     type: str
@@ -232,7 +230,7 @@ class Schema:
                 node = parse(text)
             except ExpressionError:
                 continue
-            for attr, kind in _evidence(node):
+            for attr, kind in type_evidence(node):
                 evidence.setdefault(attr, {}).setdefault(kind, {})[sub_id] = None
         specs: list[AttrSpec] = []
         problems: dict[str, list[SubId]] = {}
@@ -431,8 +429,10 @@ def _literal_kind(v: object) -> str:
     return "string"
 
 
-def _evidence(node: Node) -> Iterable[tuple[str, str]]:
-    """(attribute, evidence kind) for every atom of the tree."""
+def type_evidence(node: Node) -> Iterable[tuple[str, str]]:
+    """(attribute, evidence kind) for every atom of the tree: what :meth:`Schema.infer`
+    gathers from each record (a distributed inference gathers the same per record, then
+    settles each attribute with :func:`settled_type`).  Cost: one walk of the tree."""
     stack: list[Node] = [node]
     while stack:
         n = stack.pop()
@@ -465,6 +465,13 @@ def _evidence(node: Node) -> Iterable[tuple[str, str]]:
             yield n.attr, "bool"
         elif isinstance(n, StrFunc):
             yield n.attr, "string"
+
+
+def settled_type(kinds: Collection[str]) -> str | None:
+    """The type :meth:`Schema.infer` gives an attribute whose records show these evidence
+    kinds (see :func:`type_evidence`), or ``None`` if they settle none (``Schema.infer``
+    then raises, naming the records)."""
+    return _resolve({kind: {} for kind in kinds})[0]
 
 
 def _resolve(kinds: Mapping[str, Mapping[SubId, None]]) -> tuple[str | None, str, list[str]]:

@@ -2,7 +2,7 @@
 
 Why hand-written: every subscription of a bulk load goes through here, so the parser must be
 fast, and its errors must point at the offending token: every
-:class:`~betree.expr.ExpressionError` carries a 1-based column counted in Unicode code points
+:class:`~betree.lang.expr.ExpressionError` carries a 1-based column counted in Unicode code points
 and a reason such as ``unexpected ")"``.
 
 How it is fast: one compiled regex splits the text into token strings with ``findall`` (a
@@ -40,8 +40,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from betree.expr import (
-    FLIP,
+from betree.lang.expr import (
     And,
     Between,
     BoolAttr,
@@ -60,27 +59,10 @@ from betree.expr import (
     Scalar,
     StrFunc,
 )
+from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
 
-if TYPE_CHECKING:  # imported for annotations only: schema imports this module
-    from betree.schema import AttrSpec, Schema
-
-#: Reserved words (case-insensitive); none of them can name an attribute.
-KEYWORDS = frozenset(
-    {
-        "and", "or", "not", "in", "between", "one", "none", "all", "of", "is", "null", "empty",
-        "true", "false", "starts_with", "ends_with", "contains",
-    }
-)  # fmt: skip
-
-#: What an attribute name looks like.
-IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
-
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
-
-#: Deepest nesting of parentheses and "not" accepted (the parser, the normalizer and the
-#: evaluator recurse once per level; Python's stack allows about a thousand frames).
-MAX_NESTING = 100
+if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
+    from betree.lang.schema import AttrSpec, Schema
 
 # One token per match (leading whitespace skipped): an identifier or keyword, an operator, a
 # number-like run (a number followed by letters, digits or dots is one malformed token, not
@@ -131,7 +113,7 @@ _KIND_GET = _KIND_OF.get
 
 _IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NUMBER_START = frozenset("-0123456789")
-_COMPARE_KINDS = frozenset(("<", "<=", "=", "!=", ">=", ">"))
+_COMPARE_KINDS = frozenset(COMPARE_OPS)
 _LIST_OPS = {"one": "one_of", "none": "none_of", "all": "all_of"}
 _STR_FUNCS = frozenset(("starts_with", "ends_with", "contains"))
 # After a reserved word, these tokens show that it was meant as an attribute name.

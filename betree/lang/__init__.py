@@ -1,0 +1,18 @@
+"""bexdb's expression language: what a subscription says, apart from how it is indexed.
+
+The package depends on nothing of the index (only on :mod:`storage.errors` for its error
+types); the index, the loaders and the tools use it.  Its modules, each importing only the
+ones listed before it:
+
+- :mod:`~betree.lang.lexicon`: keywords, type names, operators, the integer range;
+- :mod:`~betree.lang.expr`: the syntax tree and the brute-force reference evaluator;
+- :mod:`~betree.lang.parser`: text to tree (:func:`~betree.lang.parser.parse`), type-checked
+  against a schema (:func:`~betree.lang.parser.compile_expr`);
+- :mod:`~betree.lang.schema`: attribute types, event validation, schema inference;
+- :mod:`~betree.lang.atoms`: the indexable atoms, and the atoms of each atomic form;
+- :mod:`~betree.lang.dnf`: a tree to clauses of atoms (:func:`~betree.lang.dnf.to_clauses`);
+- :mod:`~betree.lang.conjuncts`: the clause of a plain conjunction from its remembered
+  pieces, the bulk load's fast path.
+
+Importing the package imports none of them: import the module you need.
+"""
