@@ -1,4 +1,4 @@
-"""bexdb's Boolean-expression index: ``from betree import Index`` (SPEC section 8), and
+"""bexdb's Boolean-expression index: ``from betree import Index`` (README: Python API), and
 ``open_index(path)`` for a store that may be sharded (:mod:`betree.sharded`).
 
 ``Index`` and ``open_index`` are imported on first use (PEP 562), so importing the

@@ -1,4 +1,4 @@
-"""BE-Tree self-adjustment (seed 000, sec. 5): cost-based ranking, feedback-driven attribute
+"""BE-Tree self-adjustment (BE-Tree paper, sec. 5): cost-based ranking, feedback-driven attribute
 choice, and l-node recycling — with the matcher kept a reader.
 
 **Why.**  Insertion places a clause by popularity (the p-node holding the most clauses,

@@ -19,14 +19,9 @@ The result is the store appending clause by clause would give, byte for byte.
 
 Cost: O(rows x depth) numpy work for the tree; O(clauses) C-level work for the records
 (written per namespace in one LMDB call each, their keys packed with numpy) and
-O(atoms log atoms) for the PB+trees; every page written once.  Measured on 1M BEGen
-subscriptions, side by side on a busy machine: 22 s, where recounting every c-node's
-attributes in Python took 96 s.  On a 200K BEGen shard (CPU seconds, same run): 2.0 s
-(10 µs a subscription), where writing records one by one and slicing each l-node's
-pages from its own gathers took 3.2 s.  The tree is now ~0.6 s of it, the records
-(encoding, LMDB) ~0.9 s, the commit ~0.3 s.
-Memory: the compiled set (ids, texts, atom ids) plus ~40 bytes per clause attribute,
-and the write transaction.
+O(atoms log atoms) for the PB+trees; every page written once (measured figures, and the
+designs they beat: docs/bench/build-check.md).  Memory: the compiled set (ids, texts,
+atom ids) plus ~40 bytes per clause attribute, and the write transaction.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Invariant checks of an index: the BE-Tree, its catalog, and every PB+tree.
 
-BE-Tree facts (seed 000): every clause in the smallest bucket that encloses it (its
-place on the bucket's attribute lies in the bucket and in neither child); the c-node of
-a non-atomic leaf bucket never partitioned; each attribute partitioned at most once on a
-path; no clause left in an l-node while a p-node there could take it; bucket geometry
-(children halve their parent; a top bucket spans the hint range); parent links; l-node
-sizes and page chains; p-node scores equal the clauses below them; page accounting.
+BE-Tree facts (the BE-Tree paper, docs/REFERENCES.md): every clause in the smallest bucket
+that encloses it (its place on the bucket's attribute lies in the bucket and in neither
+child); the c-node of a non-atomic leaf bucket never partitioned; each attribute partitioned
+at most once on a path; no clause left in an l-node while a p-node there could take it;
+bucket geometry (children halve their parent; a top bucket spans the hint range); parent
+links; l-node sizes and page chains; p-node scores equal the clauses below them; page
+accounting.
 
 Catalog facts: every subscription's clauses are stored exactly once, at the c-node their
 ``home`` record names, with the atoms their record lists; atom reference counts equal
@@ -25,14 +26,9 @@ per-atom table), the stored copy is compared with the record.  Python work per
 subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
 
-Cost: reads every page and record once, bypassing the page cache.  Measured on 1M BEGen
-subscriptions, side by side on a busy machine: 9 s, where checking clause by clause from
-decoded records and a dict of places per clause took 94 s.  On a 200K BEGen shard (CPU
-seconds, same run): 2.4 s (12 µs a subscription), where a record-by-record scan with an
-id-map lookup per subscription took 2.9 s; reading the records is now ~0.6 s of it
-(LMDB's cursor, ~1 µs a record), decoding them ~0.25 s, the atoms ~0.5 s.  Memory:
-arrays of about 150 bytes per clause, where the decoded records and places took about
-2 KB.
+Cost: reads every page and record once, bypassing the page cache; O(clauses) numpy work
+and one record decode per subscription (measured figures: docs/bench/build-check.md).
+Memory: arrays of about 150 bytes per clause.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Grid coordinates: every attribute's domain mapped onto the integers [0, 2**64).
 
-The BE-Tree's c-directory halves an attribute's domain into buckets (seed 000, sec. 4.3);
-its invariance needs a discrete domain with atomic (single-value) buckets.  Each value is
-mapped by a monotone, non-decreasing function ``g`` onto u64 grid coordinates, so that
-``lo <= x <= hi`` implies ``g(lo) <= g(x) <= g(hi)``: an interval enclosed by a bucket in
-grid space contains every value its predicate accepts.
+The BE-Tree's c-directory halves an attribute's domain into buckets (BE-Tree paper, sec.
+4.3; docs/REFERENCES.md); its invariance needs a discrete domain with atomic (single-value)
+buckets.  Each value is mapped by a monotone, non-decreasing function ``g`` onto u64 grid
+coordinates, so that ``lo <= x <= hi`` implies ``g(lo) <= g(x) <= g(hi)``: an interval
+enclosed by a bucket in grid space contains every value its predicate accepts.
 
 * ``int``: ``x + 2**63``; float bounds round inwards (ceil for lower, floor for upper).
 * ``float``: the IEEE-754 bits made order-preserving (sign flipped, negatives inverted);
@@ -21,7 +21,7 @@ as :data:`EMPTY`, before it is packed into numpy arrays or compared with buckets
 
 The top bucket of every c-directory encloses everything.  Its children halve the
 attribute's *hint range*: the schema's ``min``/``max`` for ints and floats, else the whole
-grid; values outside the hints stay in the top bucket, matching correctly (SPEC sec. 2).
+grid; values outside the hints stay in the top bucket, matching correctly (schema hints are hints).
 
 An atom's *span* (:func:`atom_span`) is the hull of its entries' intervals: where a
 clause holding it may sit in an attribute's c-directory.

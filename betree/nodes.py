@@ -1,7 +1,7 @@
 """The BE-Tree's two page kinds: c-nodes (with their bucket and p-directory) and l-node pages.
 
 ``betree.cnode`` (kind 6, version 1) — one page per c-node.  Every c-node but the root is
-the c-node of one c-directory bucket (seed 000, Fig. 2)::
+the c-node of one c-directory bucket (BE-Tree paper, Fig. 2)::
 
     [attr, top, lo, hi, parent, left, right, lnode, size, cap, pdir]
 

@@ -1,4 +1,5 @@
-"""PB+tree: the per-attribute predicate index of Wang, Zhang & Kitsuregawa (seed 004).
+"""PB+tree: the per-attribute predicate index of Wang, Zhang & Kitsuregawa
+(docs/REFERENCES.md: PB+tree).
 
 A B+tree over predicate constants whose extended leaf items point into three ordered
 lists of pages — GreaterThan (``>``, ``>=``), LessThan (``<``, ``<=``) and Inequality

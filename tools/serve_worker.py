@@ -26,10 +26,8 @@ handled on the loop: stop accepting, close idle connections, let each connection
 the request it is reading (answered with ``Connection: close``), then exit, within
 ``--graceful-timeout``.
 
-Cost per request on a kept-alive connection: h11's parsing and framing take about 40 µs
-of CPU.  ``bexdb bench serve`` at 10,000 subscriptions (16 connections, the 2-core machine
-shared) measured 0.38-0.49 ms of server CPU per request against 0.46-0.51 with the
-``gthread``-derived worker this replaced, and as many requests per second.  A worker
+Cost per request on a kept-alive connection: h11's parsing and framing, a few tens of µs
+of CPU (``bexdb bench serve`` measures the whole; docs/bench/serve/README.md).  A worker
 accepts one connection per wake-up and none while it answers, so a burst of connections
 spreads over the workers; a client pipelining requests gets ``_BURST`` answers at a time,
 then waits its turn.

@@ -6,7 +6,7 @@ PB+tree (an :class:`OrderAtom`: value order or equality against constants) or is
 directly per event (a :class:`TestAtom`); :mod:`betree.lang.dnf` builds the clauses from
 them, the index stores them (:meth:`Atom.as_tuple`) and tests them (``holds``).
 
-Negation follows SPEC section 4's truth table, where every atom but ``a is null`` is false
+Negation follows the truth table (README: Language), where every atom but ``a is null`` is false
 on an undefined attribute: ``not P`` for such an atom is ``a is null OR (a defined and
 not-P)``, so ``not (a = 1)`` gives the two clauses ``a is null`` and ``a <> 1`` (see
 :func:`atom_clauses`).  ``a is null`` (``TestAtom(a, "undefined")``) is the only atom true

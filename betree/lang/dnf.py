@@ -17,7 +17,7 @@ path, about 1 µs per atom); a conjunction of disjunctions multiplies out (``(a 
 or d)`` gives four clauses), which is why ``max_clauses`` bounds it, at every step; and
 the work of the general path is bounded by a constant per node of the expression
 (:class:`_Normalizer`): every expression is accepted or rejected in time linear in its
-length (SPEC section 10).
+length.
 
 >>> from betree.lang.parser import parse
 >>> to_clauses(parse("not (a = 1)"))
@@ -231,7 +231,7 @@ class _Normalizer:
 
     Why: without the bounds, 20,000 ``a = i`` joined by ``or`` took 10 s to reject (every
     clause compared with every other); now a union stops at clause 513, and no expression
-    costs more than a constant per node of its tree (SPEC section 10: accepted or rejected
+    costs more than a constant per node of its tree (an expression is accepted or rejected
     in time linear in its length).
     """
 

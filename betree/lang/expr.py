@@ -2,10 +2,10 @@
 
 Why: the parser (:mod:`betree.lang.parser`) builds these nodes, normalization
 (:mod:`betree.lang.dnf`) turns them into clauses of indexable atoms, and :func:`evaluate`
-gives the meaning of a tree straight from SPEC section 4, with no cleverness at all.  It is
-the oracle the index and the normalizer are tested against, so it stays deliberately
-literal: one ``if`` per form, every atom false on an undefined attribute except
-``a is null`` (true), ``not`` plain Boolean negation.
+gives the meaning of a tree straight from the truth table (README: Language), with no
+cleverness at all.  It is the oracle the index and the normalizer are tested against, so it
+stays deliberately literal: one ``if`` per form, every atom false on an undefined attribute
+except ``a is null`` (true), ``not`` plain Boolean negation.
 
 Nodes are frozen dataclasses: hashable, compared by value, cheap to build (the parser makes
 a few per atom).  Attribute names are ``str``; literals are ``int`` (signed 64-bit),
@@ -198,7 +198,7 @@ Node = (
 
 
 def evaluate(node: Node, event: Mapping[str, object]) -> bool:
-    """The truth of ``node`` on a validated event (SPEC section 4, literally).
+    """The truth of ``node`` on a validated event (the README's truth table, literally).
 
     ``event`` maps attribute names to defined values, as returned by
     ``Schema.validate_event``; an absent key (or ``None``) is an undefined attribute.

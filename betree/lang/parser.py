@@ -1,4 +1,4 @@
-"""Lexer and recursive-descent parser for bexdb's expression language (SPEC section 3).
+"""Lexer and recursive-descent parser for bexdb's expression language (README: Language).
 
 Why hand-written: every subscription of a bulk load goes through here, so the parser must be
 fast, and its errors must point at the offending token: every
@@ -124,7 +124,7 @@ _AFTER_TRUE_LITERAL = _COMPARE_KINDS | {"in", "not"}  # "true = b", "true in a" 
 _ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r"}
 _ESCAPE_RE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)", re.DOTALL)
 
-# Literal kinds an attribute of each type takes (SPEC section 3).
+# Literal kinds an attribute of each type takes (README: Language).
 _NUMERIC = frozenset(("int", "float"))
 _SCALAR_LITERALS = {
     "int": _NUMERIC,
@@ -152,7 +152,7 @@ def compile_expr(text: str, schema: Schema) -> Node:
     """Parse ``text`` and type-check it against ``schema``; raise ``ExpressionError``.
 
     Checks that every attribute exists, every operator applies to the attribute's type (the
-    table of SPEC section 3), every literal has a type the attribute takes (numbers for int
+    README's table of forms), every literal has a type the attribute takes (numbers for int
     and float, integers only for ``int_list``, strings for strings and ``string_list``,
     ``true``/``false`` for bool), and that ``is null``/``is not null`` are not used on an
     attribute declared ``allow_undefined: false``.

@@ -1,13 +1,13 @@
-"""A store's schema: attribute name -> type and domain hints (SPEC sections 1 and 2).
+"""A store's schema: attribute name -> type and domain hints (README: Language).
 
 Why: every expression is type-checked against the schema when it is inserted (so that
 ``genre > 3`` fails at insert time, not as a silent non-match), and every event is validated
 against it before matching, so that the index only ever sees values of the declared type:
 ints within signed 64-bit, finite floats, strings, bools, tuples of ints or strings.
 
-The schema is plain data, stored in the store as the JSON document of SPEC section 2
-(:meth:`Schema.to_json` / :meth:`Schema.from_json` round-trip).  When a bulk load has no
-schema, :meth:`Schema.infer` derives one from the expressions' literals.
+The schema is plain data, stored in the store as the JSON document the README's Language
+section describes (:meth:`Schema.to_json` / :meth:`Schema.from_json` round-trip).  When a
+bulk load has no schema, :meth:`Schema.infer` derives one from the expressions' literals.
 
 Cost: :meth:`Schema.validate_event` is one dict lookup and one type check per event key
 (plus one check per list element), and one lookup per attribute declared
@@ -135,7 +135,7 @@ class Schema:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Schema:
-        """Validate and load the schema document of SPEC section 2.
+        """Validate and load the schema document (README: Language).
 
         Raises ``InvalidInput`` naming the attribute for an unknown type or key, a bad
         ``min``/``max`` (wrong type for the attribute, not finite, ``min > max``), a
@@ -179,7 +179,7 @@ class Schema:
     # -- events ------------------------------------------------------------------------------
 
     def validate_event(self, event: Mapping[str, object]) -> dict[str, object]:
-        """The event's defined, known attributes, type-checked (SPEC section 1).
+        """The event's defined, known attributes, type-checked (README: Language, events).
 
         Unknown attributes are ignored, ``None`` (JSON null) means undefined and is dropped.
         ``int`` takes integers in signed 64-bit (not bools, not floats such as ``3.0``);
@@ -211,7 +211,7 @@ class Schema:
 
     @classmethod
     def infer(cls, records: Iterable[tuple[SubId, str]]) -> Schema:
-        """Infer a schema from ``(id, expression)`` records (SPEC section 2).
+        """Infer a schema from ``(id, expression)`` records (README: Language).
 
         Each attribute gets the type its literals reveal: int and float literals on one
         attribute give ``float``; a bare ``a`` or ``not a`` gives ``bool``; ``v in a``,

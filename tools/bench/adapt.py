@@ -1,5 +1,5 @@
 """``bexdb bench adapt``: matching while the workload changes, with and without
-self-adjustment — after the dynamic-workload experiment of seed 000 (Fig. 13).
+self-adjustment — after the dynamic-workload experiment of the BE-Tree paper (Fig. 13).
 
 Two stores built the same way, one with the ``adjust`` setting off, one with it on
 (:mod:`betree.adjust`).  On both, in lockstep:
@@ -288,7 +288,7 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
         bottom.set_ylabel("candidates per event")
         bottom.set_xticks(xs, [f"{r['zipf_share']:.0%}" for r in rows], fontsize=7)
         bottom.set_xlabel("share of Zipf subscriptions (uniform -> Zipf -> uniform)")
-        top.set_title("Adapting to a changing workload (after seed 000, Fig. 13)")
+        top.set_title("Adapting to a changing workload (after the BE-Tree paper, Fig. 13)")
         for ax in (top, bottom):
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)

@@ -1,4 +1,4 @@
-"""``bexdb gen``: synthetic workloads — BEGen (seed 000, sec. 7.1) in numpy, no Spark.
+"""``bexdb gen``: synthetic workloads — BEGen (BE-Tree paper, sec. 7.1) in numpy, no Spark.
 
 The ``begen`` profile follows the BE-Tree paper's generator.  Its problem is the one the paper
 names: in a space of hundreds of dimensions, independently drawn subscriptions and events

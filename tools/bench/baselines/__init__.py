@@ -7,8 +7,8 @@ event validated by ``Schema.validate_event``, over the whole language:
 
 * :mod:`~tools.bench.baselines.scan` -- SCAN, every clause evaluated;
 * :mod:`~tools.bench.baselines.counting` -- two-phase counting (the BE-Tree paper's baseline);
-* :mod:`~tools.bench.baselines.opindex` -- OpIndex (seed 002);
-* :mod:`~tools.bench.baselines.pstree` -- PS-Tree, PSTBloom and PSTHash (seed 003).
+* :mod:`~tools.bench.baselines.opindex` -- OpIndex (docs/REFERENCES.md);
+* :mod:`~tools.bench.baselines.pstree` -- PS-Tree, PSTBloom and PSTHash (docs/REFERENCES.md).
 
 The Grouped Filter (:mod:`~tools.bench.baselines.grouped`), the PB+tree's comparator in
 ``bexdb bench pbtree``, works on one attribute's predicates instead.

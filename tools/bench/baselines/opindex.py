@@ -1,4 +1,4 @@
-"""OpIndex (Zhang, Chan & Tan, VLDB 2014, sec. 4; seed 002), in memory.
+"""OpIndex (Zhang, Chan & Tan, VLDB 2014, sec. 4), in memory.
 
 Level 1: every clause gets one *pivot attribute*, the one of its attributes that events
 define least often (frequencies counted on a sample of events given at build time; ties go

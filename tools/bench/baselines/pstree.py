@@ -1,4 +1,4 @@
-"""PS-Tree with PSTBloom and PSTHash (Ji & Jacobsen, PVLDB 2018; seed 003), in memory.
+"""PS-Tree with PSTBloom and PSTHash (Ji & Jacobsen, PVLDB 2018), in memory.
 
 **PS-Tree** (one per dimension): the constants of the dimension's predicates cut its domain
 into *predicate spaces*; with k distinct boundaries b_0 < ... < b_{k-1} these are the 2k+1
