@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable
 from typing import Any, cast
 
 from loaders.records import loads_line
@@ -24,20 +25,24 @@ def sizes(text: str) -> list[int]:
     return values
 
 
-def positive(text: str) -> int:
-    """A positive integer."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low`` (a usage error, exit 2, else)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
 
 
-def non_negative(text: str) -> int:
-    """A non-negative integer."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+#: A positive integer; a non-negative one.
+positive = at_least(1)
+non_negative = at_least(0)
 
 
 def port(text: str) -> int:

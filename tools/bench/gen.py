@@ -66,7 +66,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import BexdbError, InvalidInput
-from tools.args import non_negative
+from tools.args import at_least, non_negative
 from tools.bench.harness import logger, script
 
 PROFILES = ("begen",)
@@ -714,18 +714,6 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``low`` (a usage error, exit 2, else)."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
-        return value
-
-    return parse
-
-
 def _share(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -754,15 +742,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
     parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")
     parser.add_argument(
-        "--dims", type=_at_least(EVENT_ATTRS), default=400, help="attributes a0..a{D-1} (400)"
+        "--dims", type=at_least(EVENT_ATTRS), default=400, help="attributes a0..a{D-1} (400)"
     )
-    parser.add_argument("--card", type=_at_least(2), default=48, help="values per attribute (48)")
+    parser.add_argument("--card", type=at_least(2), default=48, help="values per attribute (48)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument(
         "--zipf", type=_skew, default=0.0, help="Zipf skew of attribute choice (0 = uniform)"
     )
     parser.add_argument("--eq-share", type=_share, default=0.3, help="share of = predicates (0.3)")
-    parser.add_argument("--bases", type=_at_least(1), default=25, help="base events (25)")
+    parser.add_argument("--bases", type=at_least(1), default=25, help="base events (25)")
     parser.add_argument(
         "--target-rate", type=_rate, default=0.01, help="match rate to calibrate to (0.01)"
     )
