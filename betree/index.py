@@ -120,7 +120,7 @@ class Index:
                 if given is None:
                     raise InvalidInput(
                         f"{path} holds no index yet and no schema was given",
-                        hint="pass a schema (SPEC section 2) to create it",
+                        hint="pass a schema (README: Language) to create it",
                     )
                 if readonly:
                     raise StoreError(f"{path} holds no index", "create it first")
@@ -349,7 +349,7 @@ class Index:
     # -- matching ------------------------------------------------------------------------
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
-        """Ids of every subscription ``event`` satisfies, each once (SPEC sec. 1)."""
+        """Ids of every subscription ``event`` satisfies, each once, in no promised order."""
         values = self.schema.validate_event(event)
         with self.store.read() as txn:
             found = self.match_validated(txn, values)

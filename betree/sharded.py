@@ -6,7 +6,7 @@ A sharded store (``bexdb load --shards K``) is a directory of K independent, com
     TARGET/manifest.json   {"format": "bexdb-shards", "version": 1,
                             "shards": [{"path": "shard-0000", "subscriptions": N}, ...],
                             "subscriptions": total, "partitioning": {...}}
-    TARGET/shard-0000/     a store (SPEC section 9), as `bexdb load` would build alone
+    TARGET/shard-0000/     a plain store, as `bexdb load` would build alone
     TARGET/shard-0001/     ...
 
 Subscriptions are split by a stable hash of their id, so each id lives in exactly one shard

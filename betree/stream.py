@@ -25,7 +25,7 @@ Result = dict[str, Any]  # {"matches": [...]} or {"error": "..."}
 
 def event_values(schema: Schema, event: object) -> Mapping[str, object]:
     """The validated values of one decoded event; raises :class:`InvalidInput` with the
-    reason it is not one (SPEC section 4)."""
+    reason it is not one (README: Language, events)."""
     if not isinstance(event, dict):
         raise InvalidInput("an event must be a JSON object")
     return schema.validate_event(event)

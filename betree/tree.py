@@ -1,4 +1,4 @@
-"""The BE-Tree (Sadoghi & Jacobsen, seed 000) over clauses, with its nodes on disk pages.
+"""The BE-Tree (Sadoghi & Jacobsen, SIGMOD 2011) over clauses, with its nodes on disk pages.
 
 A clause (one conjunction of a subscription's DNF) is stored once, in the l-node of the
 c-node that the insertion algorithm (Alg. 3-4) routes it to.  Overflowing l-nodes trigger
@@ -13,7 +13,7 @@ A clause's *places* say where it may be clustered: for each attribute on which t
 clause is false whenever the attribute is undefined, the grid interval (betree.grid) its
 atoms on that attribute allow.  Only those attributes may carry it under a p-node.
 
-Self-adjustment (:mod:`betree.adjust`, seed 000 sec. 5) reaches in at a few points, all
+Self-adjustment (:mod:`betree.adjust`, the paper's sec. 5) reaches in at a few points, all
 inert unless asked for: ``match`` fills an in-memory collector when given one; routing
 and partitioning weigh each attribute's popularity by ``1 - feedback[attr]`` (the
 fraction of its clauses an event checks, measured while matching; absent: 0, the
@@ -409,7 +409,7 @@ class BETree:
         """Fix scores on the path, then merge or drop what the removal emptied.
 
         With ``dissolve``, the outermost p-node left with fewer than ``min_size`` clauses
-        (an underflowing l-node of seed 000 sec. 5) is emptied and its clauses re-inserted
+        (an underflowing l-node of the paper's sec. 5) is emptied and its clauses re-inserted
         from the root, where more popular p-nodes or the owner's l-node take them.
         """
         low = self._unscore(page, 1)

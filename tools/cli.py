@@ -1,6 +1,6 @@
 """The ``bexdb`` command: ``main(argv)`` plus one function per subcommand (as lmdb.tool).
 
-Exit codes (SPEC section 6): 0 success; 1 runtime failure; 2 usage error; 3 invalid input
+Exit codes: 0 success; 1 runtime failure; 2 usage error; 3 invalid input
 (some records or events rejected); 4 store check failed.
 """
 
@@ -42,7 +42,7 @@ EPILOG = (
 
 
 def schema_file(path: str) -> Any:
-    """``--schema FILE``: the schema document (SPEC section 2), validated while the
+    """``--schema FILE``: the schema document (README: Language), validated while the
     arguments are parsed, so that a bad file is a usage error (exit 2) naming the file and
     the reason, before anything is read or written.  A BOM at its start is ignored."""
     from betree.jsonl import BOM, loads_line
@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("serve", help="the matcher service: JSON over HTTP (SPEC section 7)")
+    p = sub.add_parser("serve", help="the matcher service: JSON over HTTP")
     from tools import serve
 
     serve.add_arguments(p)

@@ -1,4 +1,4 @@
-"""``bexdb serve``: the matcher service of SPEC section 7, on gunicorn.
+"""``bexdb serve``: the matcher service (README: Matcher service), on gunicorn.
 
 gunicorn's master process forks ``--workers`` workers (default: one per core) that share
 the listening socket; each opens the store on its own (LMDB allows many reading processes,
@@ -179,7 +179,7 @@ class Service:
     def match(self, body: Any) -> Answer:
         """One event, or ``{"events": [...]}`` (one snapshot; bad events answered in place).
 
-        A body with the key ``"events"`` is a batch (SPEC section 7), so it must have no
+        A body with the key ``"events"`` is a batch, so it must have no
         other key and its value must be a list: an event with an attribute named "events"
         is sent in a batch.
         """
