@@ -301,8 +301,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON Lines file (default: stdin); with --engine spark: JSON Lines, Parquet or "
         "CSV files or directories",
     )
-    p.add_argument("--engine", choices=["python", "spark"], default="python")
-    p.add_argument("--out", help="--engine spark: the output directory (JSON Lines parts)")
+    p.add_argument(
+        "--engine",
+        choices=["python", "spark"],
+        default="python",
+        help="python: this process, results on stdout (default); spark: on Spark, into --out",
+    )
+    p.add_argument(
+        "--out", metavar="OUT_DIR", help="--engine spark: a new directory for the results"
+    )
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.set_defaults(func=cmd_match)
 
