@@ -250,3 +250,17 @@ def test_usage_errors(tmp_path: Path, argv: list[str], capsys: pytest.CaptureFix
     assert cli.main(["match", store, str(events), *argv]) == 2
     assert "bexdb: " in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_truncated_line_is_refused_at_its_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The single-process reader drops each line's newline, as Spark's does: the error
+    names the line's own column, not a "line 2" after its end (both engines agree)."""
+    store = plain_store(tmp_path / "store", subscriptions(8, 3))
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"i": 1\n{"i": 2}\r\n')
+    code, found = single_process(store, events, capsys)
+    assert code == 3
+    assert found[1] == {"error": "malformed JSON: Expecting ',' delimiter at column 8"}
+    assert "matches" in found[2]
