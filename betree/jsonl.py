@@ -29,18 +29,22 @@ _HUGE_INT = "Exceeds the limit"  # how int() refuses more than sys.get_int_max_s
 
 
 def input_lines(fh: Iterable[bytes]) -> Iterator[bytes]:
-    """The lines of a JSON Lines file read as bytes, a BOM at its start dropped.
+    """The lines of a JSON Lines file read as bytes, without their ``b"\\n"``, a BOM at
+    its start dropped.
 
     Lines end at ``b"\\n"`` only (a ``"\\r"`` before it, or anywhere, is JSON white
     space), and each is decoded on its own (:func:`loads_line`): a line that is not UTF-8
     is one bad line, not the end of the input.  Spark reads files the same way
-    (``lineSep="\\n"``, :func:`loaders.spark.extract.extract`).
+    (``lineSep="\\n"``, :func:`loaders.spark.extract.extract`), so both engines see the
+    same text and give a line the same error (a truncated line is "at column N", never at
+    a "line 2" after its end).
     """
     lines = iter(fh)
     for first in lines:
-        yield first.removeprefix(BOM)
+        yield first.removeprefix(BOM).removesuffix(b"\n")
         break
-    yield from lines
+    for line in lines:
+        yield line.removesuffix(b"\n")
 
 
 def loads_line(raw: bytes | str) -> Any:

@@ -137,19 +137,22 @@ def write_rejects(out: TextIO, records: Iterable[Record]) -> int:
 
 
 @contextmanager
-def publishing(target: str | os.PathLike[str], replace: bool) -> Iterator[Path]:
+def publishing(
+    target: str | os.PathLike[str], replace: bool, kind: str = "building"
+) -> Iterator[Path]:
     """Yield a staging directory; on success move its ``store`` to ``target`` atomically.
 
     The caller builds the finished store in ``staging / "store"`` (and may use the rest of
     the staging directory for scratch).  On any exception the staging directory is removed
     and the target is untouched.  A process killed meanwhile leaves it behind, owned by
     no live process: the next load of ``target`` removes it (:mod:`storage.staging`).
+    ``kind`` names the staging directory (a key of :data:`storage.staging.KINDS`).
     """
     target = Path(target).absolute()
     if target.exists() and not replace:
         raise BexdbError(f"{target} already exists", "pass --replace to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with staging(target, "building") as path:  # and stale ones of killed loads go first
+    with staging(target, kind) as path:  # and stale ones of killed runs go first
         yield path
         swap_in(path / "store", target)
 

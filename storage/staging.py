@@ -1,8 +1,9 @@
 """Staging directories beside a store, owned by the process that builds in them.
 
 ``bexdb load`` builds a new store in ``.NAME.building-XXXX``, ``bexdb compact`` in
-``.NAME.compact-XXXX`` and ``bexdb subscribe`` of a new store in ``.NAME.creating-XXXX``,
-all beside the target ``NAME``, and puts the result in place (:mod:`storage.swap`).  A
+``.NAME.compact-XXXX``, ``bexdb subscribe`` of a new store in ``.NAME.creating-XXXX`` and
+``bexdb match --engine spark`` its output directory in ``.NAME.matching-XXXX``, all beside
+the target ``NAME``, and puts the result in place (:mod:`storage.swap`).  A
 process killed meanwhile (``kill -9``, a crash, the machine going down) cannot remove its
 staging directory, and it can hold as much as the store.
 
@@ -32,7 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The kinds of staging directory, by the command that makes them.
-KINDS = {"building": "bexdb load", "compact": "bexdb compact", "creating": "bexdb subscribe"}
+KINDS = {
+    "building": "bexdb load",
+    "compact": "bexdb compact",
+    "creating": "bexdb subscribe",
+    "matching": "bexdb match",
+}
 OWNER = "owner"
 _UNOWNED_GRACE = 60.0  # seconds a directory without an owner file is presumed in creation
 

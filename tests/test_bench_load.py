@@ -45,9 +45,15 @@ def test_bench_load_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[
 @pytest.mark.spark
 def test_bench_load_spark(tmp_path: Path) -> None:
     doc = run(
-        tmp_path, *("--sizes", "300", "--shards", "1", "--python-max", "0", "--online-max", "300")
+        tmp_path,
+        *("--sizes", "300", "--shards", "1", "--python-max", "0", "--online-max", "300"),
+        *("--match-events", "20"),
     )
     spark = next(r for r in doc["rows"] if r["engine"] == "spark")
     assert spark["measured"] and spark["agreement_events"] == 5  # same answers as online
     assert spark["jvm_mb"] > 0 and spark["summary"]["loaded"] == 300
     assert spark["summary"]["shard_figures"][0]["seconds"]["check"] >= 0
+    matched = {r["engine"]: r for r in doc["match_rows"]}  # Spark beside the single process
+    assert set(matched) == {"match spark", "match python"}
+    assert matched["match spark"]["summary"]["events"] == 20
+    assert all(r["events"] == 20 and r["events_per_s"] > 0 for r in matched.values())

@@ -47,3 +47,32 @@ def test_load_under_spark_submit(tmp_path: Path) -> None:
         for _ in range(30):
             ev = event(rng)
             assert set(idx.match(ev)) == brute(subs, idx.schema, ev)
+
+
+def test_match_under_spark_submit(tmp_path: Path) -> None:
+    rng = random.Random(13)
+    subs = {f"s{i}": expression(rng) for i in range(100)}
+    with Index.open(tmp_path / "store", schema=SCHEMA) as idx:
+        idx.subscribe_many(list(subs.items()))
+    events = [event(rng) for _ in range(50)]
+    lines = [json.dumps(ev) for ev in events] + ['{"i": "x"}']
+    (tmp_path / "events.jsonl").write_text("\n".join(lines) + "\n")
+    home = os.path.dirname(pyspark.__file__)
+    env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable}
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    argv = [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", cli.__file__]
+    argv += ["match", str(tmp_path / "store"), str(tmp_path / "events.jsonl")]
+    argv += ["--engine", "spark", "--out", str(tmp_path / "out")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 3, done.stderr[-3000:]  # the last event is rejected
+    assert json.loads(done.stdout.strip().splitlines()[-1])["rejected"] == 1
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+    found = {}
+    for part in sorted((tmp_path / "out").glob("part-*")):
+        for text in part.read_text().splitlines():
+            doc = json.loads(text)
+            found[doc.pop("line")] = doc
+    with Index.open(tmp_path / "store", readonly=True) as idx:
+        for n, ev in enumerate(events, 1):
+            assert found[n] == {"matches": idx.match(ev)}
+    assert "error" in found[len(lines)]

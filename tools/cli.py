@@ -99,19 +99,44 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
 def cmd_match(args: argparse.Namespace) -> int:
     """Match JSON Lines events; one output line per input line, errors in their own line.
 
-    A sharded store (``bexdb load --shards``) answers with the union of its shards.
+    A sharded store (``bexdb load --shards``) answers with the union of its shards.  With
+    ``--engine spark`` the events (files or directories, as ``load`` reads them) are
+    matched on Spark into ``--out`` (:mod:`loaders.spark.match`).
     """
+    if args.engine == "spark":
+        return _match_on_spark(args)
+    if args.out is not None or args.master is not None:
+        print("bexdb: --out and --master need --engine spark", file=sys.stderr)
+        return EXIT_USAGE
+    if len(args.events) > 1:
+        print("bexdb: several EVENTS inputs need --engine spark", file=sys.stderr)
+        return EXIT_USAGE
     from betree.jsonl import input_lines
     from betree.sharded import open_index
     from betree.stream import match_lines
 
     rejected = 0
-    with open_index(args.store) as store, _binary_input(args.events) as fh:
+    events = args.events[0] if args.events else None
+    with open_index(args.store) as store, _binary_input(events) as fh:
         for results in match_lines(store, input_lines(fh)):
             rejected += sum("error" in r for r in results)
             sys.stdout.write("".join(json.dumps(r) + "\n" for r in results))
             sys.stdout.flush()
     return EXIT_INVALID if rejected else EXIT_OK
+
+
+def _match_on_spark(args: argparse.Namespace) -> int:
+    if args.out is None or not args.events:
+        print("bexdb: --engine spark needs EVENTS files and --out OUT_DIR", file=sys.stderr)
+        return EXIT_USAGE
+    from loaders.spark.match import match_events
+
+    with _terminate_as_interrupt():  # a killed run cleans up: cancel, remove staging
+        summary = match_events(
+            args.store, args.events, args.out, master=args.master, progress=sys.stderr
+        )
+    print(json.dumps(summary))
+    return EXIT_INVALID if summary["rejected"] else EXIT_OK
 
 
 @contextmanager
@@ -269,7 +294,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("match", help="match JSON Lines events from a file or stdin")
     p.add_argument("store")
-    p.add_argument("events", nargs="?", help="JSON Lines file (default: stdin)")
+    p.add_argument(
+        "events",
+        nargs="*",
+        metavar="EVENTS",
+        help="JSON Lines file (default: stdin); with --engine spark: JSON Lines, Parquet or "
+        "CSV files or directories",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["python", "spark"],
+        default="python",
+        help="python: this process, results on stdout (default); spark: on Spark, into --out",
+    )
+    p.add_argument(
+        "--out", metavar="OUT_DIR", help="--engine spark: a new directory for the results"
+    )
+    p.add_argument("--master", help="Spark master URL (default local[*])")
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser("export", help="write every subscription as JSON Lines (backup, re-shard)")

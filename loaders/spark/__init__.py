@@ -16,6 +16,9 @@ One module per stage, in the order a load runs them:
 * :mod:`.results`: the small rows tasks return to the driver.
 * :mod:`.jobs`: running a Spark job from the driver: progress, cancellation, signals.
 
+:mod:`.match` is ``bexdb match --engine spark``: events read by :mod:`.extract`, matched
+by tasks that open the store read-only, written as JSON Lines parts.
+
 Transforms take Arrow batches in and out (``mapInArrow``; never Rows), and compiled
 records go from the compile tasks to the shard tasks through run files rather than a
 Spark shuffle (:mod:`.runfiles` says why).  Measured costs: docs/bench/load/README.md.

@@ -40,9 +40,9 @@ from loaders.spark.build import build_partition
 from loaders.spark.compile import compile_partition
 from loaders.spark.extract import check_inputs, extract
 from loaders.spark.infer import infer_schema
-from loaders.spark.jobs import Driver, Progress
+from loaders.spark.jobs import Driver, Progress, session
 from loaders.spark.results import BLOCK, REJECT, RESULT_DDL, RUNS, SHARD
-from loaders.spark.session import map_arrow, spark_session
+from loaders.spark.session import map_arrow
 from storage.errors import BexdbError, InvalidInput
 
 if TYPE_CHECKING:
@@ -89,43 +89,31 @@ def load(
     size = check_inputs(inputs)
     given = Schema.from_json(schema) if schema is not None else None
     driver = Driver(Progress(progress))
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.getActiveSession()
-    own = spark is None
-    with driver.interruptible():
-        if spark is None:
-            driver.report.say(f"starting Spark ({master or 'local[*]'})")
+    with (
+        driver.interruptible(),
+        session(driver, spark, master, verbose=verbose, driver_memory=driver_memory) as spark,
+    ):
+        driver.check()
+        tune_splits(spark, size, split_bytes)
+        source = extract(spark, inputs)
+        if given is None:
             t0 = time.monotonic()
-            spark = spark_session(master, verbose=verbose, driver_memory=driver_memory)
-            driver.stages["session"] = round(time.monotonic() - t0, 3)
-            driver.listen()  # the new SparkContext set its own SIGINT handler
-        try:
-            driver.check()
-            _tune_splits(spark, size, split_bytes)
-            source = extract(spark, inputs)
-            if given is None:
-                t0 = time.monotonic()
-                given = infer_schema(spark, source, driver)
-                driver.stages["infer"] = round(time.monotonic() - t0, 3)
-            with publishing(path, replace) as staging:
-                summary = _load_job(
-                    spark,
-                    source,
-                    given,
-                    staging,
-                    shards=shards,
-                    settings=settings,
-                    rejects=rejects,
-                    max_rejects=max_rejects,
-                    driver=driver,
-                    fail_at=fail_at,
-                )
-                driver.check()  # the last moment a signal stops the load
-        finally:
-            if own and spark is not None:
-                spark.stop()
+            given = infer_schema(spark, source, driver)
+            driver.stages["infer"] = round(time.monotonic() - t0, 3)
+        with publishing(path, replace) as staging:
+            summary = _load_job(
+                spark,
+                source,
+                given,
+                staging,
+                shards=shards,
+                settings=settings,
+                rejects=rejects,
+                max_rejects=max_rejects,
+                driver=driver,
+                fail_at=fail_at,
+            )
+            driver.check()  # the last moment a signal stops the load
     summary["seconds"] = round(time.monotonic() - started, 3)
     summary["stages"] = driver.stages
     driver.report.say(
@@ -135,7 +123,7 @@ def load(
     return summary
 
 
-def _tune_splits(spark: SparkSession, size: int, split: int | None) -> None:
+def tune_splits(spark: SparkSession, size: int, split: int | None) -> None:
     """About 8 input splits per core (bounded): balanced tasks and a live progress line."""
     if split is None:
         cores = max(1, spark.sparkContext.defaultParallelism)

@@ -23,7 +23,7 @@ import glob
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -78,14 +78,20 @@ def check_inputs(inputs: Sequence[str]) -> int:
     return total
 
 
-def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
+def extract(
+    spark: SparkSession,
+    inputs: Sequence[str],
+    row_json: Callable[[DataFrame, str], Any] | None = None,
+) -> DataFrame:
     """One DataFrame ``(arg, path, block, kind, text)`` over every input, in input order.
 
     ``text`` is the JSON Lines line as bytes (Spark does not check that a line is UTF-8:
     :func:`parse_record` decodes it, a bad line being one reject), or for Parquet and CSV
     the row as a JSON object (a null field left out, so the record parser reports the
     missing column).  Parquet ``id`` must be an integer or string column, ``expr`` a string
-    column; a column that is absent makes every row a reject.
+    column; a column that is absent makes every row a reject.  ``row_json`` (a Parquet or
+    CSV frame and its path -> the JSON text column) replaces that for rows that are not
+    subscription records (``bexdb match --engine spark`` reads events this way).
     """
     from pyspark.sql import functions as F
 
@@ -104,7 +110,7 @@ def extract(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
             else:
                 df = spark.read.options(header=True, inferSchema=False, escape='"').csv(path)
                 kind = CSV
-            text = _row_json(df, path)
+            text = (row_json or _row_json)(df, path)
         frames.append(
             df.select(
                 F.lit(arg).cast("int").alias("arg"),

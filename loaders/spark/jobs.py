@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 
+from loaders.spark.session import spark_session
 from storage.errors import BexdbError
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 class Driver:
@@ -101,6 +102,34 @@ class Driver:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         self.check()
         return table
+
+
+@contextmanager
+def session(
+    driver: Driver, spark: SparkSession | None, master: str | None, **options: Any
+) -> Iterator[SparkSession]:
+    """``spark``, else the process's active session, else a new one (``options`` go to
+    :func:`~loaders.spark.session.spark_session`) stopped when the block ends.
+
+    Inside :meth:`Driver.interruptible`: a new SparkContext sets its own SIGINT handler,
+    so the driver's is set again after the start (timed as the ``session`` stage).
+    """
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    own = spark is None
+    if spark is None:
+        driver.report.say(f"starting Spark ({master or 'local[*]'})")
+        t0 = time.monotonic()
+        spark = spark_session(master, **options)
+        driver.stages["session"] = round(time.monotonic() - t0, 3)
+        driver.listen()
+    try:
+        yield spark
+    finally:
+        if own:
+            spark.stop()
 
 
 def _short(exc: BaseException) -> str:

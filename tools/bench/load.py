@@ -27,6 +27,11 @@ same at every size):
   give the same ids as on the python store (or, above ``--python-max``, as on the first
   variant's), else the run stops with an error.
 
+``--match-events N`` also matches the first N BEGen events against the Spark store of each
+size, ``bexdb match STORE EVENTS --engine spark --out DIR`` beside the single-process
+``bexdb match STORE EVENTS``, each in its own process (wall seconds with Spark's start,
+events/s, cpu seconds): a second table, ``match_rows`` in ``results.json``.
+
 ``--profile`` also profiles the two Python hot spots in-process on the first 20,000
 subscriptions (the executors' compile transform and one shard's build) and writes
 ``profile.txt``.  Output: a markdown table on stdout, ``results.json`` and ``load.png``
@@ -228,6 +233,35 @@ def run_variant(
     return row
 
 
+def run_match(
+    engine: str, store: str, n: int, events: Path, count: int, work: Path, master: str | None
+) -> dict[str, Any]:
+    """One measured ``bexdb match`` of ``count`` events (``--engine spark`` or not)."""
+    argv = [sys.executable, "-m", "tools.cli", "match", store, str(events)]
+    out = work / f"match-out-{n}"
+    if engine == "spark":
+        shutil.rmtree(out, ignore_errors=True)
+        argv += ["--engine", "spark", "--out", str(out)]
+        if master:
+            argv += ["--master", master]
+    _log(f"n={n:,}: match {engine}, {count:,} events ...")
+    res = run_measured(argv)
+    shutil.rmtree(out, ignore_errors=True)
+    stdout = res.pop("stdout")
+    if res["code"] not in (0, 3):  # 3: some events rejected, still a full run
+        raise BexdbError(f"match {engine} at {n} failed (exit {res['code']}): {res['stderr_tail']}")
+    row = {
+        "engine": f"match {engine}",
+        "n": n,
+        "events": count,
+        **res,
+        "events_per_s": round(count / res["wall_s"]),
+        "summary": json.loads(stdout.strip().splitlines()[-1]) if engine == "spark" else None,
+    }
+    _log(f"n={n:,}: match {engine}: {row['wall_s']:.1f} s wall, {row['events_per_s']:,}/s")
+    return row
+
+
 def check_agreement(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> int:
     """The same ids from every measured store of one size, on ``events``."""
     from betree.sharded import open_index
@@ -357,6 +391,19 @@ _COLUMNS: tuple[Column, ...] = (  # the cells are strings already, "" where not 
 )
 
 
+_MATCH_COLUMNS: tuple[Column, ...] = (
+    ("subs", "{:,}", lambda r: r["n"]),
+    ("matcher", "{}", lambda r: r["engine"]),
+    ("events", "{:,}", lambda r: r["events"]),
+    ("wall s", "{:,.1f}", lambda r: r["wall_s"]),
+    ("events/s", "{:,}", lambda r: r["events_per_s"]),
+    ("cpu s", "{:,.0f}", lambda r: r["cpu_s"]),
+    ("start s", "{}", lambda r: _stage(r, "session") if r["summary"] else ""),
+    ("match job s", "{}", lambda r: _stage(r, "job: match") if r["summary"] else ""),
+    ("load avg", "{:.1f}", lambda r: r["load_average_before"]),
+)
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     """A markdown table, one row per size and engine."""
     return column_table(_COLUMNS, rows)
@@ -443,6 +490,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", help="Spark master (default local[*])")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--check-events", type=int, default=CHECK_EVENTS)
+    parser.add_argument(
+        "--match-events",
+        type=int,
+        default=0,
+        help="also match N events on the Spark store, Spark against single-process (0: not)",
+    )
     parser.add_argument("--profile", action="store_true", help="profile the hot spots too")
     parser.add_argument("--work", default="work/bench-load", help="workloads and stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
@@ -458,14 +511,18 @@ def main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     data = work / "workload"
     _log(f"generating BEGen, {sizes[-1]:,} subscriptions into {data}")
-    summary = gen.generate(data, subs=sizes[-1], events=max(args.check_events, 1), seed=args.seed)
+    count = max(args.check_events, args.match_events, 1)
+    summary = gen.generate(data, subs=sizes[-1], events=count, seed=args.seed)
     os.replace(data / "subs.jsonl", data / "subs-all.jsonl")
     with open(data / "subs-all.jsonl", encoding="utf-8") as src:
         lines = src.readlines()
     for n in sizes:
         (data / f"subs-{n}.jsonl").write_text("".join(lines[:n]))
     del lines
-    events = [json.loads(line) for line in (data / "events.jsonl").read_text().splitlines()]
+    event_lines = (data / "events.jsonl").read_text().splitlines()
+    matched = event_lines[: args.match_events]
+    (data / "events-match.jsonl").write_text("".join(x + "\n" for x in matched))
+    events = [json.loads(line) for line in event_lines]
     events = events[: args.check_events]
     results: dict[str, Any] = {
         "benchmark": "bexdb bench load",
@@ -476,6 +533,7 @@ def main(args: argparse.Namespace) -> int:
             "python_max": args.python_max,
             "online_max": args.online_max,
             "master": args.master or "local[*]",
+            "match_events": args.match_events,
         },
         "workload": {k: v for k, v in summary.items() if k not in ("seconds", "files")},
         "notes": [
@@ -489,8 +547,10 @@ def main(args: argparse.Namespace) -> int:
             "the machine is shared: load_average_before says how busy it was",
         ],
         "rows": [],
+        "match_rows": [],
     }
     rows: list[dict[str, Any]] = results["rows"]
+    match_rows: list[dict[str, Any]] = results["match_rows"]
     for n in sizes:
         mine = []
         if 0 < n <= args.online_max:
@@ -507,6 +567,20 @@ def main(args: argparse.Namespace) -> int:
             if guess is not None:
                 mine.insert(0, guess)
         rows.extend(mine)
+        spark_store = next((r["store"] for r in mine if r["engine"] == "spark"), None)
+        if args.match_events and spark_store is not None:
+            for engine in ("spark", "python"):
+                match_rows.append(
+                    run_match(
+                        engine,
+                        spark_store,
+                        n,
+                        data / "events-match.jsonl",
+                        args.match_events,
+                        work,
+                        args.master,
+                    )
+                )
         if not args.keep:
             for row in mine:
                 if row.get("store"):
@@ -521,6 +595,8 @@ def main(args: argparse.Namespace) -> int:
         (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         print(report)
     print(format_table(rows))
+    if match_rows:
+        print("\n" + column_table(_MATCH_COLUMNS, match_rows))
     print(
         f"\nBEGen {summary['attributes']} attributes; wall = `bexdb load` end to end (Spark's "
         f"start included); stage columns from the load's own figures (BE-B/check: the slowest "

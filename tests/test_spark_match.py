@@ -1,0 +1,266 @@
+"""``bexdb match --engine spark`` (``loaders.spark.match``) against the single-process
+``bexdb match`` on the same store and events.
+
+JSON Lines with bad events across many input splits; Parquet, CSV and JSON Lines inputs
+at once (the ``"file"`` key) against a sharded store, through the command line; failures
+that leave no output directory; the usage errors.  Three match runs of two small Spark
+jobs each, on the shared session.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from betree.index import Index
+from betree.sharded import HASH, shard_name, shard_of, write_manifest
+from loaders.spark.match import match_events
+from storage.codec import encode_id
+from storage.errors import BexdbError
+from tests.workload import SCHEMA, event, expression
+from tools import cli
+
+BAD = [
+    "not json",
+    '{"i": "seven"}',  # a wrong type
+    '{"il": [1, null]}',
+    "[1, 2]",  # not an object
+    '{"i": 1',  # truncated
+    "",  # blank lines get no result
+    "   ",
+]
+
+
+def subscriptions(seed: int, n: int) -> dict[Any, str]:
+    rng = random.Random(seed)
+    return {(i if i % 3 else f"s{i}"): expression(rng) for i in range(n)}
+
+
+def plain_store(path: Path, subs: dict[Any, str]) -> str:
+    with Index.open(path, schema=SCHEMA) as idx:
+        idx.subscribe_many(list(subs.items()))
+    return str(path)
+
+
+def sharded_store(root: Path, subs: dict[Any, str], k: int = 2) -> str:
+    """The load's layout and routing, written by hand."""
+    parts: list[list[tuple[Any, str]]] = [[] for _ in range(k)]
+    for ident, expr in subs.items():
+        parts[shard_of(encode_id(ident), k)].append((ident, expr))
+    for i, part in enumerate(parts):
+        with Index.open(root / shard_name(i), schema=SCHEMA) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(i), "subscriptions": len(p)} for i, p in enumerate(parts)]
+    write_manifest(root, entries, {"by": "id", "hash": HASH, "shards": k})
+    return str(root)
+
+
+def single_process(
+    store: str, events: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict[int, dict[str, Any]]]:
+    """``bexdb match STORE EVENTS``: its exit code and results keyed by 1-based line."""
+    capsys.readouterr()
+    code = cli.main(["match", store, str(events)])
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    lines = events.read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    numbers = [n for n, line in enumerate(lines, 1) if line.strip()]
+    assert len(numbers) == len(results)
+    return code, dict(zip(numbers, results, strict=True))
+
+
+def output(out: Path) -> list[dict[str, Any]]:
+    """Every object of the parts; checks the directory holds parts and ``_SUCCESS`` only."""
+    names = sorted(os.listdir(out))
+    assert names[0] == "_SUCCESS" and (out / "_SUCCESS").stat().st_size == 0
+    assert names[1:] and all(n.startswith("part-") for n in names[1:])
+    return [json.loads(line) for n in names[1:] for line in (out / n).read_text().splitlines()]
+
+
+def by_line(docs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    found = {d.pop("line"): d for d in docs}
+    assert len(found) == len(docs), "a line answered twice"
+    return found
+
+
+def leftovers(target: Path) -> list[str]:
+    """The target, and any staging directory left beside it."""
+    return [
+        p for p in os.listdir(target.parent) if p == target.name or p.startswith(f".{target.name}.")
+    ]
+
+
+@pytest.mark.spark
+def test_jsonl_with_bad_events_across_splits(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = plain_store(tmp_path / "store", subscriptions(1, 200))
+    rng = random.Random(2)
+    lines = [json.dumps(event(rng)).encode() for _ in range(600)]
+    for k, bad in enumerate(BAD):
+        lines.insert(37 * k + 5, bad.encode())
+    lines.insert(100, b'{"s": "\xff\xfe"}')  # not UTF-8
+    lines.insert(0, b"")
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")  # a BOM: dropped by both
+    code, expected = single_process(store, events, capsys)
+    assert code == 3
+    out = tmp_path / "out"
+    summary = match_events(store, [str(events)], out, spark=spark, split_bytes=4096)
+    docs = output(out)
+    assert len(os.listdir(out)) > 3  # several splits, one part each
+    assert all("file" not in d for d in docs)  # one input: lines say where
+    assert by_line(docs) == by_line([{"line": n, **r} for n, r in expected.items()])
+    errors = sum("error" in r for r in expected.values())
+    assert errors == 6 and summary["rejected"] == errors
+    assert summary["events"] == len(expected)
+    assert leftovers(out) == ["out"]
+
+
+@pytest.mark.spark
+def test_parquet_csv_and_jsonl_against_a_sharded_store(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = sharded_store(tmp_path / "store", subscriptions(3, 150))
+    rng = random.Random(4)
+    docs = [event(rng) for _ in range(90)]
+    jsonl, parquet = docs[:30], docs[30:60]
+    table = [{k: v for k, v in d.items() if v != ""} for d in docs[60:]]  # "" is null in CSV
+    table[7] = {"i": "abc", "s": "word"}  # a CSV field that is not an integer
+    inputs = {}
+    for name, part in (("a.jsonl", jsonl), ("p", parquet), ("c", table)):
+        same = tmp_path / f"{name}.same.jsonl"  # the same events as JSON Lines
+        same.write_text("".join(json.dumps(d) + "\n" for d in part))
+        inputs[name] = same
+    jsonl_path = tmp_path / "a.jsonl"
+    jsonl_path.write_text(inputs["a.jsonl"].read_text())
+    columns = ["i", "j", "f", "s", "b", "il", "sl"]
+    floats = [{**d, "f": None if d.get("f") is None else float(d["f"])} for d in parquet]
+    pq.write_table(
+        pa.Table.from_pylist(
+            floats,
+            schema=pa.schema(
+                [
+                    ("i", pa.int64()),
+                    ("j", pa.int64()),
+                    ("f", pa.float64()),
+                    ("s", pa.string()),
+                    ("b", pa.bool_()),
+                    ("il", pa.list_(pa.int64())),
+                    ("sl", pa.list_(pa.string())),
+                ]
+            ),
+        ),
+        tmp_path / "p.parquet",
+    )
+    with open(tmp_path / "c.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for d in table:
+            writer.writerow([_csv_field(d.get(c), c) for c in columns])
+    paths = [str(jsonl_path), str(tmp_path / "p.parquet"), str(tmp_path / "c.csv")]
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = cli.main(["match", store, *paths, "--engine", "spark", "--out", str(out)])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 3 and summary["rejected"] == 1 and summary["events"] == 90
+    found: dict[str, list[dict[str, Any]]] = {}
+    for doc in output(out):
+        found.setdefault(doc.pop("file"), []).append(doc)
+    assert sorted(found) == sorted(paths)  # each file named as given
+    for path, name in zip(paths, ("a.jsonl", "p", "c"), strict=True):
+        mine = found[path]
+        _, expected = single_process(store, inputs[name], capsys)
+        assert by_line(mine) == by_line([{"line": n, **r} for n, r in expected.items()]), name
+    assert leftovers(out) == ["out"]
+
+
+def _csv_field(value: Any, column: str) -> str:
+    if value is None:
+        return ""
+    if column == "s":
+        return str(value)
+    return json.dumps(value)
+
+
+@pytest.mark.spark
+def test_failed_job_leaves_no_out_dir(spark: Any, tmp_path: Path) -> None:
+    store = plain_store(tmp_path / "store", subscriptions(5, 20))
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"i": 1}\n{"i": 2}\n')
+    out = tmp_path / "out"
+    with pytest.raises(BexdbError, match="injected failure"):
+        match_events(store, [str(events)], out, spark=spark, fail_at="match")
+    assert leftovers(out) == []
+
+
+def test_no_out_dir_without_a_store_or_over_one(tmp_path: Path) -> None:
+    """Failures found before Spark starts: exit 1, nothing written."""
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"i": 1}\n')
+    out = tmp_path / "out"
+    argv = ["--engine", "spark", "--out", str(out)]
+    assert cli.main(["match", str(tmp_path / "missing"), str(events), *argv]) == 1
+    assert leftovers(out) == []
+    store = plain_store(tmp_path / "store", subscriptions(6, 5))
+    out.mkdir()
+    (out / "mine").write_text("kept")
+    assert cli.main(["match", store, str(events), *argv]) == 1
+    assert os.listdir(out) == ["mine"]
+    assert (
+        cli.main(
+            [
+                "match",
+                store,
+                str(tmp_path / "absent.jsonl"),
+                "--engine",
+                "spark",
+                "--out",
+                str(tmp_path / "o2"),
+            ]
+        )
+        == 1
+    )
+    assert leftovers(tmp_path / "o2") == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--engine", "spark"],  # no --out
+        ["--out", "o"],  # --out without spark
+        ["--master", "local[1]"],
+        ["EVENTS2"],  # several inputs need spark
+    ],
+)
+def test_usage_errors(tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    store = plain_store(tmp_path / "store", subscriptions(7, 3))
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"i": 1}\n')
+    argv = [str(events) if a == "EVENTS2" else a for a in argv]
+    assert cli.main(["match", store, str(events), *argv]) == 2
+    assert "bexdb: " in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_truncated_line_is_refused_at_its_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The single-process reader drops each line's newline, as Spark's does: the error
+    names the line's own column, not a "line 2" after its end (both engines agree)."""
+    store = plain_store(tmp_path / "store", subscriptions(8, 3))
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"i": 1\n{"i": 2}\r\n')
+    code, found = single_process(store, events, capsys)
+    assert code == 3
+    assert found[1] == {"error": "malformed JSON: Expecting ',' delimiter at column 8"}
+    assert "matches" in found[2]
