@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -355,6 +355,39 @@ class Index:
             found = self.match_validated(txn, values)
         self.adjust_if_due()
         return found
+
+    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
+        """Match a batch of events in one read snapshot; one result per event, in order.
+
+        Each result is the list of ids :meth:`match` would return, or the
+        :class:`InvalidInput` that event raised in validation (that event alone: the others
+        are still matched).  Cost: see :meth:`match_many_validated`.
+        """
+        results: list[list[SubId] | InvalidInput] = []
+        valid: list[Mapping[str, object]] = []
+        for event in events:
+            try:
+                valid.append(self.validate(event))
+                results.append([])
+            except InvalidInput as exc:
+                results.append(exc)
+        with self.store.read() as txn:
+            found = iter(self.match_many_validated(txn, valid))
+        self.adjust_if_due()
+        return [r if isinstance(r, InvalidInput) else next(found) for r in results]
+
+    def validate(self, event: object) -> dict[str, object]:
+        """An event's validated values (``schema.validate_event``); raises
+        :class:`InvalidInput` with the reason it is not an event (SPEC section 4)."""
+        if not isinstance(event, Mapping):
+            raise InvalidInput("an event must be a JSON object")
+        return self.schema.validate_event(event)
+
+    def match_many_validated(
+        self, txn: ReadTxn, batch: Sequence[Mapping[str, object]]
+    ) -> list[list[SubId]]:
+        """:meth:`match_validated` of each validated event of ``batch`` in ``txn``."""
+        return [self.match_validated(txn, values) for values in batch]
 
     def adjust_if_due(self) -> None:
         """Flush the matching statistics once a window of events has been collected.
