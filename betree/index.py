@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from betree import adjust as adjusting
+from betree import batch as batching
 from betree import catalog, grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.catalog import (
@@ -64,6 +65,7 @@ class Index:
         self.store = store
         self.schema = schema
         self._types = {name: spec.type for name, spec in schema.attributes.items()}
+        self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
         #: per attribute, the grid range the children of a p-node's top bucket halve
         #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
         self.hints = {
@@ -386,8 +388,30 @@ class Index:
     def match_many_validated(
         self, txn: ReadTxn, batch: Sequence[Mapping[str, object]]
     ) -> list[list[SubId]]:
-        """:meth:`match_validated` of each validated event of ``batch`` in ``txn``."""
-        return [self.match_validated(txn, values) for values in batch]
+        """:meth:`match_validated` of each validated event of ``batch`` in ``txn``, in one
+        pass over the index (:mod:`betree.batch`: one PB+tree search per distinct value,
+        each reached node and l-node page read and checked once for the whole batch).
+
+        A batch of one, or with matching statistics being collected (self-adjustment),
+        is matched event by event.  ``last_stats`` then holds the batch's totals.
+        """
+        snap = self._snap(txn)
+        collecting = self._collector is not None or snap["collect"] or self.collecting
+        if len(batch) <= 1 or collecting:
+            return [self.match_validated(txn, values) for values in batch]
+        types = self._types
+        sat, pages = batching.satisfied(
+            txn, snap["trees"], snap["direct"], snap["next_atom"], self._scalar, batch
+        )
+        coords = [
+            {attr: self._coord(types[attr], value) for attr, value in values.items()}
+            for values in batch
+        ]
+        tree = BETree(txn, snap["rec"])
+        reached = batching.reached_pages(tree, coords)
+        found, candidates = batching.check_pages(reached, sat, len(batch))
+        self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
+        return found
 
     def adjust_if_due(self) -> None:
         """Flush the matching statistics once a window of events has been collected.

@@ -1,0 +1,212 @@
+"""Matching a batch of events in one pass over the index (``Index.match_many``, issue 16).
+
+Per event, matching is phase 1 (the satisfied atoms: one PB+tree search per event
+attribute, plus the direct tests) and phase 2 (the BE-Tree walk, then every clause of the
+visited l-node pages checked against phase 1).  A batch of B events shares both:
+
+* **Phase 1** (:func:`satisfied`): per attribute, one PB+tree search per *distinct* value
+  in the batch; the result is a bit matrix ``atoms x events`` (``uint64`` words, bit e of
+  an atom's row set when the atom holds for event e).  Direct atoms (lists, booleans,
+  string tests) are evaluated per event, as :meth:`Index.match_validated` does.
+* **Phase 2** (:func:`reached_pages`): the BE-Tree is walked once, each node carrying the
+  set of events that reach it (a Python int used as a bit set); a c-directory bucket is
+  entered by the events whose coordinate it encloses (a bisection over the batch's sorted
+  coordinates of that attribute).  Every node, and every l-node page, is read once per
+  batch however many events reach it.
+* **Checking** (:func:`check_pages`): the reached pages are concatenated, as the per-event
+  check does, and each clause's event set is the AND of its atoms' rows
+  (``np.bitwise_and.reduceat``) and of the page's reach set: one vectorised pass for the
+  whole batch.  Then the (clause, event) pairs are unpacked, de-duplicated per subscription
+  and split into one id list per event.  A clause is not also ANDed with the events that
+  reached its page: an event satisfying a clause always reaches the clause's home (the
+  tree's invariant: a clause sits below a p-node only if it needs that attribute defined,
+  in a bucket enclosing every value its atoms allow), so the reach sets prune the walk
+  but cannot change an answer.
+
+Cost: phase 1 is bounded by the distinct (attribute, value) pairs of the batch, phase 2 by
+the union of the nodes the events visit (at most the whole tree, however large the
+batch), checking by the atoms of the reached pages times B/64 words.  Memory: the bit
+matrix (``next_atom x ceil(B/64)`` words: 3 MB for 100K atoms and 256 events), and the
+gathered rows of at most :data:`CHUNK_ATOMS` atoms at a time.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from itertools import accumulate, chain
+from typing import Any
+
+import numpy as np
+
+from betree.catalog import SubId
+from betree.lang.atoms import Atom
+from betree.tree import BETree
+from pbtree import PBTree
+
+#: atoms of reached l-node pages gathered at once in :func:`check_pages` (bounds the
+#: temporary ``atoms x words`` matrix: 2 MB per word of events)
+CHUNK_ATOMS = 1 << 18
+_WORD = (1 << 64) - 1
+
+PageArrays = tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]
+
+
+def words(mask: int, width: int) -> np.ndarray:
+    """A bit set of events (bit e: event e) as ``width`` little-endian ``uint64`` words."""
+    return np.array([(mask >> (64 * k)) & _WORD for k in range(width)], dtype=np.uint64)
+
+
+def satisfied(
+    txn: Any,
+    trees: Mapping[str, dict[str, Any]],
+    direct: Mapping[str, list[tuple[int, Atom]]],
+    next_atom: int,
+    scalar: frozenset[str],
+    batch: Sequence[Mapping[str, object]],
+) -> tuple[np.ndarray, int]:
+    """Phase 1 for a batch: the ``atoms x words`` bit matrix, and the PB+tree pages read.
+
+    ``scalar`` names the attributes searched in PB+trees (int, float, string); ``trees``
+    their PB+tree records; ``direct`` the atoms tested per event, by attribute.
+    """
+    width = (len(batch) + 63) // 64
+    sat = np.zeros((next_atom, width), dtype=np.uint64)
+    sat[0] = words((1 << len(batch)) - 1, width)  # atom 0 is always true
+    groups: dict[str, dict[object, int]] = {}
+    for e, values in enumerate(batch):
+        bit = 1 << e
+        for attr, value in values.items():
+            if attr in scalar:
+                by_value = groups.setdefault(attr, {})
+                by_value[value] = by_value.get(value, 0) | bit
+    pages = 0
+    for attr, by_value in groups.items():
+        record = trees.get(attr)
+        if record is None:
+            continue
+        pbtree = PBTree(txn, attr, record=record)
+        for value, mask in by_value.items():
+            ids = pbtree.search_array(value)
+            if len(ids):
+                sat[ids] |= words(mask, width)
+        pages += pbtree.pages_read
+    for attr, atoms in direct.items():
+        defined = [attr in values for values in batch]
+        for aid, atom in atoms:
+            mask = 0
+            for e, values in enumerate(batch):
+                if atom.holds(values) if defined[e] else not atom.requires_defined:
+                    mask |= 1 << e
+            if mask:
+                sat[aid] |= words(mask, width)
+    return sat, pages
+
+
+class _Coords:
+    """The batch's grid coordinates of one attribute, for bucket membership by bisection."""
+
+    __slots__ = ("keys", "prefix")
+
+    def __init__(self, pairs: list[tuple[int, int]]) -> None:
+        pairs.sort()
+        self.keys = [x for x, _ in pairs]
+        # each event appears once per attribute: the sum of a run of bits is their union
+        self.prefix = [0, *accumulate(bit for _, bit in pairs)]
+
+    def within(self, lo: int, hi: int) -> int:
+        """The events whose coordinate lies in ``[lo, hi]``."""
+        return self.prefix[bisect_right(self.keys, hi)] - self.prefix[bisect_left(self.keys, lo)]
+
+
+def reached_pages(
+    tree: BETree, coords: Sequence[Mapping[str, int]]
+) -> list[tuple[PageArrays, int]]:
+    """Phase 2's walk for a batch: every l-node page some event reaches, with the set of
+    events reaching it (bit e: event e), each page once.
+
+    The same walk as :meth:`BETree.match` for each event: a p-node is entered by the
+    events that define its attribute; a child bucket by those whose coordinate it
+    encloses (the top bucket encloses everything).
+    """
+    pairs: dict[str, list[tuple[int, int]]] = {}
+    for e, point in enumerate(coords):
+        bit = 1 << e
+        for attr, x in point.items():
+            pairs.setdefault(attr, []).append((x, bit))
+    by_attr = {attr: _Coords(p) for attr, p in pairs.items()}
+    defined = {attr: c.prefix[-1] for attr, c in by_attr.items()}
+    out: list[tuple[PageArrays, int]] = []
+    stack = [(tree.node(tree.root), (1 << len(coords)) - 1)]
+    while stack:
+        node, reach = stack.pop()
+        for lpage in tree.lnode_pages(node):
+            out.append((lpage.arrays(), reach))
+        for attr, top in node.pmap.items():
+            entering = reach & defined.get(attr, 0)
+            if not entering:
+                continue
+            within = by_attr[attr].within
+            buckets = [(tree.node(top), entering)]
+            while buckets:
+                bucket, mask = buckets.pop()
+                stack.append((bucket, mask))
+                if not bucket.left:
+                    continue
+                for page in (bucket.left, bucket.right):
+                    child = tree.node(page)
+                    inside = mask & within(child.lo, child.hi)
+                    if inside:
+                        buckets.append((child, inside))
+    return out
+
+
+def check_pages(
+    pages: list[tuple[PageArrays, int]], sat: np.ndarray, events: int
+) -> tuple[list[list[SubId]], int]:
+    """Every clause of the reached pages checked for every event of the batch.
+
+    Returns, per event, the external ids of the subscriptions it satisfies (each once,
+    ordered by internal id), and the number of (clause, event) candidates checked.
+    """
+    pages = [p for p in pages if len(p[0][1])]
+    candidates = sum(len(arrays[1]) * reach.bit_count() for arrays, reach in pages)
+    hit_events: list[np.ndarray] = []
+    hit_sids: list[np.ndarray] = []
+    hit_exts: list[Any] = []
+    start = 0
+    while start < len(pages):
+        stop, size = start, 0
+        while stop < len(pages) and (size == 0 or size + len(pages[stop][0][3]) <= CHUNK_ATOMS):
+            size += len(pages[stop][0][3])
+            stop += 1
+        chunk = pages[start:stop]
+        start = stop
+        lens = np.concatenate([arrays[2] for arrays, _ in chunk])
+        starts = np.zeros(len(lens), dtype=np.intp)
+        np.cumsum(lens[:-1], out=starts[1:])
+        atoms = np.concatenate([arrays[3] for arrays, _ in chunk])
+        ok = np.bitwise_and.reduceat(sat[atoms], starts, axis=0)
+        rows = np.flatnonzero(ok.any(axis=1))
+        if not len(rows):
+            continue
+        bits = np.unpackbits(ok[rows].astype("<u8").view(np.uint8), axis=1, bitorder="little")
+        r, e = np.nonzero(bits[:, :events])
+        clause = rows[r]
+        cids = np.concatenate([arrays[0] for arrays, _ in chunk])
+        exts = list(chain.from_iterable(arrays[1] for arrays, _ in chunk))
+        hit_events.append(e)
+        hit_sids.append(cids[clause] >> np.uint64(16))
+        hit_exts.extend([exts[i] for i in clause.tolist()])
+    if not hit_events:
+        return [[] for _ in range(events)], candidates
+    e = np.concatenate(hit_events)
+    sids = np.concatenate(hit_sids)
+    order = np.lexsort((sids, e))  # by event, then subscription
+    e, sids = e[order], sids[order]
+    first = np.ones(len(e), dtype=bool)  # a subscription once per event, whatever clause
+    first[1:] = (e[1:] != e[:-1]) | (sids[1:] != sids[:-1])
+    kept = order[first]
+    ids = [hit_exts[i] for i in kept.tolist()]
+    bounds = np.searchsorted(e[first], np.arange(events + 1)).tolist()
+    return [ids[bounds[k] : bounds[k + 1]] for k in range(events)], candidates
