@@ -161,52 +161,82 @@ def reached_pages(
     return out
 
 
-def check_pages(
-    pages: list[tuple[PageArrays, int]], sat: np.ndarray, events: int
-) -> tuple[list[list[SubId]], int]:
+def check_pages(pages: list[tuple[PageArrays, int]], sat: np.ndarray, events: int) -> Hits:
     """Every clause of the reached pages checked for every event of the batch.
 
-    Returns, per event, the external ids of the subscriptions it satisfies (each once,
-    ordered by internal id), and the number of (clause, event) candidates checked.
+    Returns the satisfied (clause, event) pairs as :class:`Hits`, and counts the
+    (clause, event) candidates: each clause times the events that reached its page.
     """
     pages = [p for p in pages if len(p[0][1])]
-    candidates = sum(len(arrays[1]) * reach.bit_count() for arrays, reach in pages)
-    hit_events: list[np.ndarray] = []
-    hit_sids: list[np.ndarray] = []
-    hit_exts: list[Any] = []
+    hits = Hits(events, sum(len(arrays[1]) * reach.bit_count() for arrays, reach in pages))
     start = 0
     while start < len(pages):
         stop, size = start, 0
         while stop < len(pages) and (size == 0 or size + len(pages[stop][0][3]) <= CHUNK_ATOMS):
             size += len(pages[stop][0][3])
             stop += 1
-        chunk = pages[start:stop]
+        chunk = [arrays for arrays, _ in pages[start:stop]]
         start = stop
-        lens = np.concatenate([arrays[2] for arrays, _ in chunk])
+        lens = np.concatenate([arrays[2] for arrays in chunk])
         starts = np.zeros(len(lens), dtype=np.intp)
         np.cumsum(lens[:-1], out=starts[1:])
-        atoms = np.concatenate([arrays[3] for arrays, _ in chunk])
+        atoms = np.concatenate([arrays[3] for arrays in chunk])
         ok = np.bitwise_and.reduceat(sat[atoms], starts, axis=0)
         rows = np.flatnonzero(ok.any(axis=1))
-        if not len(rows):
-            continue
-        bits = np.unpackbits(ok[rows].astype("<u8").view(np.uint8), axis=1, bitorder="little")
-        r, e = np.nonzero(bits[:, :events])
-        clause = rows[r]
-        cids = np.concatenate([arrays[0] for arrays, _ in chunk])
-        exts = list(chain.from_iterable(arrays[1] for arrays, _ in chunk))
-        hit_events.append(e)
-        hit_sids.append(cids[clause] >> np.uint64(16))
-        hit_exts.extend([exts[i] for i in clause.tolist()])
-    if not hit_events:
-        return [[] for _ in range(events)], candidates
-    e = np.concatenate(hit_events)
-    sids = np.concatenate(hit_sids)
-    order = np.lexsort((sids, e))  # by event, then subscription
-    e, sids = e[order], sids[order]
-    first = np.ones(len(e), dtype=bool)  # a subscription once per event, whatever clause
-    first[1:] = (e[1:] != e[:-1]) | (sids[1:] != sids[:-1])
-    kept = order[first]
-    ids = [hit_exts[i] for i in kept.tolist()]
-    bounds = np.searchsorted(e[first], np.arange(events + 1)).tolist()
-    return [ids[bounds[k] : bounds[k + 1]] for k in range(events)], candidates
+        if len(rows):
+            hits.add(chunk, rows, ok[rows])
+    return hits
+
+
+class Hits:
+    """The satisfied (clause, event) pairs of a batch, turned into one id list per event."""
+
+    def __init__(self, events: int, candidates: int) -> None:
+        self.events = events
+        self.candidates = candidates
+        self._events: list[np.ndarray] = []
+        self._cids: list[np.ndarray] = []
+        self._exts: list[np.ndarray] = []
+
+    def add(self, chunk: list[PageArrays], rows: np.ndarray, masks: np.ndarray) -> None:
+        """The clauses ``rows`` of the concatenated ``chunk`` hold for the events set in
+        ``masks`` (one row of words per clause)."""
+        # sparse (a clause holds for few events): unpack only the nonzero bytes
+        octets = masks.astype("<u8").view(np.uint8)
+        r, k = np.nonzero(octets)
+        bits = np.unpackbits(octets[r, k][:, None], axis=1, bitorder="little")
+        i, b = np.nonzero(bits)
+        e = (k[i] * 8 + b).astype(np.int16 if self.events <= 1 << 15 else np.int64)
+        clause = rows[r[i]]
+        cids = np.concatenate([arrays[0] for arrays in chunk])
+        exts = np.empty(len(cids), dtype=object)
+        exts[:] = list(chain.from_iterable(arrays[1] for arrays in chunk))
+        self._events.append(e)
+        self._cids.append(cids[clause])
+        self._exts.append(exts[clause])
+
+    def results(self) -> list[list[SubId]]:
+        """Per event, the external ids it matched, each subscription once.
+
+        A subscription with several clauses can match through more than one; only then
+        are the pairs sorted by subscription to drop the repeats.
+        """
+        if not self._events:
+            return [[] for _ in range(self.events)]
+        e = np.concatenate(self._events)
+        cids = np.concatenate(self._cids)
+        exts = np.concatenate(self._exts)
+        if (cids & np.uint64(0xFFFF)).any():  # a clause numbered 1 or more: repeats possible
+            sids = cids >> np.uint64(16)
+            order = np.lexsort((sids, e))
+            e, sids = e[order], sids[order]
+            first = np.ones(len(e), dtype=bool)
+            first[1:] = (e[1:] != e[:-1]) | (sids[1:] != sids[:-1])
+            order = order[first]
+            e = e[first]
+        else:
+            order = np.argsort(e, kind="stable")
+            e = e[order]
+        exts = exts[order]
+        bounds = np.searchsorted(e, np.arange(self.events + 1)).tolist()
+        return [exts[bounds[k] : bounds[k + 1]].tolist() for k in range(self.events)]
