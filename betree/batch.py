@@ -44,6 +44,9 @@ from betree.lang.atoms import Atom
 from betree.tree import BETree
 from pbtree import PBTree
 
+#: events matched in one pass (a larger batch is split): bounds the bit matrix at
+#: ``next_atom x 16`` words (128 MB at 1M atoms), past where larger batches stop paying
+MAX_EVENTS = 1024
 #: atoms of reached l-node pages gathered at once in :func:`check_pages` (bounds the
 #: temporary ``atoms x words`` matrix: 2 MB per word of events)
 CHUNK_ATOMS = 1 << 18

@@ -404,6 +404,10 @@ class Index:
         collecting = self._collector is not None or snap["collect"] or self.collecting
         if len(batch) <= 1 or collecting:
             return [self.match_validated(txn, values) for values in batch]
+        if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
+            step = batching.MAX_EVENTS
+            parts = [batch[k : k + step] for k in range(0, len(batch), step)]
+            return [ids for part in parts for ids in self.match_many_validated(txn, part)]
         clock = time.perf_counter
         t0 = clock()
         types = self._types
