@@ -137,3 +137,17 @@ def test_match_many_sharded(tmp_path: Path) -> None:
     with open_index(tmp_path / "sharded" / "shard-0000") as plain:
         part = {i: e for i, e in subs.items() if i % 2 == 0}
         check_batch(plain, schema, part, batch_of(rng, 17))
+
+
+def test_match_many_feeds_self_adjustment(tmp_path: Path) -> None:
+    """With statistics being collected, a batch is matched event by event and counted as
+    its events; the answers are the same."""
+    rng = random.Random(11)
+    schema = Schema.from_json(SCHEMA)
+    subs = {i: expression(rng) for i in range(200)}
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 4}) as idx:
+        idx.subscribe_many(list(subs.items()))
+        idx.collecting = True
+        batch = [event(rng) for _ in range(17)]
+        check_batch(idx, schema, subs, batch)
+        assert idx.collector is not None and idx.collector.events == 2 * len(batch)
