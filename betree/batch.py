@@ -184,10 +184,7 @@ def check_pages(pages: list[tuple[PageArrays, int]], sat: np.ndarray, events: in
         starts = np.zeros(len(lens), dtype=np.intp)
         np.cumsum(lens[:-1], out=starts[1:])
         atoms = np.concatenate([arrays[3] for arrays in chunk])
-        ok = np.bitwise_and.reduceat(sat[atoms], starts, axis=0)
-        rows = np.flatnonzero(ok.any(axis=1))
-        if len(rows):
-            hits.add(chunk, rows, ok[rows])
+        hits.add(chunk, np.bitwise_and.reduceat(sat[atoms], starts, axis=0))
     return hits
 
 
@@ -201,17 +198,20 @@ class Hits:
         self._cids: list[np.ndarray] = []
         self._exts: list[np.ndarray] = []
 
-    def add(self, chunk: list[PageArrays], rows: np.ndarray, masks: np.ndarray) -> None:
-        """The clauses ``rows`` of the concatenated ``chunk`` hold for the events set in
-        ``masks`` (one row of words per clause)."""
-        # sparse (a clause holds for few events): unpack only the nonzero bytes
-        octets = masks.astype("<u8").view(np.uint8)
-        flat = np.flatnonzero(octets)  # one dimension: much faster than np.nonzero
+    def add(self, chunk: list[PageArrays], masks: np.ndarray) -> None:
+        """The clauses of the concatenated ``chunk`` hold for the events set in ``masks``
+        (one row of words per clause)."""
+        # sparse (a clause holds for few events): unpack only the nonzero bytes, found
+        # with one-dimensional nonzero (profiled: 2-D nonzero took a third of the check)
+        octets = masks.astype("<u8", copy=False).view(np.uint8)
+        flat = np.flatnonzero(octets)
+        if not len(flat):
+            return
         r, k = np.divmod(flat, octets.shape[1])
         bits = np.unpackbits(octets.ravel()[flat], bitorder="little")
         i, b = np.divmod(np.flatnonzero(bits), 8)
         e = (k[i] * 8 + b).astype(np.int16 if self.events <= 1 << 15 else np.int64)
-        clause = rows[r[i]]
+        clause = r[i]
         cids = np.concatenate([arrays[0] for arrays in chunk])
         exts = np.empty(len(cids), dtype=object)
         exts[:] = list(chain.from_iterable(arrays[1] for arrays in chunk))
