@@ -14,13 +14,15 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
 
 from betree import adjust as adjusting
+from betree import batch as batching
 from betree import catalog, grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.catalog import (
@@ -64,6 +66,7 @@ class Index:
         self.store = store
         self.schema = schema
         self._types = {name: spec.type for name, spec in schema.attributes.items()}
+        self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
         #: per attribute, the grid range the children of a p-node's top bucket halve
         #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
         self.hints = {
@@ -77,6 +80,8 @@ class Index:
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
+        #: where the last batched match's time went (:meth:`match_many_validated`)
+        self.last_timings: dict[str, float] = {}
         # self-adjustment: matching counts in memory until :meth:`adjust` flushes them
         self._collector: Collector | None = None
         self._flush_every = math.inf
@@ -354,6 +359,79 @@ class Index:
         with self.store.read() as txn:
             found = self.match_validated(txn, values)
         self.adjust_if_due()
+        return found
+
+    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
+        """Match a batch of events in one read snapshot; one result per event, in order.
+
+        Each result is the list of ids :meth:`match` would return, or the
+        :class:`InvalidInput` that event raised in validation (that event alone: the others
+        are still matched).  Cost: see :meth:`match_many_validated`.
+        """
+        results: list[list[SubId] | InvalidInput] = []
+        valid: list[Mapping[str, object]] = []
+        for event in events:
+            try:
+                valid.append(self.validate(event))
+                results.append([])
+            except InvalidInput as exc:
+                results.append(exc)
+        with self.store.read() as txn:
+            found = iter(self.match_many_validated(txn, valid))
+        self.adjust_if_due()
+        return [r if isinstance(r, InvalidInput) else next(found) for r in results]
+
+    def validate(self, event: object) -> dict[str, object]:
+        """An event's validated values (``schema.validate_event``); raises
+        :class:`InvalidInput` with the reason it is not an event (SPEC section 4)."""
+        if not isinstance(event, Mapping):
+            raise InvalidInput("an event must be a JSON object")
+        return self.schema.validate_event(event)
+
+    def match_many_validated(
+        self, txn: ReadTxn, batch: Sequence[Mapping[str, object]]
+    ) -> list[list[SubId]]:
+        """:meth:`match_validated` of each validated event of ``batch`` in ``txn``, in one
+        pass over the index (:mod:`betree.batch`: one PB+tree search per distinct value,
+        each reached node and l-node page read and checked once for the whole batch).
+
+        A batch of one, or with matching statistics being collected (self-adjustment),
+        is matched event by event.  Otherwise ``last_stats`` holds the batch's totals and
+        ``last_timings`` the seconds spent in phase 1, the walk, the checking and building
+        the results.
+        """
+        snap = self._snap(txn)
+        collecting = self._collector is not None or snap["collect"] or self.collecting
+        if len(batch) <= 1 or collecting:
+            return [self.match_validated(txn, values) for values in batch]
+        if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
+            step = batching.MAX_EVENTS
+            parts = [batch[k : k + step] for k in range(0, len(batch), step)]
+            return [ids for part in parts for ids in self.match_many_validated(txn, part)]
+        clock = time.perf_counter
+        t0 = clock()
+        types = self._types
+        sat, pages = batching.satisfied(
+            txn, snap["trees"], snap["direct"], snap["next_atom"], self._scalar, batch
+        )
+        t1 = clock()
+        coords = [
+            {attr: self._coord(types[attr], value) for attr, value in values.items()}
+            for values in batch
+        ]
+        tree = BETree(txn, snap["rec"])
+        reached = batching.reached_pages(tree, coords)
+        t2 = clock()
+        hits = batching.check_pages(reached, sat, len(batch))
+        t3 = clock()
+        found = hits.results()
+        self.last_stats = {"candidates": hits.candidates, "pages": pages + tree.pages_read}
+        self.last_timings = {  # seconds
+            "phase1": t1 - t0,
+            "walk": t2 - t1,
+            "check": t3 - t2,
+            "results": clock() - t3,
+        }
         return found
 
     def adjust_if_due(self) -> None:

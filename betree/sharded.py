@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -158,6 +158,11 @@ class AnyIndex(Protocol):
 
     def match(self, event: Mapping[str, object]) -> list[SubId]: ...
 
+    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
+        """One result per event, in order, in one snapshot: its ids, or the
+        :class:`InvalidInput` it failed validation with (:meth:`Index.match_many`)."""
+        ...
+
     def expression(self, ident: SubId) -> str | None: ...
 
     def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
@@ -207,6 +212,9 @@ class PlainIndex:
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         return self.index.match(event)
+
+    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
+        return self.index.match_many(events)
 
     def expression(self, ident: SubId) -> str | None:
         return self.index.expression(ident)
@@ -312,6 +320,27 @@ class ShardedIndex:
         values = self.schema.validate_event(event)
         with self.snapshot() as match:
             return match(values)
+
+    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
+        """:meth:`Index.match_many` of every shard in one snapshot each, joined per event
+        (the shards hold disjoint ids: a concatenation).  Events are validated once."""
+        first = self.indexes[0]
+        results: list[list[SubId] | InvalidInput] = []
+        valid: list[Mapping[str, object]] = []
+        for event in events:
+            try:
+                valid.append(first.validate(event))
+                results.append([])
+            except InvalidInput as exc:
+                results.append(exc)
+        found: list[list[SubId]] = [[] for _ in valid]
+        with ExitStack() as stack:
+            for index in self.indexes:
+                txn = stack.enter_context(index.store.read())
+                for ids, more in zip(found, index.match_many_validated(txn, valid), strict=True):
+                    ids.extend(more)
+        it = iter(found)
+        return [r if isinstance(r, InvalidInput) else next(it) for r in results]
 
     def expression(self, ident: SubId) -> str | None:
         shard = self._holder(ident)

@@ -36,6 +36,9 @@ def test_bench_match_runs_and_agrees(tmp_path: Path) -> None:
     for key in ("subs_per_s", "bytes_per_sub", "candidates_mean", "pages_mean", "matches_mean"):
         assert row[key] > 0, key
     assert row["matcher_peak_rss_mb"] > 0
+    # match_many in batches of 256 and 1024, checked against Index.match on every event
+    assert [b["batch"] for b in row["batched"]] == [256, 1024]
+    assert all(b["agrees"] and b["events_per_s"] > 0 and b["speedup"] > 0 for b in row["batched"])
     assert isinstance(row["sources_changed"], list)
     assert (out / "match_ms.png").stat().st_size > 0
 

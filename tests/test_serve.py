@@ -304,7 +304,7 @@ def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
     idle.request("GET", "/healthz")  # a kept-alive connection left idle: it does not hold
     assert idle.getresponse().read()  # up the stop
     rng = random.Random(11)
-    events = [event(rng) for _ in range(6000)]
+    events = [event(rng) for _ in range(30_000)]
     answer: list[Any] = []
 
     def big_batch() -> None:
@@ -329,7 +329,7 @@ def test_timeout_restarts_a_worker_stuck_in_a_request(store: Path) -> None:
     try:
         before = workers(proc, 1)
         rng = random.Random(12)
-        events = [event(rng) for _ in range(30_000)]  # several seconds of matching
+        events = [event(rng) for _ in range(120_000)]  # several seconds of matching
         began = time.monotonic()
         with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
             call(url, "POST", "/match", {"events": events})

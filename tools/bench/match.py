@@ -21,6 +21,14 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   LMDB pages mapped in — those are file-backed and shared; ``rss_file_mb`` / ``rss_anon_mb``
   split the final RSS).  The peak is Linux's ``VmHWM``: ``ru_maxrss`` of a spawned child
   starts at its parent's peak (see :func:`_maxrss_kb`).
+* **Batched matching** (``match_many``), in the same matcher process after the warm pass, on
+  the same events: batches of each ``--match-batches`` size (default 256, ``bexdb match``'s
+  batch, and 1024), one warm-up batch first, each right after a per-event pass over the same
+  events (``Index.match``, validation included in both; adjacent, so that both see the
+  same machine load).  Reported: events/s of both and the speedup, and
+  where a batch's time goes (``Index.last_timings``: phase 1, the BE-Tree walk, checking
+  the reached l-node pages, building the per-event results).  Every event's ids must equal
+  the per-event pass's (as sets), else :class:`AgreementError`.
 * **SCAN**: every subscription's compiled clauses (``to_clauses(compile_expr(...))``) in
   memory, ``clauses_hold`` on each per event.  Run on the first events until
   ``--scan-seconds`` is spent (at least 20); its ratio is taken against bexdb's mean on the
@@ -136,6 +144,7 @@ class MatcherJob:
     keep: int
     cache_bytes: int
     profile: bool
+    batches: tuple[int, ...] = (256,)
 
 
 def run_matcher(job: MatcherJob) -> dict[str, Any]:
@@ -176,6 +185,15 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
                     "cache_misses": idx.store.cache.misses - misses,
                 }
             )
+        batched = []
+        for size in job.batches:  # each beside a per-event pass of its own: same conditions
+            began = time.perf_counter()
+            per_event = [sorted(map(repr, ids)) for ids in map(idx.match, job.events)]
+            per_event_s = time.perf_counter() - began
+            result = _batched_pass(idx, job.events, size)
+            result["agrees"] = result.pop("found") == per_event
+            result["per_event_per_s"] = len(job.events) / per_event_s
+            batched.append(result)
         peak = _maxrss_kb()
         rss_end = proc_status_kb()
         report = None
@@ -195,6 +213,7 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
         idx.close()
     return {
         "passes": passes,
+        "batched": batched,
         "rss_after_imports_kb": rss0.get("VmRSS", peak0),
         "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "maxrss_after_imports_kb": peak0,
@@ -203,6 +222,27 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
         "cache_pages_used": cache_len,
         "profile": report,
         "source_digests": digests,
+    }
+
+
+def _batched_pass(idx: Index, events: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    """``match_many`` over ``events`` in batches of ``size``: rate and time per phase."""
+    idx.match_many(events[:size])  # warm-up: the walk's pages as the per-event passes left them
+    timings: dict[str, float] = {}
+    found: list[Any] = []
+    gc.collect()
+    t0 = time.perf_counter()
+    for k in range(0, len(events), size):
+        found.extend(idx.match_many(events[k : k + size]))
+        for key, seconds in idx.last_timings.items():
+            timings[key] = timings.get(key, 0.0) + seconds
+    seconds = time.perf_counter() - t0
+    return {
+        "batch": size,
+        "seconds": seconds,
+        "events_per_s": len(events) / seconds,
+        "timings_s": timings,
+        "found": [sorted(map(repr, ids)) for ids in found],
     }
 
 
@@ -290,7 +330,7 @@ def run_size(
         nb = row["n_built"]
 
         _log(f"n={n:,}: matching {len(events)} events x2 in a read-only matcher process")
-        job = MatcherJob(path, events, keep, args.cache_bytes, profile)
+        job = MatcherJob(path, events, keep, args.cache_bytes, profile, tuple(args.match_batches))
         res = match_in_subprocess(job)
     row["sources_changed"] = changed_sources(args.source_digests, res["source_digests"])
     if row["sources_changed"]:
@@ -301,6 +341,16 @@ def run_size(
 
     first, warm = res["passes"]
     ms = np.array(warm["ms"])
+    per_event_rate = len(events) / (ms.sum() / 1000)
+    row["per_event_per_s"] = per_event_rate
+    row["batched"] = []
+    for result in res["batched"]:
+        if not result["agrees"]:
+            raise AgreementError(
+                f"n={n}: match_many in batches of {result['batch']} and Index.match differ"
+            )
+        speedup = result["events_per_s"] / result["per_event_per_s"]
+        row["batched"].append({**result, "speedup": speedup})
     row.update(
         {
             "events": len(events),
@@ -418,12 +468,39 @@ _COLUMNS = (
     ("matches", "{:,.0f}", lambda r: r["matches_mean"]),
     ("rate", "{:.2%}", lambda r: r["match_rate"]),
     ("RSS+ MB", "{:,.0f}", lambda r: r["matcher_peak_growth_mb"]),
+    ("ev/s", "{:,.0f}", lambda r: r["per_event_per_s"]),
+    ("batched ev/s", "{}", lambda r: _batched_cell(r)),
     ("counting ms", "{:.2f}", lambda r: r["counting_ms"]["mean"]),
     ("cnt/bexdb", "{:.2f}x", lambda r: r["ratio_counting"]),
     ("SCAN ms", "{:,.1f}", lambda r: r["scan_ms"]["mean"]),
     ("SCAN ev", "{}", lambda r: r["scan_events"]),
     ("SCAN/bexdb", "{:.1f}x", lambda r: r["ratio_scan"]),
 )
+
+
+def _batched_cell(r: dict[str, Any]) -> str:
+    """``match_many`` events/s and speedup per batch size: ``256: 2,900 (2.6x)``."""
+    return "; ".join(
+        f"{b['batch']}: {b['events_per_s']:,.0f} ({b['speedup']:.1f}x)" for b in r["batched"]
+    )
+
+
+def batched_breakdown(rows: list[dict[str, Any]]) -> str:
+    """Where ``match_many``'s time goes, per size and batch: share of each phase."""
+    lines = []
+    for r in rows:
+        for b in r["batched"]:
+            total = b["seconds"]
+            parts = ", ".join(
+                f"{key} {seconds / total:.0%}" for key, seconds in b["timings_s"].items()
+            )
+            rest = 1 - sum(b["timings_s"].values()) / total
+            lines.append(
+                f"n={r['n_built']:,}, batches of {b['batch']}: {b['events_per_s']:,.0f} events/s "
+                f"({b['speedup']:.1f}x per-event {b['per_event_per_s']:,.0f}/s); {parts}, "
+                f"validation and the rest {rest:.0%}"
+            )
+    return "\n".join(lines)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -478,6 +555,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=60.0,
         help=f"time SCAN on the first events for this long (at least {MIN_SCAN_EVENTS})",
+    )
+    parser.add_argument(
+        "--match-batches",
+        type=sizes,
+        default=[256, 1024],
+        help="batch sizes of the match_many passes (default 256,1024)",
     )
     parser.add_argument("--store-dir", default=None, help="where the temporary stores go")
     parser.add_argument(
@@ -567,6 +650,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"cProfile of bexdb matching, n={row['n_built']:,} (warm, {args.events} events):")
             print(report)
     print(format_table(rows))
+    print("\nmatch_many (same matcher process, same events):\n" + batched_breakdown(rows))
     print(
         f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events, "
         f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
