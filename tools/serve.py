@@ -249,14 +249,17 @@ class Service:
             raise HTTPError(503, f"{exc.message}, twice; retry", hint=exc.hint) from exc
 
     def _writable(self, reopen: bool = False) -> Any:
+        """The store to write in, plain or sharded; a sharded one whose ids cannot be
+        routed to a shard (not partitioned by bexdb's hash) is a 409."""
         store = self.current(reopen)
         if not store.writable:
             raise HTTPError(
                 409,
-                "the store is sharded (bexdb load --shards) and read-only: nothing was written",
-                hint="rebuild it with bexdb load, or write to a plain store",
+                "the store is sharded by something other than bexdb's hash, so a write "
+                "cannot know an id's shard: nothing was written",
+                hint="rebuild it with bexdb load --replace --shards K",
             )
-        return store.index
+        return store
 
 
 def _path(target: bytes) -> str:
