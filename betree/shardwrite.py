@@ -34,8 +34,14 @@ written) or wholly absent (not), and every acknowledged batch present.
 exclusive ``flock`` on :data:`READ_LOCK`, and a sharded snapshot begins its shards' read
 transactions under a shared one (two system calls, about 2 µs, per snapshot).  If the writer
 is killed during step 4, a store already open for reading sees the shards as they are
-(some with the batch) until a write or a new open completes it; a store open for writing
-completes it at its next snapshot.
+(some with the batch) until a write or a new open completes it (any later write, from
+any process, completes it first).
+
+Compaction (``bexdb compact``) holds the writer lock for its whole run, so no batch
+straddles it; a writer or reader that had a compacted shard open reopens it (one ``stat``
+per shard per snapshot or write).  ``bexdb load --replace`` puts a new store in place
+without that lock: a batch being written to the old store meanwhile is lost with it, as on
+a plain store.
 
 Costs: a journal file write, two fsyncs of it and its directory, one fsync'd commit per
 shard touched, and the removal's directory fsync (measured figures: README).  The
