@@ -416,8 +416,7 @@ class ShardedIndex:
 
     def _recover(self) -> None:
         """Complete a killed writer's batch (the caller holds the writer lock)."""
-        if shardwrite.has_journal(self.root):
-            shardwrite.redo(self.root, self._shard)
+        shardwrite.redo(self.root, self._shard)  # no journal: a failed read and an unlink
 
     def shard_for(self, ident: SubId) -> int | None:
         """The shard the manifest's partitioning puts ``ident`` in: :func:`shard_of` of

@@ -43,8 +43,12 @@ per shard per snapshot or write).  ``bexdb load --replace`` puts a new store in 
 without that lock: a batch being written to the old store meanwhile is lost with it, as on
 a plain store.
 
+A batch whose ids all fall in one shard skips steps 3 and 5: that shard's one transaction
+is all or nothing by itself.
+
 Costs: a journal file write, two fsyncs of it and its directory, one fsync'd commit per
-shard touched, and the removal's directory fsync (measured figures: README).  The
+shard touched, and the removal's directory fsync; a one-shard batch (a single id) only its
+commit (measured figures: README).  The
 manifest is not rewritten by writes: its per-shard counts are those of the load.
 """
 
@@ -186,9 +190,9 @@ def redo(root: Path, shards: Callable[[int, bool], Index]) -> bool:
     """Step 6 (the caller holds the writer lock): complete the journal's batch in every
     shard that lacks it, then remove the journal.  ``shards``: as for :func:`write_batch`.
     True if there was a journal."""
+    (root / (JOURNAL + ".tmp")).unlink(missing_ok=True)  # a batch killed before step 3
     found = read_journal(root)
     if found is None:
-        (root / (JOURNAL + ".tmp")).unlink(missing_ok=True)  # a batch killed before step 3
         return False
     batch, parts = found
     with locked(root, READ_LOCK, fcntl.LOCK_EX):
@@ -220,12 +224,15 @@ def write_batch(
         where.append((i, len(part)))
         part.append(op)
     batch = new_batch()
-    write_journal(root, batch, parts)
+    journal = len(parts) > 1  # one shard's transaction is all or nothing by itself
+    if journal:
+        write_journal(root, batch, parts)
     results: dict[int, list[bool]] = {}
     with locked(root, READ_LOCK, fcntl.LOCK_EX):
         for i, part in sorted(parts.items()):
             results[i] = _apply(shards, i, batch, part)
-    remove_journal(root)
+    if journal:
+        remove_journal(root)
     return [results[i][k] for i, k in where]
 
 

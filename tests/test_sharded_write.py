@@ -244,7 +244,9 @@ def test_writer_killed_at_random_moments_leaves_whole_batches(tmp_path: Path) ->
         mine = {k for r, k in acked_puts if r == rounds}
         gone = {k for r, k in acked_dels if r == rounds}
         for k in mine - gone:
-            assert f"{k}" in batches, k
+            # absent only if its delete (after batch k + 1) committed before the kill
+            may_go = (k + 1) % 3 == 0 and k + 1 in mine
+            assert f"{k}" in batches or may_go, k
         for k in gone:
             assert f"{k}" not in batches, k
         verify(root)
