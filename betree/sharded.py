@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from betree import shardwrite
 from betree.catalog import EXT, SubId
-from betree.index import Index
+from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
 from storage.codec import encode_id
 from storage.errors import (
@@ -341,12 +341,15 @@ class ShardedIndex:
         with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
             self._refresh()
             self._recover()
-            for ident, expr in items:
-                shardwrite.check_puts(self._shard(self._route(ident), False), [(ident, expr)])
+            with gc_paused():  # step 2: every expression compiled, in its shard
+                clauses = [
+                    self._shard(self._route(ident), False).compile(ident, expr)
+                    for ident, expr in items
+                ]
             if not items:
                 return []
             ops = [["put", ident, expr] for ident, expr in items]
-            return shardwrite.write_batch(self.root, self._shard, self._route, ops)
+            return shardwrite.write_batch(self.root, self._shard, self._route, ops, clauses)
 
     def unsubscribe(self, ident: SubId) -> bool:
         """Delete one subscription; False if there was none with that id."""

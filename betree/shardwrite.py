@@ -170,16 +170,21 @@ def applied_batch(index: Index) -> str | None:
     return None if raw is None else bytes(raw).decode()
 
 
-def apply_part(index: Index, batch: str, ops: Sequence[Op]) -> list[bool]:
+def apply_part(
+    index: Index, batch: str, ops: Sequence[Op], clauses: Sequence[Any] | None = None
+) -> list[bool]:
     """Step 4 for one shard: its operations and the batch record in one transaction
-    (committed with fsync); per operation, whether the id was new (put) or found (delete)."""
+    (committed with fsync); per operation, whether the id was new (put) or found (delete).
+    ``clauses``: each put's compiled clauses, when step 2 has them (else compiled here)."""
     with gc_paused():
-        compiled = [(op, index.compile(op[1], op[2]) if op[0] == "put" else None) for op in ops]
+        if clauses is None:
+            clauses = [index.compile(op[1], op[2]) if op[0] == "put" else None for op in ops]
+        compiled = list(zip(ops, clauses, strict=True))
         out: list[bool] = []
         with index.store.write() as txn, index.writer(txn) as w:
-            for op, clauses in compiled:
-                if clauses is not None:
-                    out.append(w.insert(op[1], op[2], clauses))
+            for op, found in compiled:
+                if found is not None:
+                    out.append(w.insert(op[1], op[2], found))
                 else:
                     out.append(w.delete(op[1]))
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
@@ -208,21 +213,28 @@ def new_batch() -> str:
 
 
 def write_batch(
-    root: Path, shards: Callable[[int, bool], Index], route: Callable[[SubId], int], ops: list[Op]
+    root: Path,
+    shards: Callable[[int, bool], Index],
+    route: Callable[[SubId], int],
+    ops: list[Op],
+    clauses: Sequence[Any] | None = None,
 ) -> list[bool]:
-    """Steps 1-5 for ``ops`` (in order), the caller having validated them (step 2);
-    per operation, whether the id was new (put) or found (delete).
+    """Steps 3-5 for ``ops`` (in order), the caller holding the writer lock and having
+    validated them (step 2; ``clauses``: what it compiled, per operation, None for a
+    delete); per operation, whether the id was new (put) or found (delete).
 
     ``shards(i, reopen)``: shard ``i`` open for writing; with ``reopen``, opened afresh (it
     was compacted since: :class:`StoreReplaced`, nothing written, so it is redone there).
     """
     parts: dict[int, list[Op]] = {}
+    compiled: dict[int, list[Any]] = {}
     where: list[tuple[int, int]] = []
-    for op in ops:
+    for n, op in enumerate(ops):
         i = route(op[1])
         part = parts.setdefault(i, [])
         where.append((i, len(part)))
         part.append(op)
+        compiled.setdefault(i, []).append(None if clauses is None else clauses[n])
     batch = new_batch()
     journal = len(parts) > 1  # one shard's transaction is all or nothing by itself
     if journal:
@@ -230,24 +242,23 @@ def write_batch(
     results: dict[int, list[bool]] = {}
     with locked(root, READ_LOCK, fcntl.LOCK_EX):
         for i, part in sorted(parts.items()):
-            results[i] = _apply(shards, i, batch, part)
+            results[i] = _apply(shards, i, batch, part, None if clauses is None else compiled[i])
     if journal:
         remove_journal(root)
     return [results[i][k] for i, k in where]
 
 
-def _apply(shards: Callable[[int, bool], Index], i: int, batch: str, ops: list[Op]) -> list[bool]:
+def _apply(
+    shards: Callable[[int, bool], Index],
+    i: int,
+    batch: str,
+    ops: list[Op],
+    clauses: list[Any] | None = None,
+) -> list[bool]:
     try:
-        return apply_part(shards(i, False), batch, ops)
+        return apply_part(shards(i, False), batch, ops, clauses)
     except StoreReplaced:  # compacted since it was opened; nothing was written
-        return apply_part(shards(i, True), batch, ops)
-
-
-def check_puts(index: Index, items: Sequence[tuple[SubId, str]]) -> None:
-    """Step 2 for puts: every id and expression valid (errors name the subscription)."""
-    with gc_paused():
-        for ident, expr in items:
-            index.compile(ident, expr)
+        return apply_part(shards(i, True), batch, ops, clauses)
 
 
 def missing(ids: Sequence[SubId], holder: Callable[[SubId], str | None]) -> None:
