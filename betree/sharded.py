@@ -479,7 +479,7 @@ class ShardedIndex:
     def check(self) -> None:
         self._refresh()
         with shardwrite.reading(self.root):
-            violations = _shard_violations(self.root, self.manifest, self.indexes)
+            violations, _ = _shard_violations(self.root, self.manifest, self.indexes)
         if violations:
             raise CheckFailed(f"sharded store {self.root}", violations)
 
@@ -565,10 +565,10 @@ def verify(path: str | os.PathLike[str]) -> dict[str, int]:
         manifest = read_manifest(path)
     except StoreError as exc:
         raise CheckFailed(f"sharded store {path}", [exc.message]) from exc
-    violations = _shard_violations(Path(path), manifest)
+    violations, total = _shard_violations(Path(path), manifest)
     if violations:
         raise CheckFailed(f"sharded store {path}", violations)
-    return {"shards": len(manifest["shards"]), "subscriptions": int(manifest["subscriptions"])}
+    return {"shards": len(manifest["shards"]), "subscriptions": total}
 
 
 def _misrouted(index: Index, shard: int, shards: int, limit: int = 20) -> list[str]:
@@ -615,11 +615,11 @@ def _store_violations(path: Path, open_: Index | None = None) -> tuple[list[str]
 
 def _shard_violations(
     root: Path, manifest: dict[str, Any], indexes: list[Index] | None = None
-) -> list[str]:
+) -> tuple[list[str], int]:
     """Every shard's violations.  With :data:`HASH` partitioning, every id in the shard
     its hash names (one scan of each id map); else each shard's count against the
     manifest's (writes, which only such stores take, leave the manifest's counts as the
-    load wrote them)."""
+    load wrote them).  Also the subscriptions the shards hold."""
     violations: list[str] = []
     schema: Schema | None = None
     total = 0
@@ -653,4 +653,4 @@ def _shard_violations(
             f"the shards hold {total} subscriptions, the manifest says "
             f"{manifest.get('subscriptions')}"
         )
-    return violations
+    return violations, total

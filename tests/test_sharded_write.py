@@ -28,7 +28,7 @@ SHARDS = 3
 
 def check_model(root: Path, model: dict[Any, str], rng: random.Random) -> None:
     """The store holds exactly ``model``, each id in its shard, and matches as brute force."""
-    verify(root)
+    assert verify(root)["subscriptions"] == len(model)
     with open_index(root) as store:
         assert isinstance(store, ShardedIndex)
         assert dict(store.subscriptions()) == model and len(store) == len(model)

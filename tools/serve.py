@@ -24,7 +24,9 @@ cores.
   compaction overtakes (it waited on the writer lock, then found the store it had open
   retired: ``StoreReplaced``, nothing written) is redone once in the reopened store, so
   no acknowledged write is lost; a second replacement in that time answers 503.
-* **Durability.** A write is committed with fsync before it is answered.
+* **Durability.** A write is committed with fsync before it is answered.  On a sharded
+  store (partitioned by the load's hash) the id's shard takes it, and sharded writers are
+  serialised by a lock in the store root (:mod:`betree.shardwrite`).
 * **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
   reading the rest, and that connection is closed.  Nothing grows per request.
