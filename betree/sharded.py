@@ -411,6 +411,10 @@ class ShardedIndex:
         self.indexes[i] = fresh
         self.idents[i] = _inode(self.root / self.names[i])
 
+    def _reading(self) -> AbstractContextManager[None]:
+        """No batch applied meanwhile (only stores that take writes have one to wait for)."""
+        return shardwrite.reading(self.root) if self.routed else nullcontext()
+
     def _refresh(self) -> None:
         """Reopen each shard compacted since it was opened (a new data file at its path)."""
         for i, name in enumerate(self.names):
@@ -442,7 +446,7 @@ class ShardedIndex:
         """
         self._refresh()
         with ExitStack() as stack:
-            with shardwrite.reading(self.root):
+            with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
 
             def match(values: Mapping[str, object]) -> list[SubId]:
@@ -478,7 +482,7 @@ class ShardedIndex:
 
     def check(self) -> None:
         self._refresh()
-        with shardwrite.reading(self.root):
+        with self._reading():
             violations, _ = _shard_violations(self.root, self.manifest, self.indexes)
         if violations:
             raise CheckFailed(f"sharded store {self.root}", violations)
@@ -491,7 +495,7 @@ class ShardedIndex:
             index.close()
 
     def __len__(self) -> int:
-        with shardwrite.reading(self.root):  # no batch half-counted
+        with self._reading():  # no batch half-counted
             return sum(len(index) for index in self.indexes)
 
     def __enter__(self) -> ShardedIndex:
