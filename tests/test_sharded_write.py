@@ -261,3 +261,45 @@ def test_writer_killed_at_random_moments_leaves_whole_batches(tmp_path: Path) ->
         with open_index(root, readonly=False) as store:
             store.unsubscribe_many(list(held))
     assert rounds >= 5 and len(acked_puts) > rounds
+
+
+def test_readers_never_see_a_batch_half_applied(tmp_path: Path) -> None:
+    """A reader matching while another process writes six-id batches over the shards sees
+    each batch whole or not at all in every snapshot (the read lock of step 4)."""
+    import os
+
+    root = Path(build_hashed(tmp_path / "sh", {}, SHARDS))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(root), "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        seen = 0
+        with open_index(root) as store:
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                found: dict[str, int] = {}
+                for ident in store.match({"i": 0}) + [
+                    m for v in range(1, 20) for m in store.match({"i": v})
+                ]:
+                    key = str(ident).rsplit("-", 1)[0]
+                    found[key] = found.get(key, 0) + 1
+                seen += len(found)
+                assert all(n == 6 for n in found.values()), found
+            with store.snapshot() as match:  # one snapshot over every value
+                counts: dict[str, int] = {}
+                for v in range(20):
+                    for ident in match({"i": v}):
+                        key = str(ident).rsplit("-", 1)[0]
+                        counts[key] = counts.get(key, 0) + 1
+                assert all(n == 6 for n in counts.values()), counts
+        assert seen > 10
+    finally:
+        proc.kill()
+        proc.wait(30)
