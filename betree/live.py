@@ -18,15 +18,15 @@ from typing import Any, TypeVar
 
 from betree.index import Index, SubId
 from betree.lang.schema import Schema
-from betree.sharded import PlainIndex, ShardedIndex, open_index
+from betree.sharded import AnyIndex, PlainIndex, ShardedIndex, is_sharded, open_index
 from storage.errors import BexdbError, StoreReplaced
-from storage.store import refuse_sharded, store_exists
+from storage.store import store_exists
 from storage.swap import creating, identity, identity_probes
 
 T = TypeVar("T")
 
 
-def write_reopening(write: Callable[[Index], T], index_of: Callable[[bool], Index]) -> T:
+def write_reopening(write: Callable[[Any], T], index_of: Callable[[bool], Any]) -> T:
     """``write(index_of(False))``, redone once in ``index_of(True)`` (the path reopened)
     if the store was replaced meanwhile.  Costs nothing unless it happens."""
     try:
@@ -69,11 +69,12 @@ class LiveIndex:
         self.opened, self.ident = fresh, ident
         return fresh
 
-    def writable(self, reopen: bool = False) -> Index:
-        """The writable :class:`Index` of the store (:class:`ShardedStore` if sharded)."""
-        return self.current(reopen).index
+    def writable(self, reopen: bool = False) -> AnyIndex:
+        """The store, to write with its methods (``subscribe_many``, ``unsubscribe_many``...:
+        a sharded one's raise :class:`ShardedStore` if its ids cannot be routed)."""
+        return self.current(reopen)
 
-    def write(self, write: Callable[[Index], T]) -> T:
+    def write(self, write: Callable[[AnyIndex], T]) -> T:
         """``write(index)``, redone once if a replacement overtook it (module docstring)."""
         return write_reopening(write, self.writable)
 
@@ -100,10 +101,10 @@ def write_subscriptions(
     A missing store is created (with ``schema``, else one inferred from ``items``) and
     published only if every item goes in (:func:`storage.swap.creating`): a failed first
     write leaves nothing behind.  A write overtaken by a replacement is redone
-    (:func:`write_reopening`).  Sharded stores take no writes yet (:class:`ShardedStore`).
+    (:func:`write_reopening`).  A sharded store takes the batch all or nothing across its
+    shards (:mod:`betree.shardwrite`).
     """
-    refuse_sharded(path)
-    if store_exists(path):
+    if store_exists(path) or is_sharded(path):
         with LiveIndex(path, schema=schema) as live:
             return live.write(lambda idx: idx.subscribe_many(items))
     if schema is None:
@@ -115,6 +116,5 @@ def write_subscriptions(
 def delete_subscriptions(path: str | os.PathLike[str], ids: Sequence[SubId]) -> None:
     """Delete ``ids`` from the store at ``path``, all or nothing: if one is absent, none is
     deleted and the absent ones are named (:class:`InvalidInput`, ``bexdb unsubscribe``)."""
-    refuse_sharded(path)
     with LiveIndex(path) as live:
         live.write(lambda idx: idx.unsubscribe_many(ids, strict=True))

@@ -5,6 +5,7 @@ directories a load or compaction leaves (``bexdb inspect`` and ``verify`` list t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from collections.abc import Iterator
@@ -13,7 +14,8 @@ from typing import Any
 
 from betree.bulk import Batch
 from betree.index import Index, gc_paused
-from betree.sharded import store_paths
+from betree.sharded import is_sharded, read_manifest, recover, store_paths
+from betree.shardwrite import WRITE_LOCK, has_journal, locked
 from storage.errors import CheckFailed, StoreDamaged, StoreError
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
@@ -32,9 +34,17 @@ def compact(
     Safe beside live writers (see :func:`compact_store`): they wait while a store is
     copied, and one that had the old store open reopens it (:mod:`betree.live`).
     """
-    for shard, store in store_paths(path):
-        before, after = compact_store(store.absolute(), rebuild)
-        yield shard, store.absolute(), before, after
+    if not is_sharded(path):
+        before, after = compact_store(Path(path).absolute(), rebuild)
+        yield None, Path(path).absolute(), before, after
+        return
+    root = Path(path)
+    manifest = read_manifest(root)
+    with locked(root, WRITE_LOCK, fcntl.LOCK_EX):  # no sharded batch meanwhile
+        recover(root, manifest, held=True)
+        for shard, store in store_paths(path):
+            before, after = compact_store(store.absolute(), rebuild)
+            yield shard, store.absolute(), before, after
 
 
 def compact_store(target: Path, rebuild: bool = False) -> tuple[int, int]:
@@ -136,6 +146,11 @@ def staging_notes(store: str | os.PathLike[str]) -> list[str]:
     except StoreError:  # a damaged manifest: verify reports it, the notes make do without
         paths = [root]
     notes = []
+    if has_journal(root):
+        notes.append(
+            "a write journal (journal.json) of a killed write is left; the next open or "
+            "write of the store completes its batch"
+        )
     for path in paths:
         for found in staging_found(path):
             what = f"staging directory {found.describe()}"

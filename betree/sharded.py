@@ -19,7 +19,9 @@ batch build of one store is single-threaded), and can sit on different disks.
 
 Callers use :func:`open_index`, which returns the same interface (:class:`AnyIndex`) for
 both kinds, and :func:`verify`, which checks every shard and the manifest and reports all
-violations once.  Sharded stores take no writes yet: :attr:`AnyIndex.writable` says so.
+violations once.  Writes to a sharded store (routed by :data:`HASH`, all-or-nothing across
+shards, recovered after a crash) are :mod:`betree.shardwrite`'s; :attr:`AnyIndex.writable`
+says whether a store opened takes them.
 
 >>> with open_index("store/") as store:  # doctest: +SKIP
 ...     store.match({"price": 26})
@@ -28,16 +30,18 @@ violations once.  Sharded stores take no writes yet: :attr:`AnyIndex.writable` s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from betree.catalog import SubId
-from betree.index import Index
+from betree import shardwrite
+from betree.catalog import EXT, SubId
+from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
 from storage.codec import encode_id
 from storage.errors import (
@@ -144,7 +148,8 @@ class AnyIndex(Protocol):
     schema: Schema
     #: The open :class:`Index` of each plain store inside (one for a plain store).
     indexes: list[Index]
-    #: Whether :attr:`index` takes writes (a plain store opened writable).
+    #: Whether the write methods work (a store opened writable; a sharded one also
+    #: partitioned by :data:`HASH`).
     writable: bool
 
     @property
@@ -162,6 +167,14 @@ class AnyIndex(Protocol):
         """One result per event, in order, in one snapshot: its ids, or the
         :class:`InvalidInput` it failed validation with (:meth:`Index.match_many`)."""
         ...
+
+    def subscribe(self, ident: SubId, expr: str) -> bool: ...
+
+    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]: ...
+
+    def unsubscribe(self, ident: SubId) -> bool: ...
+
+    def unsubscribe_many(self, idents: Iterable[SubId], *, strict: bool = False) -> list[bool]: ...
 
     def expression(self, ident: SubId) -> str | None: ...
 
@@ -216,6 +229,18 @@ class PlainIndex:
     def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
         return self.index.match_many(events)
 
+    def subscribe(self, ident: SubId, expr: str) -> bool:
+        return self.index.subscribe(ident, expr)
+
+    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
+        return self.index.subscribe_many(items)
+
+    def unsubscribe(self, ident: SubId) -> bool:
+        return self.index.unsubscribe(ident)
+
+    def unsubscribe_many(self, idents: Iterable[SubId], *, strict: bool = False) -> list[bool]:
+        return self.index.unsubscribe_many(idents, strict=strict)
+
     def expression(self, ident: SubId) -> str | None:
         return self.index.expression(ident)
 
@@ -252,26 +277,44 @@ class ShardedIndex:
 
     Cost of a match: one match per shard (each over a K-th of the subscriptions), plus
     building the union; the shards hold disjoint ids, so the union is a concatenation.
-    Read-only for now (:attr:`writable` is False).
+    Writes (opened with ``readonly=False``, on a store partitioned by :data:`HASH`): the
+    methods of :class:`Index`, each call one batch, all-or-nothing across shards
+    (:mod:`betree.shardwrite`).
     """
 
-    writable = False
-
-    def __init__(self, root: Path, manifest: dict[str, Any], shards: list[Index]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        manifest: dict[str, Any],
+        shards: list[Index],
+        readonly: bool = True,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.root = root
         self.manifest = manifest
         self.indexes = shards
         self.names: list[str] = [entry["path"] for entry in manifest["shards"]]
         self.schema = shards[0].schema
+        self.readonly = readonly
+        self.options = dict(options or {})
+        self.routed = manifest.get("partitioning", {}).get("hash") == HASH
+        self.writable = self.routed and not readonly
+        self.idents = [_inode(root / name) for name in self.names]
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], **options: Any) -> ShardedIndex:
+    def open(
+        cls, root: str | os.PathLike[str], *, readonly: bool = True, **options: Any
+    ) -> ShardedIndex:
+        """Open every shard (writable unless ``readonly``), having first completed a batch
+        that a killed writer left half-applied (:mod:`betree.shardwrite`)."""
         base = Path(root)
         manifest = read_manifest(base)
+        if shardwrite.has_journal(base):
+            recover(base, manifest, **options)
         shards: list[Index] = []
         try:
             for entry in manifest["shards"]:
-                shards.append(Index.open(base / entry["path"], readonly=True, **options))
+                shards.append(Index.open(base / entry["path"], readonly=readonly, **options))
             first = shards[0].schema
             for entry, index in zip(manifest["shards"], shards, strict=True):
                 if index.schema != first:
@@ -283,19 +326,118 @@ class ShardedIndex:
             for index in shards:
                 index.close()
             raise
-        return cls(base, manifest, shards)
+        return cls(base, manifest, shards, readonly, options)
 
     @property
     def index(self) -> Index:
         raise ShardedStore(str(self.root))
 
+    # -- writing (betree.shardwrite) ------------------------------------------------------
+
+    def subscribe(self, ident: SubId, expr: str) -> bool:
+        """Insert (or replace) one subscription in its shard.  True if it was new."""
+        return self.subscribe_many([(ident, expr)])[0]
+
+    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
+        """Insert or replace subscriptions, each in its shard, all or nothing (one batch).
+
+        Every expression is compiled before anything is written; an error names the
+        subscription id and changes nothing.
+        """
+        items = list(items)
+        self._writable()
+        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
+            self._refresh()
+            self._recover()
+            with gc_paused():  # step 2: every expression compiled, in its shard
+                clauses = [
+                    self._shard(self._route(ident), False).compile(ident, expr)
+                    for ident, expr in items
+                ]
+            if not items:
+                return []
+            ops = [["put", ident, expr] for ident, expr in items]
+            return shardwrite.write_batch(self.root, self._shard, self._route, ops, clauses)
+
+    def unsubscribe(self, ident: SubId) -> bool:
+        """Delete one subscription; False if there was none with that id."""
+        return self.unsubscribe_many([ident])[0]
+
+    def unsubscribe_many(self, idents: Iterable[SubId], *, strict: bool = False) -> list[bool]:
+        """Delete subscriptions, all in one batch; per id, whether it existed.
+
+        With ``strict``, an absent id (or one named twice) deletes nothing:
+        :class:`InvalidInput` names every absent one.
+        """
+        idents = list(idents)
+        self._writable()
+        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
+            self._refresh()
+            self._recover()
+            for ident in idents:
+                encode_id(ident)  # validates it
+            if strict:
+                seen: set[bytes] = set()
+
+                def present(ident: SubId) -> str | None:
+                    key = encode_id(ident)
+                    found = None if key in seen else self.expression(ident)
+                    seen.add(key)
+                    return found
+
+                shardwrite.missing(idents, present)
+            if not idents:
+                return []
+            ops = [["delete", ident] for ident in idents]
+            return shardwrite.write_batch(self.root, self._shard, self._route, ops)
+
+    def _writable(self) -> None:
+        if not self.routed:
+            raise ShardedStore(
+                str(self.root),
+                "its manifest does not partition ids by bexdb's hash, so a write cannot "
+                "know the shard of an id",
+            )
+        if self.readonly:
+            raise StoreError(
+                f"sharded store {self.root} was opened read-only",
+                "open it with open_index(path, readonly=False)",
+            )
+
+    def _route(self, ident: SubId) -> int:
+        return shard_of(encode_id(ident), len(self.indexes))
+
+    def _shard(self, i: int, reopen: bool) -> Index:
+        """Shard ``i``; with ``reopen``, opened again at its path (it was compacted)."""
+        if reopen:
+            self._reopen(i)
+        return self.indexes[i]
+
+    def _reopen(self, i: int) -> None:
+        fresh = Index.open(self.root / self.names[i], readonly=self.readonly, **self.options)
+        self.indexes[i].close()
+        self.indexes[i] = fresh
+        self.idents[i] = _inode(self.root / self.names[i])
+
+    def _reading(self) -> AbstractContextManager[None]:
+        """No batch applied meanwhile (only stores that take writes have one to wait for)."""
+        return shardwrite.reading(self.root) if self.routed else nullcontext()
+
+    def _refresh(self) -> None:
+        """Reopen each shard compacted since it was opened (a new data file at its path)."""
+        for i, name in enumerate(self.names):
+            if _inode(self.root / name) not in (None, self.idents[i]):
+                self._reopen(i)
+
+    def _recover(self) -> None:
+        """Complete a killed writer's batch (the caller holds the writer lock)."""
+        shardwrite.redo(self.root, self._shard)  # no journal: a failed read and an unlink
+
     def shard_for(self, ident: SubId) -> int | None:
         """The shard the manifest's partitioning puts ``ident`` in: :func:`shard_of` of
         its id key, when the store was partitioned by :data:`HASH`; None when it was
         split some other way (then any shard may hold it)."""
-        if self.manifest.get("partitioning", {}).get("hash") != HASH:
-            return None
-        return shard_of(encode_id(ident), len(self.indexes))
+        return self._route(ident) if self.routed else None
 
     def _holder(self, ident: SubId) -> int | None:
         """The shard holding ``ident``, or None: the one it routes to, else a search."""
@@ -305,8 +447,15 @@ class ShardedIndex:
 
     @contextmanager
     def snapshot(self) -> Iterator[Matcher]:
+        """One read snapshot of every shard, begun while no batch is being applied.
+
+        A shard compacted since it was opened (a new data file at its path: one ``stat``
+        per shard) is reopened first, so that writes made in the new one are seen.
+        """
+        self._refresh()
         with ExitStack() as stack:
-            txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
+            with self._reading():
+                txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
 
             def match(values: Mapping[str, object]) -> list[SubId]:
                 out: list[SubId] = []
@@ -322,8 +471,9 @@ class ShardedIndex:
             return match(values)
 
     def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
-        """:meth:`Index.match_many` of every shard in one snapshot each, joined per event
-        (the shards hold disjoint ids: a concatenation).  Events are validated once."""
+        """:meth:`Index.match_many` of every shard, their snapshots begun together as in
+        :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
+        Events are validated once."""
         first = self.indexes[0]
         results: list[list[SubId] | InvalidInput] = []
         valid: list[Mapping[str, object]] = []
@@ -334,9 +484,11 @@ class ShardedIndex:
             except InvalidInput as exc:
                 results.append(exc)
         found: list[list[SubId]] = [[] for _ in valid]
+        self._refresh()
         with ExitStack() as stack:
-            for index in self.indexes:
-                txn = stack.enter_context(index.store.read())
+            with self._reading():  # begun while no batch is being applied, as snapshot()
+                txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
+            for index, txn in txns:
                 for ids, more in zip(found, index.match_many_validated(txn, valid), strict=True):
                     ids.extend(more)
         it = iter(found)
@@ -361,7 +513,9 @@ class ShardedIndex:
             yield from index.iter_subscriptions()
 
     def check(self) -> None:
-        violations = _shard_violations(self.root, self.manifest)
+        self._refresh()
+        with self._reading():
+            violations, _ = _shard_violations(self.root, self.manifest, self.indexes)
         if violations:
             raise CheckFailed(f"sharded store {self.root}", violations)
 
@@ -373,7 +527,8 @@ class ShardedIndex:
             index.close()
 
     def __len__(self) -> int:
-        return sum(len(index) for index in self.indexes)
+        with self._reading():  # no batch half-counted
+            return sum(len(index) for index in self.indexes)
 
     def __enter__(self) -> ShardedIndex:
         return self
@@ -388,11 +543,44 @@ def open_index(
     """Open a plain or a sharded store (``options`` go to :meth:`Index.open`).
 
     ``readonly=False`` opens a plain store writable (creating it if ``options`` hold a
-    schema); a sharded store is opened read-only either way, for now.
+    schema), a sharded one writable (taking writes if partitioned by :data:`HASH`).
     """
     if is_sharded(path):
-        return ShardedIndex.open(path, **options)
+        return ShardedIndex.open(path, readonly=readonly, **options)
     return PlainIndex(Index.open(path, readonly=readonly, **options))
+
+
+def recover(root: Path, manifest: dict[str, Any], *, held: bool = False, **options: Any) -> bool:
+    """Complete the batch a killed writer left (:mod:`betree.shardwrite`, step 6), under
+    the writer lock (``held``: the caller holds it), with the shards opened writable for
+    the while; True if there was one."""
+    with ExitStack() as stack:
+        if not held:
+            stack.enter_context(shardwrite.locked(root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX))
+        opened: dict[int, Index] = {}
+
+        def close() -> None:
+            for index in opened.values():
+                index.close()
+
+        stack.callback(close)
+
+        def shard(i: int, reopen: bool) -> Index:
+            if reopen and i in opened:
+                opened.pop(i).close()
+            if i not in opened:
+                opened[i] = Index.open(root / manifest["shards"][i]["path"], **options)
+            return opened[i]
+
+        return shardwrite.redo(root, shard)
+
+
+def _inode(store: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(data_file(store))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def verify(path: str | os.PathLike[str]) -> dict[str, int]:
@@ -413,13 +601,33 @@ def verify(path: str | os.PathLike[str]) -> dict[str, int]:
         manifest = read_manifest(path)
     except StoreError as exc:
         raise CheckFailed(f"sharded store {path}", [exc.message]) from exc
-    violations = _shard_violations(Path(path), manifest)
+    violations, total = _shard_violations(Path(path), manifest)
     if violations:
         raise CheckFailed(f"sharded store {path}", violations)
-    return {"shards": len(manifest["shards"]), "subscriptions": int(manifest["subscriptions"])}
+    return {"shards": len(manifest["shards"]), "subscriptions": total}
 
 
-def _store_violations(path: Path) -> tuple[list[str], int | None]:
+def _misrouted(index: Index, shard: int, shards: int, limit: int = 20) -> list[str]:
+    """Ids in ``index`` (shard ``shard``) that :func:`shard_of` puts in another shard."""
+    with index.store.read() as txn:
+        keys, _ = txn.scan_all(EXT)
+    wrong = [key for key in keys if shard_of(key, shards) != shard]
+    out = [
+        f"id key {key[:40]!r} belongs in {shard_name(shard_of(key, shards))} by the manifest's hash"
+        for key in wrong[:limit]
+    ]
+    if len(wrong) > limit:
+        out.append(f"... and {len(wrong) - limit} more ids in the wrong shard")
+    return out
+
+
+def _opened(path: Path, index: Index | None) -> AbstractContextManager[Index]:
+    """``index`` (open already: LMDB opens an environment once per process), else ``path``
+    opened read-only for the block."""
+    return nullcontext(index) if index is not None else Index.open(path, readonly=True)
+
+
+def _store_violations(path: Path, open_: Index | None = None) -> tuple[list[str], int | None]:
     """Damage found reading every table of a plain store, else its index's own check
     failures; and its subscription count (None when damage hides it).  Damage that stops
     the check (a page or record that cannot be decoded) is one violation, not an error:
@@ -428,7 +636,7 @@ def _store_violations(path: Path) -> tuple[list[str], int | None]:
     if damage is not None:
         return [f"{data_file(path).name}: {damage}"], None
     try:
-        with Index.open(path, readonly=True) as index:
+        with _opened(path, open_) as index:
             found = index.store.damage()
             if found:
                 return found, None
@@ -441,33 +649,44 @@ def _store_violations(path: Path) -> tuple[list[str], int | None]:
         return [exc.what], None
 
 
-def _shard_violations(root: Path, manifest: dict[str, Any]) -> list[str]:
+def _shard_violations(
+    root: Path, manifest: dict[str, Any], indexes: list[Index] | None = None
+) -> tuple[list[str], int]:
+    """Every shard's violations.  With :data:`HASH` partitioning, every id in the shard
+    its hash names (one scan of each id map); else each shard's count against the
+    manifest's (writes, which only such stores take, leave the manifest's counts as the
+    load wrote them).  Also the subscriptions the shards hold."""
     violations: list[str] = []
     schema: Schema | None = None
     total = 0
-    for entry in manifest["shards"]:
+    routed = manifest.get("partitioning", {}).get("hash") == HASH
+    shards = len(manifest["shards"])
+    for i, entry in enumerate(manifest["shards"]):
         name = entry["path"]
         try:
-            found, count = _store_violations(root / name)
+            index_i = indexes[i] if indexes is not None else None
+            found, count = _store_violations(root / name, index_i)
             violations.extend(f"{name}: {v}" for v in found)
             if count is None:
                 continue
             total += count
-            if count != entry.get("subscriptions"):
-                violations.append(
-                    f"{name}: holds {count} subscriptions, the manifest says "
-                    f"{entry.get('subscriptions')}"
-                )
-            with Index.open(root / name, readonly=True) as index:
+            with _opened(root / name, index_i) as index:
+                if count != entry.get("subscriptions") and not routed:
+                    violations.append(
+                        f"{name}: holds {count} subscriptions, the manifest says "
+                        f"{entry.get('subscriptions')}"
+                    )
                 if schema is None:
                     schema = index.schema
                 elif index.schema != schema:
                     violations.append(f"{name}: its schema differs from the first shard's")
+                if routed:
+                    violations.extend(f"{name}: {v}" for v in _misrouted(index, i, shards))
         except BexdbError as exc:
             violations.append(f"{name}: cannot be opened ({exc})")
-    if total != manifest.get("subscriptions") and not violations:
+    if total != manifest.get("subscriptions") and not violations and not routed:
         violations.append(
             f"the shards hold {total} subscriptions, the manifest says "
             f"{manifest.get('subscriptions')}"
         )
-    return violations
+    return violations, total

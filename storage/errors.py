@@ -55,16 +55,22 @@ class ShardedStore(StoreError):
     """A plain store was expected where a sharded one (a manifest and its shards) lies.
 
     Raised before anything is opened or created, so nothing is written beside the
-    manifest.  Sharded stores are read through ``betree.sharded.open_index`` and take no
-    writes yet.
+    manifest.  Sharded stores are opened with ``betree.sharded.open_index``; ``reason``
+    says why one refuses a write (one whose manifest does not route ids by bexdb's hash).
     """
 
-    def __init__(self, path: str) -> None:
-        super().__init__(
-            f"{path} is a sharded store (manifest.json and its shards); it takes no writes",
-            "open it with betree.sharded.open_index(path) (as bexdb match, explain, inspect and "
-            "verify do); to change it, rebuild it with `bexdb load --replace --shards K`",
-        )
+    def __init__(self, path: str, reason: str | None = None) -> None:
+        if reason is None:
+            super().__init__(
+                f"{path} is a sharded store (manifest.json and its shards), not one store",
+                "open it with betree.sharded.open_index(path) (as bexdb subscribe, match, "
+                "explain, inspect and verify do)",
+            )
+        else:
+            super().__init__(
+                f"{path} is a sharded store that takes no writes: {reason}; nothing was written",
+                "rebuild it with `bexdb load --replace --shards K`, which partitions by the hash",
+            )
         self.path = path
 
 

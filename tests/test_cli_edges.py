@@ -31,13 +31,14 @@ def sharded(tmp_path: Path) -> Path:
     return Path(build_sharded(tmp_path / "sh", subs))
 
 
-def test_writes_to_a_sharded_store_are_refused_and_create_nothing(
+def test_writes_to_a_sharded_store_not_split_by_the_hash_are_refused_and_create_nothing(
     sharded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = _entries(sharded)
     new = write_lines(tmp_path / "new.jsonl", [{"id": 100, "expr": "i = 100"}])
     code, out, err = run(capsys, "subscribe", str(sharded), new)
     assert code == 1 and out == "" and "is a sharded store" in err and "takes no writes" in err
+    assert "hash" in err  # build_sharded splits by parity: an id's shard cannot be known
     code, out, err = run(capsys, "unsubscribe", str(sharded), "1")
     assert code == 1 and "is a sharded store" in err and "no subscription" not in err
     assert _entries(sharded) == before  # no data.mdb or lock.mdb beside the manifest

@@ -128,3 +128,22 @@ def build_sharded(root: Path, subs: dict[int, str]) -> str:
         entries.append({"path": shard_name(k), "subscriptions": len(part)})
     write_manifest(root, entries, {"by": "parity (test)"})
     return str(root)
+
+
+def build_hashed(root: Path, subs: dict[Any, str], shards: int = 3) -> str:
+    """A sharded store written by hand as the Spark load writes one: each id in the shard
+    ``shard_of(encode_id(id), shards)`` names, and the manifest's partitioning that hash,
+    so that it takes writes (:mod:`betree.shardwrite`)."""
+    from betree.index import Index
+    from betree.sharded import HASH, shard_name, shard_of, write_manifest
+    from storage.codec import encode_id
+
+    parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]
+    for ident, expr in subs.items():
+        parts[shard_of(encode_id(ident), shards)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(root / shard_name(k), schema=SCHEMA) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(root, entries, {"by": "id", "hash": HASH, "shards": shards})
+    return str(root)

@@ -24,7 +24,9 @@ cores.
   compaction overtakes (it waited on the writer lock, then found the store it had open
   retired: ``StoreReplaced``, nothing written) is redone once in the reopened store, so
   no acknowledged write is lost; a second replacement in that time answers 503.
-* **Durability.** A write is committed with fsync before it is answered.
+* **Durability.** A write is committed with fsync before it is answered.  On a sharded
+  store (partitioned by the load's hash) the id's shard takes it, and sharded writers are
+  serialised by a lock in the store root (:mod:`betree.shardwrite`).
 * **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
   reading the rest, and that connection is closed.  Nothing grows per request.
@@ -267,14 +269,17 @@ class Service:
             raise HTTPError(503, f"{exc.message}, twice; retry", hint=exc.hint) from exc
 
     def _writable(self, reopen: bool = False) -> Any:
+        """The store to write in, plain or sharded; a sharded one whose ids cannot be
+        routed to a shard (not partitioned by bexdb's hash) is a 409."""
         store = self.current(reopen)
         if not store.writable:
             raise HTTPError(
                 409,
-                "the store is sharded (bexdb load --shards) and read-only: nothing was written",
-                hint="rebuild it with bexdb load, or write to a plain store",
+                "the store is sharded by something other than bexdb's hash, so a write "
+                "cannot know an id's shard: nothing was written",
+                hint="rebuild it with bexdb load --replace --shards K",
             )
-        return store.index
+        return store
 
 
 def _path(target: bytes) -> str:
