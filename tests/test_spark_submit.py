@@ -74,5 +74,5 @@ def test_match_under_spark_submit(tmp_path: Path) -> None:
             found[doc.pop("line")] = doc
     with Index.open(tmp_path / "store", readonly=True) as idx:
         for n, ev in enumerate(events, 1):
-            assert found[n] == {"matches": idx.match(ev)}
+            assert sorted(found[n]["matches"]) == sorted(idx.match(ev))  # in no set order
     assert "error" in found[len(lines)]
