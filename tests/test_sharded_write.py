@@ -292,6 +292,13 @@ def test_readers_never_see_a_batch_half_applied(tmp_path: Path) -> None:
                     found[key] = found.get(key, 0) + 1
                 seen += len(found)
                 assert all(n == 6 for n in found.values()), found
+                batched: dict[str, int] = {}  # match_many: one snapshot per call as well
+                for ids in store.match_many([{"i": v} for v in range(20)]):
+                    assert not isinstance(ids, Exception)
+                    for ident in ids:
+                        key = str(ident).rsplit("-", 1)[0]
+                        batched[key] = batched.get(key, 0) + 1
+                assert all(n == 6 for n in batched.values()), batched
             with store.snapshot() as match:  # one snapshot over every value
                 counts: dict[str, int] = {}
                 for v in range(20):
