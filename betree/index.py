@@ -15,7 +15,7 @@ import gc
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -368,25 +368,18 @@ class Index:
         :class:`InvalidInput` that event raised in validation (that event alone: the others
         are still matched).  Cost: see :meth:`match_many_validated`.
         """
-        results: list[list[SubId] | InvalidInput] = []
-        valid: list[Mapping[str, object]] = []
-        for event in events:
-            try:
-                valid.append(self.validate(event))
-                results.append([])
-            except InvalidInput as exc:
-                results.append(exc)
-        with self.store.read() as txn:
-            found = iter(self.match_many_validated(txn, valid))
-        self.adjust_if_due()
-        return [r if isinstance(r, InvalidInput) else next(found) for r in results]
 
-    def validate(self, event: object) -> dict[str, object]:
-        """An event's validated values (``schema.validate_event``); raises
-        :class:`InvalidInput` with the reason it is not an event (SPEC section 4)."""
-        if not isinstance(event, Mapping):
-            raise InvalidInput("an event must be a JSON object")
-        return self.schema.validate_event(event)
+        def matched(valid: list[Mapping[str, object]]) -> list[list[SubId]]:
+            with self.store.read() as txn:
+                return self.match_many_validated(txn, valid)
+
+        results = match_batch(events, self.validate, matched)
+        self.adjust_if_due()
+        return results
+
+    def validate(self, event: object) -> Mapping[str, object]:
+        """An event's validated values (:func:`event_values`)."""
+        return event_values(self.schema, event)
 
     def match_many_validated(
         self, txn: ReadTxn, batch: Sequence[Mapping[str, object]]
@@ -707,6 +700,33 @@ class Index:
         """Every invariant of the BE-Tree, the catalog and the PB+trees; raises CheckFailed."""
         with self.store.read() as txn:
             check_index(self, txn)
+
+
+def event_values(schema: Schema, event: object) -> Mapping[str, object]:
+    """The validated values of one decoded event; raises :class:`InvalidInput` with the
+    reason it is not one (README: Language, events): the one rule for every matcher."""
+    if not isinstance(event, Mapping):
+        raise InvalidInput("an event must be a JSON object")
+    return schema.validate_event(event)
+
+
+def match_batch(
+    events: Sequence[object],
+    validate: Callable[[object], Mapping[str, object]],
+    matched: Callable[[list[Mapping[str, object]]], list[list[SubId]]],
+) -> list[list[SubId] | InvalidInput]:
+    """One result per event, in order: ``matched`` of the events ``validate`` accepts, and
+    the :class:`InvalidInput` of each it refuses (that event alone)."""
+    results: list[list[SubId] | InvalidInput] = []
+    valid: list[Mapping[str, object]] = []
+    for event in events:
+        try:
+            valid.append(validate(event))
+            results.append([])
+        except InvalidInput as exc:
+            results.append(exc)
+    found = iter(matched(valid))
+    return [r if isinstance(r, InvalidInput) else next(found) for r in results]
 
 
 def _adjust_summary(txn: ReadTxn, rec: dict[str, Any]) -> dict[str, Any]:

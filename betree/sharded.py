@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from betree import shardwrite
 from betree.catalog import EXT, SubId
-from betree.index import Index, gc_paused
+from betree.index import Index, gc_paused, match_batch
 from betree.lang.schema import Schema
 from storage.codec import encode_id
 from storage.errors import (
@@ -474,15 +474,9 @@ class ShardedIndex:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
         Events are validated once."""
-        first = self.indexes[0]
-        results: list[list[SubId] | InvalidInput] = []
-        valid: list[Mapping[str, object]] = []
-        for event in events:
-            try:
-                valid.append(first.validate(event))
-                results.append([])
-            except InvalidInput as exc:
-                results.append(exc)
+        return match_batch(events, self.indexes[0].validate, self._match_valid)
+
+    def _match_valid(self, valid: list[Mapping[str, object]]) -> list[list[SubId]]:
         found: list[list[SubId]] = [[] for _ in valid]
         self._refresh()
         with ExitStack() as stack:
@@ -491,8 +485,7 @@ class ShardedIndex:
             for index, txn in txns:
                 for ids, more in zip(found, index.match_many_validated(txn, valid), strict=True):
                     ids.extend(more)
-        it = iter(found)
-        return [r if isinstance(r, InvalidInput) else next(it) for r in results]
+        return found
 
     def expression(self, ident: SubId) -> str | None:
         shard = self._holder(ident)

@@ -9,26 +9,17 @@ see newer commits, and no snapshot is held for the whole of a long stream.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
 from betree.jsonl import loads_line
-from betree.lang.schema import Schema
 from betree.sharded import AnyIndex
 from storage.errors import InvalidInput
 
 BATCH = 256  # events matched per read snapshot
 
 Result = dict[str, Any]  # {"matches": [...]} or {"error": "..."}
-
-
-def event_values(schema: Schema, event: object) -> Mapping[str, object]:
-    """The validated values of one decoded event; raises :class:`InvalidInput` with the
-    reason it is not one (README: Language, events)."""
-    if not isinstance(event, dict):
-        raise InvalidInput("an event must be a JSON object")
-    return schema.validate_event(event)
 
 
 def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result]]:

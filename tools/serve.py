@@ -185,7 +185,7 @@ class Service:
         other key and its value must be a list: an event with an attribute named "events"
         is sent in a batch.
         """
-        from betree.stream import event_values
+        from betree.index import event_values
         from tools import metrics
 
         batch = isinstance(body, dict) and "events" in body
