@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from betree.index import Index, SubId
 from betree.lang.schema import Schema
 from betree.sharded import AnyIndex, PlainIndex, ShardedIndex, is_sharded, open_index
-from storage.errors import BexdbError, StoreReplaced
+from storage.errors import StoreReplaced
 from storage.store import store_exists
 from storage.swap import creating, identity, identity_probes
 
@@ -52,22 +52,21 @@ class LiveIndex:
     def current(self, reopen: bool = False) -> PlainIndex | ShardedIndex:
         """The open store, reopened if the path names another one now.
 
-        ``reopen``: whatever the inode says (the store open here was found retired); then
-        a store that cannot be opened raises.  Otherwise, while a replacement is half-way
-        (the old store renamed away, the new one not yet in) the old one is kept.
+        ``reopen``: whatever the inode says (the store open here was found retired).
+        While a replacement is half-way (the old store renamed away, the new one not yet
+        in: only where :func:`storage.swap.swap_in` cannot exchange them) the old one is
+        kept.  The old one is closed before the new one is opened: py-lmdb (3.0 and later)
+        refuses a second environment whose files it has open, and the files it records for
+        one opened during a swap may be the new store's.  A store that cannot be opened
+        raises, and the next call tries again.
         """
         ident = identity(self.probes)
         if self.opened is not None and not reopen and (ident is None or ident == self.ident):
             return self.opened
-        try:
-            fresh = open_index(self.path, readonly=False, **self.options)
-        except (BexdbError, OSError):
-            if self.opened is not None and not reopen:  # a replacement under way: keep it
-                return self.opened
-            raise
-        self.close()
-        self.opened, self.ident = fresh, ident
-        return fresh
+        self.close()  # first: one environment of a path at a time (py-lmdb 3 refuses two)
+        self.opened = open_index(self.path, readonly=False, **self.options)
+        self.ident = ident
+        return self.opened
 
     def writable(self, reopen: bool = False) -> AnyIndex:
         """The store, to write with its methods (``subscribe_many``, ``unsubscribe_many``...:

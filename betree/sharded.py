@@ -414,10 +414,13 @@ class ShardedIndex:
         return self.indexes[i]
 
     def _reopen(self, i: int) -> None:
-        fresh = Index.open(self.root / self.names[i], readonly=self.readonly, **self.options)
+        """Close shard ``i``, then open its path (one environment of a path at a time:
+        :meth:`betree.live.LiveIndex.current`)."""
         self.indexes[i].close()
-        self.indexes[i] = fresh
-        self.idents[i] = _inode(self.root / self.names[i])
+        self.idents[i] = None
+        path = self.root / self.names[i]
+        self.indexes[i] = Index.open(path, readonly=self.readonly, **self.options)
+        self.idents[i] = _inode(path)
 
     def _reading(self) -> AbstractContextManager[None]:
         """No batch applied meanwhile (only stores that take writes have one to wait for)."""

@@ -96,6 +96,16 @@ def damage(path: str | os.PathLike[str], walk: bool | None = None) -> str | None
     return None
 
 
+def _foreign_version(head: bytes) -> int | None:
+    """The data format of a meta page laid out by another LMDB (py-lmdb 3 bundles LMDB
+    1.0, whose page header is longer): the u32 after the magic, found by scanning."""
+    for off in range(0, min(len(head), 64) - 7, 4):
+        magic, version = struct.unpack_from("<II", head, off)
+        if magic == _MAGIC and version != _DATA_VERSION:
+            return int(version)
+    return None
+
+
 def _meta_damage(file: Path) -> tuple[str | None, int | None]:
     """What is wrong with the meta pages and the file's length, and the current
     transaction id (None when the meta pages are unusable)."""
@@ -103,8 +113,15 @@ def _meta_damage(file: Path) -> tuple[str | None, int | None]:
         size = os.fstat(fh.fileno()).st_size
         if size < 2 * _META.size:
             return f"{size} bytes, too short for LMDB's two meta pages", None
-        first = _META.unpack(fh.read(_META.size))
+        head = fh.read(_META.size)
+        first = _META.unpack(head)
         psize = first[9]
+        if first[5] != _MAGIC and (version := _foreign_version(head)) is not None:
+            return (
+                f"written in LMDB data format {version} (by LMDB 1.x), not format "
+                f"{_DATA_VERSION} (LMDB 0.9), in which bexdb writes its stores",
+                None,
+            )
         if psize not in {1 << k for k in range(9, 17)}:
             return f"meta page 0 gives page size {psize}", None
         if size < 2 * psize:

@@ -52,6 +52,15 @@ _MAX_MAP_SIZE = 1 << 46
 #: The file that makes a directory a sharded store (owned by ``betree.sharded``); a plain
 #: store is never opened, nor created, beside one.
 SHARD_MANIFEST = "manifest.json"
+#: The LMDB engine every environment is opened with: LMDB 0.9's data format, the one
+#: :mod:`storage.lmdbfile` checks.  py-lmdb 3 also bundles LMDB 1.0 (another format) and
+#: picks it for new files when ``LMDB_DEFAULT_LIB_VERSION=1`` is set; older py-lmdb has
+#: only 0.9 and no such argument.
+try:
+    lmdb.version(lib_version=0)
+    ENGINE: dict[str, Any] = {"lib_version": 0}
+except TypeError:
+    ENGINE = {}
 #: Meta key marking an environment replaced at its path: no write may begin in it.
 _RETIRED = b"retired"
 
@@ -232,7 +241,9 @@ class Store:
         target.mkdir(parents=True, exist_ok=True)
         size = max(self.env.info()["map_size"], 1 << 30)
         try:
-            dst = lmdb.open(str(target), map_size=size, max_dbs=4, sync=False, readahead=False)
+            dst = lmdb.open(
+                str(target), map_size=size, max_dbs=4, sync=False, readahead=False, **ENGINE
+            )
         except lmdb.Error as exc:
             raise lmdb_error(exc, str(target)) from exc
         try:
@@ -399,6 +410,7 @@ def open_store(
             sync=sync,
             max_readers=max_readers,
             lock=True,
+            **ENGINE,
         )
     except lmdb.Error as exc:
         raise lmdb_error(exc, path) from exc
