@@ -9,6 +9,7 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from betree.bulk import Batch
 from betree.index import Index, gc_paused
 from betree.sharded import is_sharded, read_manifest, recover, store_paths
 from betree.shardwrite import WRITE_LOCK, has_journal, locked
-from storage.errors import CheckFailed, StoreDamaged, StoreError
+from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
 from storage.staging import found as staging_found
@@ -99,6 +100,36 @@ def compact_store(target: Path, rebuild: bool = False) -> tuple[int, int]:
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
     return before, os.path.getsize(data_file(target))
+
+
+@contextmanager
+def retiring(target: Path, reason: str) -> Iterator[None]:
+    """Hold off the writers of the store at ``target`` while the block puts another store
+    there (``bexdb load --replace``); on exit the old one takes no more writes.
+
+    A plain store is held as a compaction holds it (:meth:`storage.store.Store.replacing`:
+    its writer lock, then the mark ``retired``); a sharded one by its root's writer lock,
+    after which its writers see the manifest replaced (:meth:`ShardedIndex.subscribe_many`).
+    Either way a writer that had the old store open gets ``StoreReplaced`` (nothing
+    written) and redoes its write in the new one, instead of committing where nobody will
+    read it again.  A store that cannot be opened (damaged, another format: the reasons to
+    replace it) takes no writes either, and is replaced as it is.  Cost: one open and a
+    commit, or one ``flock``.
+    """
+    if is_sharded(target):
+        with locked(target, WRITE_LOCK, fcntl.LOCK_EX):
+            yield
+        return
+    if not store_exists(target):
+        yield
+        return
+    try:
+        idx = Index.open(target)
+    except BexdbError:
+        yield
+        return
+    with idx, idx.store.replacing(reason):
+        yield
 
 
 def _rebuild(idx: Index, view: ReadTxn, path: Path) -> None:

@@ -51,6 +51,7 @@ from storage.errors import (
     ShardedStore,
     StoreDamaged,
     StoreError,
+    StoreReplaced,
     VersionMismatch,
 )
 from storage.lmdbfile import damage as file_damage
@@ -300,6 +301,7 @@ class ShardedIndex:
         self.routed = manifest.get("partitioning", {}).get("hash") == HASH
         self.writable = self.routed and not readonly
         self.idents = [_inode(root / name) for name in self.names]
+        self.root_ident = _root_inode(root)
 
     @classmethod
     def open(
@@ -347,6 +349,7 @@ class ShardedIndex:
         items = list(items)
         self._writable()
         with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
+            self._still_here()
             self._refresh()
             self._recover()
             with gc_paused():  # step 2: every expression compiled, in its shard
@@ -372,6 +375,7 @@ class ShardedIndex:
         idents = list(idents)
         self._writable()
         with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
+            self._still_here()
             self._refresh()
             self._recover()
             for ident in idents:
@@ -421,6 +425,13 @@ class ShardedIndex:
         path = self.root / self.names[i]
         self.indexes[i] = Index.open(path, readonly=self.readonly, **self.options)
         self.idents[i] = _inode(path)
+
+    def _still_here(self) -> None:
+        """Under the writer lock: :class:`StoreReplaced` (nothing written) if another
+        store was put at the root since it was opened (``bexdb load --replace``, which
+        holds the old root's lock while it swaps: :func:`betree.maintain.retiring`)."""
+        if _root_inode(self.root) != self.root_ident:
+            raise StoreReplaced(str(self.root), "replaced by a load")
 
     def _reading(self) -> AbstractContextManager[None]:
         """No batch applied meanwhile (only stores that take writes have one to wait for)."""
@@ -571,9 +582,19 @@ def recover(root: Path, manifest: dict[str, Any], *, held: bool = False, **optio
         return shardwrite.redo(root, shard)
 
 
+def _root_inode(root: Path) -> tuple[int, int] | None:
+    """What names the sharded store at ``root``: its manifest's device and inode."""
+    return _file_inode(root / MANIFEST)
+
+
 def _inode(store: Path) -> tuple[int, int] | None:
+    """What names the plain store (a shard) at ``store``: its data file's."""
+    return _file_inode(data_file(store))
+
+
+def _file_inode(file: Path) -> tuple[int, int] | None:
     try:
-        st = os.stat(data_file(store))
+        st = os.stat(file)
     except OSError:
         return None
     return st.st_dev, st.st_ino

@@ -39,9 +39,10 @@ any process, completes it first).
 
 Compaction (``bexdb compact``) holds the writer lock for its whole run, so no batch
 straddles it; a writer or reader that had a compacted shard open reopens it (one ``stat``
-per shard per snapshot or write).  ``bexdb load --replace`` puts a new store in place
-without that lock: a batch being written to the old store meanwhile is lost with it, as on
-a plain store.
+per shard per snapshot or write).  ``bexdb load --replace`` holds the old root's writer
+lock while it swaps the new store in (:func:`betree.maintain.retiring`), and a writer
+checks under the lock that the root's manifest is still the one it opened: a writer of the
+old store gets ``StoreReplaced``, nothing written, and redoes its batch in the new one.
 
 A batch whose ids all fall in one shard skips steps 3 and 5: that shard's one transaction
 is all or nothing by itself.

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from betree.jsonl import input_lines, loads_line
+from betree.maintain import retiring
 from storage.errors import BexdbError, InvalidInput
 from storage.staging import staging
 from storage.swap import swap_in
@@ -154,7 +156,13 @@ def publishing(
     target.parent.mkdir(parents=True, exist_ok=True)
     with staging(target, kind) as path:  # and stale ones of killed runs go first
         yield path
-        swap_in(path / "store", target)
+        old = None
+        try:
+            with retiring(target, "replaced by a load"):
+                old = swap_in(path / "store", target, keep_old=True)
+        finally:  # removed once its writers are turned away (the block above ended)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def check_rejects(rejected: int, max_rejects: int | None) -> None:

@@ -19,7 +19,7 @@ from betree import shardwrite
 from betree.index import Index
 from betree.live import delete_subscriptions, write_subscriptions
 from betree.sharded import ShardedIndex, open_index, shard_name, verify
-from storage.errors import CheckFailed, InvalidInput, ShardedStore
+from storage.errors import CheckFailed, InvalidInput, ShardedStore, StoreReplaced
 from tests.test_index_differential import brute
 from tests.workload import build_hashed, build_sharded, event, expression
 
@@ -310,3 +310,42 @@ def test_readers_never_see_a_batch_half_applied(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(30)
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (3, 1), (3, 2)])
+def test_a_writer_of_a_store_replaced_by_a_load_writes_into_the_new_one(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    """``load --replace`` turns the old store's writers away (StoreReplaced, nothing
+    written) instead of letting them commit into a store nobody reads again; a live writer
+    redoes its write in the new store.  ``before``/``after``: shards (1: a plain store)."""
+    from betree.live import LiveIndex
+    from tests.test_cli import write_lines
+    from tests.workload import SCHEMA
+
+    old = {i: f"i = {i % 5}" for i in range(12)}
+    root = tmp_path / "st"
+    if before == 1:
+        with Index.open(root, schema=SCHEMA) as idx:
+            idx.subscribe_many(list(old.items()))
+    else:
+        build_hashed(root, old, before)
+    fresh = [{"id": f"n{i}", "expr": f"i = {i % 3}"} for i in range(9)]
+    subs = write_lines(tmp_path / "new.jsonl", fresh)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    with LiveIndex(root) as live:
+        writer = live.current()  # opened before the load, as a server's is
+        args = ["load", str(root), subs, "--schema", str(schema), "--replace", "--engine"]
+        args += ["spark", "--shards", str(after)] if after > 1 else ["python"]
+        proc = subprocess.run([sys.executable, "-m", "tools.cli", *args], capture_output=True)
+        assert proc.returncode == 0, proc.stderr
+        with pytest.raises(StoreReplaced):
+            writer.subscribe("lost?", "i = 1")
+        assert live.write(lambda idx: idx.subscribe_many([("kept", "i = 1")])) == [True]
+    with open_index(root) as store:
+        assert dict(store.subscriptions()) == {
+            **{d["id"]: d["expr"] for d in fresh},
+            "kept": "i = 1",
+        }
+        store.check()
