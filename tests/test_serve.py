@@ -9,8 +9,10 @@ errors; SIGTERM drains the request in hand.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import random
 import signal
 import subprocess
@@ -423,3 +425,77 @@ def test_a_hash_sharded_store_takes_writes(tmp_path: Path) -> None:
         assert dict(store.subscriptions()) == subs
         for i, index in enumerate(store.indexes):
             assert all(store.shard_for(ident) == i for ident, _ in index.iter_subscriptions())
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (the service's workers), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kill_9_of_a_service_writing_a_sharded_store_loses_no_acknowledged_write(
+    tmp_path: Path, seed: int
+) -> None:
+    """PUTs and DELETEs from two clients, then SIGKILL of the master and every worker at a
+    random moment: each acknowledged write is in the store, in its hash's shard."""
+    from betree.sharded import open_index, verify
+
+    rng = random.Random(seed)
+    subs: dict[Any, str] = {f"o{i}": expression(rng) for i in range(60)}
+    root = build_hashed(tmp_path / "sharded", subs, 3)
+    proc, url = spawn(root, "--workers", "2")
+    acked: dict[Any, str | None] = {}  # id -> expression, or None: deleted
+    sent: set[Any] = set()
+    stop = threading.Event()
+
+    def client(name: str) -> None:
+        k = 0
+        while not stop.is_set():
+            ident, expr = f"{name}{k}", f"i = {k % 50}"
+            sent.add(ident)
+            try:
+                if call(url, "PUT", f"/subscriptions/{ident}", {"expr": expr})[0] == 201:
+                    acked[ident] = expr
+                victim = f"o{k}"
+                if k < 60 and call(url, "DELETE", f"/subscriptions/{victim}")[0] == 204:
+                    acked[victim] = None
+            except (OSError, http.client.HTTPException):
+                return  # the service is gone
+            k += 1
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while len(acked) < rng.randint(20, 80) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for pid in [proc.pid, *_descendants(proc.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(60)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    assert len(acked) >= 20, "the service acknowledged too little to test anything"
+    verify(root)
+    with open_index(root) as store:
+        held = dict(store.subscriptions())
+        for ident, expr in acked.items():
+            assert held.get(ident) == expr, ident
+        assert set(held) <= set(subs) | sent  # nothing from nowhere
+        for i, index in enumerate(store.indexes):
+            assert all(store.shard_for(ident) == i for ident, _ in index.iter_subscriptions())
+        store.check()
