@@ -42,8 +42,11 @@ class LiveIndex:
     Cost per :meth:`current`: one ``stat`` (about 2 µs) while the store stays the same.
     """
 
-    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, readonly: bool = False, **options: Any
+    ) -> None:
         self.path = Path(path)
+        self.readonly = readonly
         self.options = options
         self.opened: PlainIndex | ShardedIndex | None = None
         self.ident: tuple[int, int] | None = None
@@ -64,7 +67,7 @@ class LiveIndex:
         if self.opened is not None and not reopen and (ident is None or ident == self.ident):
             return self.opened
         self.close()  # first: one environment of a path at a time (py-lmdb 3 refuses two)
-        self.opened = open_index(self.path, readonly=False, **self.options)
+        self.opened = open_index(self.path, readonly=self.readonly, **self.options)
         self.ident = ident
         return self.opened
 

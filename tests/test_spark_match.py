@@ -264,3 +264,27 @@ def test_a_truncated_line_is_refused_at_its_column(
     assert code == 3
     assert found[1] == {"error": "malformed JSON: Expecting ',' delimiter at column 8"}
     assert "matches" in found[2]
+
+
+@pytest.mark.spark
+def test_a_store_replaced_between_runs_is_reopened_by_the_warm_workers(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python workers keep the store open across tasks and runs (``WARM``); a run after
+    the store was replaced at its path (and written) answers from the new one."""
+    rng = random.Random(8)
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(event(rng)) + "\n" for _ in range(120)))
+    store = plain_store(tmp_path / "store", subscriptions(5, 120))
+    for run, subs in enumerate((subscriptions(6, 120), subscriptions(7, 90))):
+        out = tmp_path / f"out{run}"
+        match_events(store, [str(events)], out, spark=spark, split_bytes=2048)
+        _, expected = single_process(store, events, capsys)
+        assert by_line(output(out)) == by_line([{"line": n, **r} for n, r in expected.items()])
+        plain_store(tmp_path / "next", subs)  # then put in place of the store
+        os.rename(tmp_path / "store", tmp_path / f"old{run}")
+        os.rename(tmp_path / "next", tmp_path / "store")
+    out = tmp_path / "last"
+    match_events(store, [str(events)], out, spark=spark, split_bytes=2048)
+    _, expected = single_process(store, events, capsys)
+    assert by_line(output(out)) == by_line([{"line": n, **r} for n, r in expected.items()])

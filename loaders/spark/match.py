@@ -7,8 +7,10 @@ Spark jobs:
 1. **count** (JVM only): the rows of each file split, from which every event gets its
    1-based line (or data row) in its file without a pass through Python, as the load's
    rejects get theirs (:class:`~loaders.spark.extract.SplitRows`).
-2. **match** (``mapInArrow``): each task opens the store read-only from its path (a plain
-   store or every shard of a sharded one, :func:`betree.sharded.open_index`), matches
+2. **match** (``mapInArrow``): each task takes the store read-only from its path (a plain
+   store or every shard of a sharded one), kept open in its Python worker for the next
+   task (:data:`WARM`: Spark reuses its Python workers, so the pages an earlier task read
+   stay decoded, and the store is opened once per worker, not per task), matches
    its events through :func:`betree.stream.match_lines` (the one definition of a bad
    event and its error text, that of ``bexdb match``) and writes one JSON Lines part,
    ``{"line": N, ["file": F,] "matches": [...]}`` or ``... "error": "..."}`` per event;
@@ -42,6 +44,7 @@ import pyarrow as pa
 
 from betree.jsonl import loads_line
 from betree.lang.schema import Schema
+from betree.live import LiveIndex
 from betree.sharded import open_index
 from betree.stream import match_lines
 from loaders.records import publishing
@@ -68,6 +71,10 @@ RESULT_DDL = "part int, path string, events bigint, rejected bigint"
 SUCCESS = "_SUCCESS"
 
 Place = tuple[int, str, int]  # (input argument, file path as Spark names it, split start)
+
+#: The stores this Python worker has open, by path, kept across its tasks; reopened if the
+#: path names another store now (:class:`betree.live.LiveIndex`: one ``stat`` per task).
+WARM: dict[str, LiveIndex] = {}
 
 
 def match_events(
@@ -211,8 +218,9 @@ def match_partition(
     """Extracted event rows -> one JSON Lines file for this task attempt; yields one
     :data:`RESULT` row naming it.
 
-    Cost: a store open per task, then per event its decoding, validation and match
-    (:func:`match_lines`, per input batch); memory: one input batch's events and results.
+    Cost: a store open per Python worker (:data:`WARM`), then per event its decoding,
+    validation and match (:func:`match_lines`, per input batch); memory: one input
+    batch's events and results, and the worker's page cache.
     """
     from pyspark import TaskContext
 
@@ -222,7 +230,11 @@ def match_partition(
     path = Path(attempts) / f"part-{part:05d}.{attempt}"
     splits = SplitRows()
     events = rejected = 0
-    with open_index(store) as index, open(path, "w", encoding="utf-8") as fh:
+    live = WARM.get(store)
+    if live is None:
+        live = WARM[store] = LiveIndex(store, readonly=True)
+    index = live.current()
+    with open(path, "w", encoding="utf-8") as fh:
         for batch in batches:
             where: list[tuple[int, str | None]] = []
             lines: list[bytes] = []
