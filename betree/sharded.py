@@ -56,7 +56,7 @@ from storage.errors import (
 )
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
-from storage.store import SHARD_MANIFEST
+from storage.store import DEFAULT_CACHE_BYTES, SHARD_MANIFEST
 
 MANIFEST = SHARD_MANIFEST
 FORMAT = "bexdb-shards"
@@ -308,9 +308,17 @@ class ShardedIndex:
         cls, root: str | os.PathLike[str], *, readonly: bool = True, **options: Any
     ) -> ShardedIndex:
         """Open every shard (writable unless ``readonly``), having first completed a batch
-        that a killed writer left half-applied (:mod:`betree.shardwrite`)."""
+        that a killed writer left half-applied (:mod:`betree.shardwrite`).
+
+        ``cache_bytes`` (of :func:`storage.store.open_store`) bounds the decoded pages of
+        the whole store: each of the K shards gets a K-th of it (at least 1 MiB), so that a
+        process holding a sharded store (``bexdb serve --cache-mb``, a matcher) is bounded
+        as one holding a plain store is.
+        """
         base = Path(root)
         manifest = read_manifest(base)
+        budget = options.get("cache_bytes", DEFAULT_CACHE_BYTES)
+        options = {**options, "cache_bytes": max(budget // len(manifest["shards"]), 1 << 20)}
         if shardwrite.has_journal(base):
             recover(base, manifest, **options)
         shards: list[Index] = []

@@ -109,3 +109,18 @@ def test_match_lines_judges_each_line(stores: tuple[Path, Path, dict[object, str
     assert errors[1] == "an event must be a JSON object"
     assert "i" in errors[2]
     assert errors[3].startswith("malformed JSON")
+
+
+def test_the_cache_budget_is_the_whole_stores(
+    stores: tuple[Path, Path, dict[object, str]],
+) -> None:
+    """``cache_bytes`` bounds a sharded store as a whole: each shard gets its share."""
+    plain, sharded, _ = stores
+    with open_index(sharded, cache_bytes=30 << 20) as store:
+        assert isinstance(store, ShardedIndex)
+        assert [i.store.cache.max_bytes for i in store.indexes] == [10 << 20] * SHARDS
+    with open_index(plain, cache_bytes=30 << 20) as one:
+        assert isinstance(one, PlainIndex) and one.index.store.cache.max_bytes == 30 << 20
+    with open_index(sharded) as store:  # the default budget, divided too
+        assert isinstance(store, ShardedIndex)
+        assert sum(i.store.cache.max_bytes for i in store.indexes) <= 256 << 20

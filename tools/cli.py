@@ -104,6 +104,9 @@ def cmd_match(args: argparse.Namespace) -> int:
     matched on Spark into ``--out`` (:mod:`loaders.spark.match`).
     """
     if args.engine == "spark":
+        if args.jobs is not None:
+            print("bexdb: --jobs is for --engine python (Spark has its tasks)", file=sys.stderr)
+            return EXIT_USAGE
         return _match_on_spark(args)
     if args.out is not None or args.master is not None:
         print("bexdb: --out and --master need --engine spark", file=sys.stderr)
@@ -112,13 +115,14 @@ def cmd_match(args: argparse.Namespace) -> int:
         print("bexdb: several EVENTS inputs need --engine spark", file=sys.stderr)
         return EXIT_USAGE
     from betree.jsonl import input_lines
+    from betree.parallel import default_jobs, match_lines_parallel
     from betree.sharded import open_index
-    from betree.stream import match_lines
 
     rejected = 0
     events = args.events[0] if args.events else None
+    jobs = default_jobs() if args.jobs is None else args.jobs
     with open_index(args.store) as store, _binary_input(events) as fh:
-        for results in match_lines(store, input_lines(fh)):
+        for results in match_lines_parallel(store, args.store, input_lines(fh), jobs):
             rejected += sum("error" in r for r in results)
             sys.stdout.write("".join(json.dumps(r) + "\n" for r in results))
             sys.stdout.flush()
@@ -311,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="OUT_DIR", help="--engine spark: a new directory for the results"
     )
     p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--jobs",
+        type=positive,
+        metavar="N",
+        help="processes matching at once, output still in input order (default: the cores; "
+        "1: this process only)",
+    )
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser("export", help="write every subscription as JSON Lines (backup, re-shard)")
