@@ -27,19 +27,26 @@ def test_bench_load_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[
     doc = run(
         tmp_path,
         *("--sizes", "200,300", "--shards", "", "--python-max", "300", "--online-max", "200"),
+        *("--workloads", "begen,wide"),
         "--profile",  # the Spark engine's compile transform and shard build, in-process
     )
     assert "compile transform" in doc["profile"] and "shard build" in doc["profile"]
-    rows = {(r["engine"], r["n"]): r for r in doc["rows"]}
-    assert set(rows) == {("online", 200), ("python", 200), ("online", 300), ("python", 300)}
-    guess = rows[("online", 300)]
-    assert not guess["measured"] and guess["extrapolated_from"] == 200
-    for key in (("online", 200), ("python", 200), ("python", 300)):
-        row = rows[key]
-        assert row["measured"] and row["agreement_events"] == 5
-        assert row["store_bytes"] > 0 and row["driver_mb"] > 0
+    rows = {(r["workload"], r["engine"], r["n"]): r for r in doc["rows"]}
+    assert set(doc["workloads"]) == {"begen", "wide"}
+    assert doc["workloads"]["wide"]["params"]["card"] == 480
+    for w in ("begen", "wide"):
+        assert {key for key in rows if key[0] == w} == {
+            (w, e, n) for e in ("online", "python") for n in (200, 300)
+        }
+        guess = rows[(w, "online", 300)]
+        assert not guess["measured"] and guess["extrapolated_from"] == 200
+        for key in ((w, "online", 200), (w, "python", 200), (w, "python", 300)):
+            row = rows[key]
+            assert row["measured"] and row["agreement_events"] == 5
+            assert row["store_bytes"] > 0 and row["driver_mb"] > 0
     table = capsys.readouterr().out
     assert "~" in table and "EXTRAPOLATED" in table  # the guess is labelled
+    assert " wide |" in table and " begen |" in table
 
 
 @pytest.mark.spark

@@ -51,6 +51,15 @@ of 65,536 from per-chunk streams and events sequentially from one stream, and th
 does not depend on ``subs`` or ``events``: the first 10,000 subscriptions of a 1M workload
 are the 10,000-subscription workload of the same seed.
 
+**Profiles.**  ``begen`` is the above with C = 48.  ``wide`` is the same generator with
+C = 480 (unless ``--card`` says otherwise): range slacks and ``in`` distances scale with C,
+so constants spread over ten times as many values at the same calibrated match rate.  Its
+predicate texts rarely repeat: the first 200K subscriptions hold 243K distinct predicate
+texts against 52K for ``begen`` (4.7x; 356K against 56K as the conjunct memo cuts them,
+1.05M against 75K in 1M), and four times as many atoms: a load that cannot lean on
+repetition (the conjunct memo, atoms shared across subscriptions), for ``bexdb bench load
+--workloads``.
+
 Cost: 1M subscriptions in ~15 s on one core (string building ~2/3, numpy draws ~1/3);
 calibration ~1 s; the checks ~1 s.
 
@@ -80,7 +89,10 @@ from storage.errors import BexdbError, InvalidInput
 from tools.args import at_least, non_negative
 from tools.bench.harness import logger, script
 
-PROFILES = ("begen",)
+#: Workload profiles and what each sets unless given: ``wide`` is BEGen over a domain ten
+#: times wider (module docstring, "Profiles").
+PROFILES: dict[str, dict[str, Any]] = {"begen": {}, "wide": {"card": 480}}
+DEFAULT_CARD = 48
 #: Operator codes; ``=`` has probability ``eq_share``, the other six share the rest.
 OPS = ("=", "<", "<=", ">", ">=", "between", "in")
 EQ, LT, LE, GT, GE, BETWEEN, IN = range(len(OPS))
@@ -128,7 +140,9 @@ class Params:
 
     def validate(self) -> None:
         if self.profile not in PROFILES:
-            raise InvalidInput(f"unknown profile {self.profile!r}", hint=f"one of {PROFILES}")
+            raise InvalidInput(
+                f"unknown profile {self.profile!r}", hint=f"one of {tuple(PROFILES)}"
+            )
         if self.subs < 0 or self.events < 0:
             raise InvalidInput("--subs and --events must not be negative")
         if self.dims < EVENT_ATTRS:
@@ -575,6 +589,7 @@ def make_workload(
 
     ``check`` adds the measured match rates to ``summary`` (vectorised and brute force).
     """
+    params.setdefault("card", profile_card(params.get("profile", "begen")))
     p = Params(subs=subs, events=events, **params)
     gen = BEGen(p)
     t0 = time.perf_counter()
@@ -614,7 +629,7 @@ def generate(
     subs: int = 100_000,
     events: int = 1_000,
     dims: int = 400,
-    card: int = 48,
+    card: int | None = None,
     seed: int = 1,
     zipf: float = 0.0,
     eq_share: float = 0.3,
@@ -628,13 +643,15 @@ def generate(
     """Write ``schema.json``, ``subs.jsonl`` and ``events.jsonl`` to ``out_dir``.
 
     Returns the summary (counts, scale, measured match rates, file names).  Subscriptions
-    are streamed to the file chunk by chunk.
+    are streamed to the file chunk by chunk.  ``card`` None: the profile's.
     """
+    if profile not in PROFILES:
+        raise InvalidInput(f"unknown profile {profile!r}", hint=f"one of {tuple(PROFILES)}")
     p = Params(
         subs=subs,
         events=events,
         dims=dims,
-        card=card,
+        card=profile_card(profile) if card is None else card,
         seed=seed,
         zipf=zipf,
         eq_share=eq_share,
@@ -681,6 +698,11 @@ def generate(
 
 
 # -- command line ---------------------------------------------------------------------------------
+
+
+def profile_card(profile: str) -> int:
+    """The values per attribute of ``profile`` when ``--card`` is not given."""
+    return int(PROFILES[profile].get("card", DEFAULT_CARD))
 
 
 def format_summary(s: dict[str, Any]) -> str:
@@ -738,13 +760,20 @@ def _skew(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb gen``."""
     parser.add_argument("out_dir", metavar="OUT_DIR", help="directory for the three files")
-    parser.add_argument("--profile", choices=PROFILES, default="begen", help="workload profile")
+    parser.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        default="begen",
+        help="workload profile: begen, or wide (BEGen over 480 values: few repeated predicates)",
+    )
     parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
     parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")
     parser.add_argument(
         "--dims", type=at_least(EVENT_ATTRS), default=400, help="attributes a0..a{D-1} (400)"
     )
-    parser.add_argument("--card", type=at_least(2), default=48, help="values per attribute (48)")
+    parser.add_argument(
+        "--card", type=at_least(2), help="values per attribute (the profile's: 48, wide 480)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument(
         "--zipf", type=_skew, default=0.0, help="Zipf skew of attribute choice (0 = uniform)"

@@ -1,8 +1,9 @@
 """``bexdb bench load``: bulk loads of the BEGen workload, Spark beside the python engine.
 
-What it measures, for each size n (default 100K and 1M subscriptions), on one BEGen workload
-(:mod:`tools.bench.gen` defaults; the sizes are prefixes of the largest, so subscription i is the
-same at every size):
+What it measures, for each workload (``--workloads``: :mod:`tools.bench.gen` profiles,
+default ``begen``; ``wide`` repeats few predicates) and each size n (default 100K and 1M
+subscriptions; the sizes are prefixes of the largest, so subscription i is the same at every
+size):
 
 * each engine variant runs as the user runs it, ``bexdb load STORE subs.jsonl --schema ...``
   in its own process: ``spark`` (one store, local Spark on every core), ``spark x K``
@@ -198,7 +199,7 @@ def run_variant(
     name: str, flags: list[str], n: int, data: Path, work: Path, master: str | None
 ) -> dict[str, Any]:
     """One measured ``bexdb load`` (or, for ``online``, ``bexdb subscribe``) of n subs."""
-    store = work / f"store-{name.replace(' ', '')}-{n}"
+    store = work / f"store-{data.name}-{name.replace(' ', '')}-{n}"
     subs, schema = str(data / f"subs-{n}.jsonl"), str(data / "schema.json")
     if name == ONLINE:
         shutil.rmtree(store, ignore_errors=True)
@@ -216,6 +217,7 @@ def run_variant(
     last = res.pop("stdout").strip().splitlines()[-1]
     summary = json.loads(last) if name != ONLINE else {"engine": ONLINE, "output": last}
     row = {
+        "workload": data.name,
         "engine": name,
         "n": n,
         "measured": True,
@@ -372,6 +374,7 @@ def _shard_max(r: dict[str, Any], key: str) -> str:
 
 
 _COLUMNS: tuple[Column, ...] = (  # the cells are strings already, "" where not measured
+    ("workload", "{}", lambda r: r.get("workload", "begen")),
     ("subs", "{:,}", lambda r: r["n"]),
     ("engine", "{}", lambda r: r["engine"]),
     ("wall s", "{}", lambda r: f"{r['wall_s']:,.1f}" if r["measured"] else f"~{r['wall_s']:,.0f}*"),
@@ -417,14 +420,15 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
 
 def _plot_walls(left: Any, rows: list[dict[str, Any]]) -> None:
     """Wall seconds against subscriptions, an engine a line (dashed: extrapolated)."""
-    for engine in dict.fromkeys(r["engine"] for r in rows):
-        mine = [r for r in rows if r["engine"] == engine]
+    lines = dict.fromkeys((r.get("workload", "begen"), r["engine"]) for r in rows)
+    for workload, engine in lines:
+        mine = [r for r in rows if (r.get("workload", "begen"), r["engine"]) == (workload, engine)]
         left.plot(
             [r["n"] for r in mine],
             [r["wall_s"] for r in mine],
             marker="o",
             linestyle="-" if all(r["measured"] for r in mine) else "--",
-            label=engine,
+            label=engine if len({w for w, _ in lines}) == 1 else f"{workload}: {engine}",
         )
     left.axhline(60, color="grey", linewidth=0.8, linestyle=":", label="60 s")
     left.set_xscale("log")
@@ -467,9 +471,24 @@ def _sizes(text: str) -> list[int]:
     return sorted(set(args_sizes(text)))
 
 
+def _workloads(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in gen.PROFILES]
+    if not names or unknown:
+        known = tuple(gen.PROFILES)
+        raise argparse.ArgumentTypeError(f"expected profiles of {known}, got {text!r}")
+    return names
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb bench load``."""
     parser.add_argument("--sizes", type=_sizes, default=_sizes("100000,1000000"))
+    parser.add_argument(
+        "--workloads",
+        type=_workloads,
+        default=["begen"],
+        help="gen profiles, each loaded at every size: begen, wide (default begen)",
+    )
     parser.add_argument(
         "--shards",
         default="1,2",
@@ -502,17 +521,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench-results/load")
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
-    pyplot()  # fail now, not after the run, if matplotlib is missing
-    sizes: list[int] = args.sizes
-    shards = [int(k) for k in str(args.shards).split(",") if k.strip()]
-    out, work = Path(args.out), Path(args.work)
-    out.mkdir(parents=True, exist_ok=True)
-    data = work / "workload"
-    _log(f"generating BEGen, {sizes[-1]:,} subscriptions into {data}")
-    count = max(args.check_events, args.match_events, 1)
-    summary = gen.generate(data, subs=sizes[-1], events=count, seed=args.seed)
+def prepare(
+    data: Path, profile: str, sizes: list[int], count: int, seed: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Generate ``profile``'s workload into ``data``: ``subs-N.jsonl`` per size (prefixes of
+    the largest), the schema, ``events-match.jsonl`` (the first ``count`` events); returns
+    the generator's summary and the events."""
+    _log(f"generating {profile}, {sizes[-1]:,} subscriptions into {data}")
+    summary = gen.generate(data, subs=sizes[-1], events=count, seed=seed, profile=profile)
     os.replace(data / "subs.jsonl", data / "subs-all.jsonl")
     with open(data / "subs-all.jsonl", encoding="utf-8") as src:
         lines = src.readlines()
@@ -520,22 +536,31 @@ def main(args: argparse.Namespace) -> int:
         (data / f"subs-{n}.jsonl").write_text("".join(lines[:n]))
     del lines
     event_lines = (data / "events.jsonl").read_text().splitlines()
-    matched = event_lines[: args.match_events]
-    (data / "events-match.jsonl").write_text("".join(x + "\n" for x in matched))
-    events = [json.loads(line) for line in event_lines]
-    events = events[: args.check_events]
+    (data / "events-match.jsonl").write_text("".join(x + "\n" for x in event_lines[:count]))
+    return summary, [json.loads(line) for line in event_lines]
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark; returns 0, or raises :class:`AgreementError`."""
+    pyplot()  # fail now, not after the run, if matplotlib is missing
+    sizes: list[int] = args.sizes
+    shards = [int(k) for k in str(args.shards).split(",") if k.strip()]
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    count = max(args.check_events, args.match_events, 1)
     results: dict[str, Any] = {
         "benchmark": "bexdb bench load",
         "machine": machine(),
         "parameters": {
             "sizes": sizes,
             "shards": shards,
+            "workloads": args.workloads,
             "python_max": args.python_max,
             "online_max": args.online_max,
             "master": args.master or "local[*]",
             "match_events": args.match_events,
         },
-        "workload": {k: v for k, v in summary.items() if k not in ("seconds", "files")},
+        "workloads": {},
         "notes": [
             "each load is `bexdb load` in its own process: wall time includes Spark's start",
             "memory: peak RSS (VmHWM) of the driver and of the JVM; the Python workers' RSS "
@@ -551,43 +576,53 @@ def main(args: argparse.Namespace) -> int:
     }
     rows: list[dict[str, Any]] = results["rows"]
     match_rows: list[dict[str, Any]] = results["match_rows"]
-    for n in sizes:
-        mine = []
-        if 0 < n <= args.online_max:
-            mine.append(run_variant(ONLINE, [], n, data, work, None))
-        if 0 < n <= args.python_max:
-            mine.append(run_variant("python", ["--engine", "python"], n, data, work, None))
-        for name, flags in _variants(shards):
-            mine.append(run_variant(name, flags, n, data, work, args.master))
-        checked = check_agreement(mine, events)
-        for row in mine:
-            row["agreement_events"] = checked
-        for engine, limit in ((ONLINE, args.online_max), ("python", args.python_max)):
-            guess = _extrapolate(rows, n, engine) if n > limit else None
-            if guess is not None:
-                mine.insert(0, guess)
-        rows.extend(mine)
-        spark_store = next((r["store"] for r in mine if r["engine"] == "spark"), None)
-        if args.match_events and spark_store is not None:
-            for engine in ("spark", "python"):
-                match_rows.append(
-                    run_match(
-                        engine,
-                        spark_store,
-                        n,
-                        data / "events-match.jsonl",
-                        args.match_events,
-                        work,
-                        args.master,
-                    )
-                )
-        if not args.keep:
+    for profile in args.workloads:
+        data = work / profile
+        summary, events = prepare(data, profile, sizes, count, args.seed)
+        results["workloads"][profile] = {
+            k: v for k, v in summary.items() if k not in ("seconds", "files")
+        }
+        done: list[dict[str, Any]] = []
+        for n in sizes:
+            mine = []
+            if 0 < n <= args.online_max:
+                mine.append(run_variant(ONLINE, [], n, data, work, None))
+            if 0 < n <= args.python_max:
+                mine.append(run_variant("python", ["--engine", "python"], n, data, work, None))
+            for name, flags in _variants(shards):
+                mine.append(run_variant(name, flags, n, data, work, args.master))
+            checked = check_agreement(mine, events[: args.check_events])
             for row in mine:
-                if row.get("store"):
-                    shutil.rmtree(row["store"], ignore_errors=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-        _plot(out, rows)
+                row["agreement_events"] = checked
+            for engine, limit in ((ONLINE, args.online_max), ("python", args.python_max)):
+                guess = _extrapolate(done, n, engine) if n > limit else None
+                if guess is not None:
+                    guess["workload"] = profile
+                    mine.insert(0, guess)
+            done.extend(mine)
+            rows.extend(mine)
+            spark_store = next((r["store"] for r in mine if r["engine"] == "spark"), None)
+            if args.match_events and spark_store is not None:
+                for engine in ("spark", "python"):
+                    match_rows.append(
+                        run_match(
+                            engine,
+                            spark_store,
+                            n,
+                            data / "events-match.jsonl",
+                            args.match_events,
+                            work,
+                            args.master,
+                        )
+                    )
+            if not args.keep:
+                for row in mine:
+                    if row.get("store"):
+                        shutil.rmtree(row["store"], ignore_errors=True)
+            (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+            _plot(out, rows)
     if args.profile:
+        data = work / args.workloads[0]
         _log(f"profiling the hot spots on {PROFILE_SUBS:,} subscriptions")
         report = profile_hot_spots(data, min(PROFILE_SUBS, sizes[-1]))
         (out / "profile.txt").write_text(report)
@@ -598,9 +633,9 @@ def main(args: argparse.Namespace) -> int:
     if match_rows:
         print("\n" + column_table(_MATCH_COLUMNS, match_rows))
     print(
-        f"\nBEGen {summary['attributes']} attributes; wall = `bexdb load` end to end (Spark's "
-        f"start included); stage columns from the load's own figures (BE-B/check: the slowest "
-        f"shard); * = EXTRAPOLATED.  Results and plot in {out}/"
+        "\nBEGen 400 attributes (wide: 480 values each); wall = `bexdb load` end to end "
+        "(Spark's start included); stage columns from the load's own figures (BE-B/check: "
+        f"the slowest shard); * = EXTRAPOLATED.  Results and plot in {out}/"
     )
     return 0
 
