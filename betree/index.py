@@ -36,7 +36,7 @@ from betree.catalog import (
 )
 from betree.check import check_index
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
-from betree.lang.conjuncts import ConjunctMemo
+from betree.lang.conjuncts import ConjunctMemo, forget_older_half
 from betree.lang.dnf import MAX_CLAUSES, to_clauses
 from betree.lang.expr import Node
 from betree.lang.parser import compile_expr
@@ -51,6 +51,9 @@ from storage.store import Store, open_store, refuse_sharded, store_exists
 from storage.txn import ReadTxn, WriteTxn
 
 _SCALAR = ("int", "float", "string")
+#: Atoms whose grid span :meth:`Index.places` keeps (~200 bytes each); when full, the older
+#: half is forgotten.
+SPANS_LIMIT = 1 << 19
 
 
 class Index:
@@ -627,8 +630,8 @@ class Index:
         for atom in clause:
             span = cache.get(atom)
             if span is None:
-                if len(cache) > 200_000:
-                    cache.clear()
+                if len(cache) > SPANS_LIMIT:
+                    forget_older_half(cache)
                 span = cache[atom] = (
                     grid.atom_span(self._types[atom.attr], atom) if atom.requires_defined else ()
                 )

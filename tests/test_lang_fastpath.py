@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from betree import grid
 from betree.index import Index
 from betree.lang.atoms import OrderAtom, _order_atom
-from betree.lang.conjuncts import ConjunctMemo
+from betree.lang.conjuncts import ConjunctMemo, forget_older_half
 from betree.lang.dnf import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
 from betree.lang.expr import (
     And,
@@ -461,7 +461,7 @@ def test_conjunct_memo_gives_the_general_clauses_or_declines(
 def test_conjunct_memo_answers_plain_conjunctions(tmp_path: Path) -> None:
     """It is taken where it should be (else the test above could pass by declining), and
     its places are the index's."""
-    memo = ConjunctMemo(SCHEMA, limit=3)  # cleared often: still right
+    memo = ConjunctMemo(SCHEMA, limit=3)  # halved often: still right
     idx = Index.open(tmp_path / "s", schema=SCHEMA.to_json())
     with_places = ConjunctMemo(SCHEMA, places=idx.places)
     rng = random.Random(7)
@@ -522,3 +522,13 @@ def test_index_compile_errors_are_unchanged_by_the_memo(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput) as info:
             idx.compile(2, "i = 1 and nope = 2")
         assert info.value.column == 11 and "nope" in info.value.message
+
+
+def test_a_full_memo_forgets_its_older_half() -> None:
+    memo: dict[int, int] = {}
+    for k in range(10):
+        if len(memo) >= 4:
+            forget_older_half(memo)
+        memo[k] = k
+        assert len(memo) <= 4 and k in memo
+    assert list(memo) == [6, 7, 8, 9]  # the most recent kept, in order
