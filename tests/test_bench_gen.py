@@ -19,7 +19,7 @@ from betree.lang.expr import And, Node, evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import InvalidInput
-from tools.bench import gen
+from tools.bench import gen, gen_cli
 
 
 def _read_jsonl(path: Path) -> list[Any]:
@@ -124,14 +124,14 @@ def test_unreachable_target_is_reported_not_hidden() -> None:
     _, hi = w.summary["calibration_bounds"]
     assert hi < 0.01
     assert w.summary["scale"] == 1.0
-    assert "WARNING" in gen.format_summary(w.summary)
+    assert "WARNING" in gen_cli.format_summary(w.summary)
 
 
 def test_cli_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
-    gen.add_arguments(parser)
+    gen_cli.add_arguments(parser)
     args = parser.parse_args([str(tmp_path), "--subs", "200", "--events", "20", "--seed", "9"])
-    assert gen.main(args) == 0
+    assert gen_cli.main(args) == 0
     assert "measured match rate" in capsys.readouterr().out
     assert len(_read_jsonl(tmp_path / "subs.jsonl")) == 200
 
@@ -166,8 +166,8 @@ def test_the_wide_profile_repeats_few_predicates(tmp_path: Path) -> None:
         distinct[profile] = len({p for text in texts for p in re.split(r" and (?=a)", text)})
     assert distinct["wide"] > 2.5 * distinct["begen"]  # 2.9x at 20K, 4.7x at 200K
     parser = argparse.ArgumentParser()
-    gen.add_arguments(parser)
+    gen_cli.add_arguments(parser)
     args = parser.parse_args([str(tmp_path / "c"), "--profile", "wide", "--card", "60"])
     args.subs, args.events = 300, 10
-    assert gen.main(args) == 0
+    assert gen_cli.main(args) == 0
     assert json.loads((tmp_path / "c" / "schema.json").read_text())["attributes"]["a1"]["max"] == 59

@@ -64,7 +64,7 @@ class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparser
     ``entry`` (``func`` unless told).  Cost: one import when the command is chosen.
 
         sub = LazyCommands.attach(parser, dest="command")
-        sub.add_lazy("gen", "tools.bench.gen", help="write a synthetic workload")
+        sub.add_lazy("gen", "tools.bench.gen_cli", help="write a synthetic workload")
     """
 
     @classmethod

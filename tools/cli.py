@@ -362,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     # the workload generator, the demo and the benchmarks (numpy, matplotlib) are imported
     # only when chosen: see LazyCommands
     sub.add_lazy(
-        "gen", "tools.bench.gen", "write a synthetic workload (schema, subscriptions, events)"
+        "gen", "tools.bench.gen_cli", "write a synthetic workload (schema, subscriptions, events)"
     )
     sub.add_lazy("demo", "tools.demo", "the main job end to end: generate, load, match, summarize")
     bench = sub.add_parser("bench", help="run a benchmark: table, JSON results and plots")

@@ -7,7 +7,8 @@ docstring saying what it measures and what it costs) and also runs as a script
 * :mod:`tools.bench.harness` -- what they share: progress, statistics, machine facts,
   agreement checks, tables and plots;
 * :mod:`tools.bench.baselines` -- the in-memory indexes bexdb is measured against;
-* :mod:`tools.bench.gen` -- BEGen, the synthetic workload generator (``bexdb gen``).
+* :mod:`tools.bench.gen` -- BEGen, the synthetic workload generator, and
+  :mod:`tools.bench.gen_cli` its command line (``bexdb gen``).
 
 The plots need matplotlib, an optional extra: ``pip install 'bexdb[bench]'``.  Nothing
 outside this package imports it, and ``bexdb`` imports a benchmark only when one is run.

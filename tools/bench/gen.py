@@ -71,7 +71,6 @@ calibration ~1 s; the checks ~1 s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -86,8 +85,7 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import BexdbError, InvalidInput
-from tools.args import at_least, non_negative
-from tools.bench.harness import logger, script
+from tools.bench.harness import logger
 
 #: Workload profiles and what each sets unless given: ``wide`` is BEGen over a domain ten
 #: times wider (module docstring, "Profiles").
@@ -170,6 +168,11 @@ class Params:
                 f"a{d}": {"type": "int", "min": 0, "max": self.card - 1} for d in range(self.dims)
             }
         }
+
+
+def profile_card(profile: str) -> int:
+    """The values per attribute of ``profile`` when ``--card`` is not given."""
+    return int(PROFILES[profile].get("card", DEFAULT_CARD))
 
 
 def _rng(p: Params, stream: int, *more: int) -> np.random.Generator:
@@ -695,114 +698,3 @@ def generate(
         "events": str(out / "events.jsonl"),
     }
     return summary
-
-
-# -- command line ---------------------------------------------------------------------------------
-
-
-def profile_card(profile: str) -> int:
-    """The values per attribute of ``profile`` when ``--card`` is not given."""
-    return int(PROFILES[profile].get("card", DEFAULT_CARD))
-
-
-def format_summary(s: dict[str, Any]) -> str:
-    lines = [
-        f"profile {s['profile']}: {s['subs']:,} subscriptions, {s['events']:,} events over "
-        f"{s['attributes']} int attributes (domain [0, {s['params']['card'] - 1}]), "
-        f"{s['params']['bases']} base events, seed {s['params']['seed']}",
-        f"range scale {s['scale']:.4f}: calibration-sample rate {s['calibration_rate']:.3%} "
-        f"(target {s['target_rate']:.2%}; reachable {s['calibration_bounds'][0]:.3%}"
-        f"..{s['calibration_bounds'][1]:.3%})",
-    ]
-    if "sample_rate" in s:
-        a, b = s["sample"]
-        lines.append(f"measured match rate: {s['sample_rate']:.3%} ({a:,} subs x {b:,} events)")
-        a, b = s["brute_sample"]
-        lines.append(
-            f"  by the reference evaluator: {s['brute_rate']:.3%} ({a:,} x {b:,}; agrees pair "
-            "for pair)"
-        )
-    lo, hi = s["calibration_bounds"]
-    if not lo <= s["target_rate"] <= hi:
-        lines.append(
-            f"WARNING: the target rate {s['target_rate']:.2%} is outside what range widths can "
-            f"reach with {s['params']['bases']} base events; change --bases "
-            "(the rate is about P(match | same base) / bases)"
-        )
-    secs = s.get("seconds", {})
-    lines.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in secs.items()))
-    if "files" in s:
-        lines.append("wrote " + ", ".join(s["files"].values()))
-    return "\n".join(lines)
-
-
-def _share(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
-
-
-def _rate(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a rate between 0 and 1, got {text!r}")
-    return value
-
-
-def _skew(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``bexdb gen``."""
-    parser.add_argument("out_dir", metavar="OUT_DIR", help="directory for the three files")
-    parser.add_argument(
-        "--profile",
-        choices=tuple(PROFILES),
-        default="begen",
-        help="workload profile: begen, or wide (BEGen over 480 values: few repeated predicates)",
-    )
-    parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
-    parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")
-    parser.add_argument(
-        "--dims", type=at_least(EVENT_ATTRS), default=400, help="attributes a0..a{D-1} (400)"
-    )
-    parser.add_argument(
-        "--card", type=at_least(2), help="values per attribute (the profile's: 48, wide 480)"
-    )
-    parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
-    parser.add_argument(
-        "--zipf", type=_skew, default=0.0, help="Zipf skew of attribute choice (0 = uniform)"
-    )
-    parser.add_argument("--eq-share", type=_share, default=0.3, help="share of = predicates (0.3)")
-    parser.add_argument("--bases", type=at_least(1), default=25, help="base events (25)")
-    parser.add_argument(
-        "--target-rate", type=_rate, default=0.01, help="match rate to calibrate to (0.01)"
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run ``bexdb gen``; prints the summary, returns 0."""
-    summary = generate(
-        args.out_dir,
-        subs=args.subs,
-        events=args.events,
-        dims=args.dims,
-        card=args.card,
-        seed=args.seed,
-        zipf=args.zipf,
-        eq_share=args.eq_share,
-        bases=args.bases,
-        target_rate=args.target_rate,
-        profile=args.profile,
-    )
-    print(format_summary(summary))
-    return 0
-
-
-if __name__ == "__main__":
-    script("bexdb gen", __doc__, add_arguments, main)
