@@ -65,12 +65,12 @@ class Index:
     def __init__(self, store: Store, schema: Schema) -> None:
         self.store = store
         self.schema = schema
-        self._types = {name: spec.type for name, spec in schema.attributes.items()}
+        self._types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
         #: per attribute, the grid range the children of a p-node's top bucket halve
         #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
         self.hints = {
-            name: grid.hint_range(spec.type, spec.min, spec.max)
+            name: grid.hint_range(grid.kind_of(spec.type), spec.min, spec.max)
             for name, spec in schema.attributes.items()
         }
         self._always_defined = tuple(
