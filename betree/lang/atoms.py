@@ -30,6 +30,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from betree.lang import special
 from betree.lang.expr import (
     Between,
     BoolAttr,
@@ -43,7 +44,6 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
-from betree.lang import special
 from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
 
 #: A constant of an order atom: a number or a string (never a bool).

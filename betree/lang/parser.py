@@ -40,6 +40,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
+from betree.lang import special
 from betree.lang.expr import (
     And,
     Between,
@@ -60,7 +61,6 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
-from betree.lang import special
 from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
@@ -557,7 +557,7 @@ class _Parser:
                 attr = str(name)
             else:
                 attr = special.DEFAULT_SEGMENTS
-            shape = ("int", "int")
+            shape: tuple[str, ...] = ("int", "int")
         elif func == "within_frequency_cap":
             attr = special.FREQUENCY_CAPS
             if len(args) == 4:
@@ -567,7 +567,7 @@ class _Parser:
             attr = special.LATITUDE
             shape = ("number", "number", "number")
         values: list[Scalar | None] = []
-        for (value, kind, ai), want in zip(args, shape, strict=True):
+        for (given, kind, ai), want in zip(args, shape, strict=True):
             if kind == "none":
                 values.append(None)
                 continue
@@ -575,8 +575,10 @@ class _Parser:
             if not ok:
                 if kind == "ident":
                     self._unexpected(ai, f"{'a number' if want == 'number' else 'a literal'}")
-                self._fail(ai, f"{func} takes {'an integer' if want == 'int' else 'a ' + want} here")
-            values.append(float(value) if want == "number" else value)  # type: ignore[arg-type]
+                self._fail(
+                    ai, f"{func} takes {'an integer' if want == 'int' else 'a ' + want} here"
+                )
+            values.append(float(given) if want == "number" else given)  # type: ignore[arg-type]
         if func == "within_frequency_cap" and values[0] not in special.CAP_TYPES:
             self._fail(
                 args[0][2],

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from betree.lang import special
 from betree.lang.expr import (
     And,
     Between,
@@ -45,7 +46,6 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
-from betree.lang import special
 from betree.lang.lexicon import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, TYPES
 from betree.lang.parser import parse
 from storage.errors import InvalidInput

@@ -164,7 +164,9 @@ def geo_within(lat0: float, lon0: float, lat: float, lon: float, radius: float) 
     return math.asin(half_chord) * 2 * EARTH_RADIUS_KM <= radius
 
 
-def geo_box(lat0: float, lon0: float, radius: float) -> tuple[tuple[float, float], tuple[float, float]] | None:
+def geo_box(
+    lat0: float, lon0: float, radius: float
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """((lat_lo, lat_hi), (lon_lo, lon_hi)) in degrees enclosing every point with a latitude
     in [-90, 90] and a longitude in [-180, 180] within ``radius`` km of (lat0, lon0);
     ``None`` when the radius is negative (no point is within it).  A side that cannot be
@@ -210,9 +212,7 @@ def check_segments(name: str, v: object) -> tuple[tuple[int, int], ...]:
     """A ``segments`` event value: a list of ``[segment_id, timestamp_microseconds]`` pairs
     of integers, returned sorted by segment id (the library's search expects that order)."""
     if not isinstance(v, (list, tuple)):
-        raise InvalidInput(
-            f'attribute "{name}": expected a list of [segment_id, timestamp] pairs'
-        )
+        raise InvalidInput(f'attribute "{name}": expected a list of [segment_id, timestamp] pairs')
     out = []
     for i, pair in enumerate(v):
         if (
@@ -231,8 +231,8 @@ def check_segments(name: str, v: object) -> tuple[tuple[int, int], ...]:
 
 
 def check_frequency_caps(name: str, v: object) -> tuple[tuple[Any, ...], ...]:
-    """A ``frequency_caps`` event value: a list of caps, each ``[type, id, namespace,
-    timestamp_microseconds, count]`` or ``[[type, id, namespace], timestamp, count]`` (the
+    """A ``frequency_caps`` event value: a list of caps, each ``[type, id, namespace, count,
+    timestamp_microseconds]`` or ``[[type, id, namespace], count, timestamp]`` (the
     library's two forms); a null timestamp means none.  Returned as tuples
     ``(type, id, namespace, timestamp, count)``."""
     if not isinstance(v, (list, tuple)):
@@ -241,18 +241,18 @@ def check_frequency_caps(name: str, v: object) -> tuple[tuple[Any, ...], ...]:
     for i, cap in enumerate(v):
         where = f'attribute "{name}": list element {i}'
         if isinstance(cap, (list, tuple)) and len(cap) == 3 and isinstance(cap[0], (list, tuple)):
-            key, ts, count = cap
-            flat = [*key, ts, count] if len(key) == 3 else None
+            key, count, ts = cap
+            flat = [*key, count, ts] if len(key) == 3 else None
         elif isinstance(cap, (list, tuple)) and len(cap) == 5:
             flat = list(cap)
         else:
             flat = None
         if flat is None:
             raise InvalidInput(
-                f"{where} is not [type, id, namespace, timestamp, count] or "
-                "[[type, id, namespace], timestamp, count]"
+                f"{where} is not [type, id, namespace, count, timestamp] or "
+                "[[type, id, namespace], count, timestamp]"
             )
-        kind, cap_id, namespace, ts, count = flat
+        kind, cap_id, namespace, count, ts = flat
         if kind not in CAP_TYPES:
             raise InvalidInput(
                 f"{where}: unknown cap type {kind!r}",
