@@ -307,3 +307,44 @@ def test_event_forms_and_edges() -> None:
     assert evaluate(compile_expr('within_frequency_cap("flight", "a", 0, 0)', schema), empty)
     assert not evaluate(compile_expr('within_frequency_cap("flight", "a", 0, 0)', schema), {})
     assert evaluate(compile_expr('not within_frequency_cap("flight", "a", 0, 0)', schema), {})
+
+
+EDGE_EXPRS = [
+    "e = -9223372036854775808",
+    "e in (9223372036854775807, 0)",
+    "e not in (-9223372036854775808)",
+    "e <> 9223372036854775807",
+    "geo_within_radius(1.7e308, -1.7e308, 1e308)",
+    "geo_within_radius(-0.0, 0.0, 0)",
+    "geo_within_radius(90, 180, 0.001)",
+    "geo_within_radius(-90, -180, 20037.5)",
+    "not geo_within_radius(0, 0, 5e-324)",
+    "segment_within(9223372036854775807, -9223372036854775808)",
+    "segment_before(seg, -9223372036854775808, 9223372036854775807)",
+    'within_frequency_cap("flight", -9223372036854775808, "", 9223372036854775807, 0)',
+]
+EDGE_EVENTS = [
+    {"e": -(2**63), "latitude": 1.7e308, "longitude": -1.7e308},
+    {"e": 2**63 - 1, "latitude": -0.0, "longitude": 0.0},
+    {"e": 0, "latitude": 90.0, "longitude": -180.0, "now": 0},
+    {"latitude": -90.0, "longitude": 180.0, "now": 2**63 - 1},
+    {"latitude": 5e-324, "longitude": -5e-324},
+    {"longitude": 0.0, "seg": [[-(2**63), 2**63 - 1]], "now": -(2**63)},
+    {
+        "now": 2**63 - 1,
+        "segments_with_timestamp": [[2**63 - 1, -(2**63)]],
+        "frequency_caps": [["flight", -(2**63), "", 2**63 - 1, -(2**63)]],
+    },
+    {},
+]
+
+
+def test_edges_of_the_domains_match_the_brute_force(tmp_path: Path) -> None:
+    schema = Schema.from_json(SCHEMA)
+    subs = {f"x{k}": expr for k, expr in enumerate(EDGE_EXPRS)}
+    with Index.open(tmp_path / "s", schema=SCHEMA) as idx:
+        idx.subscribe_many(list(subs.items()))
+        idx.check()
+        for ev in EDGE_EVENTS:
+            assert set(idx.match(ev)) == brute(subs, schema, ev), ev
+        assert idx.match({"e": -(2**63)}) != []
