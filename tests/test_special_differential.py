@@ -348,3 +348,33 @@ def test_edges_of_the_domains_match_the_brute_force(tmp_path: Path) -> None:
         for ev in EDGE_EVENTS:
             assert set(idx.match(ev)) == brute(subs, schema, ev), ev
         assert idx.match({"e": -(2**63)}) != []
+
+
+def test_inference_types_what_the_functions_read() -> None:
+    schema = Schema.infer(
+        [
+            (1, "segment_within(seg, 1, 2) and e = 3"),
+            (2, 'within_frequency_cap("flight", "ns", 1, 0)'),
+            (3, "geo_within_radius(1, 2, 3)"),
+        ]
+    )
+    types = {name: spec.type for name, spec in schema.attributes.items()}
+    assert types == {
+        "seg": "segments",
+        "frequency_caps": "frequency_caps",
+        "now": "int",
+        "latitude": "float",
+        "longitude": "float",
+        "e": "int",
+    }
+    with pytest.raises(InvalidInput, match='"seg"'):
+        Schema.infer([(1, "segment_within(seg, 1, 2)"), (2, "seg = 1")])
+
+
+def test_schema_documents_of_the_new_types_round_trip() -> None:
+    schema = Schema.from_json(SCHEMA)
+    assert Schema.from_json(schema.to_json()) == schema
+    with pytest.raises(InvalidInput, match='"min" does not apply to a segments attribute'):
+        Schema.from_json({"attributes": {"s": {"type": "segments", "min": 1}}})
+    with pytest.raises(InvalidInput, match="signed 64-bit"):
+        Schema.from_json({"attributes": {"e": {"type": "int_enum", "max": 1.5}}})
