@@ -32,6 +32,7 @@ Cost: each test is a few float operations (geo) or one scan of the event's list.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -127,12 +128,61 @@ def truth(func: str, attr: str, args: tuple[Any, ...], event: Event) -> bool:
 
 def holds_factory(test: str, attr: str, arg: object) -> Callable[[Event], bool]:
     """``holds(event)`` of the index's test ``test`` (a function name, or ``not_`` one: the
-    attribute defined and the function false)."""
+    attribute defined and the function false), for validated events.
+
+    The same results as :func:`truth` (the differential tests compare them), faster: a
+    segment is found by bisection in the sorted list, and the geo test keeps the sine and
+    cosine of its centre's latitude (the same floats the formula computes).
+    """
     args: tuple[Any, ...] = arg  # type: ignore[assignment]
     if test.startswith("not_"):
-        func = test[4:]
-        return lambda e: e.get(attr) is not None and not truth(func, attr, args, e)
+        holds = holds_factory(test[4:], attr, arg)
+        return lambda e: e.get(attr) is not None and not holds(e)
+    if test.startswith("segment_"):
+        return _segment_holds(test == "segment_within", attr, args[0], args[1])
+    if test == "geo_within_radius":
+        return _geo_holds(*args)
     return lambda e: truth(test, attr, args, e)
+
+
+def _segment_holds(within: bool, attr: str, sid: int, secs: int) -> Callable[[Event], bool]:
+    key = (sid, -(2**63) - 1)  # before every pair of this id
+
+    def holds(e: Event) -> bool:
+        segments: Any = e.get(attr)
+        now: Any = e.get(NOW)
+        if segments is None or now is None:
+            return False
+        i = bisect_left(segments, key)
+        if i == len(segments) or segments[i][0] != sid:
+            return False
+        ts = segments[i][1]
+        q = ts // 1_000_000 if ts >= 0 else -(-ts // 1_000_000)
+        return (now - secs <= q) if within else (now - secs > q)
+
+    return holds
+
+
+def _geo_holds(lat0: float, lon0: float, radius: float) -> Callable[[Event], bool]:
+    la2 = lat0 * _TO_RAD
+    sin2, cos2 = math.sin(la2), math.cos(la2)
+    sin, cos, sqrt, asin = math.sin, math.cos, math.sqrt, math.asin
+
+    def holds(e: Event) -> bool:
+        lat: Any = e.get(LATITUDE)
+        lon: Any = e.get(LONGITUDE)
+        if lat is None or lon is None:
+            return False
+        dlon = (lon - lon0) * _TO_RAD
+        la1 = lat * _TO_RAD
+        cos1 = cos(la1)
+        dz = sin(la1) - sin2
+        dx = cos(dlon) * cos1 - cos2
+        dy = sin(dlon) * cos1
+        half_chord = sqrt(dx * dx + dy * dy + dz * dz) / 2
+        return half_chord <= 1.0 and asin(half_chord) * 2 * EARTH_RADIUS_KM <= radius
+
+    return holds
 
 
 def call_text(func: str, attr: str, args: tuple[Any, ...], lit: Callable[[Any], str]) -> str:
