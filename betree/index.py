@@ -35,6 +35,7 @@ from betree.catalog import (
     subscription_record,
 )
 from betree.check import check_index
+from betree.direct import DirectAtoms
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.conjuncts import ConjunctMemo
 from betree.lang.dnf import MAX_CLAUSES, to_clauses
@@ -405,7 +406,7 @@ class Index:
         t0 = clock()
         types = self._types
         sat, pages = batching.satisfied(
-            txn, snap["trees"], snap["direct"], snap["next_atom"], self._scalar, batch
+            txn, snap["trees"], snap["grouped"], snap["next_atom"], self._scalar, batch
         )
         t1 = clock()
         coords = [
@@ -461,13 +462,15 @@ class Index:
                     if len(ids):
                         sat[ids] = True
                     pages += pbtree.pages_read
-        for attr, atoms in snap["direct"].items():
+        for attr, group in snap["grouped"].items():
             if attr in values:
-                for aid, atom in atoms:
+                for aid, atom in group.always:
                     if atom.holds(values):
                         sat[aid] = True
+                if group.by_segment:
+                    sat[group.segment_hits(values[attr], values)] = True
             else:
-                for aid, atom in atoms:
+                for aid, atom in group.atoms:
                     if not atom.requires_defined:
                         sat[aid] = True
         tree = BETree(txn, snap["rec"])
@@ -509,6 +512,7 @@ class Index:
             "next_atom": rec["next_atom"],
             "trees": trees,
             "direct": direct,
+            "grouped": {name: DirectAtoms(atoms) for name, atoms in direct.items()},
             "collect": collect,
         }
         auto = collect and self.auto_adjust and not self.store.readonly

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from betree.bulk import build_index
+from betree.direct import DirectAtoms
 from betree.index import Index
 from betree.lang import special
+from betree.lang.atoms import TestAtom
 from betree.lang.dnf import to_clauses
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
@@ -378,3 +380,26 @@ def test_schema_documents_of_the_new_types_round_trip() -> None:
         Schema.from_json({"attributes": {"s": {"type": "segments", "min": 1}}})
     with pytest.raises(InvalidInput, match="signed 64-bit"):
         Schema.from_json({"attributes": {"e": {"type": "int_enum", "max": 1.5}}})
+
+
+def test_segment_hits_are_the_segment_tests_that_hold() -> None:
+    """The index finds segment tests by bisection (betree.direct): exactly those that hold."""
+    rng = random.Random(9)
+    schema = Schema.from_json(SCHEMA)
+    atoms = []
+    for aid in range(400):
+        func = rng.choice(["segment_within", "segment_before"])
+        args = (rng.randint(0, 6), rng.randint(-50, 50))
+        atoms.append((aid, TestAtom("seg", func, args)))
+    atoms.append((400, TestAtom("seg", "not_segment_within", (1, 2))))
+    group = DirectAtoms(atoms)
+    assert [aid for aid, _ in group.always] == [400]
+    for _ in range(300):
+        ev = event(rng)
+        if rng.random() < 0.5:
+            ev["now"] = rng.choice([-(2**63), 0, 2**63 - 1])
+        values = schema.validate_event(ev)
+        if "seg" not in values:
+            continue
+        want = sorted(aid for aid, atom in atoms[:400] if atom.holds(values))
+        assert sorted(group.segment_hits(values["seg"], values)) == want
