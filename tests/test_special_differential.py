@@ -221,7 +221,10 @@ def test_geo_clauses_keep_the_exact_test_and_prune_by_box() -> None:
     clauses = to_clauses(compile_expr("geo_within_radius(45.5, -73.6, 10)", schema))
     inside = max(clauses, key=len)
     assert {a.attr for a in inside} == {"latitude", "longitude"}
-    assert len(clauses) == 3  # the box, and the points beyond each coordinate range
+    assert len(clauses) == 2  # the box, and the points beyond the coordinate ranges
+    assert to_clauses(compile_expr("geo_within_radius(1, 2, 1e5)", schema)) == [
+        (TestAtom("latitude", "geo_within_radius", (1.0, 2.0, 1e5)),)
+    ]
     assert to_clauses(compile_expr("geo_within_radius(1, 2, -1)", schema)) == []
 
 

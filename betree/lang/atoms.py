@@ -80,6 +80,7 @@ TESTS: dict[str, str] = {
 #: negation on a defined attribute (``not_…``); their argument is the function's constants.
 for _func in special.FUNCTIONS:
     TESTS[_func] = TESTS["not_" + _func] = "special"
+TESTS[special.OUT_OF_RANGE] = "special"  # beside geo_within_radius only: never negated
 _TEST_RANK = {t: i for i, t in enumerate(TESTS)}
 #: Each test's negation on a *defined* value (``defined`` has none: it is then false).
 DEFINED_NEGATION = {
@@ -493,7 +494,7 @@ class TestAtom(Atom):
             return f"{a} {t[:-3]} of ({', '.join(literal(v) for v in arg)})"  # type: ignore[attr-defined]
         if t in ("ends_with", "contains"):
             return f"{t}({a}, {literal(arg)})"  # type: ignore[arg-type]
-        if t in special.FUNCTIONS:
+        if t in special.FUNCTIONS or t == special.OUT_OF_RANGE:
             return special.call_text(t, a, arg, literal)  # type: ignore[arg-type]
         pos = self.defined_negation()
         if pos is None:  # cannot happen: every remaining test has a negation
@@ -771,8 +772,9 @@ def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
 def _special(node: Special, pos: bool) -> list[Clause]:
     """A be-tree library function: one test atom, and for ``geo_within_radius`` the box
     around the radius as range atoms on ``latitude`` and ``longitude`` beside it (so that
-    the PB+trees and c-directories prune), with the points outside the coordinate ranges
-    (which the formula accepts too) in two more clauses."""
+    the PB+trees and c-directories prune), with the points beyond the coordinate ranges
+    (which the formula accepts too) in a second clause; one clause when the box is the
+    whole range."""
     t = TestAtom(node.attr, node.func, node.args)
     if not pos:
         return _negated(node.attr, t.defined_negation())
@@ -783,6 +785,8 @@ def _special(node: Special, pos: bool) -> list[Clause]:
     if box is None:
         return []
     (lat_lo, lat_hi), (lon_lo, lon_hi) = box
+    if box == ((-90.0, 90.0), (-180.0, 180.0)):
+        return [(t,)]
     lat, lon = special.LATITUDE, special.LONGITUDE
     inside: Clause = (
         t,
@@ -791,8 +795,4 @@ def _special(node: Special, pos: bool) -> list[Clause]:
         OrderAtom(lon, ((">=", lon_lo),)),
         OrderAtom(lon, (("<=", lon_hi),)),
     )
-    return [
-        inside,
-        (t, OrderAtom(lat, (("<", -90.0), (">", 90.0)))),
-        (t, OrderAtom(lon, (("<", -180.0), (">", 180.0)))),
-    ]
+    return [inside, (t, TestAtom(lat, special.OUT_OF_RANGE, ()))]

@@ -45,6 +45,9 @@ FUNCTIONS = {
     "within_frequency_cap": (4, 5),
     "geo_within_radius": (3,),
 }
+#: The index's test beside ``geo_within_radius`` for points beyond the coordinate ranges
+#: (which its box leaves out): ``latitude`` beyond ±90 or ``longitude`` beyond ±180.
+OUT_OF_RANGE = "coordinates_out_of_range"
 #: The attribute ``segment_within(id, seconds)`` reads when none is named.
 DEFAULT_SEGMENTS = "segments_with_timestamp"
 #: The attribute ``within_frequency_cap`` reads.
@@ -138,11 +141,21 @@ def holds_factory(test: str, attr: str, arg: object) -> Callable[[Event], bool]:
     if test.startswith("not_"):
         holds = holds_factory(test[4:], attr, arg)
         return lambda e: e.get(attr) is not None and not holds(e)
+    if test == OUT_OF_RANGE:
+        return _out_of_range
     if test.startswith("segment_"):
         return _segment_holds(test == "segment_within", attr, args[0], args[1])
     if test == "geo_within_radius":
         return _geo_holds(*args)
     return lambda e: truth(test, attr, args, e)
+
+
+def _out_of_range(e: Event) -> bool:
+    lat: Any = e.get(LATITUDE)
+    lon: Any = e.get(LONGITUDE)
+    if lat is None or lon is None:
+        return False
+    return not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0)
 
 
 def _segment_holds(within: bool, attr: str, sid: int, secs: int) -> Callable[[Event], bool]:
@@ -187,6 +200,8 @@ def _geo_holds(lat0: float, lon0: float, radius: float) -> Callable[[Event], boo
 
 def call_text(func: str, attr: str, args: tuple[Any, ...], lit: Callable[[Any], str]) -> str:
     """The call in the expression language (``lit`` writes a literal)."""
+    if func == OUT_OF_RANGE:
+        return f"({LATITUDE} not between -90 and 90 or {LONGITUDE} not between -180 and 180)"
     if func.startswith("segment_"):
         shown = [attr, *map(lit, args)] if attr != DEFAULT_SEGMENTS else list(map(lit, args))
     elif func == "within_frequency_cap":
