@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from betree.catalog import SubId
-from betree.lang.atoms import Atom
+from betree.direct import DirectAtoms
 from betree.tree import BETree
 from pbtree import PBTree
 
@@ -63,7 +63,7 @@ def words(mask: int, width: int) -> np.ndarray:
 def satisfied(
     txn: Any,
     trees: Mapping[str, dict[str, Any]],
-    direct: Mapping[str, list[tuple[int, Atom]]],
+    direct: Mapping[str, DirectAtoms],
     next_atom: int,
     scalar: frozenset[str],
     batch: Sequence[Mapping[str, object]],
@@ -71,7 +71,8 @@ def satisfied(
     """Phase 1 for a batch: the ``atoms x words`` bit matrix, and the PB+tree pages read.
 
     ``scalar`` names the attributes searched in PB+trees (int, float, string); ``trees``
-    their PB+tree records; ``direct`` the atoms tested per event, by attribute.
+    their PB+tree records; ``direct`` the atoms tested per event, by attribute (segment tests
+    only on the events holding their segment id: :mod:`betree.direct`).
     """
     width = (len(batch) + 63) // 64
     sat = np.zeros((next_atom, width), dtype=np.uint64)
@@ -94,14 +95,22 @@ def satisfied(
             if len(ids):
                 sat[ids] |= words(mask, width)
         pages += pbtree.pages_read
-    for attr, atoms in direct.items():
+    for attr, group in direct.items():
         defined = [attr in values for values in batch]
-        for aid, atom in atoms:
+        for aid, atom in group.always:
             mask = 0
             for e, values in enumerate(batch):
                 if atom.holds(values) if defined[e] else not atom.requires_defined:
                     mask |= 1 << e
             if mask:
+                sat[aid] |= words(mask, width)
+        if group.by_segment:  # found per event by segment id (see betree.direct)
+            masks: dict[int, int] = {}
+            for e, values in enumerate(batch):
+                if defined[e]:
+                    for aid in group.segment_hits(values[attr], values):
+                        masks[aid] = masks.get(aid, 0) | 1 << e
+            for aid, mask in masks.items():
                 sat[aid] |= words(mask, width)
     return sat, pages
 

@@ -207,7 +207,7 @@ class _AtomSpans:
         self.attr = np.full(size, _SKIP, dtype=np.int64)
         self.lo = np.zeros(size, dtype=np.uint64)
         self.hi = np.zeros(size, dtype=np.uint64)
-        kinds = {name: spec.type for name, spec in index.schema.attributes.items()}
+        kinds = {name: grid.kind_of(spec.type) for name, spec in index.schema.attributes.items()}
         for aid, atom in atoms.items():
             if aid == 0 or not atom.requires_defined:
                 continue

@@ -52,6 +52,16 @@ _BOUNDS = {
 }
 
 
+#: Schema types placed on the grid as another type: an ``int_enum`` as an ``int`` (its
+#: ``=`` and ``in`` atoms go to a PB+tree), ``segments`` and ``frequency_caps`` as lists.
+_GRID_KINDS = {"int_enum": "int", "segments": "int_list", "frequency_caps": "int_list"}
+
+
+def kind_of(schema_type: str) -> str:
+    """The grid kind of an attribute of this schema type (the type itself for most)."""
+    return _GRID_KINDS.get(schema_type, schema_type)
+
+
 def _float_coord(x: float) -> int:
     if x == 0.0:
         x = 0.0

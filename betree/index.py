@@ -35,6 +35,7 @@ from betree.catalog import (
     subscription_record,
 )
 from betree.check import check_index
+from betree.direct import DirectAtoms
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.conjuncts import ConjunctMemo, forget_older_half
 from betree.lang.dnf import MAX_CLAUSES, to_clauses
@@ -68,12 +69,12 @@ class Index:
     def __init__(self, store: Store, schema: Schema) -> None:
         self.store = store
         self.schema = schema
-        self._types = {name: spec.type for name, spec in schema.attributes.items()}
+        self._types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
         #: per attribute, the grid range the children of a p-node's top bucket halve
         #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
         self.hints = {
-            name: grid.hint_range(spec.type, spec.min, spec.max)
+            name: grid.hint_range(grid.kind_of(spec.type), spec.min, spec.max)
             for name, spec in schema.attributes.items()
         }
         self._always_defined = tuple(
@@ -408,7 +409,7 @@ class Index:
         t0 = clock()
         types = self._types
         sat, pages = batching.satisfied(
-            txn, snap["trees"], snap["direct"], snap["next_atom"], self._scalar, batch
+            txn, snap["trees"], snap["grouped"], snap["next_atom"], self._scalar, batch
         )
         t1 = clock()
         coords = [
@@ -464,13 +465,15 @@ class Index:
                     if len(ids):
                         sat[ids] = True
                     pages += pbtree.pages_read
-        for attr, atoms in snap["direct"].items():
+        for attr, group in snap["grouped"].items():
             if attr in values:
-                for aid, atom in atoms:
+                for aid, atom in group.always:
                     if atom.holds(values):
                         sat[aid] = True
+                if group.by_segment:
+                    sat[group.segment_hits(values[attr], values)] = True
             else:
-                for aid, atom in atoms:
+                for aid, atom in group.atoms:
                     if not atom.requires_defined:
                         sat[aid] = True
         tree = BETree(txn, snap["rec"])
@@ -512,6 +515,7 @@ class Index:
             "next_atom": rec["next_atom"],
             "trees": trees,
             "direct": direct,
+            "grouped": {name: DirectAtoms(atoms) for name, atoms in direct.items()},
             "collect": collect,
         }
         auto = collect and self.auto_adjust and not self.store.readonly

@@ -5,6 +5,8 @@ types); the index, the loaders and the tools use it.  Its modules, each importin
 ones listed before it:
 
 - :mod:`~betree.lang.lexicon`: keywords, type names, operators, the integer range;
+- :mod:`~betree.lang.special`: the be-tree library's functions (segments, frequency caps,
+  geo radius): their meaning, the box a radius spans, their event values;
 - :mod:`~betree.lang.expr`: the syntax tree and the brute-force reference evaluator;
 - :mod:`~betree.lang.parser`: text to tree (:func:`~betree.lang.parser.parse`), type-checked
   against a schema (:func:`~betree.lang.parser.compile_expr`);

@@ -30,6 +30,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from betree.lang import special
 from betree.lang.expr import (
     Between,
     BoolAttr,
@@ -40,6 +41,7 @@ from betree.lang.expr import (
     IsNull,
     ListOp,
     Node,
+    Special,
     StrFunc,
 )
 from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
@@ -74,6 +76,11 @@ TESTS: dict[str, str] = {
     "contains": "string",
     "not_contains": "string",
 }
+#: The be-tree library's functions (:mod:`betree.lang.special`) as tests, each with its
+#: negation on a defined attribute (``not_…``); their argument is the function's constants.
+for _func in special.FUNCTIONS:
+    TESTS[_func] = TESTS["not_" + _func] = "special"
+TESTS[special.OUT_OF_RANGE] = "special"  # beside geo_within_radius only: never negated
 _TEST_RANK = {t: i for i, t in enumerate(TESTS)}
 #: Each test's negation on a *defined* value (``defined`` has none: it is then false).
 DEFINED_NEGATION = {
@@ -92,6 +99,9 @@ DEFINED_NEGATION = {
     "contains": "not_contains",
     "not_contains": "contains",
 }
+for _func in special.FUNCTIONS:
+    DEFINED_NEGATION[_func] = "not_" + _func
+    DEFINED_NEGATION["not_" + _func] = _func
 _MAX_CHAR = "\U0010ffff"
 
 
@@ -429,6 +439,10 @@ class TestAtom(Atom):
             if len(arg) < 2:
                 raise ValueError(f"non-canonical {test!r} of {arg!r}: use make_test()")
             argkey = tuple(_ckey(v) for v in arg)
+        elif kind == "special":
+            if not isinstance(arg, tuple):
+                raise ValueError(f"test {test!r} takes a tuple of constants")
+            argkey = (2, repr(arg))
         else:
             if not isinstance(arg, str) or not arg:
                 raise ValueError(f"test {test!r} takes a non-empty string: use make_test()")
@@ -439,6 +453,8 @@ class TestAtom(Atom):
         self._set_key((attr, 1, _TEST_RANK[test], argkey))
 
     def _make_holds(self) -> Callable[[Event], bool]:
+        if TESTS[self.test] == "special":
+            return special.holds_factory(self.test, self.attr, self.arg)
         return _TEST_HOLDS[self.test](self.attr, self.arg)
 
     @property
@@ -478,6 +494,8 @@ class TestAtom(Atom):
             return f"{a} {t[:-3]} of ({', '.join(literal(v) for v in arg)})"  # type: ignore[attr-defined]
         if t in ("ends_with", "contains"):
             return f"{t}({a}, {literal(arg)})"  # type: ignore[arg-type]
+        if t in special.FUNCTIONS or t == special.OUT_OF_RANGE:
+            return special.call_text(t, a, arg, literal)  # type: ignore[arg-type]
         pos = self.defined_negation()
         if pos is None:  # cannot happen: every remaining test has a negation
             raise ValueError(t)
@@ -694,6 +712,8 @@ def atom_clauses(node: Node, pos: bool) -> list[Clause]:
         return [(t,)] if pos else _negated(node.attr, t.defined_negation())
     if isinstance(node, StrFunc):
         return _str_func(node, pos)
+    if isinstance(node, Special):
+        return _special(node, pos)
     raise TypeError(f"not an atomic expression node: {node!r}")
 
 
@@ -747,3 +767,32 @@ def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
     if pos:
         return [(t,)] if t is not None else []
     return _negated(a, make_test(a, "not_" + node.func, p))
+
+
+def _special(node: Special, pos: bool) -> list[Clause]:
+    """A be-tree library function: one test atom, and for ``geo_within_radius`` the box
+    around the radius as range atoms on ``latitude`` and ``longitude`` beside it (so that
+    the PB+trees and c-directories prune), with the points beyond the coordinate ranges
+    (which the formula accepts too) in a second clause; one clause when the box is the
+    whole range."""
+    t = TestAtom(node.attr, node.func, node.args)
+    if not pos:
+        return _negated(node.attr, t.defined_negation())
+    if node.func != "geo_within_radius":
+        return [(t,)]
+    lat0, lon0, radius = node.args
+    box = special.geo_box(lat0, lon0, radius)  # type: ignore[arg-type]
+    if box is None:
+        return []
+    (lat_lo, lat_hi), (lon_lo, lon_hi) = box
+    if box == ((-90.0, 90.0), (-180.0, 180.0)):
+        return [(t,)]
+    lat, lon = special.LATITUDE, special.LONGITUDE
+    inside: Clause = (
+        t,
+        OrderAtom(lat, ((">=", lat_lo),)),
+        OrderAtom(lat, (("<=", lat_hi),)),
+        OrderAtom(lon, ((">=", lon_lo),)),
+        OrderAtom(lon, (("<=", lon_hi),)),
+    )
+    return [inside, (t, TestAtom(lat, special.OUT_OF_RANGE, ()))]

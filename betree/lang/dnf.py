@@ -53,6 +53,7 @@ from betree.lang.expr import (
     Node,
     Not,
     Or,
+    Special,
     StrFunc,
 )
 from storage.errors import InvalidInput
@@ -90,7 +91,7 @@ _DNF = set[frozenset[Atom]]
 _TRUE: frozenset[Atom] = frozenset()
 #: Node types a conjunction may hold for :func:`_conjunction_clauses` (no "or", no "not").
 _CONJUNCT_TYPES = frozenset(
-    (Const, Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr, StrFunc)
+    (Const, Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr, StrFunc, Special)
 )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
+from betree.lang import special
 from betree.lang.lexicon import OP_FUNCS
 from storage.errors import InvalidInput
 
@@ -181,6 +182,19 @@ class StrFunc:
     arg: str
 
 
+@dataclass(frozen=True, slots=True)
+class Special:
+    """A function of the be-tree library (:mod:`betree.lang.special`): ``func`` is
+    ``segment_within``, ``segment_before``, ``within_frequency_cap`` or
+    ``geo_within_radius``; ``attr`` the attribute it reads (``latitude`` for the geo one,
+    which reads ``longitude`` too); ``args`` its constants (the frequency cap's are
+    ``(type, id or None, namespace, value, length)``)."""
+
+    func: str
+    attr: str
+    args: tuple[Scalar | None, ...]
+
+
 def _slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...]:
     """The ``__set__`` of each field's slot descriptor (they bypass the frozen check)."""
     return tuple(cls.__dict__[f.name].__set__ for f in fields(cls))
@@ -193,7 +207,7 @@ _IN_LIST_SLOTS = _slot_setters(InList)
 
 Node = (
     Const | Not | And | Or | Compare | Between | InList | Contains | ListOp | IsNull | IsEmpty
-    | BoolAttr | StrFunc
+    | BoolAttr | StrFunc | Special
 )  # fmt: skip
 
 
@@ -213,6 +227,8 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
         return all(evaluate(c, event) for c in node.children)
     if isinstance(node, Or):
         return any(evaluate(c, event) for c in node.children)
+    if isinstance(node, Special):  # may read other attributes too (now, longitude)
+        return special.truth(node.func, node.attr, node.args, event)
     value = event.get(node.attr)
     if isinstance(node, IsNull):
         return (value is not None) if node.negated else (value is None)

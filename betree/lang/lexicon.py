@@ -31,7 +31,10 @@ KEYWORDS = frozenset(
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 #: The attribute types a schema declares.
-TYPES = ("bool", "int", "float", "string", "int_list", "string_list")
+TYPES = (
+    "bool", "int", "float", "string", "int_list", "string_list",
+    "int_enum", "segments", "frequency_caps",
+)  # fmt: skip
 
 #: The range of integer literals and of int attribute values (signed 64-bit).
 INT64_MIN = -(2**63)

@@ -40,6 +40,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
+from betree.lang import special
 from betree.lang.expr import (
     And,
     Between,
@@ -57,6 +58,7 @@ from betree.lang.expr import (
     Not,
     Or,
     Scalar,
+    Special,
     StrFunc,
 )
 from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
@@ -131,10 +133,13 @@ _SCALAR_LITERALS = {
     "float": _NUMERIC,
     "string": frozenset(("str",)),
     "bool": frozenset(("bool",)),
+    "int_enum": frozenset(("int",)),
 }
 _ELEMENT_LITERALS = {"int_list": frozenset(("int",)), "string_list": frozenset(("str",))}
 _ORDERED_TYPES = frozenset(("int", "float", "string"))
-_EQUALITY_TYPES = frozenset(("int", "float", "string", "bool"))
+_EQUALITY_TYPES = frozenset(("int", "float", "string", "bool", "int_enum"))
+_IN_TYPES = _ORDERED_TYPES | {"int_enum"}  # the types "a in (…)" applies to
+_ENUM_HINT = 'an int_enum attribute takes only "=", "<>"/"!=", "in" and "not in"'
 _LIST_TYPES = frozenset(("int_list", "string_list"))
 _INT_TAKING_TYPES = frozenset(("int", "float", "int_list"))  # an int literal always fits these
 _KIND_NAMES = {"int": "int", "float": "float", "str": "string", "bool": "bool"}
@@ -344,10 +349,13 @@ class _Parser:
         i = self.i
         kind = kinds[i]
         if kind == "(":
+            if name.lower() in special.FUNCTIONS:
+                return self._special(name.lower(), ai)
             self._fail(
                 ai,
                 f'unknown function "{name}"',
-                hint="the functions are starts_with, ends_with and contains",
+                hint="the functions are starts_with, ends_with, contains, segment_within, "
+                "segment_before, within_frequency_cap and geo_within_radius",
             )
         spec = self._lookup(name, ai) if self.attrs is not None else None
         if kind in _COMPARE_KINDS:
@@ -366,7 +374,7 @@ class _Parser:
             self.i = i
         if kind == "in":
             self.i = i + 1
-            if spec is not None and spec.type not in _ORDERED_TYPES:
+            if spec is not None and spec.type not in _IN_TYPES:
                 hint = None
                 if spec.type in _LIST_TYPES:
                     hint = f'use "{name} one of (…)", or "v in {name}" for one value'
@@ -397,7 +405,8 @@ class _Parser:
     def _between(self, name: str, spec: AttrSpec | None, i: int, negated: bool) -> Node:
         """``name [not] between lo and hi``; token ``i`` is "between"."""
         if spec is not None and spec.type not in _ORDERED_TYPES:
-            self._type_error(spec, i, '"between"')
+            hint = _ENUM_HINT if spec.type == "int_enum" else None
+            self._type_error(spec, i, '"between"', hint)
         toks = self.toks
         lo_s = toks[i + 1]
         if (  # fast path: two small naturals (on a numeric attribute)
@@ -510,6 +519,96 @@ class _Parser:
             self._unexpected(i + 1, '")"')
         self.i = i + 2
         return StrFunc(func, name, arg)  # type: ignore[arg-type]
+
+    def _special(self, func: str, fi: int) -> Node:
+        """A function of the be-tree library (:mod:`betree.lang.special`); token ``fi`` is
+        its name, the cursor is on "(".  Arguments: literals, and for the segment functions
+        an optional leading attribute name."""
+        kinds = self.kinds
+        i = self.i + 1
+        args: list[tuple[object, str, int]] = []  # (value, kind, token index)
+        if kinds[i] != ")":
+            while True:
+                s = self.toks[i]
+                if kinds[i] is None and s[0] in _IDENT_START:
+                    args.append((s, "ident", i))
+                    i += 1
+                else:
+                    self.i = i
+                    value, lkind = self._literal()
+                    args.append((value, lkind, i))
+                    i = self.i
+                if kinds[i] == ")":
+                    break
+                if kinds[i] != ",":
+                    self._unexpected(i, '"," or ")"')
+                i += 1
+        self.i = i + 1
+        counts = special.FUNCTIONS[func]
+        if len(args) not in counts:
+            want = " or ".join(map(str, counts))
+            self._fail(fi, f"{func} takes {want} arguments, not {len(args)}")
+        attr = ""
+        if func.startswith("segment_"):
+            if len(args) == 3:
+                name, kind, ai = args.pop(0)
+                if kind != "ident":
+                    self._unexpected(ai, "an attribute name")
+                attr = str(name)
+            else:
+                attr = special.DEFAULT_SEGMENTS
+            shape: tuple[str, ...] = ("int", "int")
+        elif func == "within_frequency_cap":
+            attr = special.FREQUENCY_CAPS
+            if len(args) == 4:
+                args.insert(1, (None, "none", -1))
+            shape = ("str", "int", "str", "int", "int")
+        else:
+            attr = special.LATITUDE
+            shape = ("number", "number", "number")
+        values: list[Scalar | None] = []
+        for (given, kind, ai), want in zip(args, shape, strict=True):
+            if kind == "none":
+                values.append(None)
+                continue
+            ok = kind in ("int", "float") if want == "number" else kind == want
+            if not ok:
+                if kind == "ident":
+                    self._unexpected(ai, f"{'a number' if want == 'number' else 'a literal'}")
+                self._fail(
+                    ai, f"{func} takes {'an integer' if want == 'int' else 'a ' + want} here"
+                )
+            values.append(float(given) if want == "number" else given)  # type: ignore[arg-type]
+        if func == "within_frequency_cap" and values[0] not in special.CAP_TYPES:
+            self._fail(
+                args[0][2],
+                f"unknown frequency cap type {values[0]!r}",
+                hint="the types are " + ", ".join(sorted(special.CAP_TYPES)),
+            )
+        if self.attrs is not None:
+            self._check_special(func, attr, fi)
+        return Special(func, attr, tuple(values))
+
+    def _check_special(self, func: str, attr: str, fi: int) -> None:
+        """The attributes a special function reads exist with the right types."""
+        if func == "geo_within_radius":
+            needs = {special.LATITUDE: ("float",), special.LONGITUDE: ("float",)}
+        else:
+            typ = "segments" if func.startswith("segment_") else "frequency_caps"
+            needs = {attr: (typ,), special.NOW: ("int",)}
+        for name, types in needs.items():
+            at = fi  # the function's name, or the attribute named as its first argument
+            if func.startswith("segment_") and name == attr and attr != special.DEFAULT_SEGMENTS:
+                at = fi + 2
+            spec = self.attrs.get(name) if self.attrs is not None else None
+            if spec is None:
+                self._fail(
+                    at,
+                    f'{func} reads attribute "{name}", which the schema does not declare',
+                    hint=f'declare "{name}" with type {types[0]}',
+                )
+            if spec.type not in types:
+                self._fail(at, f'{func} needs {types[0]} attribute "{name}", not {spec.type}')
 
     def _attr_name(self) -> str:
         i = self.i
@@ -662,6 +761,8 @@ class _Parser:
             hint = None
             if spec.type in _LIST_TYPES and (op == "=" or op == "!="):
                 hint = f'use "v in {spec.name}" or "{spec.name} one of (…)"'
+            elif spec.type == "int_enum":
+                hint = _ENUM_HINT
             self._type_error(spec, op_i, f'operator "{self.toks[op_i]}"', hint)
         self._check_scalar_literal(spec, lkind, lit_i)
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from betree.lang import special
 from betree.lang.expr import (
     And,
     Between,
@@ -42,6 +43,7 @@ from betree.lang.expr import (
     Node,
     Not,
     Or,
+    Special,
     StrFunc,
 )
 from betree.lang.lexicon import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, TYPES
@@ -272,9 +274,9 @@ def _check_spec(spec: AttrSpec) -> None:
         bound = getattr(spec, key)
         if bound is None:
             continue
-        if spec.type == "bool":
-            raise InvalidInput(f'{where}: "{key}" does not apply to a bool attribute')
-        if spec.type in ("int", "int_list"):
+        if spec.type in ("bool", "segments", "frequency_caps"):
+            raise InvalidInput(f'{where}: "{key}" does not apply to a {spec.type} attribute')
+        if spec.type in ("int", "int_list", "int_enum"):
             if not _is_int(bound) or not INT64_MIN <= bound <= INT64_MAX:
                 raise InvalidInput(f'{where}: "{key}" must be an integer in signed 64-bit range')
         elif spec.type == "float":
@@ -407,6 +409,9 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
     "string": _check_string,
     "int_list": _list_checker(_check_int, "integers"),
     "string_list": _list_checker(_check_string, "strings"),
+    "int_enum": _check_int,
+    "segments": special.check_segments,
+    "frequency_caps": special.check_frequency_caps,
 }
 
 
@@ -465,6 +470,13 @@ def type_evidence(node: Node) -> Iterable[tuple[str, str]]:
             yield n.attr, "bool"
         elif isinstance(n, StrFunc):
             yield n.attr, "string"
+        elif isinstance(n, Special):
+            if n.func == "geo_within_radius":
+                yield special.LATITUDE, "float"
+                yield special.LONGITUDE, "float"
+            else:
+                yield n.attr, "segments" if n.func.startswith("segment_") else "frequency_caps"
+                yield special.NOW, "int"
 
 
 def settled_type(kinds: Collection[str]) -> str | None:
@@ -476,6 +488,11 @@ def settled_type(kinds: Collection[str]) -> str | None:
 
 def _resolve(kinds: Mapping[str, Mapping[SubId, None]]) -> tuple[str | None, str, list[str]]:
     """(type, "", []) if the evidence settles the type, else (None, reason, offending kinds)."""
+    specials = [k for k in ("segments", "frequency_caps") if k in kinds]
+    if specials:  # only the be-tree functions reveal these types, and nothing else fits them
+        if len(kinds) == 1:
+            return specials[0], "", []
+        return None, _conflict(list(kinds), kinds), list(kinds)
     scalars = [k for k in _SCALARS if k in kinds]
     lists = [k for k in _LISTS if k in kinds]
     scalar_like = scalars + (["scalar"] if "scalar" in kinds else [])
