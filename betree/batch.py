@@ -174,27 +174,50 @@ def reached_pages(
 
 
 def check_pages(pages: list[tuple[PageArrays, int]], sat: np.ndarray, events: int) -> Hits:
-    """Every clause of the reached pages checked for every event of the batch.
+    """Every clause of the reached pages checked for the events of the batch's words
+    (64 events each) that reach its page.
 
-    Returns the satisfied (clause, event) pairs as :class:`Hits`, and counts the
-    (clause, event) candidates: each clause times the events that reached its page.
+    Pages are grouped by the words their reach set touches, and each group checks only
+    those columns of the bit matrix: with the batch in shape order (:func:`shape_order`)
+    most pages are reached from one word of events.  Returns the satisfied
+    (clause, event) pairs as :class:`Hits`, and counts the (clause, event) candidates:
+    each clause times the events that reached its page.
     """
     pages = [p for p in pages if len(p[0][1])]
     hits = Hits(events, sum(len(arrays[1]) * reach.bit_count() for arrays, reach in pages))
-    start = 0
-    while start < len(pages):
-        stop, size = start, 0
-        while stop < len(pages) and (size == 0 or size + len(pages[stop][0][3]) <= CHUNK_ATOMS):
-            size += len(pages[stop][0][3])
-            stop += 1
-        chunk = [arrays for arrays, _ in pages[start:stop]]
-        start = stop
-        lens = np.concatenate([arrays[2] for arrays in chunk])
-        starts = np.zeros(len(lens), dtype=np.intp)
-        np.cumsum(lens[:-1], out=starts[1:])
-        atoms = np.concatenate([arrays[3] for arrays in chunk])
-        hits.add(chunk, np.bitwise_and.reduceat(sat[atoms], starts, axis=0))
+    columns = np.ascontiguousarray(sat.T)  # a word's column, one contiguous row each
+    groups: dict[tuple[int, ...], list[PageArrays]] = {}
+    for arrays, reach in pages:
+        used = tuple(k for k in range(sat.shape[1]) if (reach >> (64 * k)) & _WORD)
+        groups.setdefault(used, []).append(arrays)
+    for used, group in groups.items():
+        cols = np.array(used, dtype=np.intp)
+        start = 0
+        while start < len(group):
+            stop, size = start, 0
+            while stop < len(group) and (size == 0 or size + len(group[stop][3]) <= CHUNK_ATOMS):
+                size += len(group[stop][3])
+                stop += 1
+            chunk = group[start:stop]
+            start = stop
+            lens = np.concatenate([arrays[2] for arrays in chunk])
+            starts = np.zeros(len(lens), dtype=np.intp)
+            np.cumsum(lens[:-1], out=starts[1:])
+            atoms = np.concatenate([arrays[3] for arrays in chunk])
+            rows = np.stack([columns[c].take(atoms) for c in used], axis=1)
+            hits.add(chunk, np.bitwise_and.reduceat(rows, starts, axis=0), cols)
     return hits
+
+
+def shape_order(batch: Sequence[Mapping[str, object]]) -> list[int]:
+    """The batch's events in the order of their shapes (the attributes they define).
+
+    Events of one shape reach the same part of the tree, so in this order a page's reach
+    set falls in few words of the bit matrix and :func:`check_pages` reads fewer columns:
+    on 256 BEGen events over 100K subscriptions, the atoms of pages reached from one word
+    went from 1% to 78%.  Cost: one sort of B short tuples.
+    """
+    return sorted(range(len(batch)), key=lambda e: tuple(sorted(batch[e])))
 
 
 class Hits:
@@ -207,9 +230,9 @@ class Hits:
         self._cids: list[np.ndarray] = []
         self._exts: list[np.ndarray] = []
 
-    def add(self, chunk: list[PageArrays], masks: np.ndarray) -> None:
+    def add(self, chunk: list[PageArrays], masks: np.ndarray, cols: np.ndarray) -> None:
         """The clauses of the concatenated ``chunk`` hold for the events set in ``masks``
-        (one row of words per clause)."""
+        (one row of words per clause; column j is the batch's word ``cols[j]``)."""
         # sparse (a clause holds for few events): unpack only the nonzero bytes, found
         # with one-dimensional nonzero (profiled: 2-D nonzero took a third of the check)
         octets = masks.astype("<u8", copy=False).view(np.uint8)
@@ -219,7 +242,10 @@ class Hits:
         r, k = np.divmod(flat, octets.shape[1])
         bits = np.unpackbits(octets.ravel()[flat], bitorder="little")
         i, b = np.divmod(np.flatnonzero(bits), 8)
-        e = (k[i] * 8 + b).astype(np.int16 if self.events <= 1 << 15 else np.int64)
+        word, octet = np.divmod(k[i], 8)
+        e = (cols[word] * 64 + octet * 8 + b).astype(
+            np.int16 if self.events <= 1 << 15 else np.int64
+        )
         clause = r[i]
         cids = np.concatenate([arrays[0] for arrays in chunk])
         exts = np.empty(len(cids), dtype=object)

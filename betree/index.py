@@ -405,6 +405,8 @@ class Index:
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
             return [ids for part in parts for ids in self.match_many_validated(txn, part)]
+        order = batching.shape_order(batch)
+        batch = [batch[e] for e in order]
         clock = time.perf_counter
         t0 = clock()
         types = self._types
@@ -421,7 +423,9 @@ class Index:
         t2 = clock()
         hits = batching.check_pages(reached, sat, len(batch))
         t3 = clock()
-        found = hits.results()
+        found: list[list[SubId]] = [[] for _ in order]
+        for k, ids in zip(order, hits.results(), strict=True):
+            found[k] = ids
         self.last_stats = {"candidates": hits.candidates, "pages": pages + tree.pages_read}
         self.last_timings = {  # seconds
             "phase1": t1 - t0,
