@@ -64,6 +64,7 @@ import gc
 import io
 import json
 import multiprocessing
+import os
 import pstats
 import resource
 import sys
@@ -324,6 +325,8 @@ def run_size(
     events = w.events
     values = [schema.validate_event(e) for e in events]
     keep = min(CHECKED_EVENTS, len(events))
+    if args.store_dir is not None:
+        os.makedirs(args.store_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bexdb-bench-match-", dir=args.store_dir) as path:
         _log(f"n={n:,}: building the store online ({args.batch} per subscribe_many)")
         row.update(_build(path, w, n, args, settings))
