@@ -17,7 +17,7 @@ from betree.jsonl import loads_line
 from betree.sharded import AnyIndex
 from storage.errors import InvalidInput
 
-BATCH = 256  # events matched per read snapshot
+BATCH = 1024  # events matched per read snapshot (README: Batches)
 
 Result = dict[str, Any]  # {"matches": [...]} or {"error": "..."}
 
