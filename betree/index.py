@@ -540,7 +540,8 @@ class Index:
     def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
         """Why subscription ``ident`` does or does not match ``event``.
 
-        For each clause: every atom with the event value it saw and its truth value; then
+        For each clause: every atom with the event value it saw (and, on an attribute
+        declared ``fold_case``, the value as sent) and its truth value; then
         the index path — from the root, each p-node and c-directory bucket down to the
         c-node whose l-node holds the clause — and where this event's traversal would be
         pruned (an attribute the event does not define, or a value outside the bucket).
@@ -561,14 +562,15 @@ class Index:
                         atoms.append({"atom": "true", "holds": True})
                         continue
                     atom = load_atom(txn, aid)
-                    atoms.append(
-                        {
-                            "atom": atom.to_expr(),
-                            "attribute": atom.attr,
-                            "value": values.get(atom.attr),
-                            "holds": atom.holds(values),
-                        }
-                    )
+                    shown = {
+                        "atom": atom.to_expr(),
+                        "attribute": atom.attr,
+                        "value": values.get(atom.attr),
+                        "holds": atom.holds(values),
+                    }
+                    if atom.attr in self.schema.folded and event.get(atom.attr) is not None:
+                        shown["sent"] = event[atom.attr]  # as sent; "value": as folded
+                    atoms.append(shown)
                 home = load_home(txn, clause_id(codec.decode_u64(sid), k))
                 path = self._path(tree, home, values)
                 clauses.append(

@@ -61,6 +61,7 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
+from betree.lang.fold import fold_constants
 from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
@@ -160,9 +161,11 @@ def compile_expr(text: str, schema: Schema) -> Node:
     README's table of forms), every literal has a type the attribute takes (numbers for int
     and float, integers only for ``int_list``, strings for strings and ``string_list``,
     ``true``/``false`` for bool), and that ``is null``/``is not null`` are not used on an
-    attribute declared ``allow_undefined: false``.
+    attribute declared ``allow_undefined: false``.  String constants on an attribute
+    declared ``fold_case`` come back case-folded (:mod:`betree.lang.fold`).
     """
-    return _Parser(text, schema.attributes).parse()
+    node = _Parser(text, schema.attributes).parse()
+    return fold_constants(node, schema.folded) if schema.folded else node
 
 
 def _tokens(text: str) -> list[str]:

@@ -46,6 +46,7 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
+from betree.lang.fold import fold_value
 from betree.lang.lexicon import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, TYPES
 from betree.lang.parser import parse
 from storage.errors import InvalidInput
@@ -55,20 +56,22 @@ SubId = int | str
 #: A domain hint: a number for numeric attributes, a string for string attributes.
 Bound = int | float | str
 
-_SPEC_KEYS = frozenset(("type", "min", "max", "allow_undefined"))
+_SPEC_KEYS = frozenset(("type", "min", "max", "allow_undefined", "fold_case"))
 
 
 @dataclass(frozen=True, slots=True)
 class AttrSpec:
     """One attribute: its ``type`` (one of :data:`~betree.lang.lexicon.TYPES`), optional
     ``min``/``max`` hints for the BE-Tree's space clustering (values outside them are still
-    legal), and whether an event may leave it undefined."""
+    legal), whether an event may leave it undefined, and whether its strings compare after
+    Unicode case folding (:mod:`betree.lang.fold`; string and string_list only)."""
 
     name: str
     type: str
     min: Bound | None = None
     max: Bound | None = None
     allow_undefined: bool = True
+    fold_case: bool = False
 
     def to_json(self) -> dict[str, object]:
         """The attribute's entry in the schema document (defaults left out)."""
@@ -79,6 +82,8 @@ class AttrSpec:
             out["max"] = self.max
         if not self.allow_undefined:
             out["allow_undefined"] = False
+        if self.fold_case:
+            out["fold_case"] = True
         return out
 
 
@@ -102,7 +107,7 @@ class Schema:
     validate every attribute and raise :class:`~storage.errors.InvalidInput` naming it.
     """
 
-    __slots__ = ("_attrs", "_checkers", "_required")
+    __slots__ = ("_attrs", "_checkers", "_required", "folded")
 
     def __init__(self, specs: Iterable[AttrSpec]) -> None:
         attrs: dict[str, AttrSpec] = {}
@@ -113,8 +118,11 @@ class Schema:
             attrs[spec.name] = spec
         self._attrs: Mapping[str, AttrSpec] = MappingProxyType(attrs)
         self._required = tuple(n for n, s in attrs.items() if not s.allow_undefined)
+        #: The attributes that compare case-folded (:mod:`betree.lang.fold`).
+        self.folded = frozenset(n for n, s in attrs.items() if s.fold_case)
         self._checkers: dict[str, Callable[[str, object], object]] = {
-            n: _CHECKERS[s.type] for n, s in attrs.items()
+            n: _folding(_CHECKERS[s.type]) if s.fold_case else _CHECKERS[s.type]
+            for n, s in attrs.items()
         }
 
     @property
@@ -159,7 +167,7 @@ class Schema:
             if unknown:
                 raise InvalidInput(
                     f'schema: attribute "{name}": unknown key "{unknown[0]}"',
-                    hint='the keys are "type", "min", "max" and "allow_undefined"',
+                    hint='the keys are "type", "min", "max", "allow_undefined" and "fold_case"',
                 )
             if "type" not in entry:
                 raise InvalidInput(f'schema: attribute "{name}" has no "type"')
@@ -170,6 +178,7 @@ class Schema:
                     entry.get("min"),
                     entry.get("max"),
                     entry.get("allow_undefined", True),
+                    entry.get("fold_case", False),
                 )
             )
         return cls(specs)
@@ -270,6 +279,10 @@ def _check_spec(spec: AttrSpec) -> None:
         )
     if not isinstance(spec.allow_undefined, bool):
         raise InvalidInput(f'{where}: "allow_undefined" must be true or false')
+    if not isinstance(spec.fold_case, bool):
+        raise InvalidInput(f'{where}: "fold_case" must be true or false')
+    if spec.fold_case and spec.type not in ("string", "string_list"):
+        raise InvalidInput(f'{where}: "fold_case" applies to string and string_list attributes')
     for key in ("min", "max"):
         bound = getattr(spec, key)
         if bound is None:
@@ -400,6 +413,11 @@ def _list_checker(
         return tuple(out)
 
     return check
+
+
+def _folding(check: Callable[[str, object], object]) -> Callable[[str, object], object]:
+    """``check``, then the value case-folded (an attribute declared ``fold_case``)."""
+    return lambda name, v: fold_value(check(name, v))
 
 
 _CHECKERS: dict[str, Callable[[str, object], object]] = {

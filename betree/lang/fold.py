@@ -1,0 +1,69 @@
+"""Case folding: attributes declared ``"fold_case": true`` compare after Unicode case
+folding (``str.casefold``) in every operator (README: Language).
+
+Why one place: a folded attribute must see folded strings on both sides of every
+comparison, so the constants of an expression are folded once when it is compiled
+(:func:`fold_constants`, from :func:`betree.lang.parser.compile_expr`) and the values of an
+event once when it is validated (:func:`fold_value`, from
+:meth:`betree.lang.schema.Schema.validate_event`); the index, the PB+trees and the
+brute-force evaluator then compare folded strings and need no rule of their own.  Order
+comparisons and ``between`` order folded strings by code point, as unfolded ones.  The
+text of a subscription is kept as given (``bexdb export``); ``explain`` shows an event's
+value as sent and as folded.
+
+Cost: one ``casefold`` per string constant at compile time, one per string (or list
+element) of a folded attribute per event; nothing for attributes that do not fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+from typing import TypeVar
+
+from betree.lang.expr import (
+    And,
+    Between,
+    Compare,
+    Contains,
+    InList,
+    ListOp,
+    Node,
+    Not,
+    Or,
+    StrFunc,
+)
+
+T = TypeVar("T")
+
+
+def fold_value(value: object) -> object:
+    """A validated string, or tuple of strings, folded; anything else as it is."""
+    if isinstance(value, str):
+        return value.casefold()
+    if isinstance(value, tuple):
+        return tuple(x.casefold() if isinstance(x, str) else x for x in value)
+    return value
+
+
+def _fold(x: T) -> T:
+    return x.casefold() if isinstance(x, str) else x  # type: ignore[return-value]
+
+
+def fold_constants(node: Node, folded: Collection[str]) -> Node:
+    """``node`` with every string constant on an attribute of ``folded`` case-folded."""
+    if isinstance(node, (And, Or)):
+        return type(node)(tuple(fold_constants(c, folded) for c in node.children))
+    if isinstance(node, Not):
+        return Not(fold_constants(node.child, folded))
+    if getattr(node, "attr", None) not in folded:
+        return node
+    if isinstance(node, (Compare, Contains)):
+        return replace(node, value=_fold(node.value))
+    if isinstance(node, Between):
+        return replace(node, lo=_fold(node.lo), hi=_fold(node.hi))
+    if isinstance(node, (InList, ListOp)):
+        return replace(node, values=tuple(map(_fold, node.values)))
+    if isinstance(node, StrFunc):
+        return replace(node, arg=node.arg.casefold())
+    return node
