@@ -3,7 +3,7 @@
 - normalization: ``_conjunction_clauses`` (a conjunction of atoms: one clause, no product)
   gives the very clauses of ``_dnf_clauses`` (the general multiplication): same atoms, same
   constants (``1`` and never ``1.0``), same order, same errors;
-- tokenizing: ``_tokens`` (``str.split`` on a plain text) gives ``_TOKEN_RE.findall``;
+- tokenizing: ``_tokens`` (``str.split`` on a plain text) gives ``TOKEN_RE.findall``;
 - parsing: the inline ``name op 12`` conjunct and the ``between``/list shortcuts build the
   nodes of the general path, and leave every error to it;
 - remembered conjuncts: ``ConjunctMemo`` (a plain conjunction joined from its pieces, each
@@ -42,8 +42,9 @@ from betree.lang.expr import (
     Not,
     StrFunc,
 )
-from betree.lang.parser import _PLAIN_MATCH, _TOKEN_RE, _tokens, compile_expr, parse
+from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
+from betree.lang.tokens import PLAIN_MATCH, TOKEN_RE, tokens
 from storage.errors import InvalidInput
 
 SCHEMA = Schema.from_json(
@@ -271,7 +272,7 @@ _TOKEN_PIECES = [
     )
 )
 def test_tokens_match_the_token_regex(text: str) -> None:
-    assert _tokens(text) == _TOKEN_RE.findall(text)
+    assert tokens(text) == TOKEN_RE.findall(text)
 
 
 def test_plain_texts_take_the_split_path() -> None:
@@ -280,10 +281,10 @@ def test_plain_texts_take_the_split_path() -> None:
         "x >= -1 AND (y <> 2 or z != 3)",
         "",
     ):
-        assert _PLAIN_MATCH(text), text
-        assert _tokens(text) == _TOKEN_RE.findall(text)
+        assert PLAIN_MATCH(text), text
+        assert tokens(text) == TOKEN_RE.findall(text)
     for text in ('s = "a b"', "f < 1.5", "a<3", "5-3", "a\t= 1"):
-        assert not _PLAIN_MATCH(text), text
+        assert not PLAIN_MATCH(text), text
 
 
 # -- parsing ---------------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ from betree.lang.expr import (
     StrFunc,
 )
 from betree.lang.lexicon import MAX_NESTING
-from betree.lang.parser import compile_expr, parse, token_columns
+from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
+from betree.lang.tokens import token_columns
 from storage.errors import InvalidInput
 
 A, B, C = BoolAttr("a"), BoolAttr("b"), BoolAttr("c")
@@ -227,7 +228,7 @@ SYNTAX_ERRORS: list[tuple[str, int, str]] = [
     ("1", 2, "unexpected end of expression"),
     ("1 and a", 3, 'unexpected "and", expected a comparison operator or "in"'),
     ("1 < 2", 5, 'unexpected "2", expected an attribute name'),
-    ("a not 3", 7, 'unexpected "3", expected "in" or "between"'),
+    ("a not 3", 7, 'unexpected "3", expected "in", "between", "like" or "matches"'),
     ("a is", 5, "unexpected end of expression"),
     ("a is not empty", 10, 'unexpected "empty", expected "null"'),
     ("a is nothing", 6, 'unexpected "nothing"'),

@@ -5,6 +5,9 @@ types); the index, the loaders and the tools use it.  Its modules, each importin
 ones listed before it:
 
 - :mod:`~betree.lang.lexicon`: keywords, type names, operators, the integer range;
+- :mod:`~betree.lang.tokens`: a text cut into tokens, their kinds and columns;
+- :mod:`~betree.lang.patterns`: ``like`` and ``matches`` on RE2, and a pattern's literal
+  prefix;
 - :mod:`~betree.lang.special`: the be-tree library's functions (segments, frequency caps,
   geo radius): their meaning, the box a radius spans, their event values;
 - :mod:`~betree.lang.expr`: the syntax tree and the brute-force reference evaluator;
@@ -13,6 +16,7 @@ ones listed before it:
 - :mod:`~betree.lang.parser`: text to tree (:func:`~betree.lang.parser.parse`), type-checked
   against a schema (:func:`~betree.lang.parser.compile_expr`);
 - :mod:`~betree.lang.schema`: attribute types, event validation, schema inference;
+- :mod:`~betree.lang.holds`: what each test atom checks on an event;
 - :mod:`~betree.lang.atoms`: the indexable atoms, and the atoms of each atomic form;
 - :mod:`~betree.lang.dnf`: a tree to clauses of atoms (:func:`~betree.lang.dnf.to_clauses`);
 - :mod:`~betree.lang.conjuncts`: the clause of a plain conjunction from its remembered

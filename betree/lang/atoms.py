@@ -30,7 +30,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from betree.lang import special
+from betree.lang import patterns, special
 from betree.lang.expr import (
     Between,
     BoolAttr,
@@ -41,9 +41,11 @@ from betree.lang.expr import (
     IsNull,
     ListOp,
     Node,
+    Pattern,
     Special,
     StrFunc,
 )
+from betree.lang.holds import TEST_HOLDS, pattern_holds
 from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
 
 #: A constant of an order atom: a number or a string (never a bool).
@@ -81,6 +83,10 @@ TESTS: dict[str, str] = {
 for _func in special.FUNCTIONS:
     TESTS[_func] = TESTS["not_" + _func] = "special"
 TESTS[special.OUT_OF_RANGE] = "special"  # beside geo_within_radius only: never negated
+#: ``a like "p"`` / ``a matches "re"`` and their negations on a defined value
+#: (:mod:`betree.lang.patterns`): the argument is the pattern, which may be empty.
+for _kind in ("like", "matches"):
+    TESTS[_kind] = TESTS["not_" + _kind] = "pattern"
 _TEST_RANK = {t: i for i, t in enumerate(TESTS)}
 #: Each test's negation on a *defined* value (``defined`` has none: it is then false).
 DEFINED_NEGATION = {
@@ -99,7 +105,7 @@ DEFINED_NEGATION = {
     "contains": "not_contains",
     "not_contains": "contains",
 }
-for _func in special.FUNCTIONS:
+for _func in (*special.FUNCTIONS, "like", "matches"):
     DEFINED_NEGATION[_func] = "not_" + _func
     DEFINED_NEGATION["not_" + _func] = _func
 _MAX_CHAR = "\U0010ffff"
@@ -439,6 +445,10 @@ class TestAtom(Atom):
             if len(arg) < 2:
                 raise ValueError(f"non-canonical {test!r} of {arg!r}: use make_test()")
             argkey = tuple(_ckey(v) for v in arg)
+        elif kind == "pattern":
+            if not isinstance(arg, str):
+                raise ValueError(f"test {test!r} takes a pattern string")
+            argkey = ((1, arg),)
         elif kind == "special":
             if not isinstance(arg, tuple):
                 raise ValueError(f"test {test!r} takes a tuple of constants")
@@ -455,7 +465,9 @@ class TestAtom(Atom):
     def _make_holds(self) -> Callable[[Event], bool]:
         if TESTS[self.test] == "special":
             return special.holds_factory(self.test, self.attr, self.arg)
-        return _TEST_HOLDS[self.test](self.attr, self.arg)
+        if TESTS[self.test] == "pattern":
+            return pattern_holds(self.attr, self.test, self.arg)  # type: ignore[arg-type]
+        return TEST_HOLDS[self.test](self.attr, self.arg)
 
     @property
     def requires_defined(self) -> bool:
@@ -494,6 +506,8 @@ class TestAtom(Atom):
             return f"{a} {t[:-3]} of ({', '.join(literal(v) for v in arg)})"  # type: ignore[attr-defined]
         if t in ("ends_with", "contains"):
             return f"{t}({a}, {literal(arg)})"  # type: ignore[arg-type]
+        if TESTS[t] == "pattern":
+            return f"{a} {t.replace('_', ' ')} {literal(arg)}"  # type: ignore[arg-type]
         if t in special.FUNCTIONS or t == special.OUT_OF_RANGE:
             return special.call_text(t, a, arg, literal)  # type: ignore[arg-type]
         pos = self.defined_negation()
@@ -508,82 +522,6 @@ class TestAtom(Atom):
         if self.arg is None:
             return f"TestAtom({self.attr!r}, {self.test!r})"
         return f"TestAtom({self.attr!r}, {self.test!r}, {self.arg!r})"
-
-
-def _holds_factories() -> dict[str, Callable[[str, object], Callable[[Event], bool]]]:
-    def undefined(a: str, _: object) -> Callable[[Event], bool]:
-        return lambda e: e.get(a) is None
-
-    def defined(a: str, _: object) -> Callable[[Event], bool]:
-        return lambda e: e.get(a) is not None
-
-    def bool_true(a: str, _: object) -> Callable[[Event], bool]:
-        return lambda e: e.get(a) is True
-
-    def bool_false(a: str, _: object) -> Callable[[Event], bool]:
-        return lambda e: e.get(a) is False
-
-    def empty(a: str, _: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and len(v) == 0  # type: ignore[arg-type]
-
-    def not_empty(a: str, _: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and len(v) > 0  # type: ignore[arg-type]
-
-    def has(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and x in v  # type: ignore[operator]
-
-    def lacks(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and x not in v  # type: ignore[operator]
-
-    def one_of(a: str, xs: object) -> Callable[[Event], bool]:
-        s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and not s.isdisjoint(v)
-
-    def none_of(a: str, xs: object) -> Callable[[Event], bool]:
-        s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and s.isdisjoint(v)
-
-    def all_of(a: str, xs: object) -> Callable[[Event], bool]:
-        s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and s.issubset(v)
-
-    def not_all_of(a: str, xs: object) -> Callable[[Event], bool]:
-        s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and not s.issubset(v)
-
-    def ends_with(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and v.endswith(x)  # type: ignore[attr-defined]
-
-    def not_ends_with(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and not v.endswith(x)  # type: ignore[attr-defined]
-
-    def contains(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and x in v  # type: ignore[operator]
-
-    def not_contains(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and x not in v  # type: ignore[operator]
-
-    return {
-        "undefined": undefined,
-        "defined": defined,
-        "bool_true": bool_true,
-        "bool_false": bool_false,
-        "empty": empty,
-        "not_empty": not_empty,
-        "has": has,
-        "lacks": lacks,
-        "one_of": one_of,
-        "none_of": none_of,
-        "all_of": all_of,
-        "not_all_of": not_all_of,
-        "ends_with": ends_with,
-        "not_ends_with": not_ends_with,
-        "contains": contains,
-        "not_contains": not_contains,
-    }
-
-
-_TEST_HOLDS = _holds_factories()
 
 
 def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
@@ -712,6 +650,8 @@ def atom_clauses(node: Node, pos: bool) -> list[Clause]:
         return [(t,)] if pos else _negated(node.attr, t.defined_negation())
     if isinstance(node, StrFunc):
         return _str_func(node, pos)
+    if isinstance(node, Pattern):
+        return _pattern(node, pos)
     if isinstance(node, Special):
         return _special(node, pos)
     raise TypeError(f"not an atomic expression node: {node!r}")
@@ -767,6 +707,21 @@ def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
     if pos:
         return [(t,)] if t is not None else []
     return _negated(a, make_test(a, "not_" + node.func, p))
+
+
+def _pattern(node: Pattern, pos: bool) -> list[Clause]:
+    """``a like "p"`` and the rest: one test, beside it the range of the pattern's literal
+    prefix (as ``starts_with``), so that the PB+tree and the c-directory prune."""
+    a = node.attr
+    t = TestAtom(a, ("not_" if node.negated else "") + node.kind, node.pattern)
+    if not pos:
+        return _negated(a, t.defined_negation())
+    prefix = "" if node.negated else patterns.literal_prefix(node.kind, node.pattern)
+    if not prefix:
+        return [(t,)]
+    succ = string_successor(prefix)
+    ge = OrderAtom(a, ((">=", prefix),))
+    return [(ge, t) if succ is None else (ge, OrderAtom(a, (("<", succ),)), t)]
 
 
 def _special(node: Special, pos: bool) -> list[Clause]:

@@ -53,6 +53,7 @@ from betree.lang.expr import (
     Node,
     Not,
     Or,
+    Pattern,
     Special,
     StrFunc,
 )
@@ -91,7 +92,20 @@ _DNF = set[frozenset[Atom]]
 _TRUE: frozenset[Atom] = frozenset()
 #: Node types a conjunction may hold for :func:`_conjunction_clauses` (no "or", no "not").
 _CONJUNCT_TYPES = frozenset(
-    (Const, Compare, Between, InList, Contains, ListOp, IsNull, IsEmpty, BoolAttr, StrFunc, Special)
+    (
+        Const,
+        Compare,
+        Between,
+        InList,
+        Contains,
+        ListOp,
+        IsNull,
+        IsEmpty,
+        BoolAttr,
+        StrFunc,
+        Pattern,
+        Special,
+    )
 )
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
+import re2
+
 from betree.lang import special
 from betree.lang.lexicon import OP_FUNCS
 from storage.errors import InvalidInput
@@ -183,6 +185,17 @@ class StrFunc:
 
 
 @dataclass(frozen=True, slots=True)
+class Pattern:
+    """``attr like "p"`` / ``attr matches "re"`` (``kind``), or ``attr not like …`` /
+    ``attr not matches …`` when ``negated``: the whole value (:mod:`betree.lang.patterns`)."""
+
+    attr: str
+    kind: str
+    pattern: str
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Special:
     """A function of the be-tree library (:mod:`betree.lang.special`): ``func`` is
     ``segment_within``, ``segment_before``, ``within_frequency_cap`` or
@@ -207,7 +220,7 @@ _IN_LIST_SLOTS = _slot_setters(InList)
 
 Node = (
     Const | Not | And | Or | Compare | Between | InList | Contains | ListOp | IsNull | IsEmpty
-    | BoolAttr | StrFunc | Special
+    | BoolAttr | StrFunc | Pattern | Special
 )  # fmt: skip
 
 
@@ -268,4 +281,34 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
         if node.func == "contains":
             return node.arg in value
         raise ValueError(f"unknown string function {node.func!r}")
+    if isinstance(node, Pattern):
+        if node.kind == "like":
+            found = like_holds(node.pattern, value)  # type: ignore[arg-type]
+        else:  # RE2's syntax is the definition: RE2 itself
+            found = re2.fullmatch(node.pattern, value) is not None  # type: ignore[arg-type]
+        return not found if node.negated else found
     raise TypeError(f"not an expression node: {node!r}")
+
+
+def like_holds(pattern: str, value: str) -> bool:
+    """``value like pattern``, by the definition and nothing else (the index uses RE2):
+    which prefixes of ``value`` the pattern's first k tokens can match, token by token."""
+    tokens: list[tuple[str, str]] = []  # ("*", ""), ("?", ""), or ("=", a character)
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            tokens.append(("=", pattern[i + 1]))
+            i += 2
+        else:
+            c = pattern[i]
+            tokens.append((c, "") if c in "*?" else ("=", c))
+            i += 1
+    ends = {0}  # lengths of the prefixes of value matched so far
+    for kind, c in tokens:
+        if kind == "*":
+            ends = set(range(min(ends), len(value) + 1)) if ends else set()
+        elif kind == "?":
+            ends = {n + 1 for n in ends if n < len(value)}
+        else:
+            ends = {n + 1 for n in ends if n < len(value) and value[n] == c}
+    return len(value) in ends

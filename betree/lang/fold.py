@@ -31,6 +31,7 @@ from betree.lang.expr import (
     Node,
     Not,
     Or,
+    Pattern,
     StrFunc,
 )
 
@@ -66,4 +67,8 @@ def fold_constants(node: Node, folded: Collection[str]) -> Node:
         return replace(node, values=tuple(map(_fold, node.values)))
     if isinstance(node, StrFunc):
         return replace(node, arg=node.arg.casefold())
+    if isinstance(node, Pattern):  # a regex keeps its escapes: RE2's case-insensitive mode
+        if node.kind == "like":
+            return replace(node, pattern=node.pattern.casefold())
+        return replace(node, pattern=f"(?i:{node.pattern})")
     return node

@@ -23,7 +23,7 @@ from typing import Any
 KEYWORDS = frozenset(
     {
         "and", "or", "not", "in", "between", "one", "none", "all", "of", "is", "null", "empty",
-        "true", "false", "starts_with", "ends_with", "contains",
+        "true", "false", "starts_with", "ends_with", "contains", "like", "matches",
     }
 )  # fmt: skip
 

@@ -34,13 +34,12 @@ And(children=(Between(attr='price', lo=20, hi=40, negated=False),
 from __future__ import annotations
 
 import difflib
-import itertools
 import math
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from betree.lang import special
+from betree.lang import patterns, special
 from betree.lang.expr import (
     And,
     Between,
@@ -57,62 +56,20 @@ from betree.lang.expr import (
     Node,
     Not,
     Or,
+    Pattern,
     Scalar,
     Special,
     StrFunc,
 )
 from betree.lang.fold import fold_constants
 from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
+from betree.lang.tokens import KIND_GET, token_columns, tokens
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
     from betree.lang.schema import AttrSpec, Schema
 
-# One token per match (leading whitespace skipped): an identifier or keyword, an operator, a
-# number-like run (a number followed by letters, digits or dots is one malformed token, not
-# two), a string, ".5", or any other single non-space character (always an error).
-_TOKEN_RE = re.compile(
-    r"""[ \t\r\n\f\v]*(
-      [A-Za-z_][A-Za-z0-9_-]*
-    | <=|>=|<>|!=|&&|\|\||[(),<>=]
-    | -?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_.]*
-    | "[^"\\]*(?:\\.[^"\\]*)*"
-    | '[^'\\]*(?:\\.[^'\\]*)*'
-    | \.[0-9]+
-    | [^ \t\r\n\f\v]
-    )""",
-    re.VERBOSE | re.DOTALL,
-)
-_FINDALL = _TOKEN_RE.findall
-# A text made only of spaces, "(", ")", ",", and identifiers, integers and operators each
-# delimited by those (or the ends): then its tokens are what str.split() gives once "(", ")"
-# and "," are padded with spaces, about twice as fast as _FINDALL.  (Each alternative below
-# is one whole token of _TOKEN_RE; the lookaheads reject a token glued to another, such as
-# "a<3" or "5-3"; anything else, such as a string, a float or a tab, fails the match.)
-_PLAIN_MATCH = re.compile(
-    r"""(?:[ (),]*+(?:
-        [A-Za-z_][A-Za-z0-9_-]*+ (?![<>=!])
-      | -?+[0-9][A-Za-z0-9_]*+ (?![<>=!-])
-      | (?:<[=>]?+|>=?+|!=|=) (?![<>=!A-Za-z0-9_-])
-    ))*+[ (),]*+""",
-    re.VERBOSE,
-).fullmatch
 _FLOAT_RE = re.compile(r"-?[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)\Z")
 
-
-def _case_variants(word: str) -> list[str]:
-    pools = [(c.lower(), c.upper()) if c.isalpha() else (c,) for c in word]
-    return ["".join(p) for p in itertools.product(*pools)]
-
-
-# Token text -> kind, for keywords (every spelling) and operators; other tokens map to None.
-_KIND_OF: dict[str, str] = {
-    "<": "<", "<=": "<=", ">": ">", ">=": ">=", "=": "=", "!=": "!=", "<>": "!=",
-    "&&": "and", "||": "or", "(": "(", ")": ")", ",": ",",
-}  # fmt: skip
-for _kw in KEYWORDS:
-    for _v in _case_variants(_kw):
-        _KIND_OF[_v] = _kw
-_KIND_GET = _KIND_OF.get
 
 _IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NUMBER_START = frozenset("-0123456789")
@@ -120,7 +77,8 @@ _COMPARE_KINDS = frozenset(COMPARE_OPS)
 _LIST_OPS = {"one": "one_of", "none": "none_of", "all": "all_of"}
 _STR_FUNCS = frozenset(("starts_with", "ends_with", "contains"))
 # After a reserved word, these tokens show that it was meant as an attribute name.
-_AFTER_ATTR = _COMPARE_KINDS | {"in", "is", "between", "one", "none", "all"}
+_AFTER_ATTR = _COMPARE_KINDS | {"in", "is", "between", "one", "none", "all", "like", "matches"}
+_AFTER_NOT = frozenset(("in", "between", "like", "matches"))  # "a not …"
 _AFTER_NOT_ATTR = _COMPARE_KINDS | {"is", "between"}  # "not" may precede "in" legally
 _AFTER_TRUE_LITERAL = _COMPARE_KINDS | {"in", "not"}  # "true = b", "true in a" (rejected)
 
@@ -168,18 +126,6 @@ def compile_expr(text: str, schema: Schema) -> Node:
     return fold_constants(node, schema.folded) if schema.folded else node
 
 
-def _tokens(text: str) -> list[str]:
-    """The token strings of ``text``: ``_TOKEN_RE.findall(text)``, faster on a plain text."""
-    if _PLAIN_MATCH(text):
-        return text.replace("(", " ( ").replace(")", " ) ").replace(",", " , ").split()
-    return _FINDALL(text)
-
-
-def token_columns(text: str) -> list[int]:
-    """The 1-based column of every token of ``text`` (for error reports and tests)."""
-    return [m.start(1) + 1 for m in _TOKEN_RE.finditer(text)]
-
-
 def _clip(s: str, width: int = 24) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
@@ -194,8 +140,8 @@ class _Parser:
         if not isinstance(text, str):
             raise ExpressionError(f"an expression must be a string, not {type(text).__name__}", 1)
         self.text = text
-        toks: list[str] = _tokens(text)
-        kinds: list[str | None] = list(map(_KIND_GET, toks))
+        toks: list[str] = tokens(text)
+        kinds: list[str | None] = list(map(KIND_GET, toks))
         toks.append("")
         kinds.append("eof")
         self.toks = toks
@@ -370,8 +316,8 @@ class _Parser:
         negated = False
         if kind == "not":
             kind = kinds[i + 1]
-            if kind != "in" and kind != "between":
-                self._unexpected(i + 1, '"in" or "between" after "not"')
+            if kind not in _AFTER_NOT:
+                self._unexpected(i + 1, '"in", "between", "like" or "matches" after "not"')
             negated = True
             i += 1
             self.i = i
@@ -385,6 +331,8 @@ class _Parser:
             return InList(name, self._list(spec), negated)
         if kind == "between":
             return self._between(name, spec, i, negated)
+        if kind == "like" or kind == "matches":
+            return self._pattern(name, spec, i, kind, negated)
         if kind in _LIST_OPS:
             if kinds[i + 1] != "of":
                 self._unexpected(i + 1, '"of"')
@@ -404,6 +352,19 @@ class _Parser:
                 "(only bool attributes can)",
             )
         return BoolAttr(name)
+
+    def _pattern(self, name: str, spec: AttrSpec | None, i: int, kind: str, negated: bool) -> Node:
+        """``name [not] like "p"`` / ``matches "re"``; token ``i`` is the operator."""
+        if spec is not None and spec.type != "string":
+            self._type_error(spec, i, f'"{kind}"')
+        self.i = i + 1
+        value, lkind = self._literal()
+        if lkind != "str":
+            self._fail(i + 1, f'"{kind}" takes a string pattern')
+        found = patterns.problem(kind, str(value))
+        if found is not None:
+            self._fail(i + 1, found[0], offset=found[1] + 1)
+        return Pattern(name, kind, str(value), negated)
 
     def _between(self, name: str, spec: AttrSpec | None, i: int, negated: bool) -> Node:
         """``name [not] between lo and hi``; token ``i`` is "between"."""

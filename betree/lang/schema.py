@@ -43,6 +43,7 @@ from betree.lang.expr import (
     Node,
     Not,
     Or,
+    Pattern,
     Special,
     StrFunc,
 )
@@ -486,7 +487,7 @@ def type_evidence(node: Node) -> Iterable[tuple[str, str]]:
             yield n.attr, "any"
         elif isinstance(n, BoolAttr):
             yield n.attr, "bool"
-        elif isinstance(n, StrFunc):
+        elif isinstance(n, (StrFunc, Pattern)):
             yield n.attr, "string"
         elif isinstance(n, Special):
             if n.func == "geo_within_radius":
