@@ -54,7 +54,12 @@ _BOUNDS = {
 
 #: Schema types placed on the grid as another type: an ``int_enum`` as an ``int`` (its
 #: ``=`` and ``in`` atoms go to a PB+tree), ``segments`` and ``frequency_caps`` as lists.
-_GRID_KINDS = {"int_enum": "int", "segments": "int_list", "frequency_caps": "int_list"}
+_GRID_KINDS = {
+    "int_enum": "int",
+    "segments": "int_list",
+    "frequency_caps": "int_list",
+    "ip": "string",  # addresses as order-preserving string keys (betree.lang.ipaddr)
+}
 
 
 def kind_of(schema_type: str) -> str:

@@ -71,6 +71,8 @@ class Index:
         self.schema = schema
         self._types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
+        #: Attributes whose event values are matched transformed (folded, or ip keys).
+        self._keyed = schema.folded | {n for n, s in schema.attributes.items() if s.type == "ip"}
         #: per attribute, the grid range the children of a p-node's top bucket halve
         #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
         self.hints = {
@@ -541,7 +543,7 @@ class Index:
         """Why subscription ``ident`` does or does not match ``event``.
 
         For each clause: every atom with the event value it saw (and, on an attribute
-        declared ``fold_case``, the value as sent) and its truth value; then
+        declared ``fold_case`` or of type ``ip``, the value as sent) and its truth value; then
         the index path — from the root, each p-node and c-directory bucket down to the
         c-node whose l-node holds the clause — and where this event's traversal would be
         pruned (an attribute the event does not define, or a value outside the bucket).
@@ -568,8 +570,8 @@ class Index:
                         "value": values.get(atom.attr),
                         "holds": atom.holds(values),
                     }
-                    if atom.attr in self.schema.folded and event.get(atom.attr) is not None:
-                        shown["sent"] = event[atom.attr]  # as sent; "value": as folded
+                    if atom.attr in self._keyed and event.get(atom.attr) is not None:
+                        shown["sent"] = event[atom.attr]  # as sent; "value": as matched
                     atoms.append(shown)
                 home = load_home(txn, clause_id(codec.decode_u64(sid), k))
                 path = self._path(tree, home, values)

@@ -165,7 +165,7 @@ def test_load_explain_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(out[0]["matches"]) == [1, 2] and out[1]["matches"] == []
     assert main(["explain", store, "1", '{"city": "Straße"}']) == 0
-    assert 'saw "strasse", folded from "Straße"' in capsys.readouterr().out
+    assert 'saw "strasse", sent "Straße"' in capsys.readouterr().out
     assert main(["export", store]) == 0
     exported = {json.loads(line)["expr"] for line in capsys.readouterr().out.splitlines()}
     assert exported == {'city = "STRASSE"', '"rock" in tags'}

@@ -71,7 +71,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for atom in clause["atoms"]:
             seen = f" (saw {_shown(atom['value'])})" if "value" in atom else ""
             if "sent" in atom:
-                seen = f" (saw {_shown(atom['value'])}, folded from {_shown(atom['sent'])})"
+                seen = f" (saw {_shown(atom['value'])}, sent {_shown(atom['sent'])})"
             print(f"  {'true ' if atom['holds'] else 'false'}  {atom['atom']}{seen}")
         where = " -> ".join(
             f"{s['attribute']}:{s['bucket'] if s['bucket'] == 'top' else tuple(s['bucket'])}"

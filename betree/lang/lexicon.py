@@ -33,7 +33,7 @@ IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 #: The attribute types a schema declares.
 TYPES = (
     "bool", "int", "float", "string", "int_list", "string_list",
-    "int_enum", "segments", "frequency_caps",
+    "int_enum", "segments", "frequency_caps", "ip",
 )  # fmt: skip
 
 #: The range of integer literals and of int attribute values (signed 64-bit).

@@ -37,9 +37,9 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from betree.lang import patterns, special
+from betree.lang import ipaddr, patterns, special
 from betree.lang.expr import (
     And,
     Between,
@@ -93,11 +93,12 @@ _SCALAR_LITERALS = {
     "string": frozenset(("str",)),
     "bool": frozenset(("bool",)),
     "int_enum": frozenset(("int",)),
+    "ip": frozenset(("str",)),
 }
 _ELEMENT_LITERALS = {"int_list": frozenset(("int",)), "string_list": frozenset(("str",))}
 _ORDERED_TYPES = frozenset(("int", "float", "string"))
-_EQUALITY_TYPES = frozenset(("int", "float", "string", "bool", "int_enum"))
-_IN_TYPES = _ORDERED_TYPES | {"int_enum"}  # the types "a in (…)" applies to
+_EQUALITY_TYPES = frozenset(("int", "float", "string", "bool", "int_enum", "ip"))
+_IN_TYPES = _ORDERED_TYPES | {"int_enum", "ip"}  # the types "a in (…)" applies to
 _ENUM_HINT = 'an int_enum attribute takes only "=", "<>"/"!=", "in" and "not in"'
 _LIST_TYPES = frozenset(("int_list", "string_list"))
 _INT_TAKING_TYPES = frozenset(("int", "float", "int_list"))  # an int literal always fits these
@@ -312,6 +313,7 @@ class _Parser:
             value, lkind = self._literal()
             if spec is not None:
                 self._check_compare(spec, i, lkind, i + 1)
+                value = self._ip(spec, value, i + 1)
             return Compare(name, kind, value)
         negated = False
         if kind == "not":
@@ -322,6 +324,8 @@ class _Parser:
             i += 1
             self.i = i
         if kind == "in":
+            if self.toks[i + 1].lower() == "cidr" and kinds[i + 2] == "(":
+                return self._cidr(name, spec, i, negated)
             self.i = i + 1
             if spec is not None and spec.type not in _IN_TYPES:
                 hint = None
@@ -352,6 +356,41 @@ class _Parser:
                 "(only bool attributes can)",
             )
         return BoolAttr(name)
+
+    def _ip(self, spec: AttrSpec, value: Any, i: int) -> Any:
+        """An ``ip`` attribute's literal (token ``i``) as its key; others as they are."""
+        if spec.type != "ip":
+            return value
+        try:
+            return ipaddr.key(value)
+        except ValueError as exc:
+            self._fail(i, str(exc))
+
+    def _cidr(self, name: str, spec: AttrSpec | None, i: int, negated: bool) -> Node:
+        """``name [not] in cidr("a/n", …)``: one key range per block; token ``i`` is "in"."""
+        if spec is not None and spec.type != "ip":
+            self._type_error(spec, i, '"in cidr(…)"')
+        kinds, toks = self.kinds, self.toks
+        ranges: list[Node] = []
+        j = i + 3
+        while True:
+            s = toks[j]
+            if kinds[j] is not None or s[0] not in "\"'":
+                self._unexpected(j, "a CIDR block in quotes")
+            try:
+                lo, hi = ipaddr.cidr_range(self._scalar(j, s)[0])  # type: ignore[arg-type]
+            except ValueError as exc:
+                self._fail(j, str(exc))
+            ranges.append(Between(name, lo, hi, negated))
+            if kinds[j + 1] == ")":
+                break
+            if kinds[j + 1] != ",":
+                self._unexpected(j + 1, '"," or ")"')
+            j += 2
+        self.i = j + 2
+        if len(ranges) == 1:
+            return ranges[0]
+        return And(tuple(ranges)) if negated else Or(tuple(ranges))
 
     def _pattern(self, name: str, spec: AttrSpec | None, i: int, kind: str, negated: bool) -> Node:
         """``name [not] like "p"`` / ``matches "re"``; token ``i`` is the operator."""
@@ -442,6 +481,7 @@ class _Parser:
             spec = self._lookup(name, i + 1) if self.attrs is not None else None
             if spec is not None:
                 self._check_compare(spec, i, lkind, li)
+                value = self._ip(spec, value, li)
             return Compare(name, FLIP[kind], value)
         negated = kind == "not"
         if negated:
@@ -695,7 +735,7 @@ class _Parser:
                 first = kind
             elif (kind == "str") != (first == "str"):
                 self._fail(i, "a list mixes strings and numbers")
-            values.append(value)
+            values.append(self._ip(spec, value, i) if spec is not None else value)
             sep = kinds[i + 1]
             i += 2
             if sep == ")":

@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from betree.lang import special
+from betree.lang import ipaddr, special
 from betree.lang.expr import (
     And,
     Between,
@@ -288,7 +288,7 @@ def _check_spec(spec: AttrSpec) -> None:
         bound = getattr(spec, key)
         if bound is None:
             continue
-        if spec.type in ("bool", "segments", "frequency_caps"):
+        if spec.type in ("bool", "segments", "frequency_caps", "ip"):
             raise InvalidInput(f'{where}: "{key}" does not apply to a {spec.type} attribute')
         if spec.type in ("int", "int_list", "int_enum"):
             if not _is_int(bound) or not INT64_MIN <= bound <= INT64_MAX:
@@ -416,6 +416,16 @@ def _list_checker(
     return check
 
 
+def _check_ip(name: str, v: object) -> str:
+    """An IPv4 or IPv6 address as its key (:mod:`betree.lang.ipaddr`)."""
+    if not isinstance(v, str):
+        raise _bad(name, "an IP address string", v)
+    try:
+        return ipaddr.key(v)
+    except ValueError as exc:
+        raise InvalidInput(f'attribute "{name}": {exc}') from None
+
+
 def _folding(check: Callable[[str, object], object]) -> Callable[[str, object], object]:
     """``check``, then the value case-folded (an attribute declared ``fold_case``)."""
     return lambda name, v: fold_value(check(name, v))
@@ -431,6 +441,7 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
     "int_enum": _check_int,
     "segments": special.check_segments,
     "frequency_caps": special.check_frequency_caps,
+    "ip": _check_ip,
 }
 
 
