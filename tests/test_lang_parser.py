@@ -260,7 +260,7 @@ SYNTAX_ERRORS: list[tuple[str, int, str]] = [
     ("prïce = 1", 3, 'unexpected character "ï"'),
     ("a = 1 ; b", 7, 'unexpected character ";"'),
     ("a =\u00a01", 4, "unexpected character U+00A0"),
-    ("a.b = 1", 2, 'unexpected character "."'),
+    ("a. = 1", 2, 'unexpected character "."'),
     ("a = ²", 5, 'unexpected character "²"'),  # a Unicode digit is not a number
     ("a in (1, ١)", 10, 'unexpected character "١"'),
     ("a = 1١", 6, 'unexpected character "١"'),

@@ -288,3 +288,26 @@ def test_a_store_replaced_between_runs_is_reopened_by_the_warm_workers(
     match_events(store, [str(events)], out, spark=spark, split_bytes=2048)
     _, expected = single_process(store, events, capsys)
     assert by_line(output(out)) == by_line([{"line": n, **r} for n, r in expected.items()])
+
+
+@pytest.mark.spark
+def test_nested_json_and_parquet_structs(spark: Any, tmp_path: Path) -> None:
+    """Events that nest (JSON objects, Parquet structs and lists of structs) are matched
+    on Spark as the single process matches them: as dotted paths."""
+    schema = {"attributes": {"user.age": {"type": "int"}, "items.sku": {"type": "string_list"}}}
+    with Index.open(tmp_path / "store", schema=schema) as idx:
+        idx.subscribe_many([(1, "user.age > 18"), (2, "items.sku one of ('a')")])
+    docs = [
+        {"user": {"age": 30}, "items": [{"sku": "a"}, {"sku": "b"}]},
+        {"user": {"age": 10}, "items": [{"sku": "c"}]},
+        {"user": {"age": 20}, "items": [{"sku": "a"}]},
+    ]
+    jsonl = tmp_path / "e.jsonl"
+    jsonl.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    pq.write_table(pa.Table.from_pylist(docs), tmp_path / "e.parquet")
+    expected = [[1, 2], [], [1, 2]]
+    for name in ("e.jsonl", "e.parquet"):
+        out = tmp_path / f"out-{name}"
+        match_events(str(tmp_path / "store"), [str(tmp_path / name)], out, spark=spark)
+        found = by_line(output(out))
+        assert [sorted(found[n]["matches"]) for n in (1, 2, 3)] == expected, name

@@ -28,7 +28,8 @@ KEYWORDS = frozenset(
 )  # fmt: skip
 
 #: What an attribute name looks like.
-IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+#: A dotted path (``user.age``) names an attribute of a nested event (betree.lang.paths).
+IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*\Z")
 
 #: The attribute types a schema declares.
 TYPES = (

@@ -50,6 +50,7 @@ from betree.lang.expr import (
 from betree.lang.fold import fold_value
 from betree.lang.lexicon import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, TYPES
 from betree.lang.parser import parse
+from betree.lang.paths import flatten, is_nested
 from storage.errors import InvalidInput
 
 #: A subscription id: a string, or an integer in signed 64-bit range.
@@ -205,6 +206,11 @@ class Schema:
             raise InvalidInput(f"an event must be a JSON object, not {_describe(event)}")
         out: dict[str, object] = {}
         checkers = self._checkers
+        if any(is_nested(v) for v in event.values()):
+            for name, value in event.items():  # an object where a declared value belongs
+                if is_nested(value) and name in checkers:
+                    checkers[name](name, value)  # raises, naming what it expected
+            event = flatten(event)  # dotted paths (betree.lang.paths)
         for name, value in event.items():
             if value is None:
                 continue
@@ -269,7 +275,7 @@ def _check_spec(spec: AttrSpec) -> None:
     if not isinstance(name, str) or not IDENT_RE.match(name):
         raise InvalidInput(
             f"schema: attribute name {json.dumps(name)} is not an identifier "
-            "([A-Za-z_][A-Za-z0-9_-]*)"
+            "([A-Za-z_][A-Za-z0-9_-]*, dotted paths of them allowed)"
         )
     if name.lower() in KEYWORDS:
         raise InvalidInput(f'schema: attribute name "{name}" is a reserved word')

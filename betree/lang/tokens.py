@@ -17,7 +17,7 @@ from betree.lang.lexicon import KEYWORDS
 # two), a string, ".5", or any other single non-space character (always an error).
 TOKEN_RE = re.compile(
     r"""[ \t\r\n\f\v]*(
-      [A-Za-z_][A-Za-z0-9_-]*
+      [A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*
     | <=|>=|<>|!=|&&|\|\||[(),<>=]
     | -?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_.]*
     | "[^"\\]*(?:\\.[^"\\]*)*"
@@ -35,7 +35,7 @@ _FINDALL = TOKEN_RE.findall
 # "a<3" or "5-3"; anything else, such as a string, a float or a tab, fails the match.)
 PLAIN_MATCH = re.compile(
     r"""(?:[ (),]*+(?:
-        [A-Za-z_][A-Za-z0-9_-]*+ (?![<>=!])
+        [A-Za-z_][A-Za-z0-9_-]*+(?:\.[A-Za-z_][A-Za-z0-9_-]*+)*+ (?![<>=!.])
       | -?+[0-9][A-Za-z0-9_]*+ (?![<>=!-])
       | (?:<[=>]?+|>=?+|!=|=) (?![<>=!A-Za-z0-9_-])
     ))*+[ (),]*+""",

@@ -1,0 +1,80 @@
+"""Nested JSON events as dotted attribute paths (README: Language, events).
+
+An object value is flattened into dotted paths: ``{"user": {"age": 30}}`` defines
+``user.age``.  An array of objects defines, for each leaf path, the list of the leaves'
+values in order (a leaf that is itself a list gives its elements): ``{"items": [{"sku":
+"a"}, {"sku": "b"}]}`` defines ``items.sku = ["a", "b"]``, for a list-typed attribute.  A
+flat key containing dots names the same attribute, and an event that gives one attribute
+both ways is an error for that event, as is nesting deeper than :data:`MAX_DEPTH` objects.
+``null`` leaves are undefined (left out).
+
+Cost: nothing for an event without an object value (one type check per value, made by
+:meth:`betree.lang.schema.Schema.validate_event` anyway); otherwise one step per value of
+the nested objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from storage.errors import InvalidInput
+
+#: Deepest object nesting an event may have.
+MAX_DEPTH = 32
+
+
+def is_nested(value: object) -> bool:
+    """Whether a top-level event value is an object, or an array of objects."""
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, list) and bool(value) and isinstance(value[0], Mapping)
+
+
+def flatten(event: Mapping[str, object]) -> dict[str, object]:
+    """The event with its nested objects as dotted paths; ``InvalidInput`` naming the
+    attribute given twice, the path nested too deep, or the array that mixes objects and
+    other values."""
+    flat: dict[str, object] = {}
+    nested: dict[str, object] = {}
+    for key, value in event.items():
+        if is_nested(value):
+            _walk(key, value, 1, nested, in_array=False)
+        else:
+            flat[key] = value
+    twice = sorted(k for k in nested if k in flat and flat[k] is not None)
+    if twice:
+        raise InvalidInput(
+            f'attribute "{twice[0]}" is given both as a flat key and nested: give it once'
+        )
+    flat.update(nested)
+    return flat
+
+
+def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: bool) -> None:
+    if depth > MAX_DEPTH:
+        raise InvalidInput(f'"{path}" nests deeper than {MAX_DEPTH} objects')
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            _walk(f"{path}.{key}", child, depth + 1, out, in_array)
+        return
+    if isinstance(value, list) and value and any(isinstance(x, Mapping) for x in value):
+        if not all(isinstance(x, Mapping) for x in value):
+            raise InvalidInput(f'"{path}" is an array that mixes objects and other values')
+        for element in value:
+            _walk(path, element, depth + 1, out, in_array=True)
+        return
+    if value is None:
+        return
+    if not in_array:
+        if path in out:
+            raise InvalidInput(f'attribute "{path}" is given twice')
+        out[path] = value
+        return
+    gathered = out.setdefault(path, [])
+    if not isinstance(gathered, list):  # also given outside an array
+        raise InvalidInput(f'attribute "{path}" is given twice')
+    if isinstance(value, list):
+        gathered.extend(value)
+    else:
+        gathered.append(value)
