@@ -30,7 +30,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("compare", "bexdb against SCAN, counting, OpIndex, PSTBloom, PSTHash"),
     ("serve", "bexdb serve under concurrent load, beside the in-process matcher"),
     ("load", "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
-    ("forms", "matching with 20% of predicates in the new language forms, against BEGen"),
+    ("forms", "matching with a fifth of the predicates in the new language forms, against BEGen"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
