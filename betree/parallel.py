@@ -66,7 +66,10 @@ def match_lines_parallel(
     pending: deque[Future[list[Result]]] = deque()
     try:
         for batch in _batches([first, more], events):
-            pending.append(pool.submit(_match, batch))
+            try:
+                pending.append(pool.submit(_match, batch))
+            except BrokenProcessPool as exc:  # a worker died before this batch went out
+                raise _died() from exc
             if len(pending) >= 2 * jobs:
                 yield _result(pending.popleft())
         while pending:
@@ -87,11 +90,14 @@ def _result(future: Future[list[Result]]) -> list[Result]:
     try:
         return future.result()
     except BrokenProcessPool as exc:
-        raise BexdbError(
-            "a matching process died (killed, or out of memory); no result after the "
-            "last one written",
-            "run again, with fewer --jobs if memory is short",
-        ) from exc
+        raise _died() from exc
+
+
+def _died() -> BexdbError:
+    return BexdbError(
+        "a matching process died (killed, or out of memory); no result after the last one written",
+        "run again, with fewer --jobs if memory is short",
+    )
 
 
 def _open(path: str) -> None:
