@@ -70,8 +70,8 @@ WALK_LIMIT = 64 << 20
 def damage(path: str | os.PathLike[str], walk: bool | None = None) -> str | None:
     """Why LMDB cannot map ``path/data.mdb`` safely, or None.
 
-    Checks the meta pages (magic, version, page size, roots and last page within the
-    file, the file at least as long as the last page says): two small reads.  Then, with
+    Checks the meta pages (magic, version, page size, roots within the file): two
+    small reads.  Then, with
     ``walk`` (None: when the file is at most :data:`WALK_LIMIT`), walks every table's
     B-tree from its root (:func:`_walk`), which costs about 2 ms per MB: at every open
     of a large store that would be a second or more, so theirs is walked by ``bexdb
@@ -82,17 +82,22 @@ def damage(path: str | os.PathLike[str], walk: bool | None = None) -> str | None
     pages of the snapshot it walks once a newer commit frees them: a walk during which
     the last transaction id changed is done again (up to 5 times; then the file is left
     to LMDB's own checks rather than refused for what may be a commit in progress).
+
+    A file shorter than its last page number says is not damaged by that alone: LMDB
+    counts pages a transaction took and freed again without writing them, so a sound
+    file can end before that page.  Such a file is walked whatever its size, and is
+    damaged only when a page reachable from a root lies past its end (a truncation).
     """
     file = data_file(path)
     for _ in range(5):
-        found, txnid = _meta_damage(file)
+        found, txnid, short = _meta_damage(file)
         if found is not None or txnid is None:
             return found
-        if not (walk if walk is not None else file.stat().st_size <= WALK_LIMIT):
+        if not (short or (walk if walk is not None else file.stat().st_size <= WALK_LIMIT)):
             return None
         found = _walk_file(file)
         if _meta_damage(file)[1] == txnid:
-            return found
+            return f"{found} ({short}: truncated?)" if found is not None and short else found
     return None
 
 
@@ -106,13 +111,14 @@ def _foreign_version(head: bytes) -> int | None:
     return None
 
 
-def _meta_damage(file: Path) -> tuple[str | None, int | None]:
-    """What is wrong with the meta pages and the file's length, and the current
-    transaction id (None when the meta pages are unusable)."""
+def _meta_damage(file: Path) -> tuple[str | None, int | None, str]:
+    """What is wrong with the meta pages, the current transaction id (None when the
+    meta pages are unusable), and, when the file ends before the last page the meta
+    page records, by how much ("" otherwise: see :func:`damage`)."""
     with open(file, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size < 2 * _META.size:
-            return f"{size} bytes, too short for LMDB's two meta pages", None
+            return f"{size} bytes, too short for LMDB's two meta pages", None, ""
         head = fh.read(_META.size)
         first = _META.unpack(head)
         psize = first[9]
@@ -121,31 +127,33 @@ def _meta_damage(file: Path) -> tuple[str | None, int | None]:
                 f"written in LMDB data format {version} (by LMDB 1.x), not format "
                 f"{_DATA_VERSION} (LMDB 0.9), in which bexdb writes its stores",
                 None,
+                "",
             )
         if psize not in {1 << k for k in range(9, 17)}:
-            return f"meta page 0 gives page size {psize}", None
+            return f"meta page 0 gives page size {psize}", None, ""
         if size < 2 * psize:
-            return f"{size} bytes, too short for two {psize}-byte meta pages", None
+            return f"{size} bytes, too short for two {psize}-byte meta pages", None, ""
         fh.seek(psize)
         metas = [first, _META.unpack(fh.read(_META.size))]
     for n, meta in enumerate(metas):
         if not meta[2] & P_META or meta[5] != _MAGIC:
-            return f"meta page {n} is not an LMDB meta page", None
+            return f"meta page {n} is not an LMDB meta page", None, ""
         if meta[6] != _DATA_VERSION:
-            return f"meta page {n} has LMDB data version {meta[6]}", None
+            return f"meta page {n} has LMDB data version {meta[6]}", None, ""
         if meta[9] != psize:
-            return f"meta page {n} gives page size {meta[9]}, meta page 0 {psize}", None
+            return f"meta page {n} gives page size {meta[9]}, meta page 0 {psize}", None, ""
     newer = max(metas, key=lambda meta: meta[26])
     last = newer[25]
     if last < 1:
-        return f"last page number {last} is impossible (the meta pages are pages 0 and 1)", None
+        return f"last page number {last} is impossible (the meta pages are pages 0 and 1)", None, ""
     need = (last + 1) * psize
-    if size < need:
-        return f"{size} bytes, shorter than the {need} its meta page records (truncated?)", None
+    short = f"{size} bytes, shorter than the {need} its meta page records" if size < need else ""
+    end = min(last, size // psize - 1)
     roots = [root for root in (newer[16], newer[24]) if root != P_INVALID]
-    if any(not 2 <= root <= last for root in roots):
-        return f"a table root page {roots} lies outside pages 2..{last}", None
-    return None, int(newer[26])
+    if any(not 2 <= root <= end for root in roots):
+        where = f"a table root page {roots} lies outside pages 2..{end}"
+        return (f"{where} ({short}: truncated?)" if short else where), None, ""
+    return None, int(newer[26]), short
 
 
 def _walk_file(file: Path) -> str | None:
@@ -158,7 +166,8 @@ def _walk_file(file: Path) -> str | None:
     newer = max(metas, key=lambda meta: meta[26])
     last, psize, main = newer[25], newer[9], newer[24]
     roots = [root for root in (newer[16], main) if root != P_INVALID]
-    pages = np.memmap(file, dtype=np.uint8, mode="r", shape=(last + 1, psize)).view(np.ndarray)
+    count = min(last + 1, os.path.getsize(file) // psize)  # pages past the end: never read
+    pages = np.memmap(file, dtype=np.uint8, mode="r", shape=(count, psize)).view(np.ndarray)
     try:
         return _walk(pages, roots, main if main != P_INVALID else None)
     finally:
