@@ -96,22 +96,18 @@ def satisfied(
                 sat[ids] |= words(mask, width)
         pages += pbtree.pages_read
     for attr, group in direct.items():
-        defined = [attr in values for values in batch]
-        for aid, atom in group.always:
-            mask = 0
-            for e, values in enumerate(batch):
-                if atom.holds(values) if defined[e] else not atom.requires_defined:
-                    mask |= 1 << e
-            if mask:
-                sat[aid] |= words(mask, width)
-        if group.by_segment:  # found per event by segment id (see betree.direct)
-            masks: dict[int, int] = {}
-            for e, values in enumerate(batch):
-                if defined[e]:
-                    for aid in group.segment_hits(values[attr], values):
-                        masks[aid] = masks.get(aid, 0) | 1 << e
-            for aid, mask in masks.items():
-                sat[aid] |= words(mask, width)
+        masks: dict[int, int] = {}
+        undefined = 0
+        for e, values in enumerate(batch):
+            if attr not in values:
+                undefined |= 1 << e
+                continue
+            for aid in group.hits(values[attr], values):
+                masks[aid] = masks.get(aid, 0) | 1 << e
+        if undefined and group.undefined:
+            sat[group.undefined] |= words(undefined, width)
+        for aid, mask in masks.items():
+            sat[aid] |= words(mask, width)
     return sat, pages
 
 

@@ -472,16 +472,8 @@ class Index:
                         sat[ids] = True
                     pages += pbtree.pages_read
         for attr, group in snap["grouped"].items():
-            if attr in values:
-                for aid, atom in group.always:
-                    if atom.holds(values):
-                        sat[aid] = True
-                if group.by_segment:
-                    sat[group.segment_hits(values[attr], values)] = True
-            else:
-                for aid, atom in group.atoms:
-                    if not atom.requires_defined:
-                        sat[aid] = True
+            defined = attr in values
+            sat[group.hits(values[attr], values) if defined else group.undefined] = True
         tree = BETree(txn, snap["rec"])
         out: dict[int, SubId] = {}
         stats = self._collector

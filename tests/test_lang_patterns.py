@@ -15,7 +15,15 @@ import pytest
 from betree.index import Index
 from betree.lang.expr import ExpressionError, evaluate, like_holds
 from betree.lang.parser import compile_expr
-from betree.lang.patterns import like_regex, literal_prefix, matcher
+from betree.lang.patterns import (
+    MAX_LITERALS,
+    PatternSet,
+    like_regex,
+    literal_prefix,
+    literals,
+    matcher,
+    problem,
+)
 from betree.lang.schema import Schema
 from tools.cli import main
 
@@ -29,7 +37,26 @@ SCHEMA = {
 VALUES = ["", "a", "ab", "abc", "abd", "b", "a*", "a?", "a\\", "x𝄞y", "𝄞", "AB", "aXb", "zzz"]
 LIKES = ["", "*", "**", "?", "??", "a*", "*b", "a?", "a*c", "\\*", "a\\*", "a\\?", "a\\\\",
          "*𝄞*", "x?y", "?𝄞", "ab", "A*", "*c*", "a**d"]  # fmt: skip
-REGEXES = ["", ".*", "a.*", "a+b?", "[a-c]+", "(ab|zz)z?", "x.y", "\\pL+", "a\\*", "(?i)ab"]
+REGEXES = [
+    "",
+    ".*",
+    "a.*",
+    "a+b?",
+    "[a-c]+",
+    "(ab|zz)z?",
+    "x.y",
+    "\\pL+",
+    "a\\*",
+    "(?i)ab",
+    "ab(c|d)",
+    "a(b|bc)",
+    "(?:ab|a)|zzz",
+    "a\\*|b",
+    "abc",
+    "ab|",
+    "a(b|)",
+    "ab.*",
+]
 
 
 def lit(s: str) -> str:
@@ -64,8 +91,14 @@ def brute(subs: dict[Any, str], schema: Schema, ev: dict[str, Any]) -> set[Any]:
     return {i for i, t in subs.items() if evaluate(compile_expr(t, schema), values)}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_patterns_agree_with_brute_force(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "chunk", "memory"), [(1, 1000, 64 << 20), (2, 3, 1 << 12)])
+def test_patterns_agree_with_brute_force(
+    tmp_path: Path, seed: int, chunk: int, memory: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second run matches an attribute's patterns in RE2 sets of 3 and gives RE2 too
+    little memory to compile them: every set falls back to one test per pattern."""
+    monkeypatch.setattr(PatternSet, "CHUNK", chunk)
+    monkeypatch.setattr(PatternSet, "MEMORY", memory)
     rng = random.Random(seed)
     schema = Schema.from_json(SCHEMA)
     subs: dict[Any, str] = {}
@@ -131,3 +164,52 @@ def test_a_pathological_regex_is_linear() -> None:
     """``(a*)*b`` against 100,000 a's: exponential in a backtracking engine, instant here."""
     assert not matcher("matches", "(a*)*b")("a" * 100_000)
     assert matcher("like", "*a*a*a*a*a*a*b")("a" * 100_000 + "b")
+
+
+def test_a_spelled_out_pattern_is_exactly_its_values() -> None:
+    """:func:`literals` (which indexes a pattern as an ``in`` list) against RE2 itself:
+    on random patterns over literal characters, escapes, groups, ``|`` and wildcards,
+    the values it gives are exactly the strings RE2 matches (all strings over the
+    alphabet up to 4 characters, and the values themselves)."""
+    import itertools
+
+    alphabet = "ab."
+    universe = ["".join(t) for n in range(5) for t in itertools.product(alphabet, repeat=n)]
+    pieces = ["a", "b", "\\.", ".", "|", "(", ")", "(?:", "*", "?", "\\d", "(?i)", "{2}"]
+    rng = random.Random(5)
+    spelled = 0
+    for _ in range(3000):
+        pattern = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 7)))
+        for kind in ("matches", "like"):
+            if problem(kind, pattern) is not None:
+                continue
+            values = literals(kind, pattern)
+            if values is None:
+                continue
+            spelled += 1
+            full = matcher(kind, pattern)
+            assert all(full(v) for v in values), (kind, pattern, values)
+            assert {v for v in universe if full(v)} <= set(values), (kind, pattern, values)
+    assert spelled > 500
+    assert literals("matches", "v(1|2)(3|4)") == ("v13", "v14", "v23", "v24")
+    assert literals("matches", "a.b") is None and literals("like", "a?") is None
+    assert literals("matches", "(?i:ab)") is None  # fold_case: left to RE2
+    wide = "(" + "|".join(f"x{k}" for k in range(MAX_LITERALS + 1)) + ")"
+    assert literals("matches", wide) is None
+
+
+@pytest.mark.parametrize(("chunk", "memory"), [(1000, 64 << 20), (7, 64 << 20), (50, 1 << 15)])
+def test_a_pattern_set_answers_as_each_pattern(
+    chunk: int, memory: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:class:`PatternSet` (one RE2 pass for all of an attribute's patterns) against each
+    pattern's own full match: in one set, in sets of 7, and in sets RE2 cannot compile in
+    the memory given (tested one by one)."""
+    monkeypatch.setattr(PatternSet, "CHUNK", chunk)
+    monkeypatch.setattr(PatternSet, "MEMORY", memory)
+    regexes = [like_regex(p) for p in LIKES] + REGEXES
+    regexes += [f"(?s:.*)x{k}(?s:.*)" for k in range(40)]
+    found = PatternSet(regexes)
+    for value in [*VALUES, "abz", "ax3b", "x39", "y" * 10_000 + "x7", ""]:
+        expected = [k for k, r in enumerate(regexes) if matcher("matches", r)(value)]
+        assert sorted(found.match(value)) == expected, value

@@ -711,8 +711,12 @@ def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
 
 def _pattern(node: Pattern, pos: bool) -> list[Clause]:
     """``a like "p"`` and the rest: one test, beside it the range of the pattern's literal
-    prefix (as ``starts_with``), so that the PB+tree and the c-directory prune."""
+    prefix (as ``starts_with``), so that the PB+tree and the c-directory prune; a pattern
+    that spells out its values is the ``in`` list of them (:func:`patterns.literals`)."""
     a = node.attr
+    values = patterns.literals(node.kind, node.pattern)
+    if values is not None:
+        return _in_list(InList(a, values, node.negated), pos)
     t = TestAtom(a, ("not_" if node.negated else "") + node.kind, node.pattern)
     if not pos:
         return _negated(a, t.defined_negation())

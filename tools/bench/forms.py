@@ -12,12 +12,14 @@ K % 5  mirror              ``aK = v``                   ``aK in (v, w)``
 0      ``eK`` int_enum     ``eK = v``                   ``eK in (v, w)``
 1      ``pK`` ip           ``pK = "10.0.0.v"``          ``pK in cidr("10.0.0.v/32", …)``
 2      ``sK`` fold_case    ``sK = "V<v>"``              ``sK in ("V<v>", "V<w>")``
-3      ``sK`` string       ``sK like "v<v>"``           ``sK matches "v(<v>|<w>)"``
+3      ``sK`` string       ``sK like "v<v>:*"``         ``sK matches "v(<v>|<w>):.*"``
 4      ``n.aK`` nested     ``n.aK = v``                 ``n.aK in (v, w)``
 =====  ==================  ===========================  ===============================
 
 -- and every event carries each of its attributes' mirrors (``{"n": {"aK": v}}`` for the
-nested one), so each subscription matches exactly the events it matched before.  Only
+nested one, ``"v<v>:x"`` for the patterns, which must run RE2: a pattern that spells out
+its values is indexed as an ``in`` list), so each subscription matches exactly the events
+it matched before.  Only
 ``=`` and ``in`` predicates are rewritten (about 40% of BEGen's), as many as the share asks.
 Both stores must answer every event identically (checked before anything is reported);
 the forms store's events define twice as many attributes, which is part of the cost.
@@ -63,9 +65,9 @@ def mirror(k: int, op: str, values: list[int]) -> str:
         return f"s{k} in ({_join(values, chr(34) + 'V{}' + chr(34))})"
     if form == 3:
         return (
-            f's{k} like "v{values[0]}"'
+            f's{k} like "v{values[0]}:*"'
             if one
-            else f's{k} matches "v({"|".join(map(str, values))})"'
+            else f's{k} matches "v({"|".join(map(str, values))}):.*"'
         )
     return f"n.a{k} = {values[0]}" if one else f"n.a{k} in ({_join(values, '{}')})"
 
@@ -119,7 +121,7 @@ def forms_event(event: dict[str, int]) -> dict[str, Any]:
         elif form == 2:
             out[f"s{k}"] = f"v{v}"  # folded against "V<v>"
         elif form == 3:
-            out[f"s{k}"] = f"v{v}"
+            out[f"s{k}"] = f"v{v}:x"
         else:
             nested[name] = v
     if nested:
