@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pbtree.tree import DEFAULT_CAPS
 from tools import cli
 from tools.bench import pbtree as bench_pbtree
 
@@ -22,7 +23,7 @@ def test_bench_pbtree_runs_and_agrees(tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert {"benchmark", "machine", "settings", "rows", "agreement", "notes"} <= results.keys()
     assert {"platform", "python", "cpu_count"} <= results["machine"].keys()
-    assert results["settings"]["caps"] == {"leaf_cap": 32, "internal_cap": 64, "list_cap": 64}
+    assert results["settings"]["caps"] == DEFAULT_CAPS
     assert results["agreement"] == {"passed": True, "values_checked": 50}
 
     (row,) = results["rows"]
