@@ -16,8 +16,9 @@ that dies (killed, out of memory) ends the stream with :class:`~storage.errors.B
 naming what happened, never a hang.
 
 Cost: starting the workers (about 0.5 s each: the interpreter and bexdb's imports, then
-the store's open), and per batch pickling its lines to a worker and its results back (a
-few µs per event).  What it buys: the matching of N batches at once, on N cores.
+the store's open), and per batch pickling its lines to a worker and its output lines back
+(a few µs per event: workers write the JSON, so the parent only reads and writes
+bytes).  What it buys: the matching of N batches at once, on N cores.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from itertools import islice
+from itertools import chain, islice
 
+from betree.jsonl import dump_results
 from betree.sharded import AnyIndex, open_index
 from betree.stream import BATCH, Result, match_lines
 from storage.errors import BexdbError
@@ -46,24 +48,30 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+#: One batch's output: its result lines (:func:`betree.jsonl.dump_results`) and how many
+#: of them are errors.
+Output = tuple[bytes, int]
+
+
 def match_lines_parallel(
     store: AnyIndex, path: str | os.PathLike[str], lines: Iterable[bytes], jobs: int
-) -> Iterator[list[Result]]:
-    """The results of JSON Lines events as :func:`betree.stream.match_lines` gives them
-    (one list per batch, in order), matched by ``jobs`` worker processes that open the
-    store at ``path``; ``store`` (the same store, open here) matches a stream of one batch.
+) -> Iterator[Output]:
+    """The results of JSON Lines events as :func:`betree.stream.match_lines` gives them,
+    written as JSON Lines (one :data:`Output` per batch, in order), matched and written by
+    ``jobs`` worker processes that open the store at ``path`` (the parent only reads and
+    writes); ``store`` (the same store, open here) matches a stream of one batch.
     """
     events = (line for line in lines if line.strip())
     first = list(islice(events, BATCH))
     more = list(islice(events, BATCH))
     if jobs <= 1 or not more:
-        yield from match_lines(store, first + more)
-        yield from match_lines(store, events)
+        for results in chain(match_lines(store, first + more), match_lines(store, events)):
+            yield _output(results)
         return
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_open, initargs=(str(path),))
-    pending: deque[Future[list[Result]]] = deque()
+    pending: deque[Future[Output]] = deque()
     try:
         for batch in _batches([first, more], events):
             try:
@@ -86,7 +94,7 @@ def _batches(head: list[list[bytes]], events: Iterator[bytes]) -> Iterator[list[
         yield batch
 
 
-def _result(future: Future[list[Result]]) -> list[Result]:
+def _result(future: Future[Output]) -> Output:
     try:
         return future.result()
     except BrokenProcessPool as exc:
@@ -105,6 +113,10 @@ def _open(path: str) -> None:
     _worker_store = open_index(path)
 
 
-def _match(lines: list[bytes]) -> list[Result]:
+def _match(lines: list[bytes]) -> Output:
     assert _worker_store is not None, "the worker's initializer opens the store"
-    return [result for chunk in match_lines(_worker_store, lines) for result in chunk]
+    return _output([result for chunk in match_lines(_worker_store, lines) for result in chunk])
+
+
+def _output(results: list[Result]) -> Output:
+    return dump_results(results), sum("error" in r for r in results)

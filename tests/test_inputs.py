@@ -397,3 +397,39 @@ def test_any_line_is_a_record_or_a_reject_in_strict_json(
             "id": record.id,
             "error": record.error or "x",
         }
+
+
+_IDS = st.one_of(
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.integers(min_value=2**64, max_value=2**70),
+    st.text(max_size=5),
+)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(lambda ids: {"matches": ids}, st.lists(_IDS, max_size=30)),
+            st.builds(lambda ids: {"matches": ids}, st.lists(st.integers(), max_size=30)),
+            st.builds(lambda why: {"error": why}, st.text(max_size=20)),
+        ),
+        max_size=8,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_result_lines_are_json_dumps_byte_for_byte(results: list[dict[str, Any]]) -> None:
+    """``bexdb match`` writes integer ids through orjson (:func:`dump_results`): the
+    bytes are ``json.dumps``'s, for ids at and past the ends of 64 bits, string ids (with
+    commas, quotes, non-ASCII) and errors."""
+    from betree.jsonl import dump_results
+
+    expected = "".join(json.dumps(r) + "\n" for r in results).encode()
+    assert dump_results(results) == expected
+    assert (
+        dump_results([{"matches": [2**63, -(2**63), 0, 2**64 - 1]}])
+        == (json.dumps({"matches": [2**63, -(2**63), 0, 2**64 - 1]}) + "\n").encode()
+    )
+    assert (
+        dump_results([{"matches": ["a, b", '"', "ß", 1]}])
+        == (json.dumps({"matches": ["a, b", '"', "ß", 1]}) + "\n").encode()
+    )

@@ -122,11 +122,16 @@ def cmd_match(args: argparse.Namespace) -> int:
     rejected = 0
     events = args.events[0] if args.events else None
     jobs = default_jobs() if args.jobs is None else args.jobs
+    sys.stdout.flush()
+    binary = getattr(sys.stdout, "buffer", None)  # (a caller may have put a StringIO there)
     with open_index(args.store) as store, _binary_input(events) as fh:
-        for results in match_lines_parallel(store, args.store, input_lines(fh), jobs):
-            rejected += sum("error" in r for r in results)
-            sys.stdout.write("".join(json.dumps(r) + "\n" for r in results))
-            sys.stdout.flush()
+        for lines, errors in match_lines_parallel(store, args.store, input_lines(fh), jobs):
+            rejected += errors
+            if binary is None:
+                sys.stdout.write(lines.decode())
+            else:
+                binary.write(lines)
+                binary.flush()
     return EXIT_INVALID if rejected else EXIT_OK
 
 
