@@ -31,6 +31,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("serve", "bexdb serve under concurrent load, beside the in-process matcher"),
     ("load", "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
     ("forms", "matching with a fifth of the predicates in the new language forms, against BEGen"),
+    ("store", "matching on an existing store: first pass, warm, batched, memory, --jobs"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
