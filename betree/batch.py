@@ -34,13 +34,14 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
 
 from betree.catalog import SubId
 from betree.direct import DirectAtoms
+from betree.nodes import PageArrays
 from betree.tree import BETree
 from pbtree import PBTree
 
@@ -51,8 +52,6 @@ MAX_EVENTS = 1024
 #: temporary ``atoms x words`` matrix: 2 MB per word of events)
 CHUNK_ATOMS = 1 << 18
 _WORD = (1 << 64) - 1
-
-PageArrays = tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]
 
 
 def words(mask: int, width: int) -> np.ndarray:
@@ -244,8 +243,7 @@ class Hits:
         )
         clause = r[i]
         cids = np.concatenate([arrays[0] for arrays in chunk])
-        exts = np.empty(len(cids), dtype=object)
-        exts[:] = list(chain.from_iterable(arrays[1] for arrays in chunk))
+        exts = np.concatenate([arrays[1] for arrays in chunk])
         self._events.append(e)
         self._cids.append(cids[clause])
         self._exts.append(exts[clause])

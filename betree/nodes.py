@@ -138,6 +138,17 @@ class CNode:
 Entry = tuple[int, Any, list[int]]  # (cid, external id, atom ids)
 
 
+#: An l-node page for matching: clause ids (u64), external ids (objects), atoms per
+#: clause, atom ids (u32) of every clause end to end.
+PageArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 class LNodePage:
     """One page of an l-node.  Readers use :meth:`arrays`; writers the entry list."""
 
@@ -148,7 +159,7 @@ class LNodePage:
         self.page = page
         self.next = next
         self._entries: list[Entry] | None = entries if entries is not None else []
-        self._arrays: tuple[np.ndarray, list[Any], np.ndarray, np.ndarray] | None = None
+        self._arrays: PageArrays | None = None
         self.nbytes = sum(entry_bytes(e) for e in self._entries)
 
     @classmethod
@@ -158,7 +169,7 @@ class LNodePage:
         node._entries = None
         node._arrays = (
             unpack_u64(cids),
-            exts,
+            _objects(exts),
             unpack_u32(lens).astype(np.intp),
             unpack_u32(atoms),
         )
@@ -167,14 +178,15 @@ class LNodePage:
 
     def to_fields(self) -> list[Any]:
         cids, exts, lens, atoms = self.arrays()
-        return [self.next, cids.tobytes(), exts, pack_u32(lens), atoms.tobytes()]
+        return [self.next, cids.tobytes(), exts.tolist(), pack_u32(lens), atoms.tobytes()]
 
-    def arrays(self) -> tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]:
-        """``(cids u64, exts, lens, atoms u32)`` for vectorised matching."""
+    def arrays(self) -> PageArrays:
+        """``(cids u64, exts, lens, atoms u32)`` for vectorised matching (``exts`` an
+        object array: a batch gathers the ids of its hits with numpy, not a Python loop)."""
         if self._arrays is None:
             entries = self._entries or []
             cids = np.array([e[0] for e in entries], dtype=np.uint64)
-            exts = [e[1] for e in entries]
+            exts = _objects([e[1] for e in entries])
             lens = np.array([len(e[2]) for e in entries], dtype=np.intp)
             atoms = np.array([a for e in entries for a in e[2]], dtype=np.uint32)
             self._arrays = (cids, exts, lens, atoms)

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from betree.catalog import ADJ
 from betree.grid import halves
-from betree.nodes import CNode, Entry, LNodePage
+from betree.nodes import CNode, Entry, LNodePage, PageArrays
 from storage import codec
 from storage.errors import CorruptPage
 from storage.txn import ReadTxn, WriteTxn
@@ -146,7 +145,7 @@ class BETree:
         ``stats``, the candidates, false candidates and discarded predicate evaluations
         of every visited l-node are added to it (in memory; nothing is written).
         """
-        pages: list[tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]] = []
+        pages: list[PageArrays] = []
         owners: list[int] | None = None if stats is None else []
         stack = [self.node(self.root)]
         while stack:
@@ -574,7 +573,7 @@ def _score(node: CNode, attr: str) -> int:
 
 
 def _check_pages(
-    pages: list[tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]],
+    pages: list[PageArrays],
     sat: np.ndarray,
     out: dict[int, Any],
     stats: Collector | None = None,
@@ -602,7 +601,7 @@ def _check_pages(
     hits = np.flatnonzero(ok)
     if len(hits):
         cids = np.concatenate([p[0] for p in pages])[hits]
-        exts = list(chain.from_iterable(p[1] for p in pages))
+        exts = np.concatenate([p[1] for p in pages])[hits].tolist()
         sids = (cids >> np.uint64(16)).tolist()
-        out.update(zip(sids, [exts[i] for i in hits.tolist()], strict=True))
+        out.update(zip(sids, exts, strict=True))
     return len(lens)
