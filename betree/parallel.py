@@ -54,12 +54,17 @@ Output = tuple[bytes, int]
 
 
 def match_lines_parallel(
-    store: AnyIndex, path: str | os.PathLike[str], lines: Iterable[bytes], jobs: int
+    store: AnyIndex,
+    path: str | os.PathLike[str],
+    lines: Iterable[bytes],
+    jobs: int,
+    cache_bytes: int,
 ) -> Iterator[Output]:
     """The results of JSON Lines events as :func:`betree.stream.match_lines` gives them,
     written as JSON Lines (one :data:`Output` per batch, in order), matched and written by
-    ``jobs`` worker processes that open the store at ``path`` (the parent only reads and
-    writes); ``store`` (the same store, open here) matches a stream of one batch.
+    ``jobs`` worker processes that each open the store at ``path`` with a page cache of
+    ``cache_bytes`` (the parent only reads and writes); ``store`` itself matches a stream
+    of one batch.
     """
     events = (line for line in lines if line.strip())
     first = list(islice(events, BATCH))
@@ -70,7 +75,9 @@ def match_lines_parallel(
         return
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_open, initargs=(str(path),))
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_open, initargs=(str(path), cache_bytes)
+    )
     pending: deque[Future[Output]] = deque()
     try:
         for batch in _batches([first, more], events):
@@ -108,9 +115,9 @@ def _died() -> BexdbError:
     )
 
 
-def _open(path: str) -> None:
+def _open(path: str, cache_bytes: int) -> None:
     global _worker_store
-    _worker_store = open_index(path)
+    _worker_store = open_index(path, cache_bytes=cache_bytes)
 
 
 def _match(lines: list[bytes]) -> Output:

@@ -57,6 +57,9 @@ def test_jobs_give_the_bytes_of_one_process(
         one = run(capsys, "match", store, str(events), "--jobs", "1")
         for jobs in ("2", "3"):
             assert run(capsys, "match", store, str(events), "--jobs", jobs) == one
+        # a page cache of 1 MB (a sharded store's shards share it): slower, the same bytes
+        tiny = ("--cache-mb", "1")
+        assert run(capsys, "match", store, str(events), "--jobs", "2", *tiny) == one
         code, out, _ = one
         results = [json.loads(line) for line in out.splitlines()]
         given = [line for line in lines if line.strip()]

@@ -125,8 +125,9 @@ def cmd_match(args: argparse.Namespace) -> int:
     jobs = default_jobs() if args.jobs is None else args.jobs
     sys.stdout.flush()
     binary = getattr(sys.stdout, "buffer", None)  # (a caller may have put a StringIO there)
-    with open_index(args.store) as store, _binary_input(events) as fh:
-        for lines, errors in match_lines_parallel(store, args.store, input_lines(fh), jobs):
+    cache = args.cache_mb << 20
+    with open_index(args.store, cache_bytes=cache) as store, _binary_input(events) as fh:
+        for lines, errors in match_lines_parallel(store, args.store, input_lines(fh), jobs, cache):
             rejected += errors
             if binary is None:
                 sys.stdout.write(lines.decode())
@@ -328,6 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="processes matching at once, output still in input order (default: the cores; "
         "1: this process only)",
+    )
+    p.add_argument(
+        "--cache-mb",
+        type=positive,
+        default=256,
+        help="decoded-page cache of each matching process, for the whole store (256; a "
+        "sharded store's shards share it): more is faster on large stores, bounded memory",
     )
     p.set_defaults(func=cmd_match)
 
