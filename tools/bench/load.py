@@ -601,7 +601,7 @@ def main(args: argparse.Namespace) -> int:
                     mine.insert(0, guess)
             done.extend(mine)
             rows.extend(mine)
-            spark_store = next((r["store"] for r in mine if r["engine"] == "spark"), None)
+            spark_store = next((r["store"] for r in mine if r["engine"].startswith("spark")), None)
             if args.match_events and spark_store is not None:
                 for engine in ("spark", "python"):
                     match_rows.append(
