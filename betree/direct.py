@@ -35,14 +35,12 @@ _Sorted = tuple[list[int], list[int]]
 
 
 class DirectAtoms:
-    """One attribute's direct atoms: ``atoms`` all of them; ``undefined`` the ids of those
-    true when the event does not define the attribute; :meth:`hits` those that hold when it
-    does."""
+    """One attribute's direct atoms: ``undefined`` the ids of those true when the event
+    does not define the attribute; :meth:`hits` those that hold when it does."""
 
-    __slots__ = ("always", "atoms", "by_pattern", "by_segment", "negated", "set", "undefined")
+    __slots__ = ("always", "by_pattern", "by_segment", "negated", "set", "undefined")
 
     def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
-        self.atoms = atoms
         self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
         self.always: list[tuple[int, Atom]] = []
         regexes: dict[str, int] = {}

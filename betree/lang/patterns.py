@@ -146,7 +146,6 @@ class PatternSet:
         return chunk
 
 
-@lru_cache(maxsize=KEPT_PATTERNS)
 def literal_prefix(kind: str, pattern: str) -> str:
     """A prefix every value the pattern matches starts with ("" when none is known)."""
     if kind == "like":
@@ -158,27 +157,14 @@ def literal_prefix(kind: str, pattern: str) -> str:
             out.append(pattern[i])
             i += 1
         return "".join(out)
-    found = bounds(kind, pattern)
-    if found is None:
+    try:
+        lo, hi = re2.compile(pattern, _options()).possiblematchrange(64)
+    except re2.error:
         return ""
-    lo, hi = found
     n = 0
     while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
         n += 1
     return lo[:n].decode("utf-8", errors="ignore")  # whole characters only
-
-
-@lru_cache(maxsize=KEPT_PATTERNS)
-def bounds(kind: str, pattern: str) -> tuple[bytes, bytes] | None:
-    """UTF-8 strings ``(lo, hi)`` with ``lo <= v.encode() <= hi`` for every value ``v``
-    the (valid) pattern matches (RE2's possible-match range), or None when RE2 cannot
-    bound them (a leading ``.*``)."""
-    regex = like_regex(pattern) if kind == "like" else pattern
-    try:
-        lo, hi = re2.compile(regex, _options()).possiblematchrange(64)
-    except re2.error:
-        return None
-    return bytes(lo), bytes(hi)
 
 
 @lru_cache(maxsize=KEPT_PATTERNS)
