@@ -41,7 +41,7 @@ import numpy as np
 
 from betree.catalog import SubId
 from betree.direct import DirectAtoms
-from betree.nodes import PageArrays
+from betree.nodes import PageArrays, id_array
 from betree.tree import BETree
 from pbtree import PBTree
 
@@ -248,14 +248,15 @@ class Hits:
         self._cids.append(cids[clause])
         self._exts.append(exts[clause])
 
-    def results(self) -> list[list[SubId]]:
-        """Per event, the external ids it matched, each subscription once.
+    def arrays(self) -> list[np.ndarray]:
+        """Per event, the external ids it matched, each subscription once, as one array
+        (views into one: :func:`betree.nodes.id_array` says its dtype).
 
         A subscription with several clauses can match through more than one; only then
         are the pairs sorted by subscription to drop the repeats.
         """
         if not self._events:
-            return [[] for _ in range(self.events)]
+            return [id_array([]) for _ in range(self.events)]
         e = np.concatenate(self._events)
         cids = np.concatenate(self._cids)
         exts = np.concatenate(self._exts)
@@ -272,4 +273,8 @@ class Hits:
             e = e[order]
         exts = exts[order]
         bounds = np.searchsorted(e, np.arange(self.events + 1)).tolist()
-        return [exts[bounds[k] : bounds[k + 1]].tolist() for k in range(self.events)]
+        return [exts[bounds[k] : bounds[k + 1]] for k in range(self.events)]
+
+    def results(self) -> list[list[SubId]]:
+        """:meth:`arrays` as lists."""
+        return [ids.tolist() for ids in self.arrays()]

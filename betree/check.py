@@ -331,7 +331,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
             if not len(exts):
                 err(cur, "empty l-node page left in a chain")
             out.parts.append((at, cur, cids, lens, atoms))
-            out.exts.extend(exts)
+            out.exts.extend(exts.tolist())
             count += len(exts)
             cur = lpage.next
         if count != node.size:

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from betree.lang.dnf import MAX_CLAUSES, to_clauses
 from betree.lang.expr import Node
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
+from betree.nodes import id_array
 from betree.tree import DEFAULTS, BETree, Places
 from betree.writer import Writer
 from pbtree import PBTree
@@ -374,8 +375,16 @@ class Index:
         :class:`InvalidInput` that event raised in validation (that event alone: the others
         are still matched).  Cost: see :meth:`match_many_validated`.
         """
+        return [
+            r if isinstance(r, InvalidInput) else r.tolist() for r in self.match_many_arrays(events)
+        ]
 
-        def matched(valid: list[Mapping[str, object]]) -> list[list[SubId]]:
+    def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
+        """:meth:`match_many` with each event's ids as one numpy array
+        (:func:`betree.nodes.id_array`): what ``bexdb match`` writes, without a Python
+        object per id."""
+
+        def matched(valid: list[Mapping[str, object]]) -> list[np.ndarray]:
             with self.store.read() as txn:
                 return self.match_many_validated(txn, valid)
 
@@ -389,10 +398,11 @@ class Index:
 
     def match_many_validated(
         self, txn: ReadTxn, batch: Sequence[Mapping[str, object]]
-    ) -> list[list[SubId]]:
-        """:meth:`match_validated` of each validated event of ``batch`` in ``txn``, in one
-        pass over the index (:mod:`betree.batch`: one PB+tree search per distinct value,
-        each reached node and l-node page read and checked once for the whole batch).
+    ) -> list[np.ndarray]:
+        """:meth:`match_validated` of each validated event of ``batch`` in ``txn`` (as
+        :func:`betree.nodes.id_array`), in one pass over the index (:mod:`betree.batch`:
+        one PB+tree search per distinct value, each reached node and l-node page read and
+        checked once for the whole batch).
 
         A batch of one, or with matching statistics being collected (self-adjustment),
         is matched event by event.  Otherwise ``last_stats`` holds the batch's totals and
@@ -402,7 +412,7 @@ class Index:
         snap = self._snap(txn)
         collecting = self._collector is not None or snap["collect"] or self.collecting
         if len(batch) <= 1 or collecting:
-            return [self.match_validated(txn, values) for values in batch]
+            return [id_array(self.match_validated(txn, values)) for values in batch]
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
@@ -425,8 +435,9 @@ class Index:
         t2 = clock()
         hits = batching.check_pages(reached, sat, len(batch))
         t3 = clock()
-        found: list[list[SubId]] = [[] for _ in order]
-        for k, ids in zip(order, hits.results(), strict=True):
+        arrays = hits.arrays()
+        found = list(arrays)
+        for k, ids in zip(order, arrays, strict=True):
             found[k] = ids
         self.last_stats = {"candidates": hits.candidates, "pages": pages + tree.pages_read}
         self.last_timings = {  # seconds
@@ -717,19 +728,22 @@ def event_values(schema: Schema, event: object) -> Mapping[str, object]:
     return schema.validate_event(event)
 
 
+R = TypeVar("R")
+
+
 def match_batch(
     events: Sequence[object],
     validate: Callable[[object], Mapping[str, object]],
-    matched: Callable[[list[Mapping[str, object]]], list[list[SubId]]],
-) -> list[list[SubId] | InvalidInput]:
+    matched: Callable[[list[Mapping[str, object]]], list[R]],
+) -> list[R | InvalidInput]:
     """One result per event, in order: ``matched`` of the events ``validate`` accepts, and
     the :class:`InvalidInput` of each it refuses (that event alone)."""
-    results: list[list[SubId] | InvalidInput] = []
+    results: list[R | InvalidInput | None] = []
     valid: list[Mapping[str, object]] = []
     for event in events:
         try:
             valid.append(validate(event))
-            results.append([])
+            results.append(None)
         except InvalidInput as exc:
             results.append(exc)
     found = iter(matched(valid))

@@ -39,6 +39,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from betree import shardwrite
 from betree.catalog import EXT, SubId
 from betree.index import Index, gc_paused, match_batch
@@ -169,6 +171,11 @@ class AnyIndex(Protocol):
         :class:`InvalidInput` it failed validation with (:meth:`Index.match_many`)."""
         ...
 
+    def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
+        """:meth:`match_many` with each event's ids as one numpy array
+        (:meth:`Index.match_many_arrays`)."""
+        ...
+
     def subscribe(self, ident: SubId, expr: str) -> bool: ...
 
     def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]: ...
@@ -229,6 +236,9 @@ class PlainIndex:
 
     def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
         return self.index.match_many(events)
+
+    def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
+        return self.index.match_many_arrays(events)
 
     def subscribe(self, ident: SubId, expr: str) -> bool:
         return self.index.subscribe(ident, expr)
@@ -496,18 +506,20 @@ class ShardedIndex:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
         Events are validated once."""
+        return [
+            r if isinstance(r, InvalidInput) else r.tolist() for r in self.match_many_arrays(events)
+        ]
+
+    def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
         return match_batch(events, self.indexes[0].validate, self._match_valid)
 
-    def _match_valid(self, valid: list[Mapping[str, object]]) -> list[list[SubId]]:
-        found: list[list[SubId]] = [[] for _ in valid]
+    def _match_valid(self, valid: list[Mapping[str, object]]) -> list[np.ndarray]:
         self._refresh()
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
-            for index, txn in txns:
-                for ids, more in zip(found, index.match_many_validated(txn, valid), strict=True):
-                    ids.extend(more)
-        return found
+            parts = [index.match_many_validated(txn, valid) for index, txn in txns]
+        return [np.concatenate(ids) for ids in zip(*parts, strict=True)]
 
     def expression(self, ident: SubId) -> str | None:
         shard = self._holder(ident)

@@ -2,7 +2,9 @@
 bad event is called (``bexdb match`` reads them as JSON Lines, ``bexdb serve`` as JSON).
 
 A bad event (not JSON, not an object, not fitting the schema) gets ``{"error": REASON}``
-in its place and the rest are matched; a good one gets ``{"matches": [ids]}``.  Events
+in its place and the rest are matched; a good one gets ``{"matches": IDS}``, its ids as
+one numpy array (:meth:`Index.match_many_arrays`: written as JSON by
+:func:`betree.jsonl.dump_results` without a Python object per id).  Events
 are matched in batches of :data:`BATCH`, each batch in one read snapshot: later batches
 see newer commits, and no snapshot is held for the whole of a long stream.
 """
@@ -19,7 +21,7 @@ from storage.errors import InvalidInput
 
 BATCH = 1024  # events matched per read snapshot (README: Batches)
 
-Result = dict[str, Any]  # {"matches": [...]} or {"error": "..."}
+Result = dict[str, Any]  # {"matches": ids (an array)} or {"error": "..."}
 
 
 def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result]]:
@@ -39,7 +41,7 @@ def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result
                 results.append(None)
             except InvalidInput as exc:
                 results.append({"error": exc.message})
-        found = iter(store.match_many(decoded))
+        found = iter(store.match_many_arrays(decoded))
         out: list[Result] = []
         for result in results:
             if result is None:

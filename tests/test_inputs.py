@@ -425,6 +425,15 @@ def test_result_lines_are_json_dumps_byte_for_byte(results: list[dict[str, Any]]
 
     expected = "".join(json.dumps(r) + "\n" for r in results).encode()
     assert dump_results(results) == expected
+    # as bexdb match and the Spark job give them: ids in a numpy array, after the
+    # "line" (and "file") keys
+    from betree.nodes import id_array
+
+    placed = [{"line": k, "file": 'ß,"x".jsonl'} | r for k, r in enumerate(results)]
+    expected = "".join(json.dumps(r) + "\n" for r in placed).encode()
+    arrays = [{**r, "matches": id_array(r["matches"])} if "matches" in r else r for r in placed]
+    assert dump_results(arrays) == expected
+    assert dump_results([{"matches": id_array(list(range(5)))[::2]}]) == b'{"matches": [0, 2, 4]}\n'
     assert (
         dump_results([{"matches": [2**63, -(2**63), 0, 2**64 - 1]}])
         == (json.dumps({"matches": [2**63, -(2**63), 0, 2**64 - 1]}) + "\n").encode()

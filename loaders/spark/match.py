@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
-from betree.jsonl import loads_line
+from betree.jsonl import dump_result, loads_line
 from betree.lang.schema import Schema
 from betree.live import LiveIndex
 from betree.sharded import open_index
@@ -234,7 +234,7 @@ def match_partition(
     if live is None:
         live = WARM[store] = LiveIndex(store, readonly=True)
     index = live.current()
-    with open(path, "w", encoding="utf-8") as fh:
+    with open(path, "wb") as fh:
         for batch in batches:
             where: list[tuple[int, str | None]] = []
             lines: list[bytes] = []
@@ -253,7 +253,7 @@ def match_partition(
                 if shown is not None:
                     doc["file"] = shown
                 doc.update(found)
-                fh.write(json.dumps(doc) + "\n")
+                fh.write(dump_result(doc))
                 rejected += "error" in found
             events += len(lines)
         fh.flush()
