@@ -182,8 +182,13 @@ def check_pages(pages: list[tuple[PageArrays, int]], sat: np.ndarray, events: in
     hits = Hits(events, sum(len(arrays[1]) * reach.bit_count() for arrays, reach in pages))
     columns = np.ascontiguousarray(sat.T)  # a word's column, one contiguous row each
     groups: dict[tuple[int, ...], list[PageArrays]] = {}
+    used_by: dict[int, tuple[int, ...]] = {}  # the pages of a node share its reach set
     for arrays, reach in pages:
-        used = tuple(k for k in range(sat.shape[1]) if (reach >> (64 * k)) & _WORD)
+        used = used_by.get(reach)
+        if used is None:
+            used = used_by[reach] = tuple(
+                k for k in range(sat.shape[1]) if (reach >> (64 * k)) & _WORD
+            )
         groups.setdefault(used, []).append(arrays)
     for used, group in groups.items():
         cols = np.array(used, dtype=np.intp)
@@ -221,8 +226,12 @@ class Hits:
     def __init__(self, events: int, candidates: int) -> None:
         self.events = events
         self.candidates = candidates
+        self._etype = np.int16 if events <= 1 << 15 else np.int64
         self._events: list[np.ndarray] = []
-        self._cids: list[np.ndarray] = []
+        #: per add, the chunk's clause ids and each pair's clause in it: the pairs'
+        #: subscriptions are looked up only when one may match twice (``_repeats``)
+        self._clauses: list[tuple[np.ndarray, np.ndarray]] = []
+        self._repeats = False
         self._exts: list[np.ndarray] = []
 
     def add(self, chunk: list[PageArrays], masks: np.ndarray, cols: np.ndarray) -> None:
@@ -231,37 +240,38 @@ class Hits:
         # sparse (a clause holds for few events): unpack only the nonzero bytes, found
         # with one-dimensional nonzero (profiled: 2-D nonzero took a third of the check)
         octets = masks.astype("<u8", copy=False).view(np.uint8)
+        width = octets.shape[1]
         flat = np.flatnonzero(octets)
         if not len(flat):
             return
-        r, k = np.divmod(flat, octets.shape[1])
-        bits = np.unpackbits(octets.ravel()[flat], bitorder="little")
-        i, b = np.divmod(np.flatnonzero(bits), 8)
-        word, octet = np.divmod(k[i], 8)
-        e = (cols[word] * 64 + octet * 8 + b).astype(
-            np.int16 if self.events <= 1 << 15 else np.int64
+        bits = np.flatnonzero(np.unpackbits(octets.ravel()[flat], bitorder="little"))
+        clause, octet = np.divmod(flat[bits >> 3], width)
+        # the first event of each octet of a row, then the bit within the octet
+        first = (np.repeat(cols * 64, 8) + np.tile(np.arange(0, 64, 8), len(cols))).astype(
+            self._etype
         )
-        clause = r[i]
+        self._events.append(first[octet] + (bits & 7).astype(self._etype))
         cids = np.concatenate([arrays[0] for arrays in chunk])
-        exts = np.concatenate([arrays[1] for arrays in chunk])
-        self._events.append(e)
-        self._cids.append(cids[clause])
-        self._exts.append(exts[clause])
+        # a clause numbered 1 or more: its subscription may match twice in one event
+        self._repeats = self._repeats or bool((cids & np.uint64(0xFFFF)).any())
+        self._clauses.append((cids, clause))
+        self._exts.append(np.concatenate([arrays[1] for arrays in chunk])[clause])
 
     def arrays(self) -> list[np.ndarray]:
         """Per event, the external ids it matched, each subscription once, as one array
         (views into one: :func:`betree.nodes.id_array` says its dtype).
 
-        A subscription with several clauses can match through more than one; only then
-        are the pairs sorted by subscription to drop the repeats.
+        A subscription with several clauses can match through more than one; only when
+        the batch reached such a clause are the pairs sorted by subscription to drop the
+        repeats.
         """
         if not self._events:
             return [id_array([]) for _ in range(self.events)]
         e = np.concatenate(self._events)
-        cids = np.concatenate(self._cids)
         exts = np.concatenate(self._exts)
-        if (cids & np.uint64(0xFFFF)).any():  # a clause numbered 1 or more: repeats possible
-            sids = cids >> np.uint64(16)
+        if self._repeats:
+            sids = np.concatenate([cids[clause] for cids, clause in self._clauses])
+            sids >>= np.uint64(16)
             order = np.lexsort((sids, e))
             e, sids = e[order], sids[order]
             first = np.ones(len(e), dtype=bool)
