@@ -244,13 +244,16 @@ class Hits:
         flat = np.flatnonzero(octets)
         if not len(flat):
             return
-        bits = np.flatnonzero(np.unpackbits(octets.ravel()[flat], bitorder="little"))
-        clause, octet = np.divmod(flat[bits >> 3], width)
-        # the first event of each octet of a row, then the bit within the octet
+        # (0/1 bytes seen as bool: numpy's nonzero over bool is four times faster)
+        bits = np.flatnonzero(np.unpackbits(octets.ravel()[flat], bitorder="little").view(bool))
+        # per nonzero octet its clause and first event, then per pair through its octet
+        clauses, octet = np.divmod(flat, width)
         first = (np.repeat(cols * 64, 8) + np.tile(np.arange(0, 64, 8), len(cols))).astype(
             self._etype
         )
-        self._events.append(first[octet] + (bits & 7).astype(self._etype))
+        at = bits >> 3
+        clause = clauses[at]
+        self._events.append(first[octet][at] + (bits & 7).astype(self._etype))
         cids = np.concatenate([arrays[0] for arrays in chunk])
         # a clause numbered 1 or more: its subscription may match twice in one event
         self._repeats = self._repeats or bool((cids & np.uint64(0xFFFF)).any())
@@ -280,9 +283,8 @@ class Hits:
             e = e[first]
         else:
             order = np.argsort(e, kind="stable")
-            e = e[order]
         exts = exts[order]
-        bounds = np.searchsorted(e, np.arange(self.events + 1)).tolist()
+        bounds = [0, *np.cumsum(np.bincount(e, minlength=self.events)).tolist()]
         return [exts[bounds[k] : bounds[k + 1]] for k in range(self.events)]
 
     def results(self) -> list[list[SubId]]:
