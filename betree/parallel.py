@@ -31,6 +31,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 
+from betree.heap import keep_freed_memory
 from betree.jsonl import dump_results
 from betree.sharded import AnyIndex, open_index
 from betree.stream import BATCH, Result, match_lines
@@ -117,6 +118,7 @@ def _died() -> BexdbError:
 
 def _open(path: str, cache_bytes: int) -> None:
     global _worker_store
+    keep_freed_memory()
     _worker_store = open_index(path, cache_bytes=cache_bytes)
 
 

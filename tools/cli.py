@@ -116,6 +116,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     if len(args.events) > 1:
         print("bexdb: several EVENTS inputs need --engine spark", file=sys.stderr)
         return EXIT_USAGE
+    from betree.heap import keep_freed_memory
     from betree.jsonl import input_lines
     from betree.parallel import default_jobs, match_lines_parallel
     from betree.sharded import open_index
@@ -123,6 +124,8 @@ def cmd_match(args: argparse.Namespace) -> int:
     rejected = 0
     events = args.events[0] if args.events else None
     jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs <= 1:
+        keep_freed_memory()  # this process matches the batches
     sys.stdout.flush()
     binary = getattr(sys.stdout, "buffer", None)  # (a caller may have put a StringIO there)
     cache = args.cache_mb << 20

@@ -42,6 +42,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from betree.heap import keep_freed_memory
 from betree.jsonl import dump_result, loads_line
 from betree.lang.schema import Schema
 from betree.live import LiveIndex
@@ -232,6 +233,7 @@ def match_partition(
     events = rejected = 0
     live = WARM.get(store)
     if live is None:
+        keep_freed_memory()
         live = WARM[store] = LiveIndex(store, readonly=True)
     index = live.current()
     with open(path, "wb") as fh:
