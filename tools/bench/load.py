@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,24 +144,27 @@ class TreeSampler:
         self.total_kb = max(self.total_kb, total)
 
 
-def run_measured(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``argv``; wall time, exit code, stdout, and the tree's peaks and CPU seconds."""
+def run_measured(
+    argv: list[str], env: dict[str, str] | None = None, stdout: Path | None = None
+) -> dict[str, Any]:
+    """Run ``argv``; wall time, exit code, stdout (or, with ``stdout``, that written to
+    this file, as a user's redirect would), and the tree's peaks and CPU seconds."""
     load_before = os.getloadavg()[0]
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    sampler = TreeSampler(proc.pid)
-    done = threading.Event()
+    with ExitStack() as stack:
+        sink = subprocess.PIPE if stdout is None else stack.enter_context(open(stdout, "wb"))
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE, text=True, env=env)
+        sampler = TreeSampler(proc.pid)
+        done = threading.Event()
 
-    def poll() -> None:
-        while not done.is_set():
-            sampler.sample()
-            done.wait(0.2)
+        def poll() -> None:
+            while not done.is_set():
+                sampler.sample()
+                done.wait(0.2)
 
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    out, err = proc.communicate()
+        thread = threading.Thread(target=poll, daemon=True)
+        thread.start()
+        out, err = proc.communicate()
     wall = time.monotonic() - started
     done.set()
     thread.join()
@@ -173,7 +177,7 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None) -> dict[str
         "workers_mb": round(sampler.workers_kb / 1024),
         "tree_mb": round(sampler.total_kb / 1024),
         "load_average_before": round(load_before, 2),
-        "stdout": out,
+        "stdout": out or "",
         "stderr_tail": err[-2000:],
     }
 
@@ -241,14 +245,20 @@ def run_match(
     """One measured ``bexdb match`` of ``count`` events (``--engine spark`` or not)."""
     argv = [sys.executable, "-m", "tools.cli", "match", store, str(events)]
     out = work / f"match-out-{n}"
+    lines = None  # the single-process matcher's output, written to a file as users would
     if engine == "spark":
         shutil.rmtree(out, ignore_errors=True)
         argv += ["--engine", "spark", "--out", str(out)]
         if master:
             argv += ["--master", master]
+    else:
+        lines = out.with_suffix(".jsonl")
     _log(f"n={n:,}: match {engine}, {count:,} events ...")
-    res = run_measured(argv)
+    os.sync()  # an earlier run's output (gigabytes) written back before this one, not during
+    res = run_measured(argv, stdout=lines)
     shutil.rmtree(out, ignore_errors=True)
+    if lines is not None:
+        lines.unlink(missing_ok=True)
     stdout = res.pop("stdout")
     if res["code"] not in (0, 3):  # 3: some events rejected, still a full run
         raise BexdbError(f"match {engine} at {n} failed (exit {res['code']}): {res['stderr_tail']}")
