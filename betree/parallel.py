@@ -10,8 +10,10 @@ process's.  At most ``2 * N`` batches are in flight: memory is bounded by that m
 batches of lines and results, and by each worker's page cache.
 
 Workers are started with ``forkserver`` (``spawn`` where that is missing): an LMDB
-environment must not cross a ``fork``, and neither may the parent's page cache.  A stream
-no longer than one batch is matched in the parent without starting any worker.  A worker
+environment must not cross a ``fork``, and neither may the parent's page cache.  Until a
+full batch arrives the parent matches alone, starting no worker: a short stream, or a live
+one whose events trickle in (:func:`betree.stream.ready_batches` ends a batch where the
+input pauses, and a short batch has all results before it written first).  A worker
 that dies (killed, out of memory) ends the stream with :class:`~storage.errors.BexdbError`
 naming what happened, never a hang.
 
@@ -29,7 +31,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from itertools import chain, islice
+from itertools import chain
 
 from betree.heap import keep_freed_memory
 from betree.jsonl import dump_results
@@ -57,23 +59,30 @@ Output = tuple[bytes, int]
 def match_lines_parallel(
     store: AnyIndex,
     path: str | os.PathLike[str],
-    lines: Iterable[bytes],
+    batches: Iterable[list[bytes]],
     jobs: int,
     cache_bytes: int,
 ) -> Iterator[Output]:
-    """The results of JSON Lines events as :func:`betree.stream.match_lines` gives them,
-    written as JSON Lines (one :data:`Output` per batch, in order), matched and written by
+    """The results of batches of JSON Lines events (as :func:`betree.stream.ready_batches`
+    gives them), written as JSON Lines (one :data:`Output` per batch, in order).
+
+    Batches are matched by ``store`` in this process until a full one (:data:`BATCH`
+    events) shows the input is bulk; then, with ``jobs`` > 1, that batch and the rest by
     ``jobs`` worker processes that each open the store at ``path`` with a page cache of
-    ``cache_bytes`` (the parent only reads and writes); ``store`` itself matches a stream
-    of one batch.
+    ``cache_bytes`` (the parent only reads and writes).  A short batch (the input paused)
+    has every result before it written before more input is read.
     """
-    events = (line for line in lines if line.strip())
-    first = list(islice(events, BATCH))
-    more = list(islice(events, BATCH))
-    if jobs <= 1 or not more:
-        for results in chain(match_lines(store, first + more), match_lines(store, events)):
-            yield _output(results)
-        return
+    batches = iter(batches)
+    for batch in batches:
+        if jobs > 1 and len(batch) >= BATCH:
+            yield from _pooled(chain([batch], batches), path, jobs, cache_bytes)
+            return
+        yield _output(_matched(store, batch))
+
+
+def _pooled(
+    batches: Iterator[list[bytes]], path: str | os.PathLike[str], jobs: int, cache_bytes: int
+) -> Iterator[Output]:
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     pool = ProcessPoolExecutor(
@@ -81,25 +90,22 @@ def match_lines_parallel(
     )
     pending: deque[Future[Output]] = deque()
     try:
-        for batch in _batches([first, more], events):
+        for batch in batches:
             try:
                 pending.append(pool.submit(_match, batch))
             except BrokenProcessPool as exc:  # a worker died before this batch went out
                 raise _died() from exc
-            if len(pending) >= 2 * jobs:
+            while pending and (len(pending) >= 2 * jobs or pending[0].done()):
                 yield _result(pending.popleft())
+            if len(batch) < BATCH:  # the input paused: what was read is written first
+                while pending:
+                    yield _result(pending.popleft())
         while pending:
             yield _result(pending.popleft())
     finally:
         for future in pending:
             future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _batches(head: list[list[bytes]], events: Iterator[bytes]) -> Iterator[list[bytes]]:
-    yield from head
-    while batch := list(islice(events, BATCH)):
-        yield batch
 
 
 def _result(future: Future[Output]) -> Output:
@@ -124,7 +130,11 @@ def _open(path: str, cache_bytes: int) -> None:
 
 def _match(lines: list[bytes]) -> Output:
     assert _worker_store is not None, "the worker's initializer opens the store"
-    return _output([result for chunk in match_lines(_worker_store, lines) for result in chunk])
+    return _output(_matched(_worker_store, lines))
+
+
+def _matched(store: AnyIndex, lines: list[bytes]) -> list[Result]:
+    return [result for chunk in match_lines(store, lines) for result in chunk]
 
 
 def _output(results: list[Result]) -> Output:

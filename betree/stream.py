@@ -7,15 +7,20 @@ one numpy array (:meth:`Index.match_many_arrays`: written as JSON by
 :func:`betree.jsonl.dump_results` without a Python object per id).  Events
 are matched in batches of :data:`BATCH`, each batch in one read snapshot: later batches
 see newer commits, and no snapshot is held for the whole of a long stream.
+
+A batch also ends where the input pauses (:func:`ready_batches`): events written to a
+live pipe get their results as they come, not :data:`BATCH` at a time.
 """
 
 from __future__ import annotations
 
+import os
+import select
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, BinaryIO
 
-from betree.jsonl import loads_line
+from betree.jsonl import input_lines, loads_line
 from betree.sharded import AnyIndex
 from storage.errors import InvalidInput
 
@@ -52,3 +57,59 @@ def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result
                     result = {"matches": ids}
             out.append(result)
         yield out
+
+
+def ready_batches(fh: BinaryIO, size: int = BATCH) -> Iterator[list[bytes]]:
+    """The non-blank event lines of ``fh`` (as :func:`betree.jsonl.input_lines` gives them)
+    in batches of at most ``size``, a batch also ending where no more input is ready (a
+    pipe whose writer paused), so that a live stream's results are not held back.
+
+    Cost: for an OS file, reads of up to 1 MB and one ``select`` per read (a regular file
+    is always ready: full batches); a file object without a descriptor is batched as it
+    fills.
+    """
+    try:
+        fd = fh.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        events = (line for line in input_lines(fh) if line.strip())
+        while full := list(islice(events, size)):
+            yield full
+        return
+    batch: list[bytes] = []
+    for line in input_lines(_os_lines(fd)):
+        if line.strip():
+            batch.append(line)
+            if len(batch) == size:
+                yield batch
+                batch = []
+        elif not line and batch and not _ready(fd):  # (also after a real empty line: harmless)
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _os_lines(fd: int) -> Iterator[bytes]:
+    """The lines of ``fd`` without their ``\n``, each read's complete lines followed by
+    ``b""`` (where :func:`ready_batches` asks whether more input is ready)."""
+    pending: list[bytes] = []  # a line's start, read without its end (lines may be long)
+    while chunk := os.read(fd, 1 << 20):
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        lines[0] = b"".join([*pending, lines[0]])
+        pending = [lines.pop()]
+        yield from lines
+        yield b""
+    if last := b"".join(pending):
+        yield last
+
+
+def _ready(fd: int) -> bool:
+    """Whether reading ``fd`` would not block (true at its end, and where select cannot
+    tell)."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -138,3 +140,37 @@ def test_a_killed_worker_ends_the_run_with_an_error(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert b"a matching process died" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_live_pipe_gets_results_as_its_events_come(
+    stores: tuple[Path, Path, dict[Any, str]], jobs: str
+) -> None:
+    """Events written to a pipe that stays open are answered without waiting for a full
+    batch or the end of the input (betree.stream.ready_batches); then a bulk burst goes
+    through the workers, and the answers stay in order."""
+    plain, sharded, subs = stores
+    argv = [sys.executable, "-m", "tools.cli", "match", str(sharded), "--jobs", jobs]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    rng = random.Random(5)
+    schema = Index.open(plain, readonly=True)
+    try:
+        for n in (3, 1, 2, BATCH + 5, 1):
+            sent = [event(rng) for _ in range(n)]
+            proc.stdin.write(b"".join(json.dumps(e).encode() + b"\n" for e in sent))
+            proc.stdin.flush()
+            for ev in sent:  # answered while the pipe is still open
+                found = json.loads(lines.get(timeout=120))
+                assert set(found["matches"]) == brute(subs, schema.schema, ev)
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+        assert lines.empty()
+    finally:
+        schema.close()
+        if proc.poll() is None:
+            proc.kill()

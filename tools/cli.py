@@ -117,9 +117,9 @@ def cmd_match(args: argparse.Namespace) -> int:
         print("bexdb: several EVENTS inputs need --engine spark", file=sys.stderr)
         return EXIT_USAGE
     from betree.heap import keep_freed_memory
-    from betree.jsonl import input_lines
     from betree.parallel import default_jobs, match_lines_parallel
     from betree.sharded import open_index
+    from betree.stream import ready_batches
 
     rejected = 0
     events = args.events[0] if args.events else None
@@ -130,7 +130,9 @@ def cmd_match(args: argparse.Namespace) -> int:
     binary = getattr(sys.stdout, "buffer", None)  # (a caller may have put a StringIO there)
     cache = args.cache_mb << 20
     with open_index(args.store, cache_bytes=cache) as store, _binary_input(events) as fh:
-        for lines, errors in match_lines_parallel(store, args.store, input_lines(fh), jobs, cache):
+        for lines, errors in match_lines_parallel(
+            store, args.store, ready_batches(fh), jobs, cache
+        ):
             rejected += errors
             if binary is None:
                 sys.stdout.write(lines.decode())
