@@ -442,3 +442,60 @@ def test_result_lines_are_json_dumps_byte_for_byte(results: list[dict[str, Any]]
         dump_results([{"matches": ["a, b", '"', "ß", 1]}])
         == (json.dumps({"matches": ["a, b", '"', "ß", 1]}) + "\n").encode()
     )
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
+            st.sampled_from([b"", b"  ", b"\r", b"\xef\xbb\xbf{}", b'{"a": 1}', b"x" * 70_000]),
+        ),
+        max_size=40,
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.lists(st.integers(1, 90_000), min_size=1, max_size=8),
+    st.integers(1, 7),
+)
+@settings(max_examples=60, deadline=None)
+def test_ready_batches_keep_every_line_of_a_pipe(
+    lines: list[bytes], bom: bool, last_newline: bool, cuts: list[int], size: int
+) -> None:
+    """``bexdb match`` reads a pipe in whatever pieces its writer sends
+    (betree.stream.ready_batches): the batches hold exactly the non-blank lines that
+    betree.jsonl.input_lines gives for the same bytes, in order, none over ``size``,
+    across a BOM, blank lines, carriage returns and lines longer than the pipe's buffer."""
+    import tempfile
+    import threading
+
+    from betree.jsonl import input_lines
+    from betree.stream import ready_batches
+
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines)
+    if last_newline and data:
+        data += b"\n"
+    expected = [line for line in input_lines(io.BytesIO(data)) if line.strip()]
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_end, "wb", buffering=0) as out:
+            at, k = 0, 0
+            while at < len(data):
+                step = cuts[k % len(cuts)]
+                out.write(data[at : at + step])
+                at, k = at + step, k + 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with os.fdopen(read_end, "rb") as fh:
+        batches = list(ready_batches(fh, size))
+    writer.join()
+    assert [line for batch in batches for line in batch] == expected
+    assert all(0 < len(batch) <= size for batch in batches)
+    # a regular file is always ready: full batches, also through the descriptor
+    full = [min(size, len(expected) - k) for k in range(0, len(expected), size)]
+    with tempfile.TemporaryFile() as file:
+        file.write(data)
+        file.seek(0)
+        assert [len(b) for b in ready_batches(file, size)] == full
+    assert [len(b) for b in ready_batches(io.BytesIO(data), size)] == full
