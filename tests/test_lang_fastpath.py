@@ -8,8 +8,11 @@
   nodes of the general path, and leave every error to it;
 - remembered conjuncts: ``ConjunctMemo`` (a plain conjunction joined from its pieces, each
   compiled once) gives ``to_clauses(compile_expr(...))`` or declines, never anything else;
-- interning: an interned order atom is the atom the constructor builds; places: the grid
-  span of an ``=``-only atom (its hull) is the one of the per-entry rule.
+- simple pieces: ``read_simple`` (one regular expression for ``a op 12``, ``a between 1
+  and 5``, ``a in (1, 2)``) gives the attribute and atoms of the parser's node, or declines;
+- interning: an interned order atom is the atom the constructor builds (also when read back
+  by ``atom_from_tuple``); places: the grid span of an ``=``-only atom (its hull) is the
+  one of the per-entry rule.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from hypothesis import strategies as st
 
 from betree import grid
 from betree.index import Index
-from betree.lang.atoms import OrderAtom, _order_atom
-from betree.lang.conjuncts import ConjunctMemo, forget_older_half
+from betree.lang.atoms import OrderAtom, _order_atom, atom_from_tuple, order_atoms
+from betree.lang.conjuncts import ConjunctMemo, forget_older_half, read_simple
 from betree.lang.dnf import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
 from betree.lang.expr import (
     And,
@@ -533,3 +536,76 @@ def test_a_full_memo_forgets_its_older_half() -> None:
         memo[k] = k
         assert len(memo) <= 4 and k in memo
     assert list(memo) == [6, 7, 8, 9]  # the most recent kept, in order
+
+
+# Pieces for read_simple: its forms in many spellings, on every type of attribute, with the
+# integers at its edges (18 and 19 digits, leading zeros, -0) and near-misses it must decline.
+_EDGE_INTS = [
+    "0", "-0", "1", "-1", "7", "00", "007", "-007", "10", "479",
+    "999999999999999999", "-999999999999999999", "1000000000000000000",
+    "9223372036854775807", "-9223372036854775808", "9223372036854775808", "1.0", "1e2", "0x1",
+]  # fmt: skip
+_SP = st.sampled_from([" ", " ", " ", "", "  ", "\t"])
+_SIMPLE_ATTRS = ["i", "f", "r", "s", "b", "il", "nope", "I", "i0", "f1", "s0"]
+
+
+def _simple_piece() -> st.SearchStrategy[str]:
+    attr = st.sampled_from(_SIMPLE_ATTRS)
+    num = st.sampled_from(_EDGE_INTS)
+    kw = lambda w: st.sampled_from([w, w.upper(), w.title()])  # noqa: E731
+    compare = st.builds(
+        lambda a, s1, o, s2, v: f"{a}{s1}{o}{s2}{v}", attr, _SP, st.sampled_from(OPS), _SP, num
+    )
+    between = st.builds(
+        lambda a, b, lo, n, hi, s: f"{a}{s}{b}{s}{lo}{s}{n}{s}{hi}",
+        attr, kw("between"), num, kw("and"), num, _SP,
+    )  # fmt: skip
+    in_list = st.builds(
+        lambda a, i, s, vs: f"{a} {i}{s}(" + f"{s},{s}".join(vs) + ")",
+        attr, kw("in"), _SP, st.lists(num, min_size=0, max_size=5),
+    )  # fmt: skip
+    return st.one_of(compare, between, in_list)
+
+
+def _parsed(piece: str) -> object:
+    """What the memo learns from ``piece`` by the parser: (attribute, atoms) or None."""
+    try:
+        node = compile_expr(piece, MEMO_SCHEMA)
+    except InvalidInput:
+        return None
+    if isinstance(node, (Compare, Between, InList)):
+        found = order_atoms(node)
+        if found is not None:
+            return node.attr, found
+    return None
+
+
+@SETTINGS
+@given(_simple_piece())
+def test_simple_pieces_read_as_the_parser_reads_them(piece: str) -> None:
+    found = read_simple(piece, MEMO_SCHEMA)
+    if found is not None:
+        assert repr(found) == repr(_parsed(piece)), piece
+
+
+def test_simple_pieces_are_read_where_they_should_be() -> None:
+    """The common spellings are answered (else the test above could pass by declining),
+    and what they give is the parser's, atoms interned."""
+    answered = [
+        "i = 5", "i=5", "i <> 5", "i != -3", "f >= 0", "i <= 999999999999999999",
+        "i between 1 and 5", "i BETWEEN 5 AND 1", "i between 3 and 3", "f between -2 and 2",
+        "i in (1, 2, 2)", "i In(1,2)", "i in ( 7 )", "i0 > 479",
+    ]  # fmt: skip
+    for piece in answered:
+        found = read_simple(piece, MEMO_SCHEMA)
+        assert found is not None, piece
+        assert repr(found) == repr(_parsed(piece)), piece
+    declined = [
+        "i = 007", "i = 1000000000000000000", "i = 1.0", "s = 5", "b = 1", "il = 1",
+        "nope = 1", "I = 1", "i = 1 and f = 2", "i in ()", "i not in (1)", "i = 5x",
+        "i == 5", "i\t= 5", " i = 5", "i between 1 and", "i = -0 or i = 1", "5 = i",
+    ]  # fmt: skip
+    for piece in declined:
+        assert read_simple(piece, MEMO_SCHEMA) is None, piece
+    (a,) = read_simple("i = 5", MEMO_SCHEMA)[1]  # type: ignore[index]
+    assert a is _order_atom("i", "=", 5) is atom_from_tuple(a.as_tuple())

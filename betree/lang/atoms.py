@@ -26,6 +26,7 @@ first use) is one dict lookup and one comparison (list atoms: a scan of the even
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -315,9 +316,14 @@ _new_atom = object.__new__
 
 
 #: One-entry order atoms with an int or string constant, by ``(attr, op, constant)``;
-#: cleared when full.  (Floats are left out: an int out of int64 range equals a float.)
+#: when full, the older half is forgotten.  (Floats are left out: an int out of int64
+#: range equals a float.)  Why that many: a workload of few repeated predicates
+#: (``bexdb gen --profile wide``) uses ~200K distinct atoms per 100K subscriptions, and an
+#: atom forgotten while the compiled pieces holding it live is a second object for the
+#: same atom, found in the dicts downstream by ``__eq__`` only.  Memory: ~100 bytes an
+#: entry beyond the atoms, most of which the caller's caches hold anyway.
 _INTERNED: dict[tuple[str, str, Value], OrderAtom] = {}
-_INTERNED_MAX = 1 << 16
+_INTERNED_MAX = 1 << 18
 
 
 def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
@@ -333,7 +339,8 @@ def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
         atom = _INTERNED.get((attr, op, c))
         if atom is None:
             if len(_INTERNED) >= _INTERNED_MAX:
-                _INTERNED.clear()
+                for old in list(itertools.islice(_INTERNED, _INTERNED_MAX // 2)):
+                    del _INTERNED[old]
             atom = _INTERNED[(attr, op, c)] = _new_order_atom(attr, op, c)
         return atom
     return _new_order_atom(attr, op, c)
@@ -552,9 +559,18 @@ def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
 
 
 def atom_from_tuple(t: Sequence[object]) -> Atom:
-    """Rebuild an atom from :meth:`Atom.as_tuple` (lists accepted for tuples)."""
+    """Rebuild an atom from :meth:`Atom.as_tuple` (lists accepted for tuples).
+
+    Cost: ~0.5 µs for a one-entry order atom with an int or string constant (interned:
+    :func:`_order_atom`), else the constructor's ~3 µs and more.
+    """
     if t[0] == "order":
-        return OrderAtom(str(t[1]), [(str(op), c) for op, c in t[2]])  # type: ignore[attr-defined]
+        attr, entries = t[1], t[2]
+        if type(attr) is str and len(entries) == 1:  # type: ignore[arg-type]
+            op, c = entries[0]  # type: ignore[index]
+            if (type(c) is int or type(c) is str) and op in _OP_RANK:
+                return _order_atom(attr, op, c)  # what the constructor would build
+        return OrderAtom(str(attr), [(str(op), c) for op, c in entries])  # type: ignore[attr-defined]
     if t[0] == "test":
         arg = t[3]
         if isinstance(arg, list):
@@ -595,23 +611,36 @@ def order_atoms(node: Node) -> tuple[Atom, ...] | None:
             if atom is not None:  # (only valid operators and canonical constants are there)
                 return (atom,)
         if type(v) is not bool and node.op in _OP_RANK:
-            return (_order_atom(node.attr, node.op, _canon(v)),)
+            return compare_atoms(node.attr, node.op, _canon(v))
     elif type(node) is Between:
         lo, hi = node.lo, node.hi
         if not node.negated and (
             (type(lo) is str and type(hi) is str)
             or (isinstance(lo, _NUMBER_TYPES) and isinstance(hi, _NUMBER_TYPES))
         ):
-            lo, hi = _canon(lo), _canon(hi)
-            if lo < hi:  # type: ignore[operator]
-                return (_order_atom(node.attr, ">=", lo), _order_atom(node.attr, "<=", hi))
-            if lo == hi:
-                return (_order_atom(node.attr, "=", lo),)
-            return ()
+            return between_atoms(node.attr, _canon(lo), _canon(hi))
     elif type(node) is InList and not node.negated:
-        values = set(map(_canon, node.values))
-        return (_equal_any(node.attr, values),) if values else ()
+        return in_atoms(node.attr, set(map(_canon, node.values)))
     return None
+
+
+def compare_atoms(attr: str, op: str, c: Value) -> tuple[Atom, ...]:
+    """The atoms of ``attr op c`` (``op`` one of :data:`COMPARE_OPS`, ``c`` canonical)."""
+    return (_order_atom(attr, op, c),)
+
+
+def between_atoms(attr: str, lo: Value, hi: Value) -> tuple[Atom, ...]:
+    """The atoms of ``attr between lo and hi`` (canonical, both numbers or both strings)."""
+    if lo < hi:  # type: ignore[operator]
+        return (_order_atom(attr, ">=", lo), _order_atom(attr, "<=", hi))
+    if lo == hi:
+        return (_order_atom(attr, "=", lo),)
+    return ()
+
+
+def in_atoms(attr: str, values: set[Value]) -> tuple[Atom, ...]:
+    """The atoms of ``attr in (…)`` for the set of its canonical values."""
+    return (_equal_any(attr, values),) if values else ()
 
 
 def atom_clauses(node: Node, pos: bool) -> list[Clause]:

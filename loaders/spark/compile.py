@@ -20,6 +20,7 @@ computes its places and packs its clauses into Arrow columns.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ import pyarrow as pa
 
 from betree.index import Index, gc_paused
 from betree.lang.atoms import Atom
+from betree.lang.conjuncts import forget_older_half
 from betree.sharded import shard_of
 from loaders.records import Record
 from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record
@@ -40,8 +42,10 @@ from loaders.spark.runfiles import RunPart, RunWriter
 from storage import codec
 from storage.errors import InvalidInput
 
-#: Bound on the atoms whose store key a compile task remembers.
-_KEYS_MAX = 1 << 16
+#: Bound on the atoms whose store key a compile worker remembers (the older half is
+#: forgotten when full): a workload of few repeated predicates has ~200K distinct atoms
+#: per 100K subscriptions.  ~150 bytes each.
+_KEYS_MAX = 1 << 18
 
 
 def compile_partition(
@@ -69,6 +73,12 @@ def compile_partition(
     :func:`_compile_record`, :meth:`_Task.pack`), :meth:`RunWriter.write` per input batch,
     then the atoms file and :meth:`_Task.result`.  Cost: CPU per record (the compile is
     most of it); memory: one input batch's records at a time, and the task's atoms.
+
+    The collector is paused while the task compiles, and what the worker's caches gained
+    meanwhile (~1M objects a task on a workload of few repeated predicates) is then frozen
+    (:func:`gc.freeze`): else the collector's first passes after the task would walk all
+    of it, about a second a task.  Nothing here makes reference cycles, and frozen objects
+    are still freed by their reference counts when the caches forget them.
     """
     from pyspark import TaskContext
 
@@ -80,6 +90,7 @@ def compile_partition(
             compile_places = compiler(schema_doc, settings).compile_places
             for batch in batches:
                 task.out.write(task.compile_batch(batch, compile_places))
+            gc.freeze()  # see below
     finally:
         task.out.close()
         if counter is not None:
@@ -152,7 +163,7 @@ class _Task:
         k = keys.get(atom)
         if k is None:
             if len(keys) >= _KEYS_MAX:
-                keys.clear()
+                forget_older_half(keys)
             k = keys[atom] = codec.encode_value(atom.as_tuple())
         self.local_keys.append(k)
         aid = self.local[atom] = len(self.local_keys)
