@@ -28,9 +28,9 @@ memo answers only when every piece of the cut is, on its own, a valid comparison
 ``tests/test_lang_fastpath.py`` checks the memo against the general path on random texts,
 strings with ``and`` inside included.  A new piece of the commonest forms on a numeric attribute (``a op 12``, ``a between 1 and
 5``, ``a in (1, 2)``) is read by one regular expression (:func:`read_simple`, ~3 µs)
-instead of the parser (~20 µs); on ``bexdb gen --profile wide``, where 1.55 pieces a
-subscription are new, that took one process's compile of 500K subscriptions from 39.7 to
-32.0 µs each (collector paused, as the loaders run it).
+instead of the parser (~20 µs); on ``bexdb gen --profile wide`` (7 pieces a subscription,
+2.3 of them new in the first 100K, 1.55 over 500K) that took one process's compile of the
+first 100K from 39.7 to 32.0 µs a subscription (collector paused, as the loaders run it).
 
 Memory: bounded by ``limit`` remembered pieces
 (~470 bytes each with their atoms and places, none longer than :data:`LONGEST_PIECE`: the
