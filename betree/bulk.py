@@ -38,7 +38,7 @@ import numpy as np
 from betree import catalog
 from betree.catalog import record_attributes, root_record
 from betree.grid import halves
-from betree.lang.atoms import Atom, Clause, OrderAtom
+from betree.lang.atoms import Atom, Clause
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
 from betree.tree import BETree, Places
 from pbtree.bulk import build as build_pbtree
@@ -172,15 +172,15 @@ class Batch:
 
     def build(self) -> dict[str, int]:
         """Write everything into the (empty) index; one commit."""
-        atoms = {aid: atom for atom, aid in self.atoms.items()}
-        return build_from_parts(self.index, self.subs, self.places, atoms)
+        keys = {aid: codec.encode_value(atom.as_tuple()) for atom, aid in self.atoms.items()}
+        return build_from_parts(self.index, self.subs, self.places, keys)
 
 
 def build_from_parts(
     index: Index,
     subs: Sequence[tuple[Any, str, list[list[int]]]] | PackedSubs,
     places: PlaceTable | Sequence[Places],
-    atoms: dict[int, Atom],
+    atoms: Mapping[int, bytes],
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit.
 
@@ -188,7 +188,9 @@ def build_from_parts(
     (or the same packed, :class:`PackedSubs`), internal ids given by position; ``places``
     holds :meth:`Index.places` of every clause in order (packed, or one mapping per
     clause); ``atoms`` maps every atom id used (dense from 1; 0 is the true atom) to its
-    atom.  For loaders that intern and compute places elsewhere (in Spark executors).
+    store key, ``codec.encode_value(atom.as_tuple())`` of a canonical atom: what Spark's
+    executors made once per atom, written as it is (an atom object each would cost ~5 µs
+    more to build here).  For loaders that intern and compute places elsewhere.
     """
     if not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -276,20 +278,21 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sub, k
 
 
-def _write_atoms(txn: WriteTxn, atoms: dict[int, Atom], refs: list[int]) -> None:
-    """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute."""
+def _write_atoms(txn: WriteTxn, atoms: Mapping[int, bytes], refs: list[int]) -> None:
+    """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute, from the
+    atoms' store keys (decoded once each: an order atom's tuple holds its entries)."""
     order: dict[str, list[tuple[Any, str, int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
     ordered = sorted(atoms.items())
-    keys = codec.encode_values(atom.as_tuple() for _, atom in ordered)
+    keys = [key for _, key in ordered]
     counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
     txn.put_many(catalog.ATOM, keys, codec.encode_values(counts))
     txn.put_many(catalog.AID, codec.encode_u64s(aid for aid, _ in ordered), keys)
-    for aid, atom in ordered:
-        if isinstance(atom, OrderAtom):
-            order.setdefault(atom.attr, []).extend((c, op, aid) for op, c in atom.entries)
+    for (aid, _), t in zip(ordered, map(codec.decode_value, keys), strict=True):
+        if t[0] == "order":
+            order.setdefault(t[1], []).extend((c, op, aid) for op, c in t[2])
         else:
-            direct.setdefault(atom.attr, []).append([aid, list(atom.as_tuple())])
+            direct.setdefault(t[1], []).append([aid, t])
     for attr, predicates in order.items():
         predicates.sort(key=itemgetter(0))
         build_pbtree(txn, attr, predicates)

@@ -26,15 +26,17 @@ memo answers only when every piece of the cut is, on its own, a valid comparison
   compiles the whole text the general way, which reports the error with its column.
 
 ``tests/test_lang_fastpath.py`` checks the memo against the general path on random texts,
-strings with ``and`` inside included.  A new piece of the commonest forms on a numeric attribute (``a op 12``, ``a between 1 and
+strings with ``and`` inside included.
+
+A new piece of the commonest forms on a numeric attribute (``a op 12``, ``a between 1 and
 5``, ``a in (1, 2)``) is read by one regular expression (:func:`read_simple`, ~3 µs)
 instead of the parser (~20 µs); on ``bexdb gen --profile wide`` (7 pieces a subscription,
 2.3 of them new in the first 100K, 1.55 over 500K) that took one process's compile of the
 first 100K from 39.7 to 32.0 µs a subscription (collector paused, as the loaders run it).
 
-Memory: bounded by ``limit`` remembered pieces
-(~470 bytes each with their atoms and places, none longer than :data:`LONGEST_PIECE`: the
-default 2**19 is at most ~250 MB); when full, the older half is forgotten.  Why that many:
+Memory: bounded by ``limit`` remembered pieces (~470 bytes each with their atoms and
+places, none longer than :data:`LONGEST_PIECE`: the default 2**19 is at most ~250 MB);
+when full, the older half is forgotten.  Why that many:
 a workload whose predicates rarely repeat (``bexdb gen --profile wide``: 1.05M distinct
 pieces in 1M subscriptions) compiled 114 µs per subscription when the memo was cleared at
 2**17 pieces, 67 µs when it kept them (300K subscriptions, one process).

@@ -33,11 +33,9 @@ import pyarrow.compute as pc
 from betree import sharded as sharding
 from betree.bulk import PackedSubs, PlaceTable, build_from_parts
 from betree.index import Index, gc_paused
-from betree.lang.atoms import atom_from_tuple
 from loaders.records import Record, mark_duplicates
 from loaders.spark.results import REJECT, RESULT, SHARD, append_row
 from loaders.spark.runfiles import LISTS, read_runs
-from storage import codec
 from storage.errors import BexdbError
 
 
@@ -171,10 +169,7 @@ def build_store(
                 flat["plo"],
                 flat["phi"],
             )
-            catalog = {
-                aid: atom_from_tuple(codec.decode_value(atom_keys[g - 1]))
-                for aid, g in enumerate(used.tolist(), 1)
-            }
+            catalog = {aid: atom_keys[g - 1] for aid, g in enumerate(used.tolist(), 1)}
             del flat, atoms, dense
             t1 = time.perf_counter()
             counts = build_from_parts(idx, subs, places, catalog)
