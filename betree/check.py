@@ -556,15 +556,20 @@ def _check_catalog(
         errors.append(f"{len(home_cids)} home records for {len(cat.cids)} clauses")
     counted = cat.atoms[cat.atoms > 0]
     uses: Counter[int] = Counter(dict(enumerate(np.bincount(counted).tolist())))
-    live: dict[int, Any] = {}
     atom_keys, atom_values = txn.scan_all(catalog.ATOM)
-    for key, (aid, refs) in zip(atom_keys, map(codec.decode_value, atom_values), strict=True):
-        reverse = aid_keys.get(aid) == key  # the aid record leads back to this one
-        live[aid] = atoms[aid] if reverse else atom_from_tuple(codec.decode_value(key))
+    pairs = list(map(codec.decode_value, atom_values))
+    aids = [aid for aid, _ in pairs]
+    # the aid record leads back to this one: the common case, found in one pass
+    reverse = list(map(eq, map(aid_keys.get, aids), atom_keys))
+    live: dict[int, Any] = dict(zip(aids, map(atoms.get, aids), strict=True))
+    for key, aid, back in zip(atom_keys, aids, reverse, strict=True):
+        if not back:
+            live[aid] = atom_from_tuple(codec.decode_value(key))
+            errors.append(f"atom {aid}: reverse record missing or wrong")
+    for j in _wrong_counts(pairs, counted, rec["next_atom"]):
+        aid, refs = pairs[j]
         if refs != uses[aid]:
             errors.append(f"atom {aid} ({live[aid]}) counts {refs} uses, found {uses[aid]}")
-        if not reverse:
-            errors.append(f"atom {aid}: reverse record missing or wrong")
         if aid >= rec["next_atom"]:
             errors.append(f"atom {aid} beyond the counter")
     for aid in sorted(a for a, n in uses.items() if n and a not in live):
@@ -594,3 +599,20 @@ def _check_catalog(
             errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
         for op, const, aid in sorted(have - want, key=repr)[:20]:
             errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
+
+
+def _wrong_counts(pairs: list[Any], counted: np.ndarray, next_atom: int) -> list[int]:
+    """Positions of the ``(atom id, reference count)`` records whose count is not the
+    uses found in ``counted`` or whose id is not below ``next_atom``: with numpy when the
+    records hold plain ints (always, unless damaged), else every position (checked one
+    by one by the caller)."""
+    try:
+        table = np.asarray(pairs, dtype=np.int64).reshape(len(pairs), 2)
+    except (TypeError, ValueError, OverflowError):
+        return list(range(len(pairs)))
+    aid, refs = table[:, 0], table[:, 1]
+    found = np.bincount(counted, minlength=int(aid.max(initial=0)) + 1)
+    inside = aid >= 0
+    wrong = ~inside | (aid >= next_atom)
+    wrong[inside] |= refs[inside] != found[aid[inside]]
+    return np.flatnonzero(wrong).tolist()

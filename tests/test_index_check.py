@@ -75,3 +75,38 @@ def test_pbtree_entry_missing_for_an_atom(idx: Index) -> None:
         assert tree.delete(op, const, aid)
     found = violations(idx)
     assert f"PB+tree 'y' lacks atom {aid}'s entry {op} {const!r}" in found
+
+
+def _atom_records(idx: Index) -> list[tuple[bytes, list[int]]]:
+    with idx.store.read() as txn:
+        return [(key, codec.decode_value(value)) for key, value in txn.scan(b"atom")]
+
+
+def test_atom_records_are_checked_one_by_one(idx: Index) -> None:
+    """Counts, counters and reverse records: every wrong atom record is named (the counts
+    are compared as arrays; each finding names its atom)."""
+    (k1, (a1, r1)), (_, (a2, _)), (k3, (a3, _)) = _atom_records(idx)[:3]
+    with idx.store.write() as txn:
+        txn.put(b"atom", k1, codec.encode_value([a1, r1 + 2]))  # a wrong count
+        txn.put(b"aid", codec.encode_u64(a2), k3)  # atom a2's reverse record leads elsewhere
+        txn.delete(b"atom", k3)  # atom a3 is used, but has no record
+    found = violations(idx)
+    assert any(
+        v.startswith(f"atom {a1} (") and f"counts {r1 + 2} uses, found {r1}" in v for v in found
+    )
+    assert f"atom {a2}: reverse record missing or wrong" in found
+    assert f"atom {a3} is used but not in the catalog" in found
+
+
+def test_atom_records_beyond_the_counter_or_not_ints(idx: Index) -> None:
+    records = _atom_records(idx)
+    with idx.store.read() as txn:
+        next_atom = txn.get_obj(NS, ROOT)["next_atom"]
+    (k1, (a1, r1)), (k2, (a2, _)) = records[:2]
+    with idx.store.write() as txn:
+        txn.put(b"atom", k1, codec.encode_value([next_atom + 5, r1]))
+        txn.put(b"atom", k2, codec.encode_value([a2, "two"]))  # not a count: still reported
+    found = violations(idx)
+    assert f"atom {next_atom + 5} beyond the counter" in found
+    assert any(v.startswith(f"atom {a2} (") and "counts two uses" in v for v in found)
+    assert f"atom {a1} is used but not in the catalog" in found
