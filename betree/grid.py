@@ -180,7 +180,12 @@ def atom_span(kind: str, atom: Atom) -> tuple[int, int]:
     if all(op == "=" for op, _ in entries):
         # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
         # so the hull is the first constant's interval to the last's.
-        return hull([interval(kind, entries[0][1], True, entries[-1][1], True)])
+        first, last = entries[0][1], entries[-1][1]
+        if kind == "int" and type(first) is int and type(last) is int:  # coord, inlined
+            return min(max(first, -_SIGN), _SIGN - 1) + _SIGN, min(
+                max(last, -_SIGN), _SIGN - 1
+            ) + _SIGN
+        return hull([interval(kind, first, True, last, True)])
     spans = []
     for op, c in entries:
         if op == "!=":

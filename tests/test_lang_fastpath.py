@@ -247,7 +247,20 @@ def test_equality_atoms_span_their_hull(kind: str) -> None:
     values: list[list[ListItem]] = (
         [["a", "ab", "b\u00e9"], ["", "zzzzzzzzzz"], ["x"]]
         if kind == "string"
-        else [[-3, 0, 2.5, 7], [1.5, 2.5], [4], [-(2**63), 2**63 - 1], [0.25]]
+        else [
+            [-3, 0, 2.5, 7],
+            [1.5, 2.5],
+            [4],
+            [-(2**63), 2**63 - 1],
+            [0.25],
+            [-5, 3],
+            [9],
+            [-(2**63) - 1, 2**63],
+            [-(2**70)],
+            [2**70, 2**71],
+            [0, 2**64],
+            [-(2**64), 1],
+        ]  # fmt: skip  (ints of the int fast path, inside and beyond int64)
     )
     for vs in values:
         atom = OrderAtom("a", [("=", v) for v in vs])
