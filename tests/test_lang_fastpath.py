@@ -622,3 +622,29 @@ def test_simple_pieces_are_read_where_they_should_be() -> None:
         assert read_simple(piece, MEMO_SCHEMA) is None, piece
     (a,) = read_simple("i = 5", MEMO_SCHEMA)[1]  # type: ignore[index]
     assert a is _order_atom("i", "=", 5) is atom_from_tuple(a.as_tuple())
+
+
+_CONSTS = st.one_of(
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([0, 1, -1, 2**63 - 1, -(2**63), True, False, 1.0, 2.5, -0.0, "", "a", "é"]),
+)
+_ENTRY = st.one_of(
+    st.tuples(st.sampled_from(["=", "=", "=", "<", "!=", ">=", "~"]), _CONSTS).map(list),
+    st.lists(_CONSTS, max_size=3),  # malformed: not a pair
+)
+
+
+@SETTINGS
+@given(st.lists(_ENTRY, min_size=1, max_size=6), st.sampled_from(["a", "b"]))
+def test_atoms_read_back_are_the_constructors(entries: list[list[object]], attr: str) -> None:
+    """``atom_from_tuple`` of a stored tuple (lists, as msgpack gives them) builds what the
+    constructor builds from the same entries, or fails as it does; its fast paths (one
+    interned entry, an ``in`` list of ints or strings) included."""
+    general = _outcome(lambda: OrderAtom(attr, [(str(op), c) for op, c in entries]))  # type: ignore[misc]
+    assert _outcome(lambda: atom_from_tuple(["order", attr, entries])) == general
+    try:
+        atom = OrderAtom(attr, [(str(op), c) for op, c in entries])  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return
+    again = atom_from_tuple(["order", attr, [list(e) for e in atom.entries]])
+    assert again == atom and again._key == atom._key and hash(again) == hash(atom)
