@@ -29,6 +29,7 @@ BOM = b"\xef\xbb\xbf"
 MAX_DEPTH = 128
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^][{}]+")
+_LONG_DIGITS = re.compile(rb"[0-9]{19}").search
 _HUGE_INT = "Exceeds the limit"  # how int() refuses more than sys.get_int_max_str_digits()
 
 
@@ -56,9 +57,23 @@ def loads_line(raw: bytes | str) -> Any:
     has none.
 
     Not UTF-8, malformed JSON, nesting deeper than :data:`MAX_DEPTH`, an integer of more
-    than 4,300 digits: each is the line's own error.  Cost: one decode and one
-    ``json.loads``; a line with more than :data:`MAX_DEPTH` brackets is scanned once more.
+    than 4,300 digits: each is the line's own error.  Cost: one ``orjson.loads`` (~1 µs
+    for a subscription record) for a line of bytes that orjson reads as ``json.loads``
+    does: no run of 19 digits (orjson turns an integer past 64 bits into a float) and at
+    most :data:`MAX_DEPTH` brackets.  Any other line, and any line orjson refuses (it
+    does not read ``NaN``, lone surrogates or overflowing floats, which ``json`` does, and
+    its errors are worded differently), takes one decode and one ``json.loads`` (~4 µs); a
+    line with more than :data:`MAX_DEPTH` brackets is scanned once more.
     """
+    if (
+        type(raw) is bytes
+        and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
+        and _LONG_DIGITS(raw) is None
+    ):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # the general path says why, or reads what only it reads
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as exc:

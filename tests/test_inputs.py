@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from betree.index import Index
+from betree.jsonl import MAX_DEPTH, loads_line
 from loaders.records import Record, parse_line, write_rejects
 from tools.cli import main
 
@@ -397,6 +398,53 @@ def test_any_line_is_a_record_or_a_reject_in_strict_json(
             "id": record.id,
             "error": record.error or "x",
         }
+
+
+def _general(raw: bytes) -> object:
+    """What ``json.loads`` makes of a line (the reader's general path), or its refusal."""
+    try:
+        return ("ok", repr(json.loads(raw.decode("utf-8"))))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return ("refused",)
+
+
+def _outcome(raw: bytes) -> object:
+    from storage.errors import InvalidInput
+
+    try:
+        return ("ok", repr(loads_line(raw)))
+    except InvalidInput:
+        return ("refused",)
+
+
+_NUMBER_TEXTS = st.sampled_from(
+    ["0", "-0", "1e400", "-1e400", "1e-400", "5e-324", "0.1", "1E5", "-0.0", "NaN", "Infinity",
+     "18446744073709551615", "18446744073709551616", "-9223372036854775808",
+     "-9223372036854775809", "1234567890123456789", "123456789012345678", "01", "1.",
+     "12345678901234567890.5", "0.12345678901234567890"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=VALUES,
+    numbers=st.lists(_NUMBER_TEXTS, max_size=3),
+    noise=st.binary(max_size=3),
+    cut=st.integers(min_value=0, max_value=40),
+    depth=st.sampled_from([0, 0, 0, 127, 128, 129]),
+)
+def test_lines_read_as_json_loads_reads_them(
+    value: Any, numbers: list[str], noise: bytes, cut: int, depth: int
+) -> None:
+    """The reader's fast path (orjson) gives exactly ``json.loads``'s value, or leaves the
+    line to the general path: big integers stay ints, NaN and lone surrogates are read,
+    bad bytes are refused alike (the nesting limit is the reader's own)."""
+    body = json.dumps(value) if numbers == [] else "[" + ", ".join(numbers) + "]"
+    line = ("[" * depth + body + "]" * depth).encode("utf-8", "surrogatepass")
+    for raw in (line, line[:cut] + noise + line[cut:]):
+        found = _outcome(raw)
+        if found[0] == "ok" or raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+            assert found == _general(raw), raw
 
 
 _IDS = st.one_of(
