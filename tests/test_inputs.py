@@ -447,6 +447,23 @@ def test_lines_read_as_json_loads_reads_them(
             assert found == _general(raw), raw
 
 
+@pytest.mark.parametrize("inner", [b"1", b"2.5", b"18446744073709551616", b'"x"', b""])
+def test_the_nesting_limit_is_exact_on_either_path(inner: bytes) -> None:
+    """128 levels load, 129 are refused, whether orjson or json reads the line."""
+    from storage.errors import InvalidInput
+
+    for opener, closer in ((b"[", b"]"), (b'{"k": ', b"}")):
+        if opener != b"[" and not inner:
+            continue  # ({"k": } is not JSON)
+        for levels, ok in ((MAX_DEPTH, True), (MAX_DEPTH + 1, False)):
+            core = (opener * (levels - 1)) + b"[" + inner + b"]" + (closer * (levels - 1))
+            if ok:
+                assert repr(loads_line(core)) == repr(json.loads(core)), (levels, opener)
+            else:
+                with pytest.raises(InvalidInput, match="nested too deeply"):
+                    loads_line(core)
+
+
 _IDS = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**64 - 1),
     st.integers(min_value=2**64, max_value=2**70),
