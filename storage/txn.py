@@ -45,7 +45,7 @@ import heapq
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from itertools import chain, takewhile
+from itertools import chain, islice, takewhile
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -314,13 +314,26 @@ class ReadTxn:
 
     def scan_all(self, ns: bytes) -> tuple[list[bytes], list[bytes]]:
         """Every record of ``ns`` in key order, as its keys and its values (for bulk
-        decoding: :func:`storage.codec.decode_u64s`, :func:`storage.codec.decode_values`)."""
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        for key, value in self.scan(ns):
-            keys.append(key)
-            values.append(value)
-        return keys, values
+        decoding: :func:`storage.codec.decode_u64s`, :func:`storage.codec.decode_values`).
+
+        Cost: when ``ns`` has no long keys (the common case), two C-level cursor passes,
+        keys then values, about 0.3 µs a record (a loop over :meth:`scan`: ~0.8)."""
+        if next(self._scan_long(ns, b""), None) is not None:
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            for key, value in self.scan(ns):
+                keys.append(key)
+                values.append(value)
+            return keys, values
+        prefix = ns + b"\0"
+        end, cut = ns + b"\1", len(prefix)
+        cursor = self._txn.cursor(db=self._records)
+        if not cursor.set_range(prefix):
+            return [], []
+        found = list(takewhile(end.__gt__, map(bytes, cursor.iternext(values=False))))
+        cursor.set_range(prefix)
+        values = list(map(bytes, islice(cursor.iternext(keys=False), len(found))))
+        return [key[cut:] for key in found], values
 
     def count(self, ns: bytes) -> int:
         """Number of records in ``ns`` (a key-only cursor walk over each key range)."""

@@ -87,6 +87,30 @@ def test_records_round_trip_with_long_and_short_keys_in_key_order(store: Any) ->
         assert txn.count(b"demp") == 1
 
 
+def test_scan_all_of_short_keys_is_the_scan(store: Any) -> None:
+    """A namespace of short keys only is read by two cursor passes: the same records, in
+    order, as :meth:`scan`, its neighbours (and a neighbour's long keys) left out, in a read
+    and in a write transaction."""
+    rng = random.Random(5)
+    model = {
+        rng.randbytes(rng.randrange(0, 40)): rng.randbytes(rng.choice([0, 8, 900]))
+        for _ in range(300)
+    }
+    with store.write() as txn:
+        txn.put_many(NS, list(model), list(model.values()))
+        txn.put(b"demn", b"\xff" * 20, b"before")
+        txn.put(b"demp", b"", b"after")
+        txn.put(b"demp", b"z" * 2000, b"a long neighbour")
+        assert txn.scan_all(NS) == (sorted(model), [model[k] for k in sorted(model)])
+        assert txn.scan_all(b"empty") == ([], [])
+    with store.read() as txn:
+        want = list(txn.scan(NS))
+        assert want == sorted(model.items())
+        assert txn.scan_all(NS) == ([k for k, _ in want], [v for _, v in want])
+        assert txn.scan_all(b"demp") == ([b"", b"z" * 2000], [b"after", b"a long neighbour"])
+        assert txn.scan_all(b"zzz") == ([], [])
+
+
 def test_records_against_a_dict_across_commits_reopens_and_map_growth(tmp_path: Path) -> None:
     """Seeded stress: puts, bulk puts and deletes of long and short keys in a map that must
     grow (each growth replays the transaction's writes), compared with a dict after every
