@@ -142,14 +142,17 @@ class _Task:
         the true atom, for a clause without atoms), places as rows."""
         local, numbers = self.local, self.numbers
         for clause, spans in zip(clauses, spans_of, strict=True):
-            ids = []
-            for atom in clause:
-                aid = local.get(atom)
-                if aid is None:
-                    aid = self.new_atom(atom)
-                ids.append(aid)
-            part.atoms.extend(ids or (0,))
-            part.lens.append(len(ids) or 1)
+            ids = list(map(local.get, clause))
+            if None in ids:  # atoms new to the task
+                ids = [
+                    self.new_atom(a) if i is None else i for a, i in zip(clause, ids, strict=True)
+                ]
+            if ids:
+                part.atoms.extend(ids)
+                part.lens.append(len(ids))
+            else:
+                part.atoms.append(0)
+                part.lens.append(1)
             part.nrows.append(len(spans))
             part.pattr.extend(map(numbers.__getitem__, spans))
             flat = list(chain.from_iterable(spans.values()))
