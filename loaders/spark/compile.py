@@ -142,7 +142,7 @@ class _Task:
         the true atom, for a clause without atoms), places as rows."""
         local, numbers = self.local, self.numbers
         for clause, spans in zip(clauses, spans_of, strict=True):
-            ids = list(map(local.get, clause))
+            ids: list[Any] = list(map(local.get, clause))
             if None in ids:  # atoms new to the task
                 ids = [
                     self.new_atom(a) if i is None else i for a, i in zip(clause, ids, strict=True)
