@@ -29,10 +29,9 @@ memo answers only when every piece of the cut is, on its own, a valid comparison
 strings with ``and`` inside included.
 
 A new piece of the commonest forms on a numeric attribute (``a op 12``, ``a between 1 and
-5``, ``a in (1, 2)``) is read by one regular expression (:func:`read_simple`, ~3 µs)
-instead of the parser (~20 µs); on ``bexdb gen --profile wide`` (7 pieces a subscription,
-2.3 of them new in the first 100K, 1.55 over 500K) that took one process's compile of the
-first 100K from 39.7 to 32.0 µs a subscription (collector paused, as the loaders run it).
+5``, ``a in (1, 2)``) is read by one regular expression (:func:`read_simple`: 3.8 µs a
+piece, atoms included, against 6.2 µs through the parser; 150K distinct pieces of ``bexdb
+gen --profile wide``, collector paused as the loaders run it).
 
 Memory: bounded by ``limit`` remembered pieces (~470 bytes each with their atoms and
 places, none longer than :data:`LONGEST_PIECE`: the default 2**19 is at most ~250 MB);
@@ -188,11 +187,12 @@ def read_simple(part: str, schema: Schema) -> tuple[str, tuple[Atom, ...]] | Non
     """The attribute and atoms of ``part`` if it is one of the commonest predicates on a
     numeric attribute (``a op 12``, ``a between 1 and 5``, ``a in (1, 2)``), else ``None``.
 
-    Why: on a workload whose predicates rarely repeat, each new piece parsed cost ~28 µs
-    (tokens, tree, type check, atoms); read by one regular expression it costs ~3, the
-    atoms coming from the same constructors (:func:`~betree.lang.atoms.compare_atoms` …)
-    as :func:`~betree.lang.atoms.order_atoms` of the parsed node, so the result is the
-    same (``tests/test_lang_fastpath.py`` checks it against the parser on random texts).
+    Why: on a workload whose predicates rarely repeat (1.55 new pieces a subscription), a
+    piece parsed costs 6.2 µs (tokens, tree, type check, atoms), read by one regular
+    expression 3.8, the atoms coming from the same constructors
+    (:func:`~betree.lang.atoms.compare_atoms` …) as :func:`~betree.lang.atoms.order_atoms`
+    of the parsed node, so the result is the same (``tests/test_lang_fastpath.py`` checks
+    it against the parser on random texts).
     """
     m = _SIMPLE(part)
     if m is None:
