@@ -7,6 +7,7 @@ runs one local Spark load in its own process, as a user would.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ def test_bench_load_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[
         *("--sizes", "200,300", "--shards", "", "--python-max", "300", "--online-max", "200"),
         *("--workloads", "begen,wide"),
         "--profile",  # the Spark engine's compile transform and shard build, in-process
+        *("--repeat", "3"),  # each load three times: the row is the median run
     )
+    assert doc["parameters"]["repeat"] == 3
     assert "compile transform" in doc["profile"] and "shard build" in doc["profile"]
     rows = {(r["workload"], r["engine"], r["n"]): r for r in doc["rows"]}
     assert set(doc["workloads"]) == {"begen", "wide"}
@@ -44,9 +47,12 @@ def test_bench_load_without_spark(tmp_path: Path, capsys: pytest.CaptureFixture[
             row = rows[key]
             assert row["measured"] and row["agreement_events"] == 5
             assert row["store_bytes"] > 0 and row["driver_mb"] > 0
+            walls = row["wall_runs"]
+            assert len(walls) == 3 and row["wall_s"] == sorted(walls)[1]
     table = capsys.readouterr().out
     assert "~" in table and "EXTRAPOLATED" in table  # the guess is labelled
     assert " wide |" in table and " begen |" in table
+    assert re.search(r"\|\s*runs\s*\|", table) and " (3) |" in table  # the runs' spread
 
 
 @pytest.mark.spark

@@ -57,10 +57,12 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from storage.errors import BexdbError
+from tools.args import positive
 from tools.args import sizes as args_sizes
 from tools.bench import gen
 from tools.bench.harness import (
@@ -200,13 +202,21 @@ def _variants(shards: list[int]) -> list[tuple[str, list[str]]]:
 
 
 def run_variant(
-    name: str, flags: list[str], n: int, data: Path, work: Path, master: str | None
+    name: str,
+    flags: list[str],
+    n: int,
+    data: Path,
+    work: Path,
+    master: str | None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
-    """One measured ``bexdb load`` (or, for ``online``, ``bexdb subscribe``) of n subs."""
+    """One measured ``bexdb load`` (or, for ``online``, ``bexdb subscribe``) of n subs;
+    with ``repeat``, that many back to back, the row being the run of median wall time
+    (the lower of the two middle ones for an even count) with every run's wall time in
+    ``wall_runs``: this machine's loads vary by several percent from run to run."""
     store = work / f"store-{data.name}-{name.replace(' ', '')}-{n}"
     subs, schema = str(data / f"subs-{n}.jsonl"), str(data / "schema.json")
     if name == ONLINE:
-        shutil.rmtree(store, ignore_errors=True)
         argv = [sys.executable, "-m", "tools.cli", "subscribe", str(store), subs]
         argv += ["--schema", schema]
     else:
@@ -214,10 +224,18 @@ def run_variant(
         argv += ["--schema", schema, "--replace", *flags]
     if master and "spark" in flags:
         argv += ["--master", master]
-    _log(f"n={n:,}: {name} ...")
-    res = run_measured(argv)
-    if res["code"] != 0:
-        raise BexdbError(f"{name} load of {n} failed (exit {res['code']}): {res['stderr_tail']}")
+    runs = []
+    for i in range(repeat):
+        _log(f"n={n:,}: {name} ..." + (f" (run {i + 1} of {repeat})" if repeat > 1 else ""))
+        if name == ONLINE:
+            shutil.rmtree(store, ignore_errors=True)
+        res = run_measured(argv)
+        if res["code"] != 0:
+            raise BexdbError(
+                f"{name} load of {n} failed (exit {res['code']}): {res['stderr_tail']}"
+            )
+        runs.append(res)
+    res = sorted(runs, key=itemgetter("wall_s"))[(len(runs) - 1) // 2]
     last = res.pop("stdout").strip().splitlines()[-1]
     summary = json.loads(last) if name != ONLINE else {"engine": ONLINE, "output": last}
     row = {
@@ -231,6 +249,7 @@ def run_variant(
         "bytes_per_sub": round(_dir_bytes(store) / n),
         "summary": summary,
         "store": str(store),
+        "wall_runs": [r["wall_s"] for r in runs],
     }
     _log(
         f"n={n:,}: {name}: {row['wall_s']:.1f} s wall, {row['cpu_s']:.0f} s cpu, "
@@ -377,6 +396,12 @@ def _stage(r: dict[str, Any], key: str) -> str:
     return f"{stages[key]:.0f}" if key in stages else ""
 
 
+def _runs(r: dict[str, Any]) -> str:
+    """The spread of repeated runs (``--repeat``), "" for one."""
+    walls = r.get("wall_runs") or []
+    return f"{min(walls):,.1f}-{max(walls):,.1f} ({len(walls)})" if len(walls) > 1 else ""
+
+
 def _shard_max(r: dict[str, Any], key: str) -> str:
     figures = r.get("summary", {}).get("shard_figures") or []
     values = [f["seconds"][key] for f in figures]
@@ -388,6 +413,7 @@ _COLUMNS: tuple[Column, ...] = (  # the cells are strings already, "" where not 
     ("subs", "{:,}", lambda r: r["n"]),
     ("engine", "{}", lambda r: r["engine"]),
     ("wall s", "{}", lambda r: f"{r['wall_s']:,.1f}" if r["measured"] else f"~{r['wall_s']:,.0f}*"),
+    ("runs", "{}", lambda r: _runs(r)),
     ("subs/s", "{:,}", lambda r: r["subs_per_s"]),
     ("cpu s", "{}", lambda r: f"{r['cpu_s']:,.0f}" if r["measured"] else ""),
     ("store MB", "{}", lambda r: f"{r['store_bytes'] / 1e6:,.1f}" if r["measured"] else ""),
@@ -516,6 +542,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=100_000,
         help="largest size inserted online (bexdb subscribe); above it, extrapolated (0: never)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=positive,
+        default=1,
+        help="runs of each load, back to back; the row is the median run (default 1)",
+    )
     parser.add_argument("--master", help="Spark master (default local[*])")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--check-events", type=int, default=CHECK_EVENTS)
@@ -569,6 +601,7 @@ def main(args: argparse.Namespace) -> int:
             "online_max": args.online_max,
             "master": args.master or "local[*]",
             "match_events": args.match_events,
+            "repeat": args.repeat,
         },
         "workloads": {},
         "notes": [
@@ -580,6 +613,8 @@ def main(args: argparse.Namespace) -> int:
             "from the largest measured size of that engine), not a measurement",
             "online: `bexdb subscribe` of the whole file (online insertion, one transaction)",
             "the machine is shared: load_average_before says how busy it was",
+            "with --repeat K, each load ran K times back to back: a row is its median run, "
+            "wall_runs holds every run's wall time",
         ],
         "rows": [],
         "match_rows": [],
@@ -596,11 +631,13 @@ def main(args: argparse.Namespace) -> int:
         for n in sizes:
             mine = []
             if 0 < n <= args.online_max:
-                mine.append(run_variant(ONLINE, [], n, data, work, None))
+                mine.append(run_variant(ONLINE, [], n, data, work, None, args.repeat))
             if 0 < n <= args.python_max:
-                mine.append(run_variant("python", ["--engine", "python"], n, data, work, None))
+                mine.append(
+                    run_variant("python", ["--engine", "python"], n, data, work, None, args.repeat)
+                )
             for name, flags in _variants(shards):
-                mine.append(run_variant(name, flags, n, data, work, args.master))
+                mine.append(run_variant(name, flags, n, data, work, args.master, args.repeat))
             checked = check_agreement(mine, events[: args.check_events])
             for row in mine:
                 row["agreement_events"] = checked
