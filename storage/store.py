@@ -248,10 +248,12 @@ class Store:
             raise lmdb_error(exc, str(target)) from exc
         try:
             with ExitStack() as stack:
+                # a snapshot of its own yields bytes (copied by LMDB's binding, in C); the
+                # caller's view yields buffers, copied here
                 src = (
                     txn.lmdb_txn
                     if txn is not None
-                    else stack.enter_context(self.env.begin(buffers=True))
+                    else stack.enter_context(self.env.begin(buffers=False))
                 )
                 for name, db in (
                     (b"meta", self.meta_db),
@@ -260,10 +262,12 @@ class Store:
                 ):
                     out_db = dst.open_db(name)
                     items = src.cursor(db=db).iternext()
+                    if txn is not None:
+                        items = ((bytes(k), bytes(v)) for k, v in items)
                     if db is self.meta_db:
-                        items = ((k, v) for k, v in items if bytes(k) != _RETIRED)
+                        items = ((k, v) for k, v in items if k != _RETIRED)
                     while True:
-                        chunk = [(bytes(k), bytes(v)) for k, v in islice(items, batch)]
+                        chunk = list(islice(items, batch))
                         if not chunk:
                             break
                         with dst.begin(write=True, db=out_db) as out:
