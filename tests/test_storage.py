@@ -225,6 +225,26 @@ def test_compacting_copy_keeps_everything_and_shrinks(path: str) -> None:
         PBTree(txn, "a").check()
 
 
+def test_a_compacting_copy_never_carries_the_retired_mark(path: str) -> None:
+    """From its own snapshot (bytes) and from the caller's view (buffers) alike."""
+    with open_store(path) as store:
+        with store.write() as txn:
+            txn.put(b"r", b"k", b"v")
+        with store.env.begin(write=True, db=store.meta_db) as raw:
+            raw.put(b"retired", b"a mark", db=store.meta_db)
+        store.copy_compact(path + "-own")
+        with store.read() as view:
+            store.copy_compact(path + "-view", txn=view)
+    for copy in (path + "-own", path + "-view"):
+        with open_store(copy) as store:
+            with store.env.begin(db=store.meta_db) as raw:
+                assert raw.get(b"retired", db=store.meta_db) is None
+            with store.write() as txn:  # a retired store would refuse this
+                txn.put(b"r", b"k2", b"w")
+            with store.read() as txn:
+                assert list(txn.scan(b"r")) == [(b"k", b"v"), (b"k2", b"w")]
+
+
 def test_a_replaced_store_refuses_writes_and_keeps_its_readers(path: str) -> None:
     from storage import StoreReplaced
 
