@@ -561,8 +561,8 @@ def _check_catalog(
         errors.append(f"{cat.n_ext} id map records for {len(cat.exts)} subscriptions")
     if len(home_cids) != len(cat.cids):
         errors.append(f"{len(home_cids)} home records for {len(cat.cids)} clauses")
-    counted = cat.atoms[cat.atoms > 0]
-    uses: Counter[int] = Counter(dict(enumerate(np.bincount(counted).tolist())))
+    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
+    uses: Counter[int] = Counter(dict(enumerate(found.tolist())))
     atom_keys, atom_values = txn.scan_all(catalog.ATOM)
     pairs = list(map(codec.decode_value, atom_values))
     aids = [aid for aid, _ in pairs]
@@ -573,7 +573,7 @@ def _check_catalog(
         if not back:
             live[aid] = atom_from_tuple(codec.decode_value(key))
             errors.append(f"atom {aid}: reverse record missing or wrong")
-    for j in _wrong_counts(pairs, counted, rec["next_atom"]):
+    for j in _wrong_counts(pairs, found, rec["next_atom"]):
         aid, refs = pairs[j]
         if refs != uses[aid]:
             errors.append(f"atom {aid} ({live[aid]}) counts {refs} uses, found {uses[aid]}")
@@ -610,9 +610,9 @@ def _check_catalog(
             errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
 
 
-def _wrong_counts(pairs: list[Any], counted: np.ndarray, next_atom: int) -> list[int]:
+def _wrong_counts(pairs: list[Any], found: np.ndarray, next_atom: int) -> list[int]:
     """Positions of the ``(atom id, reference count)`` records whose count is not the
-    uses found in ``counted`` or whose id is not below ``next_atom``: with numpy when the
+    uses ``found`` per atom id or whose id is not below ``next_atom``: with numpy when the
     records hold plain ints (always, unless damaged), else every position (checked one
     by one by the caller)."""
     try:
@@ -620,8 +620,8 @@ def _wrong_counts(pairs: list[Any], counted: np.ndarray, next_atom: int) -> list
     except (TypeError, ValueError, OverflowError):
         return list(range(len(pairs)))
     aid, refs = table[:, 0], table[:, 1]
-    found = np.bincount(counted, minlength=int(aid.max(initial=0)) + 1)
-    inside = aid >= 0
-    wrong = ~inside | (aid >= next_atom)
-    wrong[inside] |= refs[inside] != found[aid[inside]]
+    uses = np.zeros(len(aid), dtype=np.int64)
+    known = (aid >= 0) & (aid < len(found))
+    uses[known] = found[aid[known]]
+    wrong = (aid < 0) | (aid >= next_atom) | (refs != uses)
     return np.flatnonzero(wrong).tolist()

@@ -181,10 +181,8 @@ def atom_span(kind: str, atom: Atom) -> tuple[int, int]:
         # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
         # so the hull is the first constant's interval to the last's.
         first, last = entries[0][1], entries[-1][1]
-        if kind == "int" and type(first) is int and type(last) is int:  # coord, inlined
-            return min(max(first, -_SIGN), _SIGN - 1) + _SIGN, min(
-                max(last, -_SIGN), _SIGN - 1
-            ) + _SIGN
+        if kind == "int" and type(first) is int and type(last) is int:  # (interval's, exactly)
+            return coord(kind, first), coord(kind, last)
         return hull([interval(kind, first, True, last, True)])
     spans = []
     for op, c in entries:

@@ -37,7 +37,8 @@ from betree.catalog import (
 from betree.check import check_index
 from betree.direct import DirectAtoms
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
-from betree.lang.conjuncts import ConjunctMemo, forget_older_half
+from betree.lang.bounded import forget_older_half
+from betree.lang.conjuncts import ConjunctMemo
 from betree.lang.dnf import MAX_CLAUSES, to_clauses
 from betree.lang.expr import Node
 from betree.lang.parser import compile_expr

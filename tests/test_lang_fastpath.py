@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from betree import grid
 from betree.index import Index
 from betree.lang.atoms import OrderAtom, _order_atom, atom_from_tuple, order_atoms
-from betree.lang.conjuncts import ConjunctMemo, forget_older_half, read_simple
+from betree.lang.bounded import forget_older_half
+from betree.lang.conjuncts import ConjunctMemo, read_simple
 from betree.lang.dnf import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
 from betree.lang.expr import (
     And,

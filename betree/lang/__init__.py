@@ -4,6 +4,7 @@ The package depends on nothing of the index (only on :mod:`storage.errors` for i
 types); the index, the loaders and the tools use it.  Its modules, each importing only the
 ones listed before it:
 
+- :mod:`~betree.lang.bounded`: dicts that forget their older half when full;
 - :mod:`~betree.lang.lexicon`: keywords, type names, operators, the integer range;
 - :mod:`~betree.lang.tokens`: a text cut into tokens, their kinds and columns;
 - :mod:`~betree.lang.patterns`: ``like`` and ``matches`` on RE2, and a pattern's literal

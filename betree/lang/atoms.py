@@ -26,13 +26,12 @@ first use) is one dict lookup and one comparison (list atoms: a scan of the even
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import repeat
 from typing import TYPE_CHECKING
 
 from betree.lang import patterns, special
+from betree.lang.bounded import forget_older_half
 from betree.lang.expr import (
     Between,
     BoolAttr,
@@ -340,8 +339,7 @@ def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
         atom = _INTERNED.get((attr, op, c))
         if atom is None:
             if len(_INTERNED) >= _INTERNED_MAX:
-                for old in list(itertools.islice(_INTERNED, _INTERNED_MAX // 2)):
-                    del _INTERNED[old]
+                forget_older_half(_INTERNED)
             atom = _INTERNED[(attr, op, c)] = _new_order_atom(attr, op, c)
         return atom
     return _new_order_atom(attr, op, c)
@@ -372,22 +370,16 @@ def _equal_any(attr: str, values: set[Value]) -> OrderAtom:
     else:
         return OrderAtom(attr, [("=", v) for v in values])
     consts = sorted(values)  # (numbers by value, strings by code point: as _ckey orders them)
-    n = len(consts)
     atom: OrderAtom = _new_atom(OrderAtom)
     atom.attr = attr
-    atom.entries = tuple(zip(repeat("=", n), consts, strict=True))
-    ckeys = zip(repeat(tag, n), consts, strict=True)
-    key = (attr, 0, tuple(zip(ckeys, repeat(_EQ_RANK, n), strict=True)))
+    atom.entries = tuple([("=", c) for c in consts])
+    key = (attr, 0, tuple([((tag, c), _EQ_RANK) for c in consts]))
     atom._key = key
     atom._hash = hash(key)
     return atom
 
 
 _NUMBER_TYPE_SET = frozenset((int, float))
-_INT_TYPE_SET = frozenset((int,))
-_EQ_ONLY = frozenset(("=",))
-_PAIRS = frozenset((2,))
-_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 _STR_TYPE_SET = frozenset((str,))
 _EQ_RANK = _OP_RANK["="]
 
@@ -569,21 +561,14 @@ def atom_from_tuple(t: Sequence[object]) -> Atom:
     """Rebuild an atom from :meth:`Atom.as_tuple` (lists accepted for tuples).
 
     Cost: ~0.5 µs for a one-entry order atom with an int or string constant (interned:
-    :func:`_order_atom`), ~1.5 µs for an ``in`` list of ints or strings
-    (:func:`_equal_any`), else the constructor's ~3 µs and more.
+    :func:`_order_atom`), else the constructor's ~3 µs and more.
     """
     if t[0] == "order":
         attr, entries = t[1], t[2]
-        if type(attr) is str:  # fast paths: what the constructor would build
-            if len(entries) == 1:  # type: ignore[arg-type]
-                op, c = entries[0]  # type: ignore[index]
-                if (type(c) is int or type(c) is str) and op in _OP_RANK:
-                    return _order_atom(attr, op, c)
-            elif set(map(len, entries)) == _PAIRS and set(map(_first, entries)) == _EQ_ONLY:  # type: ignore[call-overload]
-                values = set(map(_second, entries))  # type: ignore[call-overload]
-                kinds = set(map(type, values))
-                if kinds in (_INT_TYPE_SET, _STR_TYPE_SET):
-                    return _equal_any(attr, values)  # an "in" list
+        if type(attr) is str and len(entries) == 1:  # type: ignore[arg-type]
+            op, c = entries[0]  # type: ignore[index]
+            if (type(c) is int or type(c) is str) and op in _OP_RANK:
+                return _order_atom(attr, op, c)  # what the constructor would build
         return OrderAtom(str(attr), [(str(op), c) for op, c in entries])  # type: ignore[attr-defined]
     if t[0] == "test":
         arg = t[3]

@@ -47,7 +47,6 @@ piece and unites it per clause, so the language does not depend on the index.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable
 from itertools import chain
@@ -63,6 +62,7 @@ from betree.lang.atoms import (
     in_atoms,
     order_atoms,
 )
+from betree.lang.bounded import forget_older_half
 from betree.lang.expr import Between, Compare, InList
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
@@ -206,10 +206,3 @@ def read_simple(part: str, schema: Schema) -> tuple[str, tuple[Atom, ...]] | Non
     if lo is not None:
         return attr, between_atoms(attr, int(lo), int(hi))
     return attr, in_atoms(attr, set(map(int, _INTS(values))))
-
-
-def forget_older_half(memo: dict[Any, Any]) -> None:
-    """Drop the first-inserted half of ``memo`` (dicts keep insertion order): a bounded
-    memo that keeps what recent input used.  Amortised O(1) per insertion."""
-    for key in list(itertools.islice(memo, len(memo) // 2)):
-        del memo[key]

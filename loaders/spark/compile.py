@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from betree.index import Index, gc_paused
 from betree.lang.atoms import Atom
-from betree.lang.conjuncts import forget_older_half
+from betree.lang.bounded import forget_older_half
 from betree.sharded import shard_of
 from loaders.records import Record
 from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record
@@ -90,7 +90,7 @@ def compile_partition(
             compile_places = compiler(schema_doc, settings).compile_places
             for batch in batches:
                 task.out.write(task.compile_batch(batch, compile_places))
-            gc.freeze()  # see below
+            gc.freeze()  # (see the docstring)
     finally:
         task.out.close()
         if counter is not None:
@@ -147,12 +147,8 @@ class _Task:
                 ids = [
                     self.new_atom(a) if i is None else i for a, i in zip(clause, ids, strict=True)
                 ]
-            if ids:
-                part.atoms.extend(ids)
-                part.lens.append(len(ids))
-            else:
-                part.atoms.append(0)
-                part.lens.append(1)
+            part.atoms.extend(ids or (0,))
+            part.lens.append(len(ids) or 1)
             part.nrows.append(len(spans))
             part.pattr.extend(map(numbers.__getitem__, spans))
             flat = list(chain.from_iterable(spans.values()))
