@@ -73,6 +73,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,7 +81,7 @@ import numpy as np
 from betree.catalog import ADJ, ADJUST_STATE, NS
 from betree.nodes import CNode
 from storage import codec
-from storage.errors import BexdbError
+from storage.errors import BexdbError, InvalidInput
 from storage.txn import ReadTxn
 
 if TYPE_CHECKING:
@@ -335,3 +336,24 @@ def check_adjust(txn: ReadTxn, rec: dict[str, Any], attributes: set[str]) -> lis
         if (below < disc) if node.top else below:  # kept on top buckets only
             errors.append(f"{where}: {below} evaluations discarded below, {disc} at the node")
     return errors
+
+
+def summary(txn: ReadTxn, rec: dict[str, Any]) -> dict[str, Any]:
+    """Self-adjustment settings and totals, for ``bexdb inspect``."""
+    state = load_state(txn)
+    pnodes, lnodes, clauses = state["recycled"]
+    return {
+        **{k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()},
+        "events_flushed": state["events"],
+        "open_windows": txn.count(ADJ),
+        "recycled": {"p_nodes": pnodes, "l_nodes": lnodes, "clauses": clauses},
+        "feedback": dict(sorted(feedback(txn).items(), key=lambda kv: -kv[1])[:10]),
+    }
+
+
+def check_settings(options: Mapping[str, Any]) -> None:
+    """Refuse self-adjustment settings out of range."""
+    if options.get("adjust", 0) not in (0, 1):
+        raise InvalidInput("adjust must be 0 or 1")
+    if int(options.get("adjust_window", 1)) < 1:
+        raise InvalidInput("adjust_window must be at least 1 event")

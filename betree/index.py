@@ -6,7 +6,8 @@ Its records (subscriptions, atoms, homes, per-attribute lists) are laid out and 
 :class:`betree.writer.Writer`; an atom's grid span is :func:`betree.grid.atom_span`.
 
 Matching: phase 1 marks satisfied atoms in a boolean array (one PB+tree search per event
-attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.tree`).
+attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.tree`), or,
+once a snapshot has served enough events, tests its packed view (:mod:`betree.flat`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from betree.catalog import (
 )
 from betree.check import check_index
 from betree.direct import DirectAtoms
+from betree.flat import FlatSlot
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.bounded import forget_older_half
 from betree.lang.conjuncts import ConjunctMemo
@@ -98,6 +100,8 @@ class Index:
         self.collecting = False
         #: with the ``adjust`` setting on, flush every ``adjust_window`` events from match()
         self.auto_adjust = True
+        #: the packed view of the tree that matching uses once a snapshot lasts
+        self.flat = FlatSlot(store.cache)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -156,7 +160,7 @@ class Index:
         options = {**DEFAULTS, "max_clauses": MAX_CLAUSES, **ADJUST_DEFAULTS, **settings}
         if not 1 <= options["max_clauses"] < catalog.CLAUSES_LIMIT:
             raise InvalidInput(f"max_clauses must be in [1, {catalog.CLAUSES_LIMIT})")
-        _check_adjust_settings(options)
+        adjusting.check_settings(options)
         with store.write() as txn:
             rec = BETree.create(txn, options)
             rec.update(max_clauses=options["max_clauses"], next_sid=0, next_atom=1, subs=0)
@@ -177,6 +181,7 @@ class Index:
         except StoreReplaced:
             pass
         finally:
+            self.flat.drop()
             self.store.close()
 
     def __enter__(self) -> Index:
@@ -318,7 +323,7 @@ class Index:
             for key, value in (("adjust", enabled), ("adjust_window", window), ("theta", theta)):
                 if value is not None:
                     rec[key] = int(value)
-            _check_adjust_settings(rec)
+            adjusting.check_settings(rec)
             catalog.put_root(txn, rec)
 
     def adjust(self) -> dict[str, Any]:
@@ -349,7 +354,7 @@ class Index:
         """Self-adjustment settings and totals: flushed events, open windows, recycled
         nodes and clauses, the attributes with the most matching feedback."""
         with self.store.read() as txn:
-            return _adjust_summary(txn, root_record(txn))
+            return adjusting.summary(txn, root_record(txn))
 
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
@@ -487,10 +492,17 @@ class Index:
             defined = attr in values
             sat[group.hits(values[attr], values) if defined else group.undefined] = True
         tree = BETree(txn, snap["rec"])
-        out: dict[int, SubId] = {}
         stats = self._collector
         if stats is None and (snap["collect"] or self.collecting):
             stats = self._collector = Collector()
+        # the view describes committed pages: not within a write, nor while collecting
+        # the per-node statistics only the walk gives
+        view = None if stats is not None or txn.writable else self.flat.get(txn.gen, tree)
+        if view is not None:
+            ids, candidates = view.match(coords, sat)
+            self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
+            return ids.tolist()  # type: ignore[no-any-return]
+        out: dict[int, SubId] = {}
         candidates = tree.match(coords, sat, out, stats)
         if stats is not None:
             stats.events += 1
@@ -708,7 +720,7 @@ class Index:
                     "min_size": rec["min_size"],
                 },
                 "pbtrees": trees,
-                "adjust": _adjust_summary(txn, rec),
+                "adjust": adjusting.summary(txn, rec),
                 "pages": {k: {"pages": n, "bytes": b} for k, (n, b) in txn.page_kinds().items()},
                 "store": self.store.stat(),
             }
@@ -749,26 +761,6 @@ def match_batch(
             results.append(exc)
     found = iter(matched(valid))
     return [r if isinstance(r, InvalidInput) else next(found) for r in results]
-
-
-def _adjust_summary(txn: ReadTxn, rec: dict[str, Any]) -> dict[str, Any]:
-    """Self-adjustment settings and totals, for ``bexdb inspect``."""
-    state = adjusting.load_state(txn)
-    pnodes, lnodes, clauses = state["recycled"]
-    return {
-        **{k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()},
-        "events_flushed": state["events"],
-        "open_windows": txn.count(catalog.ADJ),
-        "recycled": {"p_nodes": pnodes, "l_nodes": lnodes, "clauses": clauses},
-        "feedback": dict(sorted(adjusting.feedback(txn).items(), key=lambda kv: -kv[1])[:10]),
-    }
-
-
-def _check_adjust_settings(options: Mapping[str, Any]) -> None:
-    if options.get("adjust", 0) not in (0, 1):
-        raise InvalidInput("adjust must be 0 or 1")
-    if int(options.get("adjust_window", 1)) < 1:
-        raise InvalidInput("adjust_window must be at least 1 event")
 
 
 @contextmanager

@@ -15,7 +15,9 @@ never mutated after publication; writers decode private copies (see
 
 Bounds: an estimate of the decoded bytes (``max_bytes``; each entry weighs twice its
 stored size plus 512 bytes, which tracks the measured memory of decoded pages within
-about 20%) and optionally a page count; least recently used entries go first.
+about 20%) and optionally a page count; least recently used entries go first.  Memory a
+reader holds beside the cache for the same store (a matching view, :mod:`betree.flat`)
+is reserved from the same budget, up to three quarters of it.
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ class PageCache:
     threads under the GIL: a lost race costs a redundant decode, never a wrong page.
     """
 
-    __slots__ = ("_entries", "bytes", "hits", "max_bytes", "max_pages", "misses")
+    __slots__ = ("_entries", "budget", "bytes", "hits", "max_bytes", "max_pages", "misses")
 
     def __init__(self, max_bytes: int, max_pages: int | None = None) -> None:
         if max_bytes < 1 or (max_pages is not None and max_pages < 1):
             raise ValueError("cache bounds must be positive")
+        self.budget = max_bytes  # max_bytes, plus what is reserved
         self.max_bytes = max_bytes
         self.max_pages = max_pages
         self._entries: OrderedDict[int, list[Any]] = OrderedDict()
@@ -75,6 +78,28 @@ class PageCache:
         entries[page] = [node, page_gen, validated_gen, cost]
         entries.move_to_end(page)
         self.bytes += cost
+        self._evict()
+
+    def can_reserve(self, nbytes: int) -> bool:
+        """Whether :meth:`reserve` would grant ``nbytes``."""
+        return self.max_bytes - nbytes >= self.budget // 4
+
+    def reserve(self, nbytes: int) -> bool:
+        """Take ``nbytes`` from the pages' budget for memory held beside the cache
+        (evicting pages to fit), unless that would leave the pages under a quarter of
+        the budget.  Returns whether it was taken; :meth:`release` gives it back."""
+        if not self.can_reserve(nbytes):
+            return False
+        self.max_bytes -= nbytes
+        self._evict()
+        return True
+
+    def release(self, nbytes: int) -> None:
+        """Give back bytes taken by :meth:`reserve`."""
+        self.max_bytes = min(self.budget, self.max_bytes + nbytes)
+
+    def _evict(self) -> None:
+        entries = self._entries
         max_pages = self.max_pages if self.max_pages is not None else len(entries)
         while entries and (self.bytes > self.max_bytes or len(entries) > max_pages):
             try:

@@ -25,13 +25,17 @@ def brute(subs: dict[Any, str], schema: Schema, ev: dict[str, Any]) -> set[Any]:
     return {ident for ident, expr in subs.items() if evaluate(compile_expr(expr, schema), values)}
 
 
-def run(seed: int, steps: int, settings: dict[str, int]) -> None:
+def run(seed: int, steps: int, settings: dict[str, int], flat: bool = False) -> None:
+    """``flat``: every match from a packed view of its snapshot (betree.flat), built
+    afresh after each write, instead of only once a snapshot has served many events."""
     rng = random.Random(seed)
     schema = Schema.from_json(SCHEMA)
     subs: dict[Any, str] = {}
     with tempfile.TemporaryDirectory() as path:
         for phase in range(3):
             with Index.open(path, schema=SCHEMA, settings=settings) as idx:
+                if flat:
+                    idx.flat.after = 0
                 for step in range(steps):
                     r = rng.random()
                     if r < 0.5 or not subs:
@@ -51,11 +55,14 @@ def run(seed: int, steps: int, settings: dict[str, int]) -> None:
                         got = idx.match(ev)
                         assert len(got) == len(set(got)), "an id returned twice"
                         assert set(got) == brute(subs, schema, ev), (ev, phase, step)
+                        assert idx.flat.describe()["held"] == flat
                     if step % 10 == 0:
                         idx.check()
                 idx.check()
                 assert len(idx) == len(subs)
         with Index.open(path, readonly=True) as idx:
+            if flat:
+                idx.flat.after = 0
             for _ in range(50):
                 ev = event(rng)
                 assert set(idx.match(ev)) == brute(subs, schema, ev)
@@ -69,3 +76,13 @@ def test_small_nodes(seed: int) -> None:
 
 def test_default_nodes() -> None:
     run(7, 150, {})
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_small_nodes_flat(seed: int) -> None:
+    """The same workloads matched from packed views (deep trees, many buckets)."""
+    run(seed, 150, {"max_cap": 3, "min_size": 2}, flat=True)
+
+
+def test_default_nodes_flat() -> None:
+    run(8, 150, {}, flat=True)

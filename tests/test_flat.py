@@ -1,0 +1,168 @@
+"""The packed view of a snapshot's tree (betree.flat) against the page walk.
+
+The answers of both are also checked against the brute-force evaluator in
+test_index_differential (``flat=True``); here: the view reaches exactly the nodes the
+walk visits (same candidate count, which an over-reaching view would not keep), its
+building policy, its share of the page-cache budget, sharded stores, and edge ids.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.flat import WIDTH, FlatSlot, build
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.sharded import open_index
+from betree.tree import BETree
+from storage.cache import PageCache
+from tests.test_index_differential import brute
+from tests.workload import SCHEMA, build_hashed, event, expression
+
+SCHEMA_ = Schema.from_json(SCHEMA)
+
+WIDE = {"attributes": {f"a{k}": {"type": "int", "min": 0, "max": 100} for k in range(12)}}
+
+
+def _wide_expr(rng: random.Random) -> str:
+    parts = []
+    for attr in rng.sample(range(12), rng.randint(1, 11)):  # up to 11 atoms: two rows
+        lo = rng.randint(0, 90)
+        parts.append(f"a{attr} between {lo} and {lo + rng.randint(0, 40)}")
+    expr = " and ".join(parts)
+    return expr if rng.random() < 0.8 else f"({expr}) or a{rng.randrange(12)} = 3"
+
+
+def _wide_event(rng: random.Random) -> dict[str, Any]:
+    return {f"a{k}": rng.randint(0, 100) for k in range(12) if rng.random() < 0.8}
+
+
+def _both(idx: Index, ev: dict[str, Any]) -> tuple[tuple[list[Any], int], tuple[list[Any], int]]:
+    """(ids, candidates) from the walk, then from a view."""
+    idx.flat.after = 1 << 40
+    walked = sorted(idx.match(ev), key=repr), idx.last_stats["candidates"]
+    idx.flat.after = 0
+    viewed = sorted(idx.match(ev), key=repr), idx.last_stats["candidates"]
+    assert idx.flat.describe()["held"]
+    return walked, viewed
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_view_reaches_what_the_walk_visits(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    with Index.open(tmp_path, schema=WIDE, settings={"max_cap": 4, "min_size": 2}) as idx:
+        idx.subscribe_many((k, _wide_expr(rng)) for k in range(600))
+        for k in rng.sample(range(600), 150):  # deletions: merged and emptied buckets
+            idx.unsubscribe(k)
+        idx.check()
+        for _ in range(120):
+            walked, viewed = _both(idx, _wide_event(rng))
+            assert viewed == walked
+
+
+def test_view_of_every_type_and_string_ids(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many((f"s-{k}\u00e9", expression(rng)) for k in range(300))
+        for _ in range(80):
+            walked, viewed = _both(idx, event(rng))
+            assert viewed == walked
+
+
+def test_empty_store_and_rows(tmp_path: Path) -> None:
+    with Index.open(tmp_path, schema=WIDE) as idx:
+        idx.flat.after = 0
+        assert idx.match({"a1": 5}) == []
+        assert idx.flat.describe()["held"]
+        idx.subscribe(1, " and ".join(f"a{k} >= 1" for k in range(12)))  # 12 atoms
+        idx.subscribe(2, "a0 = 5")
+        with idx.store.read() as txn:
+            view = build(BETree(txn, idx._snap(txn)["rec"]))
+        assert view.rows.shape[1] == WIDTH
+        assert len(view.row_at) == 3 and int(view.row_at[-1]) == 3  # two rows, then one
+        assert sorted(idx.match({f"a{k}": 5 for k in range(12)})) == [1, 2]
+        assert idx.match({f"a{k}": 5 for k in range(11)}) == [2]
+
+
+def test_built_after_walks_and_dropped_by_a_write(tmp_path: Path) -> None:
+    with Index.open(tmp_path, schema=WIDE) as idx:
+        idx.subscribe_many((k, f"a1 between {k} and {k + 10}") for k in range(50))
+        idx.flat.after = 3
+        for _ in range(3):
+            idx.match({"a1": 20})
+            assert not idx.flat.describe()["held"]
+        assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
+        held = idx.flat.describe()
+        assert held["held"] and held["bytes"] > 0
+        assert idx.store.cache.max_bytes == idx.store.cache.budget - held["bytes"]
+        idx.subscribe(99, "a1 = 20")  # a new generation: walked again, then re-viewed
+        assert 99 in idx.match({"a1": 20})
+        assert not idx.flat.describe()["held"]
+        assert idx.store.cache.max_bytes == idx.store.cache.budget
+        for _ in range(3):
+            idx.match({"a1": 20})
+        assert sorted(idx.match({"a1": 20})) == [*range(10, 21), 99]
+        assert idx.flat.describe()["held"]
+    assert not idx.flat.describe()["held"]  # closing gives the bytes back
+
+
+def test_not_built_past_the_budget(tmp_path: Path) -> None:
+    with Index.open(tmp_path, schema=WIDE, cache_pages=None) as idx:
+        idx.subscribe_many((k, f"a1 between {k} and {k + 10}") for k in range(2000))
+    with Index.open(tmp_path, readonly=True, cache_bytes=64 << 10) as idx:
+        idx.flat.after = 0
+        for _ in range(3):
+            assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
+        assert not idx.flat.describe()["held"]
+        assert idx.store.cache.max_bytes == idx.store.cache.budget
+
+
+def test_sharded_views(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(400)}
+    events = [event(rng) for _ in range(60)]
+    root = build_hashed(tmp_path / "s", subs)
+    with open_index(root, readonly=False) as store:
+        for idx in store.indexes:
+            idx.flat.after = 0
+        for ev in events[:30]:
+            assert set(store.match(ev)) == brute(subs, SCHEMA_, ev)
+        assert all(idx.flat.describe()["held"] for idx in store.indexes)
+        store.subscribe_many([(1000, "i >= 0"), (3, "j = 1")])  # a new one, a replacement
+        subs.update({1000: "i >= 0", 3: "j = 1"})
+        store.unsubscribe(7)
+        del subs[7]
+        for ev in events[30:]:
+            assert set(store.match(ev)) == brute(subs, SCHEMA_, ev)
+
+
+def test_page_cache_reservations() -> None:
+    cache = PageCache(1000)
+    assert cache.can_reserve(750) and not cache.can_reserve(751)
+    for page in range(3):
+        cache.publish(page, object(), 1, 1, 0)  # 512 bytes each: one fits in 1000
+    assert len(cache) == 1
+    assert not cache.reserve(800)
+    assert cache.reserve(600)
+    assert cache.max_bytes == 400 and len(cache) == 0  # the page evicted to fit
+    assert not cache.reserve(200)  # would leave under a quarter
+    cache.release(600)
+    assert cache.max_bytes == 1000
+    cache.release(600)
+    assert cache.max_bytes == 1000  # never past the budget
+
+
+def test_slot_counts_per_generation() -> None:
+    slot = FlatSlot(PageCache(1 << 20), after=2)
+
+    class Tree:  # never read: no view is built before the third walk
+        pass
+
+    assert slot.get(1, Tree()) is None  # type: ignore[arg-type]
+    assert slot.get(2, Tree()) is None  # type: ignore[arg-type]
+    assert slot.get(2, Tree()) is None  # type: ignore[arg-type]
+    assert slot.describe() == {"held": False, "gen": 2, "bytes": 0}
