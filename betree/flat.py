@@ -33,13 +33,14 @@ describes one snapshot generation; :class:`FlatSlot` decides when one is worth b
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from betree.nodes import CNode, LNodePage, id_array
 from betree.tree import BETree
+from pbtree.view import SearchView
 from storage.cache import PageCache
 
 #: atoms per row: a row's truths, 8 bools, read as one uint64
@@ -67,6 +68,7 @@ class FlatTree:
         "node_lo",
         "row_at",
         "rows",
+        "searches",
         "sids",
     )
 
@@ -91,6 +93,8 @@ class FlatTree:
         self.rows: np.ndarray = arrays["rows"]
         self.exts: np.ndarray = arrays["exts"]
         self.sids: np.ndarray | None = arrays.get("sids")
+        #: the snapshot's PB+trees as sorted arrays, by attribute (filled by :func:`build`)
+        self.searches: dict[str, SearchView] = {}
 
     @property
     def nbytes(self) -> int:
@@ -99,7 +103,7 @@ class FlatTree:
         arrays += [self.row_at, self.rows, self.exts]
         if self.sids is not None:
             arrays.append(self.sids)
-        return sum(int(a.nbytes) for a in arrays)
+        return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
 
     def reached(self, coords: Mapping[str, int]) -> np.ndarray:
         """Preorder indices of the nodes an event with these grid coordinates reaches."""
@@ -173,9 +177,10 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return shift
 
 
-def build(tree: BETree) -> FlatTree:
-    """The view of ``tree``: every c-node and l-node page read once, in preorder, past
-    the page cache (which the view replaces)."""
+def build(tree: BETree, pbtrees: Mapping[str, dict[str, Any]]) -> FlatTree:
+    """The view of ``tree`` and of the PB+trees whose records ``pbtrees`` holds by
+    attribute: every page read once (the tree's in preorder), past the page cache (which
+    the view replaces)."""
     load, space = tree.txn.load_uncached, tree.space
     attrs: dict[str, int] = {}
     node_attr: list[int] = []
@@ -247,7 +252,9 @@ def build(tree: BETree) -> FlatTree:
     }
     if (cid & np.uint64(0xFFFF)).any():  # some subscription has several clauses here
         arrays["sids"] = sid
-    return FlatTree(attrs, blocks, arrays)
+    view = FlatTree(attrs, blocks, arrays)
+    view.searches = {name: SearchView(tree.txn, name, rec) for name, rec in pbtrees.items()}
+    return view
 
 
 def _rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
@@ -280,8 +287,8 @@ class FlatSlot:
         self._view: FlatTree | None = None
         self._too_big = 0  # bytes of the last view that did not fit (0: none)
 
-    def get(self, gen: int, tree: BETree) -> FlatTree | None:
-        """The view of generation ``gen`` (``tree`` read in it), or None: walk the pages."""
+    def get(self, gen: int, make: Callable[[], FlatTree]) -> FlatTree | None:
+        """The view of generation ``gen`` (``make`` builds it), or None: walk the pages."""
         view = self._view
         if view is not None and self._gen == gen:
             return view
@@ -294,7 +301,7 @@ class FlatSlot:
             self._walks += 1
             if self._walks <= self.after or not self.cache.can_reserve(self._too_big):
                 return None
-            view = build(tree)
+            view = make()
             if not self.cache.reserve(view.nbytes):
                 self._too_big = view.nbytes
                 self._walks = -(1 << 62)  # not again in this generation

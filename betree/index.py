@@ -24,7 +24,7 @@ import numpy as np
 
 from betree import adjust as adjusting
 from betree import batch as batching
-from betree import catalog, grid
+from betree import catalog, flat, grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.catalog import (
     SubId,
@@ -37,7 +37,6 @@ from betree.catalog import (
 )
 from betree.check import check_index
 from betree.direct import DirectAtoms
-from betree.flat import FlatSlot
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.bounded import forget_older_half
 from betree.lang.conjuncts import ConjunctMemo
@@ -101,7 +100,7 @@ class Index:
         #: with the ``adjust`` setting on, flush every ``adjust_window`` events from match()
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
-        self.flat = FlatSlot(store.cache)
+        self.flat = flat.FlatSlot(store.cache)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -471,37 +470,41 @@ class Index:
     def match_validated(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """Match an event already validated by ``schema.validate_event`` in ``txn``."""
         snap = self._snap(txn)
-        sat = np.zeros(snap["next_atom"], dtype=bool)
-        sat[0] = True
         trees: dict[str, dict[str, Any]] = snap["trees"]
-        pages = 0
-        coords: dict[str, int] = {}
-        types = self._types
-        for attr, value in values.items():
-            kind = types[attr]
-            coords[attr] = self._coord(kind, value)
-            if kind in _SCALAR:
-                record = trees.get(attr)
-                if record is not None:
-                    pbtree = PBTree(txn, attr, record=record)
-                    ids = pbtree.search_array(value)
-                    if len(ids):
-                        sat[ids] = True
-                    pages += pbtree.pages_read
-        for attr, group in snap["grouped"].items():
-            defined = attr in values
-            sat[group.hits(values[attr], values) if defined else group.undefined] = True
         tree = BETree(txn, snap["rec"])
         stats = self._collector
         if stats is None and (snap["collect"] or self.collecting):
             stats = self._collector = Collector()
         # the view describes committed pages: not within a write, nor while collecting
         # the per-node statistics only the walk gives
-        view = None if stats is not None or txn.writable else self.flat.get(txn.gen, tree)
+        view = None
+        if stats is None and not txn.writable:
+            view = self.flat.get(txn.gen, lambda: flat.build(tree, trees))
+        sat = np.zeros(snap["next_atom"], dtype=bool)
+        sat[0] = True
+        pages = 0
+        coords: dict[str, int] = {}
+        types = self._types
+        for attr, value in values.items():
+            kind = types[attr]
+            coords[attr] = self._coord(kind, value)
+            if kind in _SCALAR and attr in trees:
+                if view is not None:
+                    for ids in view.searches[attr].collect(value):
+                        sat[ids] = True
+                    continue
+                pbtree = PBTree(txn, attr, record=trees[attr])
+                ids = pbtree.search_array(value)
+                if len(ids):
+                    sat[ids] = True
+                pages += pbtree.pages_read
+        for attr, group in snap["grouped"].items():
+            defined = attr in values
+            sat[group.hits(values[attr], values) if defined else group.undefined] = True
         if view is not None:
-            ids, candidates = view.match(coords, sat)
-            self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
-            return ids.tolist()  # type: ignore[no-any-return]
+            found, candidates = view.match(coords, sat)
+            self.last_stats = {"candidates": candidates, "pages": tree.pages_read}
+            return found.tolist()  # type: ignore[no-any-return]
         out: dict[int, SubId] = {}
         candidates = tree.match(coords, sat, out, stats)
         if stats is not None:

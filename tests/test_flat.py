@@ -81,7 +81,7 @@ def test_empty_store_and_rows(tmp_path: Path) -> None:
         idx.subscribe(1, " and ".join(f"a{k} >= 1" for k in range(12)))  # 12 atoms
         idx.subscribe(2, "a0 = 5")
         with idx.store.read() as txn:
-            view = build(BETree(txn, idx._snap(txn)["rec"]))
+            view = build(BETree(txn, idx._snap(txn)["rec"]), {})
         assert view.rows.shape[1] == WIDTH
         assert len(view.row_at) == 3 and int(view.row_at[-1]) == 3  # two rows, then one
         assert sorted(idx.match({f"a{k}": 5 for k in range(12)})) == [1, 2]
@@ -159,10 +159,10 @@ def test_page_cache_reservations() -> None:
 def test_slot_counts_per_generation() -> None:
     slot = FlatSlot(PageCache(1 << 20), after=2)
 
-    class Tree:  # never read: no view is built before the third walk
-        pass
+    def make() -> Any:
+        raise AssertionError("no view is built before the third walk of a generation")
 
-    assert slot.get(1, Tree()) is None  # type: ignore[arg-type]
-    assert slot.get(2, Tree()) is None  # type: ignore[arg-type]
-    assert slot.get(2, Tree()) is None  # type: ignore[arg-type]
+    assert slot.get(1, make) is None
+    assert slot.get(2, make) is None
+    assert slot.get(2, make) is None
     assert slot.describe() == {"held": False, "gen": 2, "bytes": 0}

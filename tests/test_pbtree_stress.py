@@ -13,10 +13,13 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pbtree import PBTree
+from pbtree.view import SearchView
 from storage import open_store
+from storage.errors import InvalidInput
 from tests.pbtree_model import CMP, brute_search
 
 OPS = list(CMP)
@@ -40,6 +43,12 @@ def probe(rng: random.Random, make: Callable[[random.Random], Any]) -> Any:
     if isinstance(value, int | float) and rng.random() < 0.3:
         value += 0.25  # between keys
     return value
+
+
+def same_runs(tree: Callable[[Any], Any], view: Callable[[Any], Any], value: Any) -> bool:
+    """Whether the view's id runs for ``value`` hold the tree's ids, repeats included."""
+    runs = [np.sort(np.concatenate([*f(value), np.empty(0, np.uint32)])) for f in (tree, view)]
+    return bool(np.array_equal(*runs))
 
 
 def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int = 4) -> int:
@@ -76,6 +85,9 @@ def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int
                         tree = PBTree(txn, "a")
                         value = probe(rng, make)
                         assert set(tree.search(value)) == brute_search(model, value)
+                        assert same_runs(
+                            tree.collect, SearchView(txn, "a", tree.record).collect, value
+                        )
                         searches += 1
             with open_store(path, readonly=True) as store, store.read() as txn:
                 PBTree(txn, "a").check()
@@ -98,6 +110,41 @@ def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int
 )
 def test_stress(make: Callable[[random.Random], Any], seed: int) -> None:
     assert run(2600, seed, make) > 100
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [-(2**63), 2**53, 2**53 + 1, 2**63 - 1, -0.0, 1.8e308, -1.8e308, 0.5, 7],
+        ["", "a", "a\x00", "\uffff", "\U0001f600", "\U0010ffff", "x" * 5000],
+    ],
+    ids=["numbers", "strings"],
+)
+def test_view_at_the_ends_of_the_domains(keys: list[Any]) -> None:
+    rng = random.Random(5)
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=3, internal_cap=3, list_cap=3)
+            for n, key in enumerate(keys * 3):
+                tree.insert(rng.choice(OPS), key, n)
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            view = SearchView(txn, "a", tree.record)
+            probes = [*keys, 2**53 + 2, 2**62, -(2**62), 0, "b", "\U0001f601"]
+            for value in probes:
+                if isinstance(value, str) != isinstance(keys[0], str):
+                    with pytest.raises(InvalidInput):
+                        view.collect(value)
+                    continue
+                assert same_runs(tree.collect, view.collect, value), value
+
+
+def test_view_of_an_empty_tree() -> None:
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            PBTree(txn, "a")
+        with store.read() as txn:
+            assert SearchView(txn, "a", PBTree(txn, "a").record).collect(3) == []
 
 
 def test_aborted_transaction_changes_nothing() -> None:
