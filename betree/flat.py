@@ -11,8 +11,8 @@ atom ids in rows of 8 (padded with atom 0, which always holds)::
     node_lo, node_hi   uint64  the bucket's grid interval (a top bucket: the whole grid)
     node_end   int64   the end of the node's subtree in preorder
     clause_at  int64   first clause of each node's l-node (``nodes + 1`` entries)
-    row_at     int64   first row of each clause (``clauses + 1`` entries)
-    rows       uint32  ``rows x 8`` atom ids
+    row_at     int32   first row of each clause (``clauses + 1`` entries)
+    rows       uint16  ``rows x 8`` atom ids (uint32 when an atom id needs it)
     exts       the clauses' external ids (:func:`betree.nodes.id_array`)
     sids       uint64  the clauses' subscription numbers, kept only when a subscription
                        has two clauses here (to report it once)
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from betree.heap import return_freed_memory
 from betree.nodes import CNode, LNodePage, id_array
 from betree.tree import BETree
 from pbtree.view import SearchView
@@ -245,7 +246,7 @@ def build(tree: BETree, pbtrees: Mapping[str, dict[str, Any]]) -> FlatTree:
         "node_end": end,
         "clause_at": np.array(clause_at, dtype=np.int64),
         "exts": np.concatenate(exts) if exts else id_array([]),
-        **_rows(
+        **pack_rows(
             np.concatenate(lens) if lens else np.empty(0, dtype=np.intp),
             np.concatenate(atoms) if atoms else np.empty(0, dtype=np.uint32),
         ),
@@ -257,12 +258,14 @@ def build(tree: BETree, pbtrees: Mapping[str, dict[str, Any]]) -> FlatTree:
     return view
 
 
-def _rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
+def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
     """Clauses given as lengths and atom ids end to end, as rows of :data:`WIDTH`."""
     per = (lens + WIDTH - 1) // WIDTH
     row_at = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(per, out=row_at[1:])
-    rows = np.zeros((int(row_at[-1]), WIDTH), dtype=np.uint32)
+    row_at = row_at.astype(np.int32) if row_at[-1] < 1 << 31 else row_at
+    small = not len(atoms) or int(atoms.max()) <= 0xFFFF  # 2-byte ids: half the memory
+    rows = np.zeros((int(row_at[-1]), WIDTH), dtype=np.uint16 if small else np.uint32)
     if len(atoms):
         clause = np.repeat(np.arange(len(lens)), lens)
         starts = np.zeros(len(lens), dtype=np.int64)
@@ -302,6 +305,7 @@ class FlatSlot:
             if self._walks <= self.after or not self.cache.can_reserve(self._too_big):
                 return None
             view = make()
+            return_freed_memory()
             if not self.cache.reserve(view.nbytes):
                 self._too_big = view.nbytes
                 self._walks = -(1 << 62)  # not again in this generation

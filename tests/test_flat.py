@@ -12,9 +12,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from betree.flat import WIDTH, FlatSlot, build
+from betree.flat import WIDTH, FlatSlot, build, pack_rows
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.sharded import open_index
@@ -166,3 +167,21 @@ def test_slot_counts_per_generation() -> None:
     assert slot.get(2, make) is None
     assert slot.get(2, make) is None
     assert slot.describe() == {"held": False, "gen": 2, "bytes": 0}
+
+
+@pytest.mark.parametrize("top", [0xFFFF, 0x10000])
+def test_rows_hold_each_clause_in_order(top: int) -> None:
+    """Clauses of 1 to 20 atoms in rows of 8 padded with atom 0; 2-byte ids when all fit."""
+    rng = random.Random(top)
+    lens = np.array([rng.randint(1, 20) for _ in range(200)], dtype=np.intp)
+    atoms = np.array([rng.randint(1, top) for _ in range(int(lens.sum()))], dtype=np.uint32)
+    atoms[-1] = top
+    made = pack_rows(lens, atoms)
+    rows, row_at = made["rows"], made["row_at"]
+    assert rows.dtype == (np.uint16 if top <= 0xFFFF else np.uint32)
+    at = 0
+    for k, n in enumerate(lens.tolist()):
+        held = rows[row_at[k] : row_at[k + 1]].ravel()
+        assert len(held) == -(-n // WIDTH) * WIDTH
+        assert held[:n].tolist() == atoms[at : at + n].tolist() and not held[n:].any()
+        at += n
