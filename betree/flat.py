@@ -290,8 +290,9 @@ class FlatSlot:
         self._view: FlatTree | None = None
         self._too_big = 0  # bytes of the last view that did not fit (0: none)
 
-    def get(self, gen: int, make: Callable[[], FlatTree]) -> FlatTree | None:
-        """The view of generation ``gen`` (``make`` builds it), or None: walk the pages."""
+    def get(self, gen: int, make: Callable[[], FlatTree], events: int = 1) -> FlatTree | None:
+        """The view of generation ``gen`` (``make`` builds it) for ``events`` more events,
+        or None: walk the pages."""
         view = self._view
         if view is not None and self._gen == gen:
             return view
@@ -301,7 +302,7 @@ class FlatSlot:
                 self._gen = gen
             if self._view is not None:
                 return self._view
-            self._walks += 1
+            self._walks += events
             if self._walks <= self.after or not self.cache.can_reserve(self._too_big):
                 return None
             view = make()

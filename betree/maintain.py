@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from betree.bulk import Batch
-from betree.index import Index, gc_paused
+from betree.index import Index
 from betree.sharded import is_sharded, read_manifest, recover, store_paths
 from betree.shardwrite import WRITE_LOCK, has_journal, locked
+from betree.writer import gc_paused
 from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file

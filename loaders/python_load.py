@@ -21,8 +21,9 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from betree.bulk import Batch
-from betree.index import Index, gc_paused
+from betree.index import Index
 from betree.lang.schema import Schema
+from betree.writer import gc_paused
 from loaders.records import Record, check_rejects, mark_duplicates, publishing, write_rejects
 from storage.errors import InvalidInput
 

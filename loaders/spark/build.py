@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 
 from betree import sharded as sharding
 from betree.bulk import PackedSubs, PlaceTable, build_from_parts
-from betree.index import Index, gc_paused
+from betree.index import Index
+from betree.writer import gc_paused
 from loaders.records import Record, mark_duplicates
 from loaders.spark.results import REJECT, RESULT, SHARD, append_row
 from loaders.spark.runfiles import LISTS, read_runs

@@ -31,10 +31,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from betree.index import Index, gc_paused
+from betree.index import Index
 from betree.lang.atoms import Atom
 from betree.lang.bounded import forget_older_half
 from betree.sharded import shard_of
+from betree.writer import gc_paused
 from loaders.records import Record
 from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record
 from loaders.spark.results import BLOCK, RESULT, RUNS, append_row

@@ -75,8 +75,9 @@ from typing import Any
 import numpy as np
 
 from betree.bulk import Batch
-from betree.index import Index, gc_paused
+from betree.index import Index
 from betree.lang.schema import Schema
+from betree.writer import gc_paused
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive
