@@ -277,9 +277,10 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
 
 class FlatSlot:
     """The view one store's matches use, if any: built for a generation once
-    :attr:`after` events were matched in it by walking pages, and only when it fits in
-    the store's page-cache budget (:meth:`storage.cache.PageCache.reserve`: its bytes are
-    taken from the pages the cache may keep)."""
+    :attr:`after` events were matched in it by walking pages, and only if it fits in
+    three quarters of the store's page-cache budget.  A held view takes those three
+    quarters (:meth:`storage.cache.PageCache.reserve`): matching then reads no page, and
+    what pages the cache keeps (a quarter) serve writes, checks and explanations."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -288,7 +289,8 @@ class FlatSlot:
         self._gen = -1  # the generation counted or viewed
         self._walks = 0
         self._view: FlatTree | None = None
-        self._too_big = 0  # bytes of the last view that did not fit (0: none)
+        self._share = cache.budget - cache.budget // 4
+        self._too_big = False  # a view of this store did not fit: not built again
 
     def get(self, gen: int, make: Callable[[], FlatTree], events: int = 1) -> FlatTree | None:
         """The view of generation ``gen`` (``make`` builds it) for ``events`` more events,
@@ -303,21 +305,27 @@ class FlatSlot:
             if self._view is not None:
                 return self._view
             self._walks += events
-            if self._walks <= self.after or not self.cache.can_reserve(self._too_big):
+            if self._walks <= self.after or self._too_big:
                 return None
+            if not self.cache.reserve(self._share):
+                self._too_big = True
+                return None
+            # matching reads no page of this store while the view lasts: all go, so that
+            # their memory returns to the system (evicting some leaves it fragmented)
+            self.cache.clear()
             view = make()
             return_freed_memory()
-            if not self.cache.reserve(view.nbytes):
-                self._too_big = view.nbytes
-                self._walks = -(1 << 62)  # not again in this generation
+            if view.nbytes > self._share:
+                self.cache.release(self._share)
+                self._too_big = True
                 return None
             self._view = view
             return view
 
     def drop(self) -> None:
-        """Forget the view, giving its bytes back to the page cache."""
+        """Forget the view, giving its share back to the page cache."""
         if self._view is not None:
-            self.cache.release(self._view.nbytes)
+            self.cache.release(self._share)
             self._view = None
         self._walks = 0
 

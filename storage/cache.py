@@ -80,15 +80,11 @@ class PageCache:
         self.bytes += cost
         self._evict()
 
-    def can_reserve(self, nbytes: int) -> bool:
-        """Whether :meth:`reserve` would grant ``nbytes``."""
-        return self.max_bytes - nbytes >= self.budget // 4
-
     def reserve(self, nbytes: int) -> bool:
         """Take ``nbytes`` from the pages' budget for memory held beside the cache
         (evicting pages to fit), unless that would leave the pages under a quarter of
         the budget.  Returns whether it was taken; :meth:`release` gives it back."""
-        if not self.can_reserve(nbytes):
+        if self.max_bytes - nbytes < self.budget // 4:
             return False
         self.max_bytes -= nbytes
         self._evict()

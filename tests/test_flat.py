@@ -99,7 +99,8 @@ def test_built_after_walks_and_dropped_by_a_write(tmp_path: Path) -> None:
         assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
         held = idx.flat.describe()
         assert held["held"] and held["bytes"] > 0
-        assert idx.store.cache.max_bytes == idx.store.cache.budget - held["bytes"]
+        cache = idx.store.cache
+        assert cache.max_bytes == cache.budget // 4 + cache.budget % 4  # the view takes 3/4
         idx.subscribe(99, "a1 = 20")  # a new generation: walked again, then re-viewed
         assert 99 in idx.match({"a1": 20})
         assert not idx.flat.describe()["held"]
@@ -143,7 +144,6 @@ def test_sharded_views(tmp_path: Path) -> None:
 
 def test_page_cache_reservations() -> None:
     cache = PageCache(1000)
-    assert cache.can_reserve(750) and not cache.can_reserve(751)
     for page in range(3):
         cache.publish(page, object(), 1, 1, 0)  # 512 bytes each: one fits in 1000
     assert len(cache) == 1
