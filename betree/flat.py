@@ -63,11 +63,15 @@ class FlatTree:
         "blocks",
         "clause_at",
         "exts",
+        "max_rows",
         "node_attr",
         "node_end",
         "node_hi",
         "node_lo",
+        "node_row",
         "row_at",
+        "row_clause",
+        "row_more",
         "rows",
         "searches",
         "sids",
@@ -92,6 +96,18 @@ class FlatTree:
         self.clause_at: np.ndarray = arrays["clause_at"]
         self.row_at: np.ndarray = arrays["row_at"]
         self.rows: np.ndarray = arrays["rows"]
+        #: each node's first row (``nodes + 1`` entries)
+        self.node_row: np.ndarray = self.row_at[self.clause_at]
+        #: each row's clause and whether it continues the row before (None when every
+        #: clause has one row: row i is clause i), and the most rows of a clause
+        self.row_clause: np.ndarray | None = None
+        self.row_more = np.zeros(0, dtype=bool)
+        per = np.diff(self.row_at)
+        self.max_rows = int(per.max()) if len(per) else 1
+        if self.max_rows > 1:
+            self.row_clause = np.repeat(np.arange(len(per), dtype=np.int32), per)
+            self.row_more = np.ones(len(self.rows), dtype=bool)
+            self.row_more[self.row_at[:-1]] = False
         self.exts: np.ndarray = arrays["exts"]
         self.sids: np.ndarray | None = arrays.get("sids")
         #: the snapshot's PB+trees as sorted arrays, by attribute (filled by :func:`build`)
@@ -101,9 +117,8 @@ class FlatTree:
     def nbytes(self) -> int:
         """Memory held by the arrays (object ids counted at their pointers)."""
         arrays = [self.node_attr, self.node_lo, self.node_hi, self.node_end, self.clause_at]
-        arrays += [self.row_at, self.rows, self.exts]
-        if self.sids is not None:
-            arrays.append(self.sids)
+        arrays += [self.node_row, self.row_at, self.rows, self.row_more, self.exts]
+        arrays += [a for a in (self.row_clause, self.sids) if a is not None]
         return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
 
     def reached(self, coords: Mapping[str, int]) -> np.ndarray:
@@ -143,28 +158,26 @@ class FlatTree:
         """The external ids of the subscriptions satisfied (``sat``: truth by atom id),
         each once, and the number of candidate clauses checked."""
         nodes = self.reached(coords)
-        c0 = self.clause_at[nodes]
-        c1 = self.clause_at[nodes + 1]
-        full = c1 > c0
-        c0, c1 = c0[full], c1[full]
-        r0, r1 = self.row_at[c0], self.row_at[c1]
-        rows = _ranges(r0, r1)
+        rows = _ranges(self.node_row[nodes], self.node_row[nodes + 1])
         if not len(rows):
             return self.exts[:0], 0
-        truths = sat.take(self.rows.take(rows, axis=0))
-        ok = truths.view(np.uint64).ravel() == _ALL
-        clauses = _ranges(c0, c1)
-        if len(rows) == len(clauses):  # one row a clause
-            hits = clauses[ok]
-        else:  # a clause holds when none of its rows fails
-            per = self.row_at[clauses + 1] - self.row_at[clauses]
-            failed = np.cumsum(~ok, dtype=np.int64)[np.cumsum(per) - 1]
-            failed[1:] -= failed[:-1].copy()
-            hits = clauses[failed == 0]
+        truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64)
+        if truths.shape[1] > 1:
+            truths = np.bitwise_and.reduce(truths, axis=1)
+        ok = truths.ravel() == _ALL
+        if self.row_clause is None:  # one row a clause: rows are clauses
+            hits, candidates = rows[ok], len(rows)
+        else:  # a clause's last row holds when all of its rows hold
+            more = self.row_more.take(rows)  # the row continues the one before it
+            for _ in range(self.max_rows - 1):
+                ok[1:] &= ok[:-1] | ~more[1:]
+            ok[:-1] &= ~more[1:]
+            hits = self.row_clause.take(rows[ok])
+            candidates = len(rows) - int(np.count_nonzero(more))
         if self.sids is not None and len(hits):
             _, first = np.unique(self.sids[hits], return_index=True)
             hits = hits[first]
-        return self.exts[hits], len(clauses)
+        return self.exts[hits], candidates
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

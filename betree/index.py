@@ -517,20 +517,22 @@ class Index:
         pages = 0
         coords: dict[str, int] = {}
         types = self._types
+        found: list[np.ndarray] = []  # from the view: set at once
         for attr, value in values.items():
             kind = types[attr]
             coords[attr] = self._coord(kind, value)
             if kind not in _SCALAR or attr not in trees:
                 continue
             if view is not None:
-                for ids in view.searches[attr].collect(value):
-                    sat[ids] = True
+                found += view.searches[attr].collect(value)
                 continue
             pbtree = PBTree(txn, attr, record=trees[attr])
             ids = pbtree.search_array(value)
             if len(ids):
                 sat[ids] = True
             pages += pbtree.pages_read
+        if found:
+            sat[np.concatenate(found)] = True
         for attr, group in snap["grouped"].items():
             defined = attr in values
             sat[group.hits(values[attr], values) if defined else group.undefined] = True

@@ -206,3 +206,26 @@ def test_batches_count_as_events_and_match_alike(tmp_path: Path) -> None:
             assert isinstance(a, list) and isinstance(b, list)
             assert sorted(a, key=repr) == sorted(b, key=repr)
             assert set(a) == brute(subs, SCHEMA_, events[k])
+
+
+def test_clauses_of_many_rows(tmp_path: Path) -> None:
+    """Clauses of 1 to 28 atoms (up to 4 rows) next to one-row ones, with deletions."""
+    schema = {"attributes": {f"a{k}": {"type": "int", "min": 0, "max": 9} for k in range(28)}}
+    rng = random.Random(3)
+
+    def expr() -> str:
+        picked = rng.sample(range(28), rng.randint(1, 28))
+        return " and ".join(
+            f"a{k} {rng.choice(['<=', '>=', '!='])} {rng.randint(0, 9)}" for k in picked
+        )
+
+    with Index.open(tmp_path, schema=schema, settings={"max_cap": 4, "min_size": 2}) as idx:
+        idx.subscribe_many((k, expr()) for k in range(400))
+        for k in range(0, 400, 7):
+            idx.unsubscribe(k)
+        for _ in range(60):
+            ev = {f"a{k}": rng.randint(0, 9) for k in range(28) if rng.random() < 0.95}
+            walked, viewed = _both(idx, ev)
+            assert viewed == walked
+        with idx.store.read() as txn:
+            assert build(BETree(txn, idx._snap(txn)["rec"]), {}).max_rows == 4
