@@ -305,11 +305,16 @@ class FlatSlot:
         self._share = cache.budget - cache.budget // 4
         self._too_big = False  # a view of this store did not fit: not built again
 
-    def get(self, gen: int, make: Callable[[], FlatTree], events: int = 1) -> FlatTree | None:
-        """The view of generation ``gen`` (``make`` builds it) for ``events`` more events,
-        or None: walk the pages."""
+    def held(self, gen: int) -> FlatTree | None:
+        """The view of generation ``gen`` if one is held (none is built for the asking)."""
         view = self._view
-        if view is not None and self._gen == gen:
+        return view if view is not None and self._gen == gen else None
+
+    def get(self, gen: int, make: Callable[[], FlatTree]) -> FlatTree | None:
+        """The view of generation ``gen`` for one more event (``make`` builds it when
+        it is due), or None: walk the pages."""
+        view = self.held(gen)
+        if view is not None:
             return view
         with self._lock:
             if self._gen != gen:
@@ -317,7 +322,7 @@ class FlatSlot:
                 self._gen = gen
             if self._view is not None:
                 return self._view
-            self._walks += events
+            self._walks += 1
             if self._walks <= self.after or self._too_big:
                 return None
             if not self.cache.reserve(self._share):

@@ -188,19 +188,20 @@ def test_rows_hold_each_clause_in_order(top: int) -> None:
         at += n
 
 
-def test_batches_count_as_events_and_match_alike(tmp_path: Path) -> None:
+def test_batches_use_a_held_view_and_match_alike(tmp_path: Path) -> None:
     rng = random.Random(12)
     subs: dict[Any, str] = {k: expression(rng) for k in range(300)}
     events: list[Any] = [event(rng) for _ in range(100)]
     events[7] = {"i": "not an int"}  # a bad event keeps its own error
     with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 1 << 40
+        idx.flat.after = 0
         walked = idx.match_many(events)
-        assert not idx.flat.describe()["held"]
-        idx.flat.after = 99  # this batch of 100 events is worth a view
-        viewed = idx.match_many(events)
+        assert not idx.flat.describe()["held"]  # batches build no view
+        idx.match(events[0])
         assert idx.flat.describe()["held"]
+        viewed = idx.match_many(events)
+        assert idx.last_stats["pages"] == 0  # matched from the view
     assert isinstance(viewed[7], Exception) and str(viewed[7]) == str(walked[7])
     for k, (a, b) in enumerate(zip(walked, viewed, strict=True)):
         if k != 7:
