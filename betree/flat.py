@@ -52,6 +52,9 @@ _GRID_MAX = (1 << 64) - 1
 #: view costs about as much as this many walks, and pays off only if the generation lasts
 #: (the ski-rental rule: a store written to between every few events never builds one)
 FLAT_AFTER = 64
+#: the fewest bytes a view takes a clause (an 8-byte id, a 4-byte row start, one row of
+#: 2-byte atom ids): a store whose clauses cannot fit is not read for nothing
+LEAST_BYTES = 8 + 4 + 2 * WIDTH
 
 
 class FlatTree:
@@ -310,9 +313,9 @@ class FlatSlot:
         view = self._view
         return view if view is not None and self._gen == gen else None
 
-    def get(self, gen: int, make: Callable[[], FlatTree]) -> FlatTree | None:
+    def get(self, gen: int, make: Callable[[], FlatTree], clauses: int) -> FlatTree | None:
         """The view of generation ``gen`` for one more event (``make`` builds it when
-        it is due), or None: walk the pages."""
+        it is due and its ``clauses`` may fit), or None: walk the pages."""
         view = self.held(gen)
         if view is not None:
             return view
@@ -323,7 +326,7 @@ class FlatSlot:
             if self._view is not None:
                 return self._view
             self._walks += 1
-            if self._walks <= self.after or self._too_big:
+            if self._walks <= self.after or self._too_big or clauses * LEAST_BYTES > self._share:
                 return None
             if not self.cache.reserve(self._share):
                 self._too_big = True

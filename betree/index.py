@@ -495,7 +495,7 @@ class Index:
         if txn.writable:
             return None
         make = lambda: flat.build(BETree(txn, snap["rec"]), snap["trees"])  # noqa: E731
-        return self.flat.get(txn.gen, make)
+        return self.flat.get(txn.gen, make, snap["rec"]["subs"])  # clauses >= subscriptions
 
     def _match_view(
         self, txn: ReadTxn, snap: dict[str, Any], view: flat.FlatTree, values: Mapping[str, object]

@@ -164,9 +164,9 @@ def test_slot_counts_per_generation() -> None:
     def make() -> Any:
         raise AssertionError("no view is built before the third walk of a generation")
 
-    assert slot.get(1, make) is None
-    assert slot.get(2, make) is None
-    assert slot.get(2, make) is None
+    assert slot.get(1, make, 10) is None
+    assert slot.get(2, make, 10) is None
+    assert slot.get(2, make, 10) is None
     assert slot.describe() == {"held": False, "gen": 2, "bytes": 0}
 
 
@@ -257,3 +257,20 @@ def test_rows_checked_under_any_truths(tmp_path: Path) -> None:
                     expected.add(int(view.exts[c]))
         found, _ = view.match(coords, sat)
         assert sorted(found.tolist()) == sorted(expected)
+
+
+def test_slot_skips_stores_that_cannot_fit() -> None:
+    cache = PageCache(4000)  # a view may take 3,000 bytes
+    slot = FlatSlot(cache, after=0)
+    built: list[int] = []
+
+    def make() -> Any:
+        built.append(1)
+        return type("Big", (), {"nbytes": 5000})()
+
+    assert slot.get(1, make, clauses=200) is None  # 200 clauses need >= 5,600 bytes
+    assert built == [] and cache.max_bytes == 4000
+    assert slot.get(1, make, clauses=10) is None  # may fit: built, found too big
+    assert built == [1] and cache.max_bytes == 4000
+    assert slot.get(2, make, clauses=10) is None  # not read again for nothing
+    assert built == [1]
