@@ -146,6 +146,14 @@ def halves(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return (lo, mid), (mid + 1, hi)
 
 
+def shown(kind: str, c: int) -> Any:
+    """:func:`value` for JSON: an infinite float as the string ``"inf"`` or ``"-inf"``."""
+    x = value(kind, c)
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
 def value(kind: str, c: int) -> Any:
     """The value at grid coordinate ``c`` (for showing buckets): the int, the double, the
     8-byte string prefix, or the bool; ``None`` for lists.  ``coord(kind, value(kind, c))``

@@ -420,7 +420,10 @@ class Index:
             return [id_array(self.match_validated(txn, values)) for values in batch]
         view = None if txn.writable else self.flat.held(txn.gen)
         if view is not None:  # event by event: the pages it replaces are gone (README)
-            return [self._match_view(txn, snap, view, values) for values in batch]
+            t0 = time.perf_counter()
+            found = [self._match_view(txn, snap, view, values) for values in batch]
+            self.last_timings = {"views": time.perf_counter() - t0}
+            return found
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
@@ -656,7 +659,7 @@ class Index:
                     # grid (betree.grid: where the c-directory halves it)
                     "bucket": "top"
                     if node.top
-                    else [_shown(grid.value(kind, node.lo)), _shown(grid.value(kind, node.hi))],
+                    else [grid.shown(kind, node.lo), grid.shown(kind, node.hi)],
                     "grid": None if node.top else [node.lo, node.hi],
                     "c_node": node.page,
                     "reached": reached,
@@ -790,10 +793,3 @@ def match_batch(
             results.append(exc)
     found = iter(matched(valid))
     return [r if isinstance(r, InvalidInput) else next(found) for r in results]
-
-
-def _shown(value: Any) -> Any:
-    """A bucket bound for JSON: an infinite float as the string ``"inf"``/``"-inf"``."""
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
