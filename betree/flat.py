@@ -11,23 +11,29 @@ atom ids in rows of 8 (padded with atom 0, which always holds)::
     node_lo, node_hi   uint64  the bucket's grid interval (a top bucket: the whole grid)
     node_end   int64   the end of the node's subtree in preorder
     clause_at  int64   first clause of each node's l-node (``nodes + 1`` entries)
+    node_row           first row of each node's l-node (``nodes + 1`` entries)
     row_at     int32   first row of each clause (``clauses + 1`` entries)
     rows       uint16  ``rows x 8`` atom ids (uint32 when an atom id needs it)
+    row_clause, row_more  each row's clause and whether it continues the row before
+                       (only when some clause has more than 8 atoms)
     exts       the clauses' external ids (:func:`betree.nodes.id_array`)
     sids       uint64  the clauses' subscription numbers, kept only when a subscription
                        has two clauses here (to report it once)
+    searches   the snapshot's PB+trees as sorted arrays (:mod:`pbtree.view`)
 
 A node is reached when the event defines its attribute at a coordinate inside its bucket
 and its parent is reached: exactly the nodes the page walk visits, since the two children
 of a bucket halve it (``check()`` verifies it).  A match tests the nodes under the root's
 p-nodes of the attributes the event defines (the rest cannot be reached), cuts out the
 subtrees of failing nodes with a difference array (no loop over the depth), expands the
-reached nodes' row ranges, and takes a row's 8 atom truths as one ``uint64``.
+reached nodes' row ranges, takes a row's 8 atom truths as one ``uint64``, and carries a
+failing row along the rows of a longer clause.
 
 Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
-its 30,000 nodes and ~22,000 clauses): ~0.35 ms an event, against ~3.5 ms for the page
-walk; building it reads every page once (~0.5 s).  Memory: ~60 bytes a clause.  A view
-describes one snapshot generation; :class:`FlatSlot` decides when one is worth building.
+its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
+the page walk; building it reads every page once (~1.2 s).  Memory: ~44 bytes a clause
+(26 MB for that shard).  A view describes one snapshot generation; :class:`FlatSlot`
+decides when one is worth building and holds it within the page-cache budget.
 """
 
 from __future__ import annotations
