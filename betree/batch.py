@@ -33,9 +33,9 @@ gathered rows of at most :data:`CHUNK_ATOMS` atoms at a time.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from betree.direct import DirectAtoms
 from betree.nodes import PageArrays, id_array
 from betree.tree import BETree
 from pbtree import PBTree
+from storage.errors import InvalidInput
 
 #: events matched in one pass (a larger batch is split): bounds the bit matrix at
 #: ``next_atom x 16`` words (128 MB at 1M atoms), past where larger batches stop paying
@@ -290,3 +291,25 @@ class Hits:
     def results(self) -> list[list[SubId]]:
         """:meth:`arrays` as lists."""
         return [ids.tolist() for ids in self.arrays()]
+
+
+R = TypeVar("R")
+
+
+def match_batch(
+    events: Sequence[object],
+    validate: Callable[[object], Mapping[str, object]],
+    matched: Callable[[list[Mapping[str, object]]], list[R]],
+) -> list[R | InvalidInput]:
+    """One result per event, in order: ``matched`` of the events ``validate`` accepts, and
+    the :class:`InvalidInput` of each it refuses (that event alone)."""
+    results: list[R | InvalidInput | None] = []
+    valid: list[Mapping[str, object]] = []
+    for event in events:
+        try:
+            valid.append(validate(event))
+            results.append(None)
+        except InvalidInput as exc:
+            results.append(exc)
+    found = iter(matched(valid))
+    return [r if isinstance(r, InvalidInput) else next(found) for r in results]

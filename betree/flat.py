@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from betree.heap import return_freed_memory
 from betree.nodes import CNode, LNodePage, id_array
 from betree.tree import BETree
-from pbtree.view import SearchView
+from pbtree.view import SearchView, ranges
 from storage.cache import PageCache
 
 #: atoms per row: a row's truths, 8 bools, read as one uint64
@@ -132,42 +132,16 @@ class FlatTree:
 
     def reached(self, coords: Mapping[str, int]) -> np.ndarray:
         """Preorder indices of the nodes an event with these grid coordinates reaches."""
-        index = self.attrs
-        xs = np.zeros(len(index) + 1, dtype=np.uint64)
-        defined = np.zeros(len(index) + 1, dtype=bool)
-        defined[-1] = True  # the root's pseudo-attribute
-        lo = [self.always[0]]
-        hi = [self.always[1]]
-        for attr, x in coords.items():
-            i = index.get(attr)
-            if i is not None:
-                xs[i] = x
-                defined[i] = True
-                spans = self.blocks.get(i)
-                if spans is not None:
-                    lo.append(spans[0])
-                    hi.append(spans[1])
-        nodes = _ranges(np.concatenate(lo), np.concatenate(hi))
-        attr = self.node_attr[nodes]
-        x = xs[attr]
-        ok = defined[attr]
-        ok &= self.node_lo[nodes] <= x
-        ok &= x <= self.node_hi[nodes]
-        bad = np.flatnonzero(~ok)
-        if not len(bad):
-            return nodes
-        # a failing node's subtree ends at its position plus its subtree's size (the
-        # blocks are whole subtrees, side by side in preorder)
-        n = len(nodes)
-        cut = np.bincount(bad, minlength=n + 1)
-        cut -= np.bincount(bad + (self.node_end[nodes[bad]] - nodes[bad]), minlength=n + 1)
-        return nodes[np.cumsum(cut[:n]) == 0]
+        return reach(self, coords)
 
     def match(self, coords: Mapping[str, int], sat: np.ndarray) -> tuple[np.ndarray, int]:
         """The external ids of the subscriptions satisfied (``sat``: truth by atom id),
         each once, and the number of candidate clauses checked."""
-        nodes = self.reached(coords)
-        rows = _ranges(self.node_row[nodes], self.node_row[nodes + 1])
+        return self.check(self.reached(coords), sat)
+
+    def check(self, nodes: np.ndarray, sat: np.ndarray) -> tuple[np.ndarray, int]:
+        """:meth:`match` of the reached ``nodes``."""
+        rows = ranges(self.node_row[nodes], self.node_row[nodes + 1])
         if not len(rows):
             return self.exts[:0], 0
         truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64)
@@ -189,15 +163,52 @@ class FlatTree:
         return self.exts[hits], candidates
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(a, b) for a, b in zip(lo, hi)])`` in O(1) numpy calls."""
-    lens = hi - lo
-    total = int(lens.sum())
-    if not total:
-        return np.empty(0, dtype=np.int64)
-    shift = np.repeat(lo - (np.cumsum(lens) - lens), lens)
-    shift += np.arange(total, dtype=np.int64)
-    return shift
+class Nodes(Protocol):
+    """The node arrays :func:`reach` reads (a :class:`FlatTree`, or the shards' joined)."""
+
+    attrs: dict[str, int]
+    blocks: dict[int, np.ndarray]
+    always: tuple[np.ndarray, np.ndarray]
+    node_attr: np.ndarray
+    node_lo: np.ndarray
+    node_hi: np.ndarray
+    node_end: np.ndarray
+
+
+def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
+    """Preorder indices of the nodes an event with these grid coordinates reaches: the
+    nodes under the root's p-nodes of the attributes it defines, tested in one pass, less
+    the subtrees of those failing."""
+    index = view.attrs
+    xs = np.zeros(len(index) + 1, dtype=np.uint64)
+    defined = np.zeros(len(index) + 1, dtype=bool)
+    defined[-1] = True  # the root's pseudo-attribute
+    lo = [view.always[0]]
+    hi = [view.always[1]]
+    for attr, x in coords.items():
+        i = index.get(attr)
+        if i is not None:
+            xs[i] = x
+            defined[i] = True
+            spans = view.blocks.get(i)
+            if spans is not None:
+                lo.append(spans[0])
+                hi.append(spans[1])
+    nodes = ranges(np.concatenate(lo), np.concatenate(hi))
+    attr = view.node_attr[nodes]
+    x = xs[attr]
+    ok = defined[attr]
+    ok &= view.node_lo[nodes] <= x
+    ok &= x <= view.node_hi[nodes]
+    bad = np.flatnonzero(~ok)
+    if not len(bad):
+        return nodes
+    # a failing node's subtree ends at its position plus its subtree's size (the
+    # blocks are whole subtrees, side by side in preorder)
+    n = len(nodes)
+    cut = np.bincount(bad, minlength=n + 1)
+    cut -= np.bincount(bad + (view.node_end[nodes[bad]] - nodes[bad]), minlength=n + 1)
+    return nodes[np.cumsum(cut[:n]) == 0]
 
 
 def build(tree: BETree, pbtrees: Mapping[str, dict[str, Any]]) -> FlatTree:

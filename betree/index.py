@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -393,7 +393,7 @@ class Index:
             with self.store.read() as txn:
                 return self.match_many_validated(txn, valid)
 
-        results = match_batch(events, self.validate, matched)
+        results = batching.match_batch(events, self.validate, matched)
         self.adjust_if_due()
         return results
 
@@ -491,6 +491,13 @@ class Index:
             stats.events += 1
         self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
         return list(out.values())
+
+    def held_view(self, txn: ReadTxn) -> tuple[flat.FlatTree, dict[str, DirectAtoms], int] | None:
+        """The packed view of ``txn``'s snapshot if one is held, with the snapshot's
+        direct atoms and atom count (a sharded store joins its shards': betree.joined)."""
+        view = None if txn.writable else self.flat.held(txn.gen)
+        snap = None if view is None else self._snap(txn)
+        return None if view is None or snap is None else (view, snap["grouped"], snap["next_atom"])
 
     def _view(self, txn: ReadTxn, snap: dict[str, Any]) -> flat.FlatTree | None:
         """The packed view of ``txn``'s snapshot for one more event, or None
@@ -670,6 +677,10 @@ class Index:
         steps.reverse()
         return steps
 
+    def coords(self, values: Mapping[str, object]) -> dict[str, int]:
+        """A validated event's grid coordinate on each attribute it defines."""
+        return {attr: self._coord(self._types[attr], value) for attr, value in values.items()}
+
     def _coord(self, kind: str, value: object) -> int:
         if kind in _SCALAR:
             return grid.coord(kind, value)
@@ -771,25 +782,3 @@ def event_values(schema: Schema, event: object) -> Mapping[str, object]:
     if not isinstance(event, Mapping):
         raise InvalidInput("an event must be a JSON object")
     return schema.validate_event(event)
-
-
-R = TypeVar("R")
-
-
-def match_batch(
-    events: Sequence[object],
-    validate: Callable[[object], Mapping[str, object]],
-    matched: Callable[[list[Mapping[str, object]]], list[R]],
-) -> list[R | InvalidInput]:
-    """One result per event, in order: ``matched`` of the events ``validate`` accepts, and
-    the :class:`InvalidInput` of each it refuses (that event alone)."""
-    results: list[R | InvalidInput | None] = []
-    valid: list[Mapping[str, object]] = []
-    for event in events:
-        try:
-            valid.append(validate(event))
-            results.append(None)
-        except InvalidInput as exc:
-            results.append(exc)
-    found = iter(matched(valid))
-    return [r if isinstance(r, InvalidInput) else next(found) for r in results]

@@ -42,8 +42,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from betree import shardwrite
+from betree.batch import match_batch
 from betree.catalog import EXT, SubId
-from betree.index import Index, gc_paused, match_batch
+from betree.index import Index, gc_paused
+from betree.joined import Joined
 from betree.lang.schema import Schema
 from storage.codec import encode_id
 from storage.errors import (
@@ -59,6 +61,7 @@ from storage.errors import (
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
 from storage.store import DEFAULT_CACHE_BYTES, SHARD_MANIFEST
+from storage.txn import ReadTxn
 
 MANIFEST = SHARD_MANIFEST
 FORMAT = "bexdb-shards"
@@ -312,6 +315,8 @@ class ShardedIndex:
         self.writable = self.routed and not readonly
         self.idents = [_inode(root / name) for name in self.names]
         self.root_ident = _root_inode(root)
+        #: the shards' packed views joined, while every shard holds its own (betree.joined)
+        self.join: Joined | None = None
 
     @classmethod
     def open(
@@ -489,13 +494,26 @@ class ShardedIndex:
             with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
 
+            joined = self._joined(txns)
+
             def match(values: Mapping[str, object]) -> list[SubId]:
+                if joined is not None:
+                    found = joined.match(self.indexes[0].coords(values), values)
+                    return found.tolist()  # type: ignore[no-any-return]
                 out: list[SubId] = []
                 for index, txn in txns:
                     out.extend(index.match_validated(txn, values))
                 return out
 
             yield match
+
+    def _joined(self, txns: list[tuple[Index, ReadTxn]]) -> Joined | None:
+        """The shards' views joined, when every shard holds one of its snapshot
+        (:mod:`betree.joined`); kept while they last."""
+        parts = [index.held_view(txn) for index, txn in txns]
+        if self.join is None or not self.join.holds(parts):
+            self.join = Joined([p for p in parts if p is not None]) if all(parts) else None
+        return self.join
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         values = self.schema.validate_event(event)

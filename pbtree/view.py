@@ -17,7 +17,9 @@ Memory: the ids (4 bytes each) and keys; building reads every page once.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,12 +30,30 @@ from storage.errors import InvalidInput
 from storage.txn import ReadTxn
 
 
+def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(a, b) for a, b in zip(lo, hi)])`` in O(1) numpy calls."""
+    lens = hi - lo
+    total = int(lens.sum())
+    if not total:
+        return np.empty(0, dtype=np.int64)
+    shift = np.repeat(lo - (np.cumsum(lens) - lens), lens)
+    shift += np.arange(total, dtype=np.int64)
+    return shift
+
+
 class _List:
     """One list end to end: ``keys`` ascending, item i's ids ``ids[at[i]:at[i + 1]]``."""
 
     __slots__ = ("at", "ids", "keys")
 
-    def __init__(self, txn: ReadTxn, space: int, head: int) -> None:
+    def __init__(self, keys: list[Any], at: np.ndarray, ids: np.ndarray) -> None:
+        self.keys = keys
+        self.at = at
+        self.ids = ids
+
+    @classmethod
+    def read(cls, txn: ReadTxn, space: int, head: int) -> _List:
+        """The list whose head sentinel is page ``head``, read end to end."""
         keys: list[Any] = []
         starts: list[np.ndarray] = []
         ids: list[np.ndarray] = []
@@ -49,9 +69,31 @@ class _List:
             ids.append(run)
             base += len(run)
             page = node.next
-        self.keys = keys
-        self.at = np.append(np.concatenate(starts) if starts else [], base).astype(np.int64)
-        self.ids = np.concatenate(ids) if ids else np.empty(0, dtype=np.uint32)
+        at = np.append(np.concatenate(starts) if starts else [], base).astype(np.int64)
+        return cls(keys, at, np.concatenate(ids) if ids else np.empty(0, dtype=np.uint32))
+
+    @classmethod
+    def merged(cls, lists: Sequence[_List], bases: Sequence[int]) -> _List:
+        """Several lists as one, keys merged in order (equal keys side by side), the ids
+        of list k offset by ``bases[k]``."""
+        order = list(
+            heapq.merge(
+                *[[(key, k, i) for i, key in enumerate(lst.keys)] for k, lst in enumerate(lists)]
+            )
+        )
+        first = np.cumsum([0] + [len(lst.keys) for lst in lists])  # list k's first item
+        shift = np.cumsum([0] + [len(lst.ids) for lst in lists])  # and first id
+        lo = np.concatenate([lst.at[:-1] + s for lst, s in zip(lists, shift, strict=False)])
+        hi = np.concatenate([lst.at[1:] + s for lst, s in zip(lists, shift, strict=False)])
+        item = np.array([first[k] + i for _, k, i in order], dtype=np.int64)
+        ids = np.concatenate(
+            [lst.ids + np.uint32(b) for lst, b in zip(lists, bases, strict=True)]
+            + [np.empty(0, dtype=np.uint32)]
+        )
+        lo, hi = lo[item], hi[item]
+        at = np.zeros(len(item) + 1, dtype=np.int64)
+        np.cumsum(hi - lo, out=at[1:])
+        return cls([key for key, _, _ in order], at, ids[ranges(lo, hi)])
 
 
 class SearchView:
@@ -63,7 +105,7 @@ class SearchView:
         self.name = name
         self.domain = record["domain"]
         space, lists = record["space"], record["lists"]
-        self.gt, self.lt, self.ne = (_List(txn, space, lists[k][0]) for k in (GT, LT, NE))
+        self.gt, self.lt, self.ne = (_List.read(txn, space, lists[k][0]) for k in (GT, LT, NE))
         self.eq: dict[Any, np.ndarray] = {}
         if self.domain is None:
             return
@@ -95,10 +137,29 @@ class SearchView:
         gt, lt, ne = self.gt, self.lt, self.ne
         chunks.append(gt.ids[: gt.at[bisect_left(gt.keys, value)]])
         chunks.append(lt.ids[lt.at[bisect_right(lt.keys, value)] :])
-        j = bisect_left(ne.keys, value)
-        if j < len(ne.keys) and ne.keys[j] == value:
+        j, k = bisect_left(ne.keys, value), bisect_right(ne.keys, value)
+        if j < k:  # (several items of one key in a merged view)
             chunks.append(ne.ids[: ne.at[j]])
-            chunks.append(ne.ids[ne.at[j + 1] :])
+            chunks.append(ne.ids[ne.at[k] :])
         else:
             chunks.append(ne.ids)
         return chunks
+
+    @classmethod
+    def merged(cls, views: Sequence[SearchView], bases: Sequence[int]) -> SearchView:
+        """One view of several PB+trees on one attribute (the shards of a store), the ids
+        of view k offset by ``bases[k]``: a search of it finds what searching each finds."""
+        out = cls.__new__(cls)
+        out.name = views[0].name
+        # one schema type, one domain (an empty tree has none)
+        out.domain = next((v.domain for v in views if v.domain is not None), None)
+        out.gt, out.lt, out.ne = (
+            _List.merged([getattr(v, part) for v in views], bases) for part in ("gt", "lt", "ne")
+        )
+        out.eq = {}
+        for view, base in zip(views, bases, strict=True):
+            for key, ids in view.eq.items():
+                ids = ids + np.uint32(base)
+                had = out.eq.get(key)
+                out.eq[key] = ids if had is None else np.concatenate([had, ids])
+        return out

@@ -182,3 +182,29 @@ if __name__ == "__main__":
     iterations, seed = int(sys.argv[1]), int(sys.argv[2])
     for maker in (int_key, float_key, str_key):
         print(maker.__name__, run(iterations, seed, maker), "searches")
+
+
+@pytest.mark.parametrize("make", [int_key, float_key, str_key], ids=repr)
+def test_merged_views_find_what_each_tree_finds(make: Callable[[random.Random], Any]) -> None:
+    """Three trees on one attribute (the shards of a store), equal keys in several, one
+    empty: a merged view's runs hold each tree's, its ids offset by the tree's base."""
+    rng = random.Random(6)
+    bases = [0, 1000, 5000]
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            for name, count in zip("abc", (60, 0, 90), strict=True):
+                tree = PBTree(txn, name, leaf_cap=3, internal_cap=3, list_cap=3)
+                for n in range(count):
+                    tree.insert(rng.choice(OPS), make(rng), n)
+        with store.read() as txn:
+            trees = [PBTree(txn, name) for name in "abc"]
+            views = [SearchView(txn, name, t.record) for name, t in zip("abc", trees, strict=True)]
+            merged = SearchView.merged(views, bases)
+            for _ in range(200):
+                value = probe(rng, make)
+
+                def each(v: Any) -> list[np.ndarray]:
+                    runs = [np.concatenate([*t.collect(v), np.empty(0, np.uint32)]) for t in trees]
+                    return [r + np.uint32(b) for r, b in zip(runs, bases, strict=True)]
+
+                assert same_runs(each, merged.collect, value), value

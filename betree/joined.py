@@ -1,0 +1,98 @@
+"""The packed views of a sharded store's shards joined: one node test, one search an attribute.
+
+Matching a sharded store shard by shard from their views (:mod:`betree.flat`) repeats,
+for each of 16 shards, ~20 numpy calls of node testing and a PB+tree search per event
+attribute: ~4 ms of a 14 ms event at 10M.  Joined, the shards' nodes are one set of
+arrays (each shard's after the one before, attributes numbered across all), every
+attribute's PB+tree lists are merged by key with each shard's atom ids offset by the
+atoms of the shards before it, and an event is validated, placed on the grid, tested
+against every node and searched once; only gathering and checking the reached rows stays
+per shard (:meth:`betree.flat.FlatTree.check`).  A join stays valid while every shard
+holds the very views it joined: a write to a shard drops that shard's view, and with it
+the join.  Cost: merging ~1M list items by key in Python (~2 s at 10M), then about 16 MB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from betree.direct import DirectAtoms
+from betree.flat import FlatTree, reach
+from pbtree.view import SearchView
+
+#: (a shard's view, its direct atoms by attribute, its atom count): Index.held_view
+Part = tuple[FlatTree, Mapping[str, DirectAtoms], int]
+
+
+class Joined:
+    """Every shard's view as one (see the module docstring)."""
+
+    def __init__(self, parts: Sequence[Part]) -> None:
+        self.views = [view for view, _, _ in parts]
+        self.direct = [direct for _, direct, _ in parts]
+        self.bases = np.cumsum([0] + [n for _, _, n in parts])  # shard k's first atom
+        self.attrs: dict[str, int] = {}
+        for view in self.views:
+            for name in sorted(view.attrs, key=view.attrs.__getitem__):
+                self.attrs.setdefault(name, len(self.attrs))
+        root = len(self.attrs)
+        self.node_at = np.cumsum([0] + [len(v.node_attr) for v in self.views])
+        codes: list[np.ndarray] = []
+        blocks: dict[int, list[np.ndarray]] = {}
+        for view, at in zip(self.views, self.node_at.tolist(), strict=False):
+            local = sorted(view.attrs, key=view.attrs.__getitem__)
+            codes.append(np.array([self.attrs[n] for n in local] + [root])[view.node_attr])
+            for i, spans in view.blocks.items():
+                blocks.setdefault(self.attrs[local[i]], []).append(spans + at)
+        self.node_attr = np.concatenate(codes).astype(np.int32)
+        self.node_lo = np.concatenate([v.node_lo for v in self.views])
+        self.node_hi = np.concatenate([v.node_hi for v in self.views])
+        self.node_end = np.concatenate(
+            [v.node_end + at for v, at in zip(self.views, self.node_at.tolist(), strict=False)]
+        )
+        self.blocks = {attr: np.concatenate(spans, axis=1) for attr, spans in blocks.items()}
+        roots = self.node_at[:-1].astype(np.int64)
+        self.always = (roots, roots + 1)
+        names = sorted({name for view in self.views for name in view.searches})
+        bases = self.bases[:-1].tolist()
+        self.searches = {
+            name: SearchView.merged(
+                [v.searches[name] for v in self.views if name in v.searches],
+                [b for v, b in zip(self.views, bases, strict=True) if name in v.searches],
+            )
+            for name in names
+        }
+
+    def holds(self, parts: Sequence[Part | None]) -> bool:
+        """Whether these are the views joined (every shard still holds its own)."""
+        return len(parts) == len(self.views) and all(
+            p is not None and p[0] is v for p, v in zip(parts, self.views, strict=True)
+        )
+
+    def match(self, coords: Mapping[str, int], values: Mapping[str, object]) -> np.ndarray:
+        """The external ids of every subscription an event satisfies, each once, across
+        the shards (``coords``: its grid coordinates; ``values``: it validated)."""
+        sat = np.zeros(int(self.bases[-1]), dtype=bool)
+        sat[self.bases[:-1]] = True  # every shard's atom 0
+        found: list[np.ndarray] = []
+        for attr, value in values.items():
+            search = self.searches.get(attr)
+            if search is not None:
+                found += search.collect(value)
+        if found:
+            sat[np.concatenate(found)] = True
+        for base, direct in zip(self.bases.tolist(), self.direct, strict=False):
+            for attr, group in direct.items():
+                hits: Any = group.hits(values[attr], values) if attr in values else group.undefined
+                sat[np.asarray(hits, dtype=np.int64) + base] = True
+        nodes = np.sort(reach(self, coords))  # by shard
+        cuts = np.searchsorted(nodes, self.node_at).tolist()
+        ids = []
+        for k, view in enumerate(self.views):
+            local = nodes[cuts[k] : cuts[k + 1]] - self.node_at[k]
+            got, _ = view.check(local, sat[self.bases[k] : self.bases[k + 1]])
+            ids.append(got)
+        return np.concatenate(ids)
