@@ -121,3 +121,12 @@ class DirectAtoms:
 def _sorted(tests: list[tuple[int, int]]) -> _Sorted:
     tests.sort()
     return [secs for secs, _ in tests], [aid for _, aid in tests]
+
+
+def holding(direct: Mapping[str, DirectAtoms], values: Mapping[str, object]) -> list[int]:
+    """The ids of every direct atom that holds on a validated event: per attribute, the
+    :meth:`DirectAtoms.hits` of its value, or the atoms true when it is undefined."""
+    out: list[int] = []
+    for attr, group in direct.items():
+        out += group.hits(values[attr], values) if attr in values else group.undefined
+    return out

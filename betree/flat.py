@@ -368,6 +368,6 @@ class FlatSlot:
         self._walks = 0
 
     def describe(self) -> dict[str, Any]:
-        """For ``stats``: whether a view is held, its generation and bytes."""
+        """Whether a view is held, its generation and bytes (for tests and diagnostics)."""
         view = self._view
         return {"held": view is not None, "gen": self._gen, "bytes": view.nbytes if view else 0}

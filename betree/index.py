@@ -35,7 +35,7 @@ from betree.catalog import (
     subscription_record,
 )
 from betree.check import check_index
-from betree.direct import DirectAtoms
+from betree.direct import DirectAtoms, holding
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.bounded import forget_older_half
 from betree.lang.conjuncts import ConjunctMemo
@@ -418,7 +418,8 @@ class Index:
         collecting = self._collector is not None or snap["collect"] or self.collecting
         if len(batch) <= 1 or collecting:
             return [id_array(self.match_validated(txn, values)) for values in batch]
-        view = None if txn.writable else self.flat.held(txn.gen)
+        held = self.held_view(txn)
+        view = None if held is None else held[0]
         if view is not None:  # event by event: the pages it replaces are gone (README)
             t0 = time.perf_counter()
             found = [self._match_view(txn, snap, view, values) for values in batch]
@@ -496,8 +497,10 @@ class Index:
         """The packed view of ``txn``'s snapshot if one is held, with the snapshot's
         direct atoms and atom count (a sharded store joins its shards': betree.joined)."""
         view = None if txn.writable else self.flat.held(txn.gen)
-        snap = None if view is None else self._snap(txn)
-        return None if view is None or snap is None else (view, snap["grouped"], snap["next_atom"])
+        if view is None:
+            return None
+        snap = self._snap(txn)
+        return view, snap["grouped"], snap["next_atom"]
 
     def _view(self, txn: ReadTxn, snap: dict[str, Any]) -> flat.FlatTree | None:
         """The packed view of ``txn``'s snapshot for one more event, or None
@@ -543,9 +546,7 @@ class Index:
             pages += pbtree.pages_read
         if found:
             sat[np.concatenate(found)] = True
-        for attr, group in snap["grouped"].items():
-            defined = attr in values
-            sat[group.hits(values[attr], values) if defined else group.undefined] = True
+        sat[holding(snap["grouped"], values)] = True
         return sat, coords, pages
 
     def _snap(self, txn: ReadTxn) -> dict[str, Any]:

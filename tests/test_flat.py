@@ -22,6 +22,7 @@ from betree.lang.schema import Schema
 from betree.sharded import open_index
 from betree.tree import BETree
 from storage.cache import PageCache
+from tests.edges import EDGE_SCHEMA, edge_atoms, edge_events
 from tests.test_index_differential import brute
 from tests.workload import SCHEMA, build_hashed, event, expression
 
@@ -308,3 +309,16 @@ def test_slot_skips_stores_that_cannot_fit() -> None:
     assert built == [1] and cache.max_bytes == 4000
     assert slot.get(2, make, clauses=10) is None  # not read again for nothing
     assert built == [1]
+
+
+def test_view_at_the_ends_of_every_domain(tmp_path: Path) -> None:
+    """Every comparison form with every edge literal (±2**63, ±max doubles, -0.0, planes'
+    first and last code points), alone and in pairs, matched by edge events."""
+    rng = random.Random(14)
+    atoms = edge_atoms()
+    subs = [*atoms, *(f"{rng.choice(atoms)} and {rng.choice(atoms)}" for _ in range(400))]
+    with Index.open(tmp_path, schema=EDGE_SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many(enumerate(subs))
+        for ev in edge_events():
+            walked, viewed = _both(idx, ev)
+            assert viewed == walked, ev
