@@ -70,8 +70,10 @@ class FlatTree:
         "always",
         "attrs",
         "blocks",
+        "by_attr",
         "clause_at",
         "exts",
+        "levels",
         "max_rows",
         "node_attr",
         "node_end",
@@ -102,6 +104,7 @@ class FlatTree:
         self.node_lo: np.ndarray = arrays["node_lo"]
         self.node_hi: np.ndarray = arrays["node_hi"]
         self.node_end: np.ndarray = arrays["node_end"]
+        self.levels, self.by_attr = tiers(self.node_attr, self.node_end, len(attrs) + 1)
         self.clause_at: np.ndarray = arrays["clause_at"]
         self.row_at: np.ndarray = arrays["row_at"]
         self.rows: np.ndarray = arrays["rows"]
@@ -173,6 +176,30 @@ class Nodes(Protocol):
     node_lo: np.ndarray
     node_hi: np.ndarray
     node_end: np.ndarray
+    levels: list[tuple[np.ndarray, np.ndarray]]
+    by_attr: tuple[np.ndarray, np.ndarray]
+
+
+def tiers(
+    node_attr: np.ndarray, node_end: np.ndarray, codes: int
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+    """What a batch reads besides the nodes (:mod:`betree.flatbatch`): per depth from 1,
+    its nodes and their parents; and the nodes sorted by attribute code with where each
+    code's start (``codes + 1`` entries).  Cost: a few numpy passes over the nodes."""
+    n = len(node_end)
+    step = np.ones(n + 1, dtype=np.int64)  # i lies inside j's subtree: j < i < end[j]
+    step[0] = 0
+    np.add.at(step, node_end, -1)
+    depth = np.cumsum(step)[:n]
+    order = np.argsort(depth, kind="stable")  # by depth, then preorder
+    cuts = np.searchsorted(depth[order], np.arange(int(depth.max(initial=0)) + 2))
+    levels = []
+    for d in range(1, len(cuts) - 1):
+        above, nodes = order[cuts[d - 1] : cuts[d]], order[cuts[d] : cuts[d + 1]]
+        levels.append((nodes, above[np.searchsorted(above, nodes) - 1]))
+    by_code = np.argsort(node_attr, kind="stable")
+    bounds = np.searchsorted(node_attr[by_code], np.arange(codes + 1))
+    return levels, (by_code, bounds)
 
 
 def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
@@ -330,9 +357,11 @@ class FlatSlot:
         view = self._view
         return view if view is not None and self._gen == gen else None
 
-    def get(self, gen: int, make: Callable[[], FlatTree], clauses: int) -> FlatTree | None:
-        """The view of generation ``gen`` for one more event (``make`` builds it when
-        it is due and its ``clauses`` may fit), or None: walk the pages."""
+    def get(
+        self, gen: int, make: Callable[[], FlatTree], clauses: int, events: int = 1
+    ) -> FlatTree | None:
+        """The view of generation ``gen`` for ``events`` more events (``make`` builds it
+        when it is due and its ``clauses`` may fit), or None: walk the pages."""
         view = self.held(gen)
         if view is not None:
             return view
@@ -342,7 +371,7 @@ class FlatSlot:
                 self._gen = gen
             if self._view is not None:
                 return self._view
-            self._walks += 1
+            self._walks += events
             if self._walks <= self.after or self._too_big or clauses * LEAST_BYTES > self._share:
                 return None
             if not self.cache.reserve(self._share):

@@ -23,7 +23,7 @@ import numpy as np
 
 from betree import adjust as adjusting
 from betree import batch as batching
-from betree import catalog, flat, grid
+from betree import catalog, flat, flatbatch, grid
 from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.catalog import (
     SubId,
@@ -409,22 +409,24 @@ class Index:
         one PB+tree search per distinct value, each reached node and l-node page read and
         checked once for the whole batch).
 
-        A batch of one, with statistics collected (self-adjustment), or of a snapshot with
-        a packed view (:mod:`betree.flat`) is matched event by event.  Otherwise
-        ``last_stats`` holds the batch's totals and ``last_timings`` the seconds spent in
-        phase 1, the walk, the checking and building the results.
+        A batch of one, or with statistics collected (self-adjustment), is matched event
+        by event.  A snapshot with a packed view (:mod:`betree.flat`; its events count
+        towards building one) is matched on it, 64 events a word
+        (:mod:`betree.flatbatch`), or event by event below :data:`betree.flatbatch.LEAST`
+        events.  ``last_stats`` holds the batch's totals and ``last_timings`` the seconds
+        spent in phase 1, the walk, the checking and building the results (``views`` on
+        a view).
         """
         snap = self._snap(txn)
         collecting = self._collector is not None or snap["collect"] or self.collecting
         if len(batch) <= 1 or collecting:
             return [id_array(self.match_validated(txn, values)) for values in batch]
-        held = self.held_view(txn)
-        view = None if held is None else held[0]
-        if view is not None:  # event by event: the pages it replaces are gone (README)
-            t0 = time.perf_counter()
-            found = [self._match_view(txn, snap, view, values) for values in batch]
-            self.last_timings = {"views": time.perf_counter() - t0}
-            return found
+        view = self._view(txn, snap, len(batch))
+        if view is not None:  # the pages it replaces are gone (README)
+            if len(batch) < flatbatch.LEAST:
+                return [self._match_view(txn, snap, view, values) for values in batch]
+            shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])
+            return self.match_on_views(view, [shard], batch)
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
@@ -458,6 +460,24 @@ class Index:
             "check": t3 - t2,
             "results": clock() - t3,
         }
+        return found
+
+    def match_on_views(
+        self,
+        whole: flatbatch.Whole,
+        shards: Sequence[flatbatch.Shard],
+        batch: Sequence[Mapping[str, object]],
+    ) -> list[np.ndarray]:
+        """A validated batch matched on packed views (:mod:`betree.flatbatch`), its events
+        in shape order; ``last_timings`` holds the seconds it took."""
+        t0 = time.perf_counter()
+        order = batching.shape_order(batch)
+        arrays, candidates = flatbatch.match(whole, shards, [batch[e] for e in order], self._types)
+        found = list(arrays)
+        for k, ids in zip(order, arrays, strict=True):
+            found[k] = ids
+        self.last_stats = {"candidates": candidates, "pages": 0}
+        self.last_timings = {"views": time.perf_counter() - t0}
         return found
 
     def adjust_if_due(self) -> None:
@@ -500,15 +520,17 @@ class Index:
         if view is None:
             return None
         snap = self._snap(txn)
+        if self._collector is not None or snap["collect"] or self.collecting:
+            return None  # (the statistics come from walks)
         return view, snap["grouped"], snap["next_atom"]
 
-    def _view(self, txn: ReadTxn, snap: dict[str, Any]) -> flat.FlatTree | None:
-        """The packed view of ``txn``'s snapshot for one more event, or None
+    def _view(self, txn: ReadTxn, snap: dict[str, Any], events: int = 1) -> flat.FlatTree | None:
+        """The packed view of ``txn``'s snapshot for ``events`` more events, or None
         (:class:`betree.flat.FlatSlot`; never within a write: it holds committed pages)."""
         if txn.writable:
             return None
         make = lambda: flat.build(BETree(txn, snap["rec"]), snap["trees"])  # noqa: E731
-        return self.flat.get(txn.gen, make, snap["rec"]["subs"])  # clauses >= subscriptions
+        return self.flat.get(txn.gen, make, snap["rec"]["subs"], events)  # clauses >= subs
 
     def _match_view(
         self, txn: ReadTxn, snap: dict[str, Any], view: flat.FlatTree, values: Mapping[str, object]

@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from betree.direct import DirectAtoms, holding
-from betree.flat import FlatTree, reach
+from betree.flat import FlatTree, reach, tiers
+from betree.flatbatch import Shard
 from pbtree.view import SearchView
 
 #: (a shard's view, its direct atoms by attribute, its atom count): Index.held_view
@@ -54,6 +55,7 @@ class Joined:
             [v.node_end + at for v, at in zip(self.views, self.node_at.tolist(), strict=False)]
         )
         self.blocks = {attr: np.concatenate(spans, axis=1) for attr, spans in blocks.items()}
+        self.levels, self.by_attr = tiers(self.node_attr, self.node_end, root + 1)
         roots = self.node_at[:-1].astype(np.int64)
         self.always = (roots, roots + 1)
         bases = self.bases[:-1].tolist()
@@ -64,6 +66,15 @@ class Joined:
             )
             for name in sorted({name for view in self.views for name in view.searches})
         }
+
+    def shards(self) -> list[Shard]:
+        """The shards' views as :mod:`betree.flatbatch` matches them together."""
+        return [
+            Shard(view, direct, int(at), int(base), int(end - base))
+            for view, direct, at, base, end in zip(
+                self.views, self.direct, self.node_at, self.bases, self.bases[1:], strict=False
+            )
+        ]
 
     def holds(self, parts: Sequence[Part | None]) -> bool:
         """Whether these are the views joined (every shard still holds its own)."""

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree import shardwrite
+from betree import flatbatch, shardwrite
 from betree.batch import match_batch
 from betree.catalog import EXT, SubId
 from betree.index import Index, gc_paused
@@ -536,6 +536,12 @@ class ShardedIndex:
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
+            joined = self._joined(txns)
+            if joined is not None:
+                first = self.indexes[0]
+                if len(valid) >= flatbatch.LEAST:
+                    return first.match_on_views(joined, joined.shards(), valid)
+                return [joined.match(first.coords(values), values) for values in valid]
             parts = [index.match_many_validated(txn, valid) for index, txn in txns]
         return [np.concatenate(ids) for ids in zip(*parts, strict=True)]
 

@@ -41,15 +41,22 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return shift
 
 
-class _List:
-    """One list end to end: ``keys`` ascending, item i's ids ``ids[at[i]:at[i + 1]]``."""
+def distinct(ids: np.ndarray) -> bool:
+    """Whether no id repeats (one ``bincount``: ids are dense atom numbers)."""
+    return len(ids) < 2 or int(np.bincount(ids).max()) == 1
 
-    __slots__ = ("at", "ids", "keys")
+
+class _List:
+    """One list end to end: ``keys`` ascending, item i's ids ``ids[at[i]:at[i + 1]]``;
+    ``distinct`` whether no id appears twice (an atom ``a < 3 or a < 9`` can)."""
+
+    __slots__ = ("at", "distinct", "ids", "keys")
 
     def __init__(self, keys: list[Any], at: np.ndarray, ids: np.ndarray) -> None:
         self.keys = keys
         self.at = at
         self.ids = ids
+        self.distinct = distinct(ids)
 
     @classmethod
     def read(cls, txn: ReadTxn, space: int, head: int) -> _List:
@@ -99,7 +106,7 @@ class _List:
 class SearchView:
     """The search side of one PB+tree in one snapshot (see the module docstring)."""
 
-    __slots__ = ("domain", "eq", "gt", "lt", "name", "ne")
+    __slots__ = ("domain", "eq", "eq_distinct", "gt", "lt", "name", "ne")
 
     def __init__(self, txn: ReadTxn, name: str, record: dict[str, Any]) -> None:
         self.name = name
@@ -107,14 +114,18 @@ class SearchView:
         space, lists = record["space"], record["lists"]
         self.gt, self.lt, self.ne = (_List.read(txn, space, lists[k][0]) for k in (GT, LT, NE))
         self.eq: dict[Any, np.ndarray] = {}
-        if self.domain is None:
-            return
-        page = record["first"]
+        page = record["first"] if self.domain is not None else 0
         while page:
             leaf = txn.load_uncached(space, page, LeafNode)
             for i, key in enumerate(leaf.keys):
-                self.eq[key] = leaf.sidset(i)
+                ids = leaf.sidset(i)  # (an atom both = and >= one key: once)
+                self.eq[key] = np.unique(ids) if leaf.eq[i] and leaf.bound[i] else ids
             page = leaf.next
+        #: no id under two keys (an atom ``a in (1, 2)`` is; never twice under one)
+        self.eq_distinct = self._eq_distinct()
+
+    def _eq_distinct(self) -> bool:
+        return distinct(np.concatenate([np.empty(0, dtype=np.uint32), *self.eq.values()]))
 
     @property
     def nbytes(self) -> int:
@@ -162,4 +173,5 @@ class SearchView:
                 ids = ids + np.uint32(base)
                 had = out.eq.get(key)
                 out.eq[key] = ids if had is None else np.concatenate([had, ids])
+        out.eq_distinct = out._eq_distinct()
         return out

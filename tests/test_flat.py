@@ -223,19 +223,23 @@ def test_rows_hold_each_clause_in_order(top: int) -> None:
         at += n
 
 
-def test_batches_use_a_held_view_and_match_alike(tmp_path: Path) -> None:
+@pytest.mark.parametrize("events_n", [100, 300])  # one by one on the view, and a batch
+def test_batches_walked_and_on_a_view_match_alike(tmp_path: Path, events_n: int) -> None:
     rng = random.Random(12)
     subs: dict[Any, str] = {k: expression(rng) for k in range(300)}
-    events: list[Any] = [event(rng) for _ in range(100)]
+    events: list[Any] = [event(rng) for _ in range(events_n)]
     events[7] = {"i": "not an int"}  # a bad event keeps its own error
     with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.flat.after = 1 << 40
         walked = idx.match_many(events)
-        assert not idx.flat.describe()["held"]  # batches build no view
-        idx.match(events[0])
-        assert idx.flat.describe()["held"]
+        assert not idx.flat.describe()["held"] and idx.last_stats["pages"] > 0
+        idx.flat.drop()  # (the walks counted anew)
+        idx.flat.after = events_n - 1  # this batch's valid events count: the next builds
+        idx.match_many(events)
+        assert not idx.flat.describe()["held"]
         viewed = idx.match_many(events)
+        assert idx.flat.describe()["held"]
         assert idx.last_stats["pages"] == 0  # matched from the view
     assert isinstance(viewed[7], Exception) and str(viewed[7]) == str(walked[7])
     for k, (a, b) in enumerate(zip(walked, viewed, strict=True)):

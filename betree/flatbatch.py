@@ -1,0 +1,356 @@
+"""A batch of events matched on packed views, 64 events a machine word (issue 16 §2).
+
+One event on a packed view (:mod:`betree.flat`) is a few dozen numpy calls on small
+arrays (~0.25 ms at 100K subscriptions), most of it the calls' own overhead.  A batch
+shares the calls: every truth is kept for 64 events at once as the bits of a ``uint64``
+(the batch's events in shape order, :func:`betree.batch.shape_order`, so that one word's
+events reach much the same nodes), and each step is one numpy call over the batch:
+
+* **satisfied atoms**, ``atoms x words``: per attribute, the batch's distinct values in
+  order, each with the bits of its events.  A GreaterThan item holds for the values above
+  its key, a suffix of them, so its bits are a suffix-OR of the values' bits, found for
+  every item of the list at once (one ``searchsorted`` of the items' positions against the
+  values' cuts); a LessThan item's are a prefix-OR; an Inequality item's are the events
+  defining the attribute less those of its own key; an equality run's, its value's bits.
+  Atoms of one PB+tree appear once in each list (its invariant), so one fancy OR a list.
+* **reached nodes**, ``nodes x words``: a node's bucket holds the events whose coordinate
+  on its attribute lies in it, a range of the batch's sorted coordinates read off a
+  prefix-XOR (each event defines an attribute once); a node is reached by those events of
+  its bucket that reach its parent: one AND a depth of the tree.
+* **rows**, per word and shard: the rows of the nodes the word reaches, each row's 8 atom
+  words ANDed with its node's; a failure carried along a longer clause's rows as
+  :meth:`betree.flat.FlatTree.check` does.  The bits left are the matching (clause, event)
+  pairs, unpacked from their nonzero bytes only.
+
+Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
+events), the nodes one pass per attribute and depth, the rows those each word reaches;
+the per-event Python left is validation and grid coordinates.  Memory: the two bit
+matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer words past it: at 10M
+subscriptions, 6.4M atoms, one word of 64 events).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from betree import grid
+from betree.direct import DirectAtoms, holding
+from betree.flat import FlatTree, Nodes
+from betree.nodes import id_array
+from pbtree.keys import key_domain
+from pbtree.view import SearchView, ranges
+from storage.errors import InvalidInput
+
+#: batches of fewer events are matched one by one on the view: a batch costs a pass per
+#: attribute it defines (~25 ms for BEGen's 250, 100K subscriptions), which 64 events
+#: matched one by one there (0.25 ms each) do not repay
+LEAST = 128
+#: the most bytes of the ``atoms x words`` truth matrix: a batch needing more is matched
+#: in parts of fewer words (64 events each)
+SAT_BYTES = 64 << 20
+_ONES = np.uint64((1 << 64) - 1)
+_BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))  # bit i of a word
+
+
+class Shard(NamedTuple):
+    """One packed view among those matched together (a plain store has one)."""
+
+    view: FlatTree
+    direct: Mapping[str, DirectAtoms]  # its direct atoms by attribute
+    nodes: int  # its first node in the whole's node arrays
+    atoms: int  # its first atom in the whole's atom numbering
+    size: int  # the atom ids it numbers
+
+
+class Whole(Nodes, Protocol):
+    """The node arrays and searches matched at once (a view, or the shards' joined)."""
+
+    searches: dict[str, SearchView]
+
+
+def words_for(events: int, atoms: int) -> int:
+    """How many words of 64 events one pass takes, within :data:`SAT_BYTES`."""
+    return max(1, min((events + 63) // 64, SAT_BYTES // (8 * max(atoms, 1))))
+
+
+class Column(NamedTuple):
+    """One attribute's values in a batch: the events defining it, in batch order, and the
+    words they lie in (in shape order an attribute's events fill few of the batch's words,
+    and its bits are computed for those only)."""
+
+    values: list[Any]
+    events: np.ndarray  # int64
+    coords: np.ndarray  # uint64 grid coordinates (betree.grid)
+    words: np.ndarray  # the words holding its events, ascending
+    rows: np.ndarray  # each event's own bit, as a row over ``words``
+
+
+def columns(batch: Sequence[Mapping[str, object]], kinds: Mapping[str, str]) -> dict[str, Column]:
+    """The batch's values by attribute (``kinds``: each attribute's grid kind)."""
+    found: dict[str, tuple[list[Any], list[int]]] = {}
+    for e, event in enumerate(batch):
+        for attr, value in event.items():
+            got = found.get(attr)
+            if got is None:
+                got = found[attr] = ([], [])
+            got[0].append(value)
+            got[1].append(e)
+    out = {}
+    for attr, (values, events) in found.items():
+        at = np.array(events, dtype=np.int64)  # ascending
+        word = at >> 6
+        words = np.unique(word)  # (a few dozen, sorted: cheap)
+        rows = np.zeros((len(at), len(words)), dtype=np.uint64)
+        rows[np.arange(len(at)), np.searchsorted(words, word)] = _BIT[at & 63]
+        out[attr] = Column(values, at, grid.coords(kinds[attr], values), words, rows)
+    return out
+
+
+def match(
+    whole: Whole,
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    kinds: Mapping[str, str],
+) -> tuple[list[np.ndarray], int]:
+    """Per event of ``batch`` (validated values; ``kinds`` each attribute's grid kind), the
+    external ids it matches, each once (:func:`betree.nodes.id_array` views into one
+    array); and the (clause, event) candidates, each clause times the events reaching its
+    node."""
+    atoms = shards[-1].atoms + shards[-1].size
+    step = 64 * words_for(len(batch), atoms)
+    found: list[np.ndarray] = []
+    candidates = 0
+    for k in range(0, len(batch), step):
+        part = batch[k : k + step]
+        ids, n = _match(whole, shards, part, columns(part, kinds))
+        found += ids
+        candidates += n
+    return found, candidates
+
+
+def _match(
+    whole: Whole,
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    cols: Mapping[str, Column],
+) -> tuple[list[np.ndarray], int]:
+    words = (len(batch) + 63) // 64
+    sat = satisfied(whole.searches, shards, batch, cols)
+    reach = reached(whole, cols, len(batch))
+    counts = np.bitwise_count(reach).sum(axis=0, dtype=np.int64)
+    candidates = 0
+    for shard in shards:
+        view, at = shard.view, shard.nodes
+        clauses = np.diff(view.clause_at)
+        candidates += int(counts[at : at + len(clauses)] @ clauses)
+    found: list[np.ndarray] = []
+    for k in range(words):
+        events = min(64, len(batch) - 64 * k)
+        got = [g for g in (_rows(shard, reach[k], sat[k]) for shard in shards) if g is not None]
+        if len(got) == 1:  # (each shard's ids in event order: an event's, one slice a shard)
+            ids, bounds = got[0][0], got[0][1].tolist()
+            found += [ids[bounds[b] : bounds[b + 1]] for b in range(events)]
+        else:
+            cuts = [(ids, bounds.tolist()) for ids, bounds in got]
+            found += [
+                np.concatenate([id_array([])] + [ids[at[b] : at[b + 1]] for ids, at in cuts])
+                for b in range(events)
+            ]
+    return found, candidates
+
+
+def _everyone(events: int) -> np.ndarray:
+    """The bits of ``events`` events, as the batch's words."""
+    words = np.full((events + 63) // 64, _ONES, dtype=np.uint64)
+    if events % 64:
+        words[-1] = (1 << events % 64) - 1
+    return words
+
+
+#: one list kind's bits found by :func:`_search`: (atom ids, their rows, the words the
+#: rows cover, whether no id repeats)
+_Found = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
+
+
+def satisfied(
+    searches: Mapping[str, SearchView],
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    cols: Mapping[str, Column],
+) -> np.ndarray:
+    """The ``words x atoms`` truths of every atom for the batch's events."""
+    atoms = shards[-1].atoms + shards[-1].size
+    sat = np.zeros(((len(batch) + 63) // 64, atoms), dtype=np.uint64)
+    lists: dict[str, list[_Found]] = {}
+    for attr, col in cols.items():
+        search = searches.get(attr)
+        if search is not None:
+            _search(search, col, lists)
+    flat = sat.reshape(-1)
+    for kind in ("eq", "gt", "lt", "ne"):  # one list kind of every attribute: one OR
+        parts = lists.get(kind, [])
+        if not parts:
+            continue
+        # (each atom and word one cell of the flat matrix)
+        cells = np.concatenate([(w[None, :] * atoms + i[:, None]).ravel() for i, _, w, _ in parts])
+        rows = np.concatenate([r.ravel() for _, r, _, _ in parts])
+        if all(p[3] for p in parts):
+            flat[cells] |= rows
+        elif kind == "eq":
+            # an atom under several keys holds for other events under each: their OR is
+            # their sum, added while the matrix is still empty
+            np.add.at(flat, cells, rows)
+        else:
+            _or_into(flat, cells, rows)
+    sat[:, [shard.atoms for shard in shards]] = _everyone(len(batch))[:, None]  # atom 0
+    ids: list[int] = []
+    events: list[int] = []
+    for shard in shards:
+        if not shard.direct:
+            continue
+        for e, values in enumerate(batch):
+            held = holding(shard.direct, values)
+            ids += [shard.atoms + a for a in held]
+            events += [e] * len(held)
+    if ids:
+        ev = np.array(events, dtype=np.int64)
+        bit = np.left_shift(np.uint64(1), (ev & 63).astype(np.uint64))
+        np.bitwise_or.at(sat, (ev >> 6, np.array(ids, dtype=np.int64)), bit)
+    return sat
+
+
+def _search(view: SearchView, col: Column, lists: dict[str, list[_Found]]) -> None:
+    """The bits of every atom of ``view`` for the events of ``col`` (as
+    :meth:`SearchView.collect` finds them one value at a time), added to ``lists`` by list
+    kind."""
+    if view.domain is None:
+        return
+    values = col.values
+    order = sorted(range(len(values)), key=values.__getitem__)
+    values = [values[i] for i in order]
+    starts = [0] + [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+    distinct = [values[i] for i in starts]
+    for value in distinct:
+        if key_domain(value) != view.domain:
+            raise InvalidInput(f"PB+tree {view.name!r} cannot compare {value!r} to its keys")
+    bits = np.bitwise_or.reduceat(col.rows[order], starts, axis=0)  # each value's events
+    gt, lt, ne, words = view.gt, view.lt, view.ne, col.words
+    # GreaterThan: item positions below a value's cut hold for it, and cuts ascend
+    # (the positions from one value's cut to the next hold for that value and those past it)
+    cut = gt.at[[0, *[bisect_left(gt.keys, v) for v in distinct]]]
+    if cut[-1]:
+        suffix = np.bitwise_or.accumulate(bits[::-1], axis=0)[::-1]
+        rows = np.repeat(suffix, np.diff(cut), axis=0)
+        lists.setdefault("gt", []).append((gt.ids[: cut[-1]], rows, words, gt.distinct))
+    # LessThan: positions at or past a value's cut hold for it
+    cut = lt.at[[*[bisect_right(lt.keys, v) for v in distinct], -1]]
+    prefix = np.bitwise_or.accumulate(bits, axis=0)
+    if cut[0] < len(lt.ids):
+        rows = np.repeat(prefix, np.diff(cut), axis=0)
+        lists.setdefault("lt", []).append((lt.ids[cut[0] :], rows, words, lt.distinct))
+    # Inequality: every event defining the attribute, less those of the item's own key
+    if len(ne.ids):
+        defined = prefix[-1]
+        table = np.vstack([defined & ~bits, defined[None, :]])
+        pick = np.full(len(ne.ids), len(distinct), dtype=np.int64)
+        j = np.array([bisect_left(ne.keys, v) for v in distinct], dtype=np.int64)
+        k = np.array([bisect_right(ne.keys, v) for v in distinct], dtype=np.int64)
+        own = np.flatnonzero(j < k)
+        if len(own):
+            lo, hi = ne.at[j[own]], ne.at[k[own]]
+            pick[ranges(lo, hi)] = np.repeat(own, hi - lo)
+        lists.setdefault("ne", []).append((ne.ids, table[pick], words, ne.distinct))
+    # equality (and the bounds of >= and <=): a value's own run
+    eq = view.eq
+    runs = [(i, eq[v]) for i, v in enumerate(distinct) if v in eq]
+    if runs:
+        ids = np.concatenate([r for _, r in runs])
+        which = np.repeat([i for i, _ in runs], [len(r) for _, r in runs])
+        lists.setdefault("eq", []).append((ids, bits[which], words, view.eq_distinct))
+
+
+def _or_into(flat: np.ndarray, cells: np.ndarray, values: np.ndarray) -> None:
+    """``flat[cells] |= values`` where a cell may repeat (a fancy OR would keep only one
+    of its values): the values of one cell are ORed together first."""
+    order = np.argsort(cells)
+    cells = cells[order]
+    starts = np.flatnonzero(np.concatenate(([True], cells[1:] != cells[:-1])))
+    flat[cells[starts]] |= np.bitwise_or.reduceat(values[order], starts)
+
+
+def reached(whole: Nodes, cols: Mapping[str, Column], events: int) -> np.ndarray:
+    """The ``words x nodes`` bits of the events reaching each node (as
+    :func:`betree.flat.reach` finds them one event at a time)."""
+    index = whole.attrs
+    nodes_n = len(whole.node_attr)
+    within = np.zeros(((events + 63) // 64, nodes_n), dtype=np.uint64)
+    order, bounds = whole.by_attr
+    root = len(index)
+    within[:, order[bounds[root] : bounds[root + 1]]] = _everyone(events)[:, None]
+    flat = within.reshape(-1)
+    for attr, col in cols.items():
+        i = index.get(attr)
+        nodes = None if i is None else order[bounds[i] : bounds[i + 1]]
+        if nodes is None or not len(nodes):
+            continue
+        sort = np.argsort(col.coords, kind="stable")
+        x = col.coords[sort]
+        prefix = np.zeros((len(x) + 1, len(col.words)), dtype=np.uint64)
+        np.bitwise_xor.accumulate(col.rows[sort], out=prefix[1:])
+        lo = np.searchsorted(x, whole.node_lo[nodes], side="left")
+        hi = np.searchsorted(x, whole.node_hi[nodes], side="right")
+        cells = col.words[None, :] * nodes_n + nodes[:, None]
+        flat[cells.ravel()] = (prefix[hi] ^ prefix[lo]).ravel()
+    for nodes, parents in whole.levels:
+        within[:, nodes] &= within[:, parents]
+    return within
+
+
+def _rows(
+    shard: Shard, reach: np.ndarray, truths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The external ids matched in one shard by the events of one word, in event order,
+    and where each event's start (65 entries); ``reach`` the word's bits of the whole's
+    nodes, ``truths`` of the whole's atoms."""
+    view = shard.view
+    local = reach[shard.nodes : shard.nodes + len(view.node_attr)]
+    nodes = np.flatnonzero(local)
+    if not len(nodes):
+        return None
+    lo, hi = view.node_row[nodes], view.node_row[nodes + 1]
+    rows = ranges(lo, hi)
+    if not len(rows):
+        return None
+    mask = np.repeat(local[nodes], hi - lo)
+    # (the 8 atoms of the rows gathered atom-major: the AND is then of contiguous rows)
+    atoms = view.rows.take(rows, axis=0).T
+    own = truths[shard.atoms : shard.atoms + shard.size]
+    mask &= np.bitwise_and.reduce(own.take(atoms), axis=0)
+    if view.row_clause is not None:  # a clause holds on its last row if on all of them
+        keep = np.where(view.row_more.take(rows), np.uint64(0), _ONES)
+        for _ in range(view.max_rows - 1):
+            mask[1:] &= mask[:-1] | keep[1:]
+        mask[:-1] &= keep[1:]
+    held = np.flatnonzero(mask)
+    if not len(held):
+        return None
+    octets = mask[held].astype("<u8").view(np.uint8)
+    live = np.flatnonzero(octets)  # (numpy's nonzero: fastest over bytes and bools)
+    clause = rows[held[live >> 3]]
+    if view.row_clause is not None:
+        clause = view.row_clause.take(clause)
+    set_bits = np.flatnonzero(np.unpackbits(octets[live], bitorder="little").view(bool))
+    at = set_bits >> 3  # each pair's live byte
+    bit = ((live & 7) << 3).astype(np.uint8)[at] | (set_bits & 7).astype(np.uint8)
+    if view.sids is not None:  # a subscription with several clauses: once an event
+        clause = clause[at]
+        _, once = np.unique(view.sids[clause] << np.uint64(6) | bit, return_index=True)
+        ids, bit = view.exts[clause[once]], bit[once]
+    else:
+        ids = view.exts[clause][at]
+    order = np.argsort(bit, kind="stable")  # (bytes: a radix sort)
+    return ids[order], np.concatenate(([0], np.cumsum(np.bincount(bit, minlength=64))))

@@ -1,0 +1,223 @@
+"""Batches matched on packed views, 64 events a word (betree.flatbatch).
+
+Against the brute-force evaluator and the page walk: every attribute type, direct atoms,
+multi-clause subscriptions, string ids, deletions, bad events, batch sizes around the
+word and :data:`betree.flatbatch.LEAST`, batches split for the truth matrix's bound, and
+sharded stores (joined views).  Phase 1 alone against ``PBTree.collect`` on trees whose
+atoms sit under several entries (an ``in`` list's keys, ``=`` and ``>=`` of one key,
+``>`` and ``>=`` of one key), at the ends of the domains.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+from betree import flatbatch
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.sharded import open_index
+from pbtree import PBTree
+from pbtree.view import SearchView
+from storage import open_store
+from tests.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.test_index_differential import brute
+from tests.test_pbtree_stress import OPS, float_key, int_key, probe, str_key
+from tests.workload import SCHEMA, build_hashed, event, expression
+
+SCHEMA_ = Schema.from_json(SCHEMA)
+SIZES = [2, 63, 64, 65, 127, 128, 129, 300, 700]
+
+
+def _subs(rng: random.Random, n: int) -> dict[Any, str]:
+    subs: dict[Any, str] = {}
+    for k in range(n):
+        ident: Any = k if k % 3 else f"id-{k}\u00e9"
+        two = k % 5 == 0  # several clauses: reported once an event
+        subs[ident] = f"({expression(rng)}) or ({expression(rng)})" if two else expression(rng)
+    return subs
+
+
+def _events(rng: random.Random, n: int) -> list[Any]:
+    events: list[Any] = [event(rng) for _ in range(n)]
+    for k in range(5, n, 97):
+        events[k] = {"i": "not an int"}  # a bad event keeps its own error
+    return events
+
+
+def _expected(subs: dict[Any, str], events: list[Any]) -> list[set[Any] | None]:
+    """The brute-force evaluator's answer to each event (None: a bad event)."""
+    return [None if isinstance(ev.get("i"), str) else brute(subs, SCHEMA_, ev) for ev in events]
+
+
+def _same(got: list[Any], expected: list[set[Any] | None]) -> None:
+    assert len(got) == len(expected)
+    for ids, want in zip(got, expected, strict=True):
+        if want is None:
+            assert isinstance(ids, Exception)
+            continue
+        assert isinstance(ids, list) and len(ids) == len(set(ids)), "an id returned twice"
+        assert set(ids) == want
+
+
+@pytest.mark.parametrize("settings", [{"max_cap": 3, "min_size": 2}, {}], ids=["small", "default"])
+def test_batches_on_a_view_match_the_brute_force(tmp_path: Path, settings: dict[str, int]) -> None:
+    rng = random.Random(31)
+    subs = _subs(rng, 500)
+    events = _events(rng, 700)
+    with Index.open(tmp_path, schema=SCHEMA, settings=settings) as idx:
+        idx.subscribe_many(subs.items())
+        expected = _expected(subs, events)
+        walked = idx.match_many(events)  # 700 events walked: past FLAT_AFTER
+        assert idx.flat.describe()["held"]  # batches count towards a view
+        _same(walked, expected)
+        for size in SIZES:
+            got = [r for k in range(0, 700, size) for r in idx.match_many(events[k : k + size])]
+            assert idx.last_stats["pages"] == 0  # from the view
+            _same(got, expected)
+        assert idx.last_timings.keys() == {"views"}
+        gone = list(subs)[::4]
+        idx.unsubscribe_many(gone)  # a new generation: its view built again
+        for ident in gone:
+            del subs[ident]
+        idx.check()
+        expected = _expected(subs, events)
+        _same(idx.match_many(events), expected)
+        _same(idx.match_many(events), expected)
+        assert idx.flat.describe()["held"]
+
+
+def test_a_batch_split_into_words_matches_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truth matrix past :data:`SAT_BYTES` is matched 64 events at a time."""
+    rng = random.Random(32)
+    subs = _subs(rng, 300)
+    events = _events(rng, 400)
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+        whole = idx.match_many(events)
+        monkeypatch.setattr(flatbatch, "SAT_BYTES", 1)
+        assert flatbatch.words_for(400, 10) == 1
+        split = idx.match_many(events)
+    assert [sorted(r, key=repr) for r in whole if isinstance(r, list)] == [
+        sorted(r, key=repr) for r in split if isinstance(r, list)
+    ]
+    _same(split, _expected(subs, events))
+
+
+def test_batches_on_views_at_the_ends_of_every_domain(tmp_path: Path) -> None:
+    rng = random.Random(33)
+    atoms = edge_atoms()
+    subs = {
+        k: e
+        for k, e in enumerate(
+            [*atoms, *(f"{rng.choice(atoms)} and {rng.choice(atoms)}" for _ in range(300))]
+        )
+    }
+    events = edge_events()
+    schema = Schema.from_json(EDGE_SCHEMA)
+    with Index.open(tmp_path, schema=EDGE_SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many(subs.items())
+        walked = [sorted(idx.match(ev), key=repr) for ev in events]
+        idx.flat.after = 0
+        batch = (events * (flatbatch.LEAST // len(events) + 1))[: 2 * flatbatch.LEAST]
+        got = idx.match_many(batch)
+        assert idx.flat.describe()["held"]
+    for k, ids in enumerate(got):
+        assert isinstance(ids, list)
+        assert sorted(ids, key=repr) == walked[k % len(events)], batch[k]
+    for k, ev in enumerate(events[:20]):
+        assert set(walked[k]) == brute(subs, schema, ev)
+
+
+def test_sharded_batches_on_joined_views(tmp_path: Path) -> None:
+    rng = random.Random(34)
+    subs = _subs(rng, 600)
+    events = _events(rng, 500)
+    root = build_hashed(tmp_path / "s", subs, shards=4)
+    expected = _expected(subs, events)
+    with open_index(root, readonly=False) as store:
+        _same(store.match_many(events), expected)  # walked, views built
+        store.match_many(events)
+        assert store.join is not None
+        for size in (64, 129, 500):
+            got = [r for k in range(0, 500, size) for r in store.match_many(events[k : k + size])]
+            _same(got, expected)
+        store.subscribe_many([(5000, "i >= 0"), (3, "j = 1")])  # a new one, a replacement
+        subs.update({5000: "i >= 0", 3: "j = 1"})
+        store.unsubscribe_many(list(subs)[10:60])
+        for ident in list(subs)[10:60]:
+            del subs[ident]
+        expected = _expected(subs, events)
+        for _ in range(2):
+            _same(store.match_many(events), expected)
+        assert store.join is not None
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"), [(int_key, "int"), (float_key, "float"), (str_key, "string")], ids=repr
+)
+def test_phase_one_of_atoms_under_several_entries(
+    make: Callable[[random.Random], Any], kind: str
+) -> None:
+    """Ids drawn from a small range, each under several (op, key) entries: repeats in a
+    list, under several keys, and ``=`` with ``>=`` of one key; two trees merged (their
+    ids past the first's: an atom belongs to one attribute)."""
+    rng = random.Random(35)
+    bases = [1000, 1400]
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            for name in "ab":
+                tree = PBTree(txn, name, leaf_cap=3, internal_cap=3, list_cap=3)
+                for _ in range(600):
+                    tree.insert(rng.choice(OPS), make(rng), rng.randrange(1, 150))
+                tree.insert("=", make(rng), 151)
+                tree.insert(">=", 5 if kind != "string" else "b", 152)
+                tree.insert("=", 5 if kind != "string" else "b", 152)
+        with store.read() as txn:
+            trees = [PBTree(txn, name) for name in "ab"]
+            views = [SearchView(txn, name, t.record) for name, t in zip("ab", trees, strict=True)]
+            searches = {"a": views[0], "m": SearchView.merged(views, bases)}
+            for _ in range(4):
+                batch = [
+                    {attr: probe(rng, make) for attr in ("a", "m") if rng.random() < 0.8}
+                    for _ in range(rng.choice([1, 64, 100, 200]))
+                ]
+                cols = flatbatch.columns(batch, {"a": kind, "m": kind})
+                shard = flatbatch.Shard(cast(Any, None), {}, 0, 0, 2000)
+                sat = flatbatch.satisfied(searches, [shard], batch, cols)
+                for e, values in enumerate(batch):
+                    held = np.zeros(2000, dtype=bool)
+                    held[0] = True
+                    for attr, value in values.items():
+                        runs = [np.empty(0, np.uint32), *searches[attr].collect(value)]
+                        held[np.concatenate(runs)] = True
+                    bits = (sat[e >> 6] >> np.uint64(e & 63)) & np.uint64(1)
+                    assert np.array_equal(bits.astype(bool), held), values
+
+
+def test_least_events_matched_one_by_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(36)
+    subs = _subs(rng, 200)
+    with Index.open(tmp_path, schema=SCHEMA) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+        idx.match(event(rng))
+        assert idx.flat.describe()["held"]
+
+        def refuse(*args: Any) -> Any:
+            raise AssertionError("a batch under LEAST events matched as a batch")
+
+        monkeypatch.setattr(flatbatch, "match", refuse)
+        events = _events(rng, flatbatch.LEAST - 1)
+        _same(idx.match_many(events), _expected(subs, events))
+        with pytest.raises(AssertionError):
+            idx.match_many([event(rng) for _ in range(flatbatch.LEAST)])
