@@ -38,6 +38,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from betree import grid
+from betree.batch import shape_order
 from betree.direct import DirectAtoms, holding
 from betree.flat import FlatTree, Nodes
 from betree.nodes import id_array
@@ -122,14 +123,18 @@ def match(
     node."""
     atoms = shards[-1].atoms + shards[-1].size
     step = 64 * words_for(len(batch), atoms)
+    order = shape_order(batch)
     found: list[np.ndarray] = []
     candidates = 0
     for k in range(0, len(batch), step):
-        part = batch[k : k + step]
-        ids, n = _match(whole, shards, part, columns(part, kinds))
-        found += ids
+        part = [batch[e] for e in order[k : k + step]]
+        got, n = _match(whole, shards, part, columns(part, kinds))
+        found += got
         candidates += n
-    return found, candidates
+    out = list(found)
+    for e, ids in zip(order, found, strict=True):
+        out[e] = ids
+    return out, candidates
 
 
 def _match(

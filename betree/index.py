@@ -410,12 +410,9 @@ class Index:
         checked once for the whole batch).
 
         A batch of one, or with statistics collected (self-adjustment), is matched event
-        by event.  A snapshot with a packed view (:mod:`betree.flat`; its events count
-        towards building one) is matched on it, 64 events a word
-        (:mod:`betree.flatbatch`), or event by event below :data:`betree.flatbatch.LEAST`
-        events.  ``last_stats`` holds the batch's totals and ``last_timings`` the seconds
-        spent in phase 1, the walk, the checking and building the results (``views`` on
-        a view).
+        by event; on a packed view (its events count towards one) by
+        :func:`betree.flatbatch.match`, or one by one under ``flatbatch.LEAST`` events.
+        ``last_stats`` holds the totals, ``last_timings`` the seconds of each phase.
         """
         snap = self._snap(txn)
         collecting = self._collector is not None or snap["collect"] or self.collecting
@@ -468,14 +465,10 @@ class Index:
         shards: Sequence[flatbatch.Shard],
         batch: Sequence[Mapping[str, object]],
     ) -> list[np.ndarray]:
-        """A validated batch matched on packed views (:mod:`betree.flatbatch`), its events
-        in shape order; ``last_timings`` holds the seconds it took."""
+        """A validated batch matched on packed views (:mod:`betree.flatbatch`);
+        ``last_timings`` holds the seconds it took."""
         t0 = time.perf_counter()
-        order = batching.shape_order(batch)
-        arrays, candidates = flatbatch.match(whole, shards, [batch[e] for e in order], self._types)
-        found = list(arrays)
-        for k, ids in zip(order, arrays, strict=True):
-            found[k] = ids
+        found, candidates = flatbatch.match(whole, shards, batch, self._types)
         self.last_stats = {"candidates": candidates, "pages": 0}
         self.last_timings = {"views": time.perf_counter() - t0}
         return found
