@@ -82,6 +82,15 @@ def test_batches_on_a_view_match_the_brute_force(tmp_path: Path, settings: dict[
             assert idx.last_stats["pages"] == 0  # from the view
             _same(got, expected)
         assert idx.last_timings.keys() == {"views"}
+        # the batch reaches the nodes each event reaches on its own: same candidates
+        valid = [ev for ev in events[:300] if not isinstance(ev.get("i"), str)]
+        idx.match_many(valid)
+        batched = idx.last_stats["candidates"]
+        one_by_one = 0
+        for ev in valid:
+            idx.match(ev)
+            one_by_one += idx.last_stats["candidates"]
+        assert batched == one_by_one
         gone = list(subs)[::4]
         idx.unsubscribe_many(gone)  # a new generation: its view built again
         for ident in gone:
