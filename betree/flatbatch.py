@@ -26,7 +26,7 @@ Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
 the per-event Python left is validation and grid coordinates.  Memory: the two bit
 matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer words past it: at 10M
-subscriptions, 6.4M atoms, one word of 64 events).
+BEGen subscriptions, 1M atoms, passes of 512 events).
 """
 
 from __future__ import annotations
