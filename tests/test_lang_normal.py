@@ -358,6 +358,33 @@ def test_tuple_round_trip() -> None:
         assert atom_from_tuple([list(x) if isinstance(x, tuple) else x for x in atom.as_tuple()])
 
 
+@pytest.mark.parametrize(
+    "consts",
+    [
+        (3, 1, 2),
+        (1, 1, 2),  # a repeat (a damaged record): the constructor's answer
+        ("b", "a", "\U0010ffff", ""),
+        (1, 2.0, 2.5),
+        (True, 2),
+        (-(2**63), 2**63 - 1, 2**63),
+        (1, "a"),
+    ],
+)
+def test_in_list_tuples_rebuild_as_the_constructor_builds(consts: tuple[object, ...]) -> None:
+    """The fast path of ``atom_from_tuple`` for ``=``-only entries gives the constructor's
+    atom (entries, key, hash), or its error."""
+    t = ("order", "a", [["=", c] for c in consts])
+    try:
+        want = OrderAtom("a", [("=", c) for c in consts])
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc)[:20]):
+            atom_from_tuple(t)
+        return
+    got = atom_from_tuple(t)
+    assert got == want and hash(got) == hash(want)
+    assert got.entries == want.entries and got._key == want._key  # type: ignore[attr-defined]
+
+
 def test_string_successor() -> None:
     assert string_successor("ab") == "ac"
     assert string_successor("a\U0010ffff") == "b"

@@ -569,6 +569,11 @@ def atom_from_tuple(t: Sequence[object]) -> Atom:
             op, c = entries[0]  # type: ignore[index]
             if (type(c) is int or type(c) is str) and op in _OP_RANK:
                 return _order_atom(attr, op, c)  # what the constructor would build
+        if type(attr) is str and all(op == "=" for op, _ in entries):  # type: ignore[attr-defined]
+            consts = {c for _, c in entries}  # type: ignore[attr-defined]
+            kinds = set(map(type, consts))
+            if len(consts) == len(entries) and (kinds == {int} or kinds == {str}):  # type: ignore[arg-type]
+                return _equal_any(attr, consts)  # an in list, as the constructor builds it
         return OrderAtom(str(attr), [(str(op), c) for op, c in entries])  # type: ignore[attr-defined]
     if t[0] == "test":
         arg = t[3]
