@@ -6,14 +6,15 @@ shares the calls: every truth is kept for 64 events at once as the bits of a ``u
 (the batch's events in shape order, :func:`betree.batch.shape_order`, so that one word's
 events reach much the same nodes), and each step is one numpy call over the batch:
 
-* **satisfied atoms**, ``atoms x words``: per attribute, the batch's distinct values in
+* **satisfied atoms**, ``words x atoms``: per attribute, the batch's distinct values in
   order, each with the bits of its events.  A GreaterThan item holds for the values above
-  its key, a suffix of them, so its bits are a suffix-OR of the values' bits, found for
-  every item of the list at once (one ``searchsorted`` of the items' positions against the
-  values' cuts); a LessThan item's are a prefix-OR; an Inequality item's are the events
-  defining the attribute less those of its own key; an equality run's, its value's bits.
-  Atoms of one PB+tree appear once in each list (its invariant), so one fancy OR a list.
-* **reached nodes**, ``nodes x words``: a node's bucket holds the events whose coordinate
+  its key, a suffix of them, so its bits are a suffix-OR of the values' bits (the items
+  between two values' cuts in the list share one); a LessThan item's are a prefix-OR; an
+  Inequality item's the events defining the attribute less those of its own key; an
+  equality run's its value's bits.  Each list kind of every attribute is then one fancy
+  OR; a list holding an atom twice (several entries) ORs its rows through a sort, and the
+  equality runs of an ``in`` atom's keys, holding for disjoint events, are summed.
+* **reached nodes**, ``words x nodes``: a node's bucket holds the events whose coordinate
   on its attribute lies in it, a range of the batch's sorted coordinates read off a
   prefix-XOR (each event defines an attribute once); a node is reached by those events of
   its bucket that reach its parent: one AND a depth of the tree.
@@ -24,7 +25,9 @@ events reach much the same nodes), and each step is one numpy call over the batc
 
 Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
-the per-event Python left is validation and grid coordinates.  Memory: the two bit
+the per-event Python left is validation.  Measured on 1,024 BEGen events at 100K
+subscriptions: ~56 ms (grouping the values 5, the lists 19, the nodes 4, the rows 22)
+against ~0.23 ms an event one by one.  Memory: the two bit
 matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer words past it: at 10M
 BEGen subscriptions, 1M atoms, passes of 512 events).
 """
@@ -118,9 +121,8 @@ def match(
     kinds: Mapping[str, str],
 ) -> tuple[list[np.ndarray], int]:
     """Per event of ``batch`` (validated values; ``kinds`` each attribute's grid kind), the
-    external ids it matches, each once (:func:`betree.nodes.id_array` views into one
-    array); and the (clause, event) candidates, each clause times the events reaching its
-    node."""
+    external ids it matches, each once (as :func:`betree.nodes.id_array` gives them); and
+    the (clause, event) candidates, each clause times the events reaching its node."""
     atoms = shards[-1].atoms + shards[-1].size
     step = 64 * words_for(len(batch), atoms)
     order = shape_order(batch)
