@@ -14,7 +14,7 @@ atom ids in rows of 8 (padded with atom 0, which always holds)::
     node_row           first row of each node's l-node (``nodes + 1`` entries)
     row_at     int32   first row of each clause (``clauses + 1`` entries)
     rows       uint16  ``rows x 8`` atom ids (uint32 when an atom id needs it)
-    row_clause, row_more  each row's clause and whether it continues the row before
+    row_clause, row_first  each row's clause and whether it is the clause's first
                        (only when some clause has more than 8 atoms)
     exts       the clauses' external ids (:func:`betree.nodes.id_array`)
     sids       uint64  the clauses' subscription numbers, kept only when a subscription
@@ -82,7 +82,7 @@ class FlatTree:
         "node_row",
         "row_at",
         "row_clause",
-        "row_more",
+        "row_first",
         "rows",
         "searches",
         "sids",
@@ -110,16 +110,16 @@ class FlatTree:
         self.rows: np.ndarray = arrays["rows"]
         #: each node's first row (``nodes + 1`` entries)
         self.node_row: np.ndarray = self.row_at[self.clause_at]
-        #: each row's clause and whether it continues the row before (None when every
-        #: clause has one row: row i is clause i), and the most rows of a clause
+        #: each row's clause and whether it is its clause's first (None and empty when
+        #: every clause has one row: row i is clause i), and the most rows of a clause
         self.row_clause: np.ndarray | None = None
-        self.row_more = np.zeros(0, dtype=bool)
+        self.row_first = np.zeros(0, dtype=bool)
         per = np.diff(self.row_at)
         self.max_rows = int(per.max()) if len(per) else 1
         if self.max_rows > 1:
             self.row_clause = np.repeat(np.arange(len(per), dtype=np.int32), per)
-            self.row_more = np.ones(len(self.rows), dtype=bool)
-            self.row_more[self.row_at[:-1]] = False
+            self.row_first = np.zeros(len(self.rows), dtype=bool)
+            self.row_first[self.row_at[:-1]] = True
         self.exts: np.ndarray = arrays["exts"]
         self.sids: np.ndarray | None = arrays.get("sids")
         #: the snapshot's PB+trees as sorted arrays, by attribute (filled by :func:`build`)
@@ -129,7 +129,7 @@ class FlatTree:
     def nbytes(self) -> int:
         """Memory held by the arrays (object ids counted at their pointers)."""
         arrays = [self.node_attr, self.node_lo, self.node_hi, self.node_end, self.clause_at]
-        arrays += [self.node_row, self.row_at, self.rows, self.row_more, self.exts]
+        arrays += [self.node_row, self.row_at, self.rows, self.row_first, self.exts]
         arrays += [a for a in (self.row_clause, self.sids) if a is not None]
         return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
 
@@ -154,12 +154,12 @@ class FlatTree:
         if self.row_clause is None:  # one row a clause: rows are clauses
             hits, candidates = rows[ok], len(rows)
         else:  # a clause's last row holds when all of its rows hold
-            more = self.row_more.take(rows)  # the row continues the one before it
+            first = self.row_first.take(rows)[1:]  # the next row starts a clause
             for _ in range(self.max_rows - 1):
-                ok[1:] &= ok[:-1] | ~more[1:]
-            ok[:-1] &= ~more[1:]
+                ok[1:] &= ok[:-1] | first
+            ok[:-1] &= first
             hits = self.row_clause.take(rows[ok])
-            candidates = len(rows) - int(np.count_nonzero(more))
+            candidates = int(np.count_nonzero(first)) + 1
         if self.sids is not None and len(hits):
             _, first = np.unique(self.sids[hits], return_index=True)
             hits = hits[first]
@@ -203,9 +203,9 @@ def tiers(
 
 
 def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
-    """Preorder indices of the nodes an event with these grid coordinates reaches: the
-    nodes under the root's p-nodes of the attributes it defines, tested in one pass, less
-    the subtrees of those failing."""
+    """Preorder indices, ascending, of the nodes an event with these grid coordinates
+    reaches: the nodes under the root's p-nodes of the attributes it defines, tested in
+    one pass, less the subtrees of those failing."""
     index = view.attrs
     xs = np.zeros(len(index) + 1, dtype=np.uint64)
     defined = np.zeros(len(index) + 1, dtype=bool)
@@ -221,7 +221,9 @@ def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
             if spans is not None:
                 lo.append(spans[0])
                 hi.append(spans[1])
-    nodes = ranges(np.concatenate(lo), np.concatenate(hi))
+    lo_all, hi_all = np.concatenate(lo), np.concatenate(hi)
+    order = np.argsort(lo_all)  # (disjoint subtrees: the nodes come out ascending)
+    nodes = ranges(lo_all[order], hi_all[order])
     attr = view.node_attr[nodes]
     x = xs[attr]
     ok = defined[attr]

@@ -338,10 +338,10 @@ def _rows(
     own = truths[shard.atoms : shard.atoms + shard.size]
     mask &= np.bitwise_and.reduce(own.take(atoms), axis=0)
     if view.row_clause is not None:  # a clause holds on its last row if on all of them
-        keep = np.where(view.row_more.take(rows), np.uint64(0), _ONES)
+        keep = np.where(view.row_first.take(rows)[1:], _ONES, np.uint64(0))  # next starts
         for _ in range(view.max_rows - 1):
-            mask[1:] &= mask[:-1] | keep[1:]
-        mask[:-1] &= keep[1:]
+            mask[1:] &= mask[:-1] | keep
+        mask[:-1] &= keep
     held = np.flatnonzero(mask)
     if not len(held):
         return None

@@ -96,7 +96,7 @@ class Joined:
             sat[np.concatenate(found)] = True
         for base, direct in zip(self.bases.tolist(), self.direct, strict=False):
             sat[np.asarray(holding(direct, values), dtype=np.int64) + base] = True
-        nodes = np.sort(reach(self, coords))  # by shard
+        nodes = reach(self, coords)  # ascending: by shard
         cuts = np.searchsorted(nodes, self.node_at).tolist()
         ids = []
         for k, view in enumerate(self.views):
