@@ -225,8 +225,7 @@ def satisfied(
             events += [e] * len(held)
     if ids:
         ev = np.array(events, dtype=np.int64)
-        bit = np.left_shift(np.uint64(1), (ev & 63).astype(np.uint64))
-        np.bitwise_or.at(sat, (ev >> 6, np.array(ids, dtype=np.int64)), bit)
+        np.bitwise_or.at(sat, (ev >> 6, np.array(ids, dtype=np.int64)), _BIT[ev & 63])
     return sat
 
 
