@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from operator import eq, ne
+from operator import eq, lt, ne
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.nodes import CNode, LNodePage
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
+from pbtree.tree import OPERATORS
 from storage import codec
 from storage.errors import BexdbError, CheckFailed
 from storage.txn import ReadTxn
@@ -77,16 +78,14 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     cat = _read_catalog(txn, rec, catalog_errors)
     aid_ids, aid_values = txn.scan_all(catalog.AID)
     aid_keys = dict(zip(codec.decode_u64s(aid_ids).tolist(), aid_values, strict=True))
-    atoms = {aid: atom_from_tuple(codec.decode_value(key)) for aid, key in aid_keys.items()}
-    known = index.schema.attributes
-    for aid, atom in atoms.items():
-        if atom.attr not in known:
+    atoms = _Atoms(index, aid_keys)
+    for aid, attr in atoms.attr_of.items():
+        if attr not in index.schema.attributes:
             errors.append(
-                f"atom {aid} ({atom}) is on {atom.attr!r}, not an attribute of the schema"
+                f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
             )
-    spans = _AtomSpans(index, {aid: atom for aid, atom in atoms.items() if atom.attr in known})
     stored = _check_tree(index, txn, rec, errors)
-    _check_clauses(cat, stored, spans, errors, catalog_errors)
+    _check_clauses(cat, stored, atoms, errors, catalog_errors)
     errors.extend(catalog_errors)
     _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, errors)
     for name in trees:
@@ -193,34 +192,63 @@ def _id_map_leads(
     return np.fromiter(map(eq, leads, keys), dtype=bool, count=len(keys))
 
 
-class _AtomSpans:
-    """Per atom id: the rank of its attribute and its grid span (:meth:`Index.places`).
+class _Atoms:
+    """Per atom id (of the atom-id records): its attribute, its entries if an order atom,
+    and, on an attribute of the schema, the rank of that attribute and its grid span (the
+    rule of :meth:`Index.places`).
 
     Atoms that constrain nothing (those true on an undefined attribute, the true atom 0,
     ids without an atom) have rank ``_SKIP``.  Ranks number the attributes by name.
+
+    Read off the decoded keys where they are ``=`` or ``in`` atoms of ints on an int
+    attribute, the commonest atoms of a large store (``bexdb gen --profile wide``: 0.8 a
+    subscription): constants strictly increasing, as the atoms module makes them, so the
+    entries are the atom's and the span is the first constant's grid coordinate to the
+    last's (:func:`grid.atom_span`).  Any other key is rebuilt as an :class:`Atom`
+    (:func:`atom_from_tuple`), as every key was: that cost ~10 µs an ``in`` atom, 40% of
+    the check of such a store.  :meth:`atom` builds one for a message.
     """
 
-    def __init__(self, index: Index, atoms: dict[int, Atom]) -> None:
-        size = max(atoms, default=0) + 1
-        self.names = sorted({atom.attr for atom in atoms.values()})
+    def __init__(self, index: Index, keys: dict[int, bytes]) -> None:
+        kinds = {name: grid.kind_of(spec.type) for name, spec in index.schema.attributes.items()}
+        self.tuples: dict[int, Any] = {}
+        self.attr_of: dict[int, str] = {}
+        self.entries: dict[int, Any] = {}  # order atoms: their (operator, constant) pairs
+        self.built: dict[int, Atom] = {}
+        aids, ranks, los, his = [], [], [], []
+        for aid, key in keys.items():
+            t = self.tuples[aid] = codec.decode_value(key)
+            if t[0] == "order" and kinds.get(t[1]) == "int" and _ints_in(t[2]):
+                attr, lo, hi = t[1], grid.coord("int", t[2][0][1]), grid.coord("int", t[2][-1][1])
+                self.attr_of[aid], self.entries[aid] = attr, t[2]
+            else:
+                atom = self.atom(aid)
+                attr = self.attr_of[aid] = atom.attr
+                if isinstance(atom, OrderAtom):
+                    self.entries[aid] = atom.entries
+                if attr not in kinds or aid == 0 or not atom.requires_defined:
+                    continue
+                lo, hi = grid.atom_span(kinds[attr], atom)
+            aids.append(aid)
+            ranks.append(attr)
+            los.append(lo)
+            his.append(hi)
+        self.names = sorted({attr for attr in self.attr_of.values() if attr in kinds})
         self.rank = {name: r for r, name in enumerate(self.names)}
+        size = max(keys, default=0) + 1
         self.attr = np.full(size, _SKIP, dtype=np.int64)
         self.lo = np.zeros(size, dtype=np.uint64)
         self.hi = np.zeros(size, dtype=np.uint64)
-        kinds = {name: grid.kind_of(spec.type) for name, spec in index.schema.attributes.items()}
-        aids, ranks, los, his = [], [], [], []
-        span, rank = grid.atom_span, self.rank
-        for aid, atom in atoms.items():
-            if aid == 0 or not atom.requires_defined:
-                continue
-            lo, hi = span(kinds[atom.attr], atom)
-            aids.append(aid)
-            ranks.append(rank[atom.attr])
-            los.append(lo)
-            his.append(hi)
-        self.attr[aids] = ranks
+        self.attr[aids] = list(map(self.rank.__getitem__, ranks))
         self.lo[aids] = np.array(los, dtype=np.uint64)
         self.hi[aids] = np.array(his, dtype=np.uint64)
+
+    def atom(self, aid: int) -> Atom:
+        """Atom ``aid`` as an object (built once)."""
+        atom = self.built.get(aid)
+        if atom is None:
+            atom = self.built[aid] = atom_from_tuple(self.tuples[aid])
+        return atom
 
     def of(self, ids: np.ndarray) -> np.ndarray:
         """Attribute ranks of atom ids (``_SKIP`` where out of range)."""
@@ -229,6 +257,22 @@ class _AtomSpans:
 
     def rank_of(self, attr: str | None) -> int:
         return _NONE if attr is None else self.rank.get(attr, _UNKNOWN)
+
+
+def _ints_in(entries: Any) -> bool:
+    """Whether an order atom's decoded entries are ``=`` pairs of ints (not bools), the
+    constants strictly increasing: the canonical ``=`` or ``in`` atom of ints."""
+    if type(entries) is not list or not entries:
+        return False
+    try:
+        consts = [c for op, c in entries if op == "="]
+    except (TypeError, ValueError):  # not pairs
+        return False
+    return (
+        len(consts) == len(entries)
+        and all(type(c) is int for c in consts)
+        and all(map(lt, consts, consts[1:]))
+    )
 
 
 # -- the BE-Tree walk ----------------------------------------------------------------------
@@ -370,7 +414,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
 def _check_clauses(
     cat: _Catalog,
     stored: _Stored,
-    spans: _AtomSpans,
+    spans: _Atoms,
     tree_errors: list[str],
     catalog_errors: list[str],
 ) -> None:
@@ -422,7 +466,7 @@ def _check_places(
     node: np.ndarray,
     cids: np.ndarray,
     stored: _Stored,
-    spans: _AtomSpans,
+    spans: _Atoms,
     page_of: np.ndarray,
     err: Any,
 ) -> None:
@@ -534,7 +578,7 @@ def _check_catalog(
     cat: _Catalog,
     stored: _Stored,
     aid_keys: dict[int, bytes],
-    atoms: dict[int, Atom],
+    atoms: _Atoms,
     trees: list[str],
     errors: list[str],
 ) -> None:
@@ -568,46 +612,101 @@ def _check_catalog(
     aids = [aid for aid, _ in pairs]
     # the aid record leads back to this one: the common case, found in one pass
     reverse = list(map(eq, map(aid_keys.get, aids), atom_keys))
-    live: dict[int, Any] = dict(zip(aids, map(atoms.get, aids), strict=True))
+    live = set(aids)
+    stray: dict[int, Atom] = {}  # atoms whose aid record does not lead back, by their key
     for key, aid, back in zip(atom_keys, aids, reverse, strict=True):
         if not back:
-            live[aid] = atom_from_tuple(codec.decode_value(key))
+            stray[aid] = atom_from_tuple(codec.decode_value(key))
             errors.append(f"atom {aid}: reverse record missing or wrong")
+
+    def shown(aid: int) -> Atom:
+        return stray[aid] if aid in stray else atoms.atom(aid)
+
     for j in _wrong_counts(pairs, found, rec["next_atom"]):
         aid, refs = pairs[j]
         if refs != uses[aid]:
-            errors.append(f"atom {aid} ({live[aid]}) counts {refs} uses, found {uses[aid]}")
+            errors.append(f"atom {aid} ({shown(aid)}) counts {refs} uses, found {uses[aid]}")
         if aid >= rec["next_atom"]:
             errors.append(f"atom {aid} beyond the counter")
     for aid in sorted(a for a, n in uses.items() if n and a not in live):
         errors.append(f"atom {aid} is used but not in the catalog")
-    entries: dict[str, set[tuple[str, Any, int]]] = {}
+    want: dict[str, tuple[list[int], list[Any], list[int]]] = {}
     direct: set[int] = set()
-    for aid, atom in live.items():
-        if isinstance(atom, OrderAtom):
-            if atom.attr not in entries:
-                entries[atom.attr] = set()
-            entries[atom.attr].update([(op, const, aid) for op, const in atom.entries])
+    held: Any
+    for aid in live:
+        if aid in stray:
+            atom = stray[aid]
+            attr = atom.attr
+            held = atom.entries if isinstance(atom, OrderAtom) else None
         else:
+            attr, held = atoms.attr_of[aid], atoms.entries.get(aid)
+        if held is None:
             direct.add(aid)
+            continue
+        columns = want.get(attr)
+        if columns is None:
+            columns = want[attr] = ([], [], [])
+        columns[0].extend([_OP_CODES.get(op, -1) for op, _ in held])
+        columns[1].extend([const for _, const in held])
+        columns[2].extend([aid] * len(held))
     listed = {
         aid
         for key, value in txn.scan(catalog.DIRECT)
         for aid, t in codec.decode_value(value)
         for atom in (atom_from_tuple(t),)
-        if atom == live.get(aid) and atom.attr == key.decode("utf-8", "replace")
+        if aid in live and atom == shown(aid) and atom.attr == key.decode("utf-8", "replace")
     }
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
-    for name in set(trees) | entries.keys():
-        have = set(PBTree(txn, name).predicates())
-        want = entries.get(name, set())
-        if have == want:
-            continue
-        for op, const, aid in sorted(want - have, key=repr)[:20]:
-            errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
-        for op, const, aid in sorted(have - want, key=repr)[:20]:
-            errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
+    for name in sorted(set(trees) | want.keys()):
+        _check_predicates(name, PBTree(txn, name).predicate_columns(), want.get(name), errors)
+
+
+_OP_CODES = {op: code for code, op in enumerate(OPERATORS)}
+
+
+def _check_predicates(
+    name: str,
+    have: tuple[np.ndarray, np.ndarray, np.ndarray],
+    want: tuple[list[int], list[Any], list[int]] | None,
+    errors: list[str],
+) -> None:
+    """The ``(operator, constant, id)`` entries of PB+tree ``name`` (columns, as
+    :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``),
+    each once.  Compared sorted with numpy when every constant is an int64 (~0.1 µs an
+    entry, a set of tuples ~1 µs), else as sets; the difference is listed as sets."""
+    codes, consts, ids = have
+    wcodes, wconsts, wids = want if want is not None else ([], [], [])
+    if len(ids) == len(wids):
+        mine, theirs = np.array(consts.tolist()), np.array(wconsts)
+        if len(ids) == 0:
+            return
+        if mine.dtype == theirs.dtype == np.int64:
+            tcodes, tids = np.array(wcodes, dtype=np.int8), np.array(wids, dtype=np.int64)
+            h = np.lexsort((ids, codes, mine))
+            w = np.lexsort((tids, tcodes, theirs))
+            if (
+                np.array_equal(mine[h], theirs[w])
+                and np.array_equal(codes[h], tcodes[w])
+                and np.array_equal(ids[h], tids[w])
+            ):
+                return
+    held = list(
+        zip(map(OPERATORS.__getitem__, codes.tolist()), consts.tolist(), ids.tolist(), strict=True)
+    )
+    needed = [
+        (OPERATORS[c] if c >= 0 else "?", k, a)
+        for c, k, a in zip(wcodes, wconsts, wids, strict=True)
+    ]
+    have_set, want_set = set(held), set(needed)
+    if have_set == want_set:
+        if len(held) != len(have_set):
+            errors.append(f"PB+tree {name!r} holds {len(held) - len(have_set)} entries twice")
+        return
+    for op, const, aid in sorted(want_set - have_set, key=repr)[:20]:
+        errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
+    for op, const, aid in sorted(have_set - want_set, key=repr)[:20]:
+        errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
 
 
 def _wrong_counts(pairs: list[Any], found: np.ndarray, next_atom: int) -> list[int]:

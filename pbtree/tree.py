@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator
+from itertools import chain
 from typing import Any, TypeVar
 
 import numpy as np
@@ -31,6 +31,9 @@ from pbtree.keys import check_id, check_op, key_domain
 from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
 from storage.errors import InvalidInput, StoreError
 from storage.txn import ReadTxn, WriteTxn
+
+#: the operators of :meth:`PBTree.predicate_columns`, by code
+OPERATORS = ("=", ">=", ">", "<=", "<", "!=")
 
 _PTR = ("gtp", "ltp", "nep")  # leaf pointer column of each list kind
 NS = b"pbtree"
@@ -704,31 +707,45 @@ class PBTree:
 
     # -- listing -------------------------------------------------------------------------------
 
-    def predicates(self) -> Iterator[tuple[str, Any, int]]:
-        """Every stored ``(operator, constant, id)``: the leaves' ``=`` runs, then each list.
+    def predicate_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every stored ``(operator, constant, id)`` as three columns: operator codes
+        (indices into :data:`OPERATORS`), constants (an object array) and ids; the leaves'
+        ``=`` runs, then each list (for checks and rebuilds).
 
-        Cost: reads every leaf and list page once (for checks and rebuilds).
+        Cost: reads every leaf and list page once; numpy per page, none per id.
         """
-        if self._rec is None:
-            return
-        page = self.record["first"]
+        keys: list[Any] = []
+        codes: list[int] = []
+        counts: list[Any] = []
+        ids: list[Any] = []
+        page = self.record["first"] if self._rec is not None else 0
         while page:
             leaf = self._load(page, LeafNode)
-            for key, run in zip(leaf.keys, leaf.eq, strict=True):
-                for ident in run:
-                    yield "=", key, ident
+            keys.extend(leaf.keys)
+            codes.extend([0] * len(leaf.keys))
+            counts.append(np.fromiter(map(len, leaf.eq), dtype=np.int64, count=len(leaf.eq)))
+            ids.append(np.fromiter(chain.from_iterable(leaf.eq), dtype=np.int64))
             page = leaf.next
-        for kind, ops in ((GT, (">=", ">")), (LT, ("<=", "<")), (NE, ("!=",))):
+        for kind, ops in ((GT, (1, 2)), (LT, (3, 4)), (NE, (5,))) if self._rec is not None else ():
             page = self._load(self.record["lists"][kind][0], ListNode).next
             while page:
                 node = self._load(page, ListNode)
                 if node.sentinel != REAL:
                     break
-                for i, key in enumerate(node.keys):
-                    for part, op in enumerate(ops):
-                        for ident in node.run(i, part):
-                            yield op, key, ident
+                offs, run = node.flat()
+                keys.extend([key for key in node.keys for _ in ops])
+                codes.extend(ops * len(node.keys))
+                counts.append(np.diff(offs))
+                ids.append(run.astype(np.int64))
                 page = node.next
+        consts = np.empty(len(keys), dtype=object)
+        consts[:] = keys
+        per = np.concatenate([np.zeros(0, dtype=np.int64), *counts])
+        return (
+            np.repeat(np.array(codes, dtype=np.int8), per),
+            np.repeat(consts, per),
+            np.concatenate([np.zeros(0, dtype=np.int64), *ids]),
+        )
 
     def stats(self) -> dict[str, Any]:
         """Shape figures for ``bexdb inspect``: height, leaf and list nodes and their fill."""

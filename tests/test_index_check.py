@@ -11,6 +11,8 @@ from betree.catalog import NS, ROOT, put_home
 from betree.index import Index
 from betree.nodes import CNode
 from betree.tree import BETree
+from pbtree import PBTree
+from pbtree.tree import OPERATORS
 from storage import CheckFailed, codec
 
 SCHEMA = {"attributes": {"x": {"type": "int", "min": 0, "max": 63}, "y": {"type": "int"}}}
@@ -71,10 +73,52 @@ def test_pbtree_entry_missing_for_an_atom(idx: Index) -> None:
 
     with idx.store.write() as txn:
         tree = PBTree(txn, "y")
-        op, const, aid = next(iter(tree.predicates()))
+        codes, consts, ids = tree.predicate_columns()
+        op, const, aid = OPERATORS[codes[-1]], consts[-1], int(ids[-1])
         assert tree.delete(op, const, aid)
     found = violations(idx)
     assert f"PB+tree 'y' lacks atom {aid}'s entry {op} {const!r}" in found
+
+
+def test_pbtree_entry_of_no_atom(idx: Index) -> None:
+    with idx.store.write() as txn:
+        assert PBTree(txn, "y").insert("<", 7, 9999)
+    assert "PB+tree 'y' holds < 7 for atom 9999, no atom has it" in violations(idx)
+
+
+def test_pbtree_entries_compared_on_string_constants(tmp_path: Path) -> None:
+    """Not every constant an int64: the entries are compared as sets."""
+    schema = {"attributes": {"s": {"type": "string"}, "f": {"type": "float"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f's in ("a{i}", "b{i % 3}") and f >= {i / 2}') for i in range(40)])
+        idx.check()
+        with idx.store.write() as txn:
+            tree = PBTree(txn, "s")
+            _, consts, ids = tree.predicate_columns()
+            aid = int(ids[list(consts).index("b1")])
+            assert tree.delete("=", "b1", aid)
+            assert PBTree(txn, "f").insert(">", 0.25, aid)
+        found = violations(idx)
+        assert found == [
+            f"PB+tree 'f' holds > 0.25 for atom {aid}, no atom has it",
+            f"PB+tree 's' lacks atom {aid}'s entry = 'b1'",
+        ]
+
+
+def test_an_in_atom_stored_out_of_order_is_rebuilt(idx: Index) -> None:
+    """An atom key whose constants are not ascending is not read off directly: it is
+    rebuilt as an atom (and its records then disagree, which the check reports)."""
+    idx.subscribe("z", "x in (3, 5)")
+    with idx.store.write() as txn:
+        (aid,) = [
+            aid
+            for aid, key in ((codec.decode_u64(k), v) for k, v in txn.scan(b"aid"))
+            if codec.decode_value(key)[2] == [["=", 3], ["=", 5]]
+        ]
+        txn.put(
+            b"aid", codec.encode_u64(aid), codec.encode_value(["order", "x", [["=", 5], ["=", 3]]])
+        )
+    assert f"atom {aid}: reverse record missing or wrong" in violations(idx)
 
 
 def _atom_records(idx: Index) -> list[tuple[bytes, list[int]]]:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from pbtree import PBTree
+from pbtree.tree import OPERATORS
 from pbtree.view import SearchView
 from storage import open_store
 from storage.errors import InvalidInput
@@ -51,6 +52,16 @@ def same_runs(tree: Callable[[Any], Any], view: Callable[[Any], Any], value: Any
     runs = [np.concatenate([*f(value), np.empty(0, np.uint32)]) for f in (tree, view)]
     (ids, counts), (vids, vcounts) = (np.unique(r, return_counts=True) for r in runs)
     return bool(np.array_equal(ids, vids) and (vcounts <= counts).all())
+
+
+def listed(tree: PBTree) -> set[tuple[str, Any, int]]:
+    """The tree's entries by :meth:`PBTree.predicate_columns`, each listed once."""
+    codes, consts, ids = tree.predicate_columns()
+    entries = list(
+        zip(map(OPERATORS.__getitem__, codes.tolist()), consts, ids.tolist(), strict=True)
+    )
+    assert len(entries) == len(tree) == len(set(entries))
+    return set(entries)
 
 
 def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int = 4) -> int:
@@ -91,6 +102,7 @@ def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int
                             tree.collect, SearchView(txn, "a", tree.record).collect, value
                         )
                         searches += 1
+                        assert listed(tree) == model
             with open_store(path, readonly=True) as store, store.read() as txn:
                 PBTree(txn, "a").check()
         # shrink to nothing: every page but the sentinels and the root leaf is freed
