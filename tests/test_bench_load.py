@@ -60,8 +60,9 @@ def test_bench_load_spark(tmp_path: Path) -> None:
     doc = run(
         tmp_path,
         *("--sizes", "300", "--shards", "2", "--python-max", "0", "--online-max", "300"),
-        *("--match-events", "20"),
+        *("--match-events", "20", "--target-rate", "0.05"),
     )
+    assert doc["parameters"]["target_rate"] == doc["workloads"]["begen"]["target_rate"] == 0.05
     # sharded only: the match runs on the sharded store (it was skipped when no one-store
     # variant ran)
     spark = next(r for r in doc["rows"] if r["engine"] == "spark x2")

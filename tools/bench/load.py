@@ -557,6 +557,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="also match N events on the Spark store, Spark against single-process (0: not)",
     )
+    parser.add_argument(
+        "--target-rate",
+        type=float,
+        default=0.01,
+        help="the workloads' calibrated match rate (default 0.01; lower shrinks what "
+        "--match-events writes: ~8 bytes a match)",
+    )
     parser.add_argument("--profile", action="store_true", help="profile the hot spots too")
     parser.add_argument("--work", default="work/bench-load", help="workloads and stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
@@ -564,13 +571,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def prepare(
-    data: Path, profile: str, sizes: list[int], count: int, seed: int
+    data: Path,
+    profile: str,
+    sizes: list[int],
+    count: int,
+    seed: int,
+    *,
+    target_rate: float = 0.01,
+    parsed: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate ``profile``'s workload into ``data``: ``subs-N.jsonl`` per size (prefixes of
     the largest), the schema, ``events-match.jsonl`` (the first ``count`` events); returns
-    the generator's summary and the events."""
+    the generator's summary and the first ``parsed`` events (all: None)."""
     _log(f"generating {profile}, {sizes[-1]:,} subscriptions into {data}")
-    summary = gen.generate(data, subs=sizes[-1], events=count, seed=seed, profile=profile)
+    summary = gen.generate(
+        data, subs=sizes[-1], events=count, seed=seed, profile=profile, target_rate=target_rate
+    )
     os.replace(data / "subs.jsonl", data / "subs-all.jsonl")
     with open(data / "subs-all.jsonl", encoding="utf-8") as src:
         lines = src.readlines()
@@ -579,7 +595,7 @@ def prepare(
     del lines
     event_lines = (data / "events.jsonl").read_text().splitlines()
     (data / "events-match.jsonl").write_text("".join(x + "\n" for x in event_lines[:count]))
-    return summary, [json.loads(line) for line in event_lines]
+    return summary, [json.loads(line) for line in event_lines[:parsed]]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -601,6 +617,7 @@ def main(args: argparse.Namespace) -> int:
             "online_max": args.online_max,
             "master": args.master or "local[*]",
             "match_events": args.match_events,
+            "target_rate": args.target_rate,
             "repeat": args.repeat,
         },
         "workloads": {},
@@ -623,7 +640,15 @@ def main(args: argparse.Namespace) -> int:
     match_rows: list[dict[str, Any]] = results["match_rows"]
     for profile in args.workloads:
         data = work / profile
-        summary, events = prepare(data, profile, sizes, count, args.seed)
+        summary, events = prepare(
+            data,
+            profile,
+            sizes,
+            count,
+            args.seed,
+            target_rate=args.target_rate,
+            parsed=args.check_events,
+        )
         results["workloads"][profile] = {
             k: v for k, v in summary.items() if k not in ("seconds", "files")
         }
