@@ -65,6 +65,7 @@ from storage.errors import BexdbError
 from tools.args import positive
 from tools.args import sizes as args_sizes
 from tools.bench import gen
+from tools.bench.gen_cli import format_summary
 from tools.bench.harness import (
     AgreementError,
     Column,
@@ -587,6 +588,9 @@ def prepare(
     summary = gen.generate(
         data, subs=sizes[-1], events=count, seed=seed, profile=profile, target_rate=target_rate
     )
+    for line in format_summary(summary).splitlines():
+        if line.startswith(("measured match rate", "WARNING")):
+            _log(line)  # (what the rate came to, and a target out of reach)
     os.replace(data / "subs.jsonl", data / "subs-all.jsonl")
     with open(data / "subs-all.jsonl", encoding="utf-8") as src:
         lines = src.readlines()
