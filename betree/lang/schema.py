@@ -206,7 +206,9 @@ class Schema:
             raise InvalidInput(f"an event must be a JSON object, not {_describe(event)}")
         out: dict[str, object] = {}
         checkers = self._checkers
-        if any(is_nested(v) for v in event.values()):
+        values = event.values()
+        # (the types first: 0.4 µs for 15 plain values, where is_nested on each takes 3)
+        if not _PLAIN.issuperset(map(type, values)) and any(map(is_nested, values)):
             for name, value in event.items():  # an object where a declared value belongs
                 if is_nested(value) and name in checkers:
                     checkers[name](name, value)  # raises, naming what it expected
@@ -357,6 +359,10 @@ def _describe(v: object) -> str:
 
 def _bad(name: str, expected: str, v: object) -> InvalidInput:
     return InvalidInput(f'attribute "{name}": expected {expected}, got {_describe(v)}')
+
+
+#: the types of event values that are never objects (no nesting to flatten)
+_PLAIN = frozenset((int, float, str, bool, type(None)))
 
 
 def _check_int(name: str, v: object) -> int:
