@@ -35,13 +35,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from operator import eq, lt, ne
+from operator import eq, ne
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from betree import catalog, grid
 from betree.adjust import check_adjust
+from betree.atomspans import NO_ATTR, AtomSpans
 from betree.bulk import pack_clauses, rows_of
 from betree.catalog import record_attributes, root_record
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 #: clauses whose places are checked in one vectorised step (bounds the temporaries)
 CHUNK = 1 << 18
-_NONE, _UNKNOWN, _SKIP = -3, -2, -1  # attribute ranks: no attribute, not an atom's, no place
 
 
 def check_index(index: Index, txn: ReadTxn) -> None:
@@ -78,7 +78,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     cat = _read_catalog(txn, rec, catalog_errors)
     aid_ids, aid_values = txn.scan_all(catalog.AID)
     aid_keys = dict(zip(codec.decode_u64s(aid_ids).tolist(), aid_values, strict=True))
-    atoms = _Atoms(index, aid_keys)
+    atoms = AtomSpans(index.schema, aid_keys)
     for aid, attr in atoms.attr_of.items():
         if attr not in index.schema.attributes:
             errors.append(
@@ -190,89 +190,6 @@ def _id_map_leads(
     ext_map = dict(zip(ext_keys, ext_values, strict=True))
     leads = map(ext_map.get, codec.encode_ids(exts))
     return np.fromiter(map(eq, leads, keys), dtype=bool, count=len(keys))
-
-
-class _Atoms:
-    """Per atom id (of the atom-id records): its attribute, its entries if an order atom,
-    and, on an attribute of the schema, the rank of that attribute and its grid span (the
-    rule of :meth:`Index.places`).
-
-    Atoms that constrain nothing (those true on an undefined attribute, the true atom 0,
-    ids without an atom) have rank ``_SKIP``.  Ranks number the attributes by name.
-
-    Read off the decoded keys where they are ``=`` or ``in`` atoms of ints on an int
-    attribute, the commonest atoms of a large store (``bexdb gen --profile wide``: 0.8 a
-    subscription): constants strictly increasing, as the atoms module makes them, so the
-    entries are the atom's and the span is the first constant's grid coordinate to the
-    last's (:func:`grid.atom_span`).  Any other key is rebuilt as an :class:`Atom`
-    (:func:`atom_from_tuple`), as every key was: that cost ~10 µs an ``in`` atom, 40% of
-    the check of such a store.  :meth:`atom` builds one for a message.
-    """
-
-    def __init__(self, index: Index, keys: dict[int, bytes]) -> None:
-        kinds = {name: grid.kind_of(spec.type) for name, spec in index.schema.attributes.items()}
-        self.tuples: dict[int, Any] = {}
-        self.attr_of: dict[int, str] = {}
-        self.entries: dict[int, Any] = {}  # order atoms: their (operator, constant) pairs
-        self.built: dict[int, Atom] = {}
-        aids, ranks, los, his = [], [], [], []
-        for aid, key in keys.items():
-            t = self.tuples[aid] = codec.decode_value(key)
-            if t[0] == "order" and kinds.get(t[1]) == "int" and _ints_in(t[2]):
-                attr, lo, hi = t[1], grid.coord("int", t[2][0][1]), grid.coord("int", t[2][-1][1])
-                self.attr_of[aid], self.entries[aid] = attr, t[2]
-            else:
-                atom = self.atom(aid)
-                attr = self.attr_of[aid] = atom.attr
-                if isinstance(atom, OrderAtom):
-                    self.entries[aid] = atom.entries
-                if attr not in kinds or aid == 0 or not atom.requires_defined:
-                    continue
-                lo, hi = grid.atom_span(kinds[attr], atom)
-            aids.append(aid)
-            ranks.append(attr)
-            los.append(lo)
-            his.append(hi)
-        self.names = sorted({attr for attr in self.attr_of.values() if attr in kinds})
-        self.rank = {name: r for r, name in enumerate(self.names)}
-        size = max(keys, default=0) + 1
-        self.attr = np.full(size, _SKIP, dtype=np.int64)
-        self.lo = np.zeros(size, dtype=np.uint64)
-        self.hi = np.zeros(size, dtype=np.uint64)
-        self.attr[aids] = list(map(self.rank.__getitem__, ranks))
-        self.lo[aids] = np.array(los, dtype=np.uint64)
-        self.hi[aids] = np.array(his, dtype=np.uint64)
-
-    def atom(self, aid: int) -> Atom:
-        """Atom ``aid`` as an object (built once)."""
-        atom = self.built.get(aid)
-        if atom is None:
-            atom = self.built[aid] = atom_from_tuple(self.tuples[aid])
-        return atom
-
-    def of(self, ids: np.ndarray) -> np.ndarray:
-        """Attribute ranks of atom ids (``_SKIP`` where out of range)."""
-        inside = (ids >= 0) & (ids < len(self.attr))
-        return np.where(inside, self.attr[np.where(inside, ids, 0)], _SKIP)
-
-    def rank_of(self, attr: str | None) -> int:
-        return _NONE if attr is None else self.rank.get(attr, _UNKNOWN)
-
-
-def _ints_in(entries: Any) -> bool:
-    """Whether an order atom's decoded entries are ``=`` pairs of ints (not bools), the
-    constants strictly increasing: the canonical ``=`` or ``in`` atom of ints."""
-    if type(entries) is not list or not entries:
-        return False
-    try:
-        consts = [c for op, c in entries if op == "="]
-    except (TypeError, ValueError):  # not pairs
-        return False
-    return (
-        len(consts) == len(entries)
-        and all(type(c) is int for c in consts)
-        and all(map(lt, consts, consts[1:]))
-    )
 
 
 # -- the BE-Tree walk ----------------------------------------------------------------------
@@ -414,7 +331,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
 def _check_clauses(
     cat: _Catalog,
     stored: _Stored,
-    spans: _Atoms,
+    spans: AtomSpans,
     tree_errors: list[str],
     catalog_errors: list[str],
 ) -> None:
@@ -466,7 +383,7 @@ def _check_places(
     node: np.ndarray,
     cids: np.ndarray,
     stored: _Stored,
-    spans: _Atoms,
+    spans: AtomSpans,
     page_of: np.ndarray,
     err: Any,
 ) -> None:
@@ -486,7 +403,7 @@ def _check_places(
     np.minimum.at(hi, owner[on], spans.hi[ids[on]])
     empty = lo > hi
     lo[empty], hi[empty] = 0, grid.GRID_MAX
-    bucketed = node_rank[node] != _NONE
+    bucketed = node_rank[node] != NO_ATTR
     for j in np.flatnonzero(bucketed & ~defined).tolist():
         holder = nodes[node[j]]
         err(holder.page, f"clause {int(cids[j])} is not constrained on {holder.attr!r}")
@@ -578,7 +495,7 @@ def _check_catalog(
     cat: _Catalog,
     stored: _Stored,
     aid_keys: dict[int, bytes],
-    atoms: _Atoms,
+    atoms: AtomSpans,
     trees: list[str],
     errors: list[str],
 ) -> None:

@@ -478,10 +478,9 @@ def test_conjunct_memo_gives_the_general_clauses_or_declines(
 
 def test_conjunct_memo_answers_plain_conjunctions(tmp_path: Path) -> None:
     """It is taken where it should be (else the test above could pass by declining), and
-    its places are the index's."""
+    the index compiles through it."""
     memo = ConjunctMemo(SCHEMA, limit=3)  # halved often: still right
     idx = Index.open(tmp_path / "s", schema=SCHEMA.to_json())
-    with_places = ConjunctMemo(SCHEMA, places=idx.places)
     rng = random.Random(7)
     answered = 0
     for _ in range(500):
@@ -504,14 +503,10 @@ def test_conjunct_memo_answers_plain_conjunctions(tmp_path: Path) -> None:
         if found is not None:
             answered += 1
             assert found == to_clauses(compile_expr(text, SCHEMA)), text
-            assert with_places.compiled(text) == (found, [idx.places(c) for c in found])
-            assert idx.compile_places(1, text) == (found, [idx.places(c) for c in found])
+            assert idx.compile(1, text) == found
     assert answered == 500
-    general = "i = 1 and i < 3 or f > 2"
-    clauses = idx.compile(1, general)
-    assert idx.compile_places(1, general) == (clauses, [idx.places(c) for c in clauses])
     with pytest.raises(InvalidInput):
-        idx.compile_places(1.5, "i = 1")  # type: ignore[arg-type]
+        idx.compile(1.5, "i = 1")  # type: ignore[arg-type]
     idx.close()
 
 

@@ -351,7 +351,7 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
     from storage import codec
 
     def run(schema: dict[str, Any], texts: list[str]) -> list[Any]:
-        """Each record's clauses as [[atom keys], {attribute: span}], or None."""
+        """Each record's clauses as lists of atom keys, or None."""
         batch = pa.RecordBatch.from_pydict(
             {
                 "arg": [0] * len(texts),
@@ -374,22 +374,15 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
             for k in read_runs([path])[0]["key"].to_pylist():
                 assert shard_of(k, 2) == shard
         table, atom_keys = read_runs(files["path"].to_pylist())
-        names = sorted(schema["attributes"])
         found = {}
         for row in table.to_pylist():
             if row["cerror"] is not None:
                 found[row["id"]] = None
                 continue
-            clauses, atoms, places = (
-                [],
-                iter(row["atoms"]),
-                iter(zip(row["pattr"], row["plo"], row["phi"], strict=True)),
-            )
-            for n, rows in zip(row["lens"], row["rows"], strict=True):
+            clauses, atoms = [], iter(row["atoms"])
+            for n in row["lens"]:
                 ids = [next(atoms) for _ in range(n)]
-                keys = [atom_keys[i - 1] for i in ids if i]
-                spans = {names[a]: (lo, hi) for a, lo, hi in (next(places) for _ in range(rows))}
-                clauses.append([keys, spans])
+                clauses.append([atom_keys[i - 1] for i in ids if i])
             found[row["id"]] = clauses
         return [found[str(k)] for k in range(len(texts))]
 
@@ -412,11 +405,8 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
                     except InvalidInput:
                         assert packed is None
                         continue
-                    expected = [
-                        [[codec.encode_value(atom.as_tuple()) for atom in c], idx.places(c)]
-                        for c in clauses
-                    ]
-                    assert packed == expected, text
+                    keys = [[codec.encode_value(atom.as_tuple()) for atom in c] for c in clauses]
+                    assert packed == keys, text
 
 
 def test_domain_edges(spark: Any, tmp_path: Path) -> None:

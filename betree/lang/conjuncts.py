@@ -33,25 +33,20 @@ A new piece of the commonest forms on a numeric attribute (``a op 12``, ``a betw
 piece, atoms included, against 6.2 µs through the parser; 150K distinct pieces of ``bexdb
 gen --profile wide``, collector paused as the loaders run it).
 
-Memory: bounded by ``limit`` remembered pieces (~470 bytes each with their atoms and
-places, none longer than :data:`LONGEST_PIECE`: the default 2**19 is at most ~250 MB);
+Memory: bounded by ``limit`` remembered pieces (~400 bytes each with their atoms, none
+longer than :data:`LONGEST_PIECE`: the default 2**19 is at most ~210 MB);
 when full, the older half is forgotten.  Why that many:
 a workload whose predicates rarely repeat (``bexdb gen --profile wide``: 1.05M distinct
 pieces in 1M subscriptions) compiled 114 µs per subscription when the memo was cleared at
 2**17 pieces, 67 µs when it kept them (300K subscriptions, one process).
-
-What the caller attaches to a clause's attributes (the index: each attribute's place in
-its tree, :meth:`betree.index.Index.places`) is opaque here: the memo only remembers it per
-piece and unites it per clause, so the language does not depend on the index.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from itertools import chain
 from operator import itemgetter
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from betree.lang.atoms import (
     Atom,
@@ -69,7 +64,7 @@ from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 
 #: Cut a text at "and" between spaces and before what can start a predicate.
-_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+_first, _second = itemgetter(0), itemgetter(1)
 _CUT = re.compile(r" +[Aa][Nn][Dd] +(?=[A-Za-z_(])").split
 
 #: The commonest pieces, read without the parser (see :func:`read_simple`): a name, then an
@@ -89,46 +84,23 @@ _NUMERIC = frozenset(("int", "float"))
 #: 20,000 terms joined by "or") would double its cost; the memory stays small too.
 LONGEST_PIECE = 4096
 
-#: What the caller attaches to one attribute of a clause (the index: a grid interval).
-P = TypeVar("P")
-#: A remembered piece: its attribute, atoms (``()`` when it is false) and places, or None.
-Piece = tuple[str, tuple[Atom, ...], dict[str, P]] | None
+#: A remembered piece: its attribute and atoms (``()`` when it is false), or None.
+Piece = tuple[str, tuple[Atom, ...]] | None
 
 
-class ConjunctMemo(Generic[P]):
-    """The clauses of plain conjunctions over ``schema``, by their pieces' texts.
+class ConjunctMemo:
+    """The clauses of plain conjunctions over ``schema``, by their pieces' texts."""
 
-    With ``places`` (:meth:`betree.index.Index.places`: attribute -> place), each piece
-    also remembers its places, and :meth:`compiled` gives the clause's: the union of its
-    pieces' (an attribute's interval depends only on the atoms on it, all in one piece).
-    """
+    __slots__ = ("_pieces", "limit", "schema")
 
-    __slots__ = ("_pieces", "limit", "places", "schema")
-
-    def __init__(
-        self,
-        schema: Schema,
-        limit: int = 1 << 19,
-        places: Callable[[Clause], dict[str, P]] | None = None,
-    ) -> None:
+    def __init__(self, schema: Schema, limit: int = 1 << 19) -> None:
         self.schema = schema
         self.limit = limit
-        self.places = places
-        self._pieces: dict[str, Piece[P]] = {}
+        self._pieces: dict[str, Piece] = {}
 
     def clauses(self, text: str) -> list[Clause] | None:
         """``to_clauses(compile_expr(text, schema))`` when ``text`` is a plain conjunction
         (see the module docstring), else ``None``."""
-        found = self._join(text)
-        return None if found is None else found[0]
-
-    def compiled(self, text: str) -> tuple[list[Clause], list[dict[str, P]]] | None:
-        """:meth:`clauses` and the places of each clause (needs ``places``)."""
-        return self._join(text, True)
-
-    def _join(
-        self, text: str, with_places: bool = False
-    ) -> tuple[list[Clause], list[dict[str, P]]] | None:
         pieces = self._pieces
         parts = _CUT(text)
         found: list[Any] = list(map(pieces.get, parts))  # (no None left past the loop)
@@ -145,26 +117,15 @@ class ConjunctMemo(Generic[P]):
         if len(set(map(_first, found))) != len(found):
             return None  # bounds to merge, contradictions: the general path's work
         if not all(map(_second, found)):
-            return [], []  # a false piece
+            return []  # a false piece
         atoms = list(chain.from_iterable(map(_second, found)))
         atoms.sort(key=atom_key)
-        if not with_places:
-            return [tuple(atoms)], []
-        found.sort(key=_first)  # places in the clause's attribute order, as Index.places
-        places: dict[str, P] = {}
-        for piece_places in map(_third, found):
-            places.update(piece_places)
-        return [tuple(atoms)], [places]
+        return [tuple(atoms)]
 
-    def _learn(self, part: str) -> Piece[P]:
-        found = read_simple(part, self.schema)
-        if found is None:
-            found = self._parse(part)
-        piece: Piece[P] = None
-        if found is not None:
-            attr, atoms = found
-            places = self.places(atoms) if self.places is not None and atoms else {}
-            piece = (attr, atoms, places)
+    def _learn(self, part: str) -> Piece:
+        piece = read_simple(part, self.schema)
+        if piece is None:
+            piece = self._parse(part)
         if len(self._pieces) >= self.limit:
             forget_older_half(self._pieces)
         self._pieces[part] = piece

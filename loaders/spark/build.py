@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from betree import sharded as sharding
-from betree.bulk import PackedSubs, PlaceTable, build_from_parts
+from betree.bulk import PackedSubs, build_from_parts
 from betree.index import Index
 from betree.writer import gc_paused
 from loaders.records import Record, mark_duplicates
@@ -163,18 +163,11 @@ def build_store(
                 lens=flat["lens"],
                 atoms=dense[atoms],
             )
-            places = PlaceTable.from_arrays(
-                sorted(schema_doc["attributes"]),
-                flat["rows"],
-                flat["pattr"],
-                flat["plo"],
-                flat["phi"],
-            )
             catalog = {aid: atom_keys[g - 1] for aid, g in enumerate(used.tolist(), 1)}
             del flat, atoms, dense
             t1 = time.perf_counter()
-            counts = build_from_parts(idx, subs, places, catalog)
-            del subs, places, catalog  # the store has them now; check() reads them back
+            counts = build_from_parts(idx, subs, None, catalog)  # (places from the atoms)
+            del subs, catalog  # the store has them now; check() reads them back
             t2 = time.perf_counter()
             if fail_at == "build":
                 raise RuntimeError("injected failure in the load stage (fail_at='build')")

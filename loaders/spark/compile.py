@@ -4,8 +4,7 @@
 ``subscribe`` (:meth:`Index.compile`, on a compile-only index the Python worker keeps
 across its tasks: :func:`compiler`), and writes the record's extract or compile error, or
 its clauses in transport form (per clause the canonical atom keys,
-``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by, and the
-clause's places, :meth:`Index.places`: the BE-Tree's per-attribute grid spans) to the run
+``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by) to the run
 file of the record's shard (:mod:`loaders.spark.runfiles`).  Records are routed by
 :func:`~betree.sharded.shard_of`, ``crc32`` of the id key of
 :func:`storage.codec.encode_id`, so all occurrences of an id land in one shard, where
@@ -14,8 +13,11 @@ duplicate ids are found (every occurrence rejected, as
 wrote and its split counts (:mod:`loaders.spark.results`).
 
 The compile transform is most of a Spark load's CPU (docs/bench/load/README.md): per record
-it parses the record, compiles it (conjuncts the worker's compiler has seen are remembered),
-computes its places and packs its clauses into Arrow columns.
+it parses the record, compiles it (conjuncts the worker's compiler has seen are remembered)
+and packs its clauses into Arrow columns.  The clauses' places (:meth:`Index.places`: the
+BE-Tree's per-attribute grid spans) are the build's work, from each shard's atoms
+(:func:`betree.bulk.build_from_parts`): computed here they cost ~8 µs a record of few
+repeated predicates (``bexdb gen --profile wide``), a fifth of the transform.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -64,7 +65,7 @@ def compile_partition(
     Arrow stream per (shard, task attempt), ``runs/shard-XXXX/<attempt>.arrow``, rows
     :data:`RUN`: the record, its error (malformed JSON, bad id, missing column; syntax and
     type errors of its expression: data, not exceptions), or its clauses as atom ids
-    local to the task and its places (:meth:`Index.places`) as rows.  The task's atoms go
+    local to the task.  The task's atoms go
     to ``runs/atoms/<attempt>.arrow`` (:data:`ATOMS`: each one's store key, made once per
     atom in the worker).  What this yields (:data:`RESULT`) is small: one ``RUNS`` row
     per record file (its shard in ``pos``, its rows in ``block``) and one ``BLOCK`` row per
@@ -88,9 +89,9 @@ def compile_partition(
     task = _Task(schema_doc, runs, shards, attempt)
     try:
         with gc_paused():
-            compile_places = compiler(schema_doc, settings).compile_places
+            compile = compiler(schema_doc, settings).compile
             for batch in batches:
-                task.out.write(task.compile_batch(batch, compile_places))
+                task.out.write(task.compile_batch(batch, compile))
             gc.freeze()  # (see the docstring)
     finally:
         task.out.close()
@@ -109,13 +110,10 @@ class _Task:
         self.fids: dict[str, int] = {}
         self.local: dict[Atom, int] = {}  # atom -> its id in this task
         self.local_keys: list[bytes] = []  # the store key of atom id i + 1 is local_keys[i]
-        self.numbers = {name: i for i, name in enumerate(sorted(schema_doc["attributes"]))}
         self.out = RunWriter(runs, shards, attempt)
         self.seen = 0
 
-    def compile_batch(
-        self, batch: pa.RecordBatch, compile_places: Callable[..., Any]
-    ) -> list[RunPart]:
+    def compile_batch(self, batch: pa.RecordBatch, compile: Callable[..., Any]) -> list[RunPart]:
         """One batch of extracted rows -> its records, compiled, in one part per shard."""
         parts = [RunPart() for _ in range(self.shards)]
         for arg, path, block, kind, text in batch_rows(
@@ -129,20 +127,20 @@ class _Task:
             fid = self.fids.get(path)
             if fid is None:
                 fid = self.fids[path] = file_id(path)
-            key, expr, cerror, clauses, spans_of = _compile_record(record, compile_places)
+            key, expr, cerror, clauses = _compile_record(record, compile)
             ident = record.id
             shown = str(ident) if type(ident) is int else json.dumps(ident)
             part = parts[shard_of(key, self.shards)]
             part.rows.append((arg, fid, block, pos, key, shown, expr, record.error, cerror))
-            self.pack(part, clauses, spans_of)
+            self.pack(part, clauses)
             part.close_record()
         return parts
 
-    def pack(self, part: RunPart, clauses: list[Any], spans_of: list[Any]) -> None:
+    def pack(self, part: RunPart, clauses: list[Any]) -> None:
         """A record's clauses into ``part``'s list columns: atom ids local to the task (0,
-        the true atom, for a clause without atoms), places as rows."""
-        local, numbers = self.local, self.numbers
-        for clause, spans in zip(clauses, spans_of, strict=True):
+        the true atom, for a clause without atoms)."""
+        local = self.local
+        for clause in clauses:
             ids: list[Any] = list(map(local.get, clause))
             if None in ids:  # atoms new to the task
                 ids = [
@@ -150,11 +148,6 @@ class _Task:
                 ]
             part.atoms.extend(ids or (0,))
             part.lens.append(len(ids) or 1)
-            part.nrows.append(len(spans))
-            part.pattr.extend(map(numbers.__getitem__, spans))
-            flat = list(chain.from_iterable(spans.values()))
-            part.plo.extend(flat[0::2])
-            part.phi.extend(flat[1::2])
 
     def new_atom(self, atom: Atom) -> int:
         """The next atom id of the task for ``atom``, its store key made once per atom in the
@@ -182,21 +175,21 @@ class _Task:
 
 
 def _compile_record(
-    record: Record, compile_places: Callable[..., Any]
-) -> tuple[bytes | None, str | None, str | None, list[Any], list[Any]]:
-    """A record's id key, expression, compile error, clauses and their places: no key for
-    a record with an extract error, no clauses for one that does not compile."""
+    record: Record, compile: Callable[..., Any]
+) -> tuple[bytes | None, str | None, str | None, list[Any]]:
+    """A record's id key, expression, compile error and clauses: no key for a record with
+    an extract error, no clauses for one that does not compile."""
     if record.error is not None:
-        return None, None, None, [], []
+        return None, None, None, []
     ident = record.id
     key = codec.encode_id(ident)
     expr = record.expr
     try:
-        clauses, spans_of = compile_places(ident, expr)
+        clauses = compile(ident, expr)
     except InvalidInput as exc:
         # as python_load: the reason without "subscription ID: "
-        return key, expr, exc.message.split(": ", 1)[-1], [], []
-    return key, expr, None, clauses, spans_of
+        return key, expr, exc.message.split(": ", 1)[-1], []
+    return key, expr, None, clauses
 
 
 #: Per Python worker, kept across its tasks (Spark reuses workers): the compiling index of
@@ -207,7 +200,7 @@ _KEYS: dict[Atom, bytes] = {}
 
 
 def compiler(schema_doc: dict[str, Any], settings: dict[str, int] | None) -> Index:
-    """An index that only compiles (:meth:`Index.compile`, :meth:`Index.places`).
+    """An index that only compiles (:meth:`Index.compile`).
 
     Its store is an empty scratch directory, removed as soon as the store is open: the
     index keeps reading its settings through the open environment, and nothing is left

@@ -23,13 +23,11 @@ argument, file id, split start, row in the split: its line number, later), its i
 duplicates are found, its id and expression text, and its extract or compile error (data, not an
 exception), or its clauses in transport form: atom ids local to the task (0 is the true
 atom, the only one of a clause without atoms; id i + 1 is row i of the task's atoms file,
-whose ``key`` is the atom's store key ``codec.encode_value(atom.as_tuple())``), and the
-clause's places (:meth:`Index.places`: the BE-Tree's per-attribute grid spans) as rows
-of (attribute number in the sorted schema attributes, low, high).  The six list columns
-(:data:`LISTS`) hold a record's clauses concatenated: ``lens`` and ``rows`` have one entry
-per clause (its atoms, its place rows), ``atoms`` the atoms of every clause in turn,
-``pattr``/``plo``/``phi`` the place rows of every clause in turn.  A record with an error
-has empty lists.
+whose ``key`` is the atom's store key ``codec.encode_value(atom.as_tuple())``).  The two
+list columns (:data:`LISTS`) hold a record's clauses concatenated: ``lens`` one entry per
+clause (its atoms), ``atoms`` the atoms of every clause in turn.  A record with an error
+has empty lists.  The clauses' places are not sent: the build computes them from the
+atoms (:meth:`betree.atomspans.AtomSpans.places`).
 
 Cost on disk: about 1.4 times the JSON input, while the load runs.  Reading them
 (:func:`read_runs`) makes the atom ids global to the shard with one Arrow dictionary
@@ -64,13 +62,9 @@ RUN = pa.schema(
         # the clauses (empty lists for a record with an error):
         ("atoms", pa.list_(pa.int32())),  # atom ids of every clause, concatenated (see ATOMS)
         ("lens", pa.list_(pa.int32())),  # per clause: its atoms
-        ("rows", pa.list_(pa.int32())),  # per clause: its places' rows
-        ("pattr", pa.list_(pa.int32())),  # per place row: the attribute (schema order)
-        ("plo", pa.list_(pa.uint64())),  # ... and its grid span
-        ("phi", pa.list_(pa.uint64())),
     ]
 )
-LISTS = ("atoms", "lens", "rows", "pattr", "plo", "phi")
+LISTS = ("atoms", "lens")
 _RUN_SCALARS = pa.schema(list(RUN)[: -len(LISTS)])  # the columns before them
 #: A compile task's atoms: the store key of atom id i + 1 is row i (0 is the true atom).
 ATOMS = pa.schema([("key", pa.binary())])
@@ -80,33 +74,16 @@ class RunPart:
     """One shard's records of one input batch, as :data:`RUN` columns: the scalar ones
     as row tuples, the list ones flat with their offsets (no list object per record)."""
 
-    __slots__ = (
-        "atom_end",
-        "atoms",
-        "clause_end",
-        "lens",
-        "nrows",
-        "pattr",
-        "phi",
-        "place_end",
-        "plo",
-        "rows",
-    )
+    __slots__ = ("atom_end", "atoms", "clause_end", "lens", "rows")
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
-        self.atoms, self.lens, self.nrows, self.pattr = (array("i") for _ in range(4))
-        self.plo, self.phi = array("Q"), array("Q")
-        self.atom_end, self.clause_end, self.place_end = (
-            array("i", [0]),
-            array("i", [0]),
-            array("i", [0]),
-        )
+        self.atoms, self.lens = array("i"), array("i")
+        self.atom_end, self.clause_end = array("i", [0]), array("i", [0])
 
     def close_record(self) -> None:
         self.atom_end.append(len(self.atoms))
         self.clause_end.append(len(self.lens))
-        self.place_end.append(len(self.pattr))
 
     def batch(self) -> pa.RecordBatch:
         scalars = _batch(self.rows, _RUN_SCALARS)
@@ -114,10 +91,6 @@ class RunPart:
         for values, ends, field in (
             (self.atoms, self.atom_end, "atoms"),
             (self.lens, self.clause_end, "lens"),
-            (self.nrows, self.clause_end, "rows"),
-            (self.pattr, self.place_end, "pattr"),
-            (self.plo, self.place_end, "plo"),
-            (self.phi, self.place_end, "phi"),
         ):
             typ = RUN.field(field).type
             lists.append(
