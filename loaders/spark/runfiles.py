@@ -29,7 +29,8 @@ clause (its atoms), ``atoms`` the atoms of every clause in turn.  A record with 
 has empty lists.  The clauses' places are not sent: the build computes them from the
 atoms (:meth:`betree.atomspans.AtomSpans.places`).
 
-Cost on disk: about 1.4 times the JSON input, while the load runs.  Reading them
+Cost on disk: less than 1.4 times the JSON input (measured with places in them), while
+the load runs.  Reading them
 (:func:`read_runs`) makes the atom ids global to the shard with one Arrow dictionary
 encoding of every task's atom keys, then numpy (no work per record).
 """
