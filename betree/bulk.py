@@ -216,15 +216,17 @@ def build_from_parts(
             txn.put_many(catalog.SUB, keys, codec.encode_values(subs))
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         txn.put_many(catalog.EXT, codec.encode_ids(idents), keys)
+        decoded: Mapping[int, Any] = {}
         if places is None:
             spans = AtomSpans(index.schema, dict(atoms))
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
+            decoded = spans.tuples
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
         next_atom = max(atoms, default=0) + 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_atoms(txn, atoms, refs.tolist())
+        _write_atoms(txn, atoms, refs.tolist(), decoded)
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
         builder.write_lnodes()
@@ -285,9 +287,12 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sub, k
 
 
-def _write_atoms(txn: WriteTxn, atoms: Mapping[int, bytes], refs: list[int]) -> None:
+def _write_atoms(
+    txn: WriteTxn, atoms: Mapping[int, bytes], refs: list[int], decoded: Mapping[int, Any]
+) -> None:
     """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute, from the
-    atoms' store keys (decoded once each: an order atom's tuple holds its entries)."""
+    atoms' store keys (decoded once each, unless in ``decoded`` by atom id: an order atom's
+    tuple holds its entries)."""
     order: dict[str, list[tuple[Any, str, int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
     ordered = sorted(atoms.items())
@@ -295,7 +300,8 @@ def _write_atoms(txn: WriteTxn, atoms: Mapping[int, bytes], refs: list[int]) -> 
     counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
     txn.put_many(catalog.ATOM, keys, codec.encode_values(counts))
     txn.put_many(catalog.AID, codec.encode_u64s(aid for aid, _ in ordered), keys)
-    for (aid, _), t in zip(ordered, map(codec.decode_value, keys), strict=True):
+    tuples = [decoded[aid] if aid in decoded else codec.decode_value(key) for aid, key in ordered]
+    for (aid, _), t in zip(ordered, tuples, strict=True):
         if t[0] == "order":
             order.setdefault(t[1], []).extend((c, op, aid) for op, c in t[2])
         else:
