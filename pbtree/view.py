@@ -48,15 +48,19 @@ def distinct(ids: np.ndarray) -> bool:
 
 class _List:
     """One list end to end: ``keys`` ascending, item i's ids ``ids[at[i]:at[i + 1]]``;
-    ``distinct`` whether no id appears twice (an atom ``a < 3 or a < 9`` can)."""
+    ``distinct`` whether no id appears twice (an atom ``a < 3 or a < 9`` can); ``ints``
+    the keys as an int64 array when every one is an int64 (None otherwise), so that a
+    batch's int values find their cuts in one ``searchsorted``, exactly."""
 
-    __slots__ = ("at", "distinct", "ids", "keys")
+    __slots__ = ("at", "distinct", "ids", "ints", "keys")
 
     def __init__(self, keys: list[Any], at: np.ndarray, ids: np.ndarray) -> None:
         self.keys = keys
         self.at = at
         self.ids = ids
         self.distinct = distinct(ids)
+        ints = np.array(keys) if keys else np.zeros(0, dtype=np.int64)
+        self.ints = ints if ints.dtype == np.int64 else None
 
     @classmethod
     def read(cls, txn: ReadTxn, space: int, head: int) -> _List:
@@ -131,8 +135,11 @@ class SearchView:
     def nbytes(self) -> int:
         """Memory of the id arrays (keys not counted: Python objects, ~30 bytes each)."""
         runs = (self.gt, self.lt, self.ne)
-        return sum(int(r.ids.nbytes + r.at.nbytes) for r in runs) + sum(
-            int(a.nbytes) for a in self.eq.values()
+        ints = sum(int(r.ints.nbytes) for r in runs if r.ints is not None)
+        return (
+            ints
+            + sum(int(r.ids.nbytes + r.at.nbytes) for r in runs)
+            + sum(int(a.nbytes) for a in self.eq.values())
         )
 
     def collect(self, value: Any) -> list[np.ndarray]:
