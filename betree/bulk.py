@@ -192,7 +192,7 @@ def build_from_parts(
     store key, ``codec.encode_value(atom.as_tuple())`` of a canonical atom: what Spark's
     executors made once per atom, written as it is (an atom object each would cost ~5 µs
     more to build here).  ``places`` None: computed here from the atoms' keys
-    (:meth:`AtomSpans.places`, ~1 s for a shard of 500K subscriptions and 421K atoms of few
+    (:class:`AtomSpans`: ~2.2 s for a shard of 500K subscriptions and 421K atoms of few
     repeated predicates, where packing them per clause cost the compile job ~8 µs a
     subscription).  For loaders that intern (and compute places) elsewhere.
     """

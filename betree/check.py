@@ -48,6 +48,7 @@ from betree.catalog import record_attributes, root_record
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.nodes import CNode, LNodePage
 from pbtree import PBTree
+from pbtree.keys import int64_array
 from pbtree.tree import NS as PBTREE_NS
 from pbtree.tree import OPERATORS
 from storage import codec
@@ -594,11 +595,11 @@ def _check_predicates(
     entry, a set of tuples ~1 µs), else as sets; the difference is listed as sets."""
     codes, consts, ids = have
     wcodes, wconsts, wids = want if want is not None else ([], [], [])
+    if len(ids) == len(wids) == 0:
+        return
     if len(ids) == len(wids):
-        mine, theirs = np.array(consts.tolist()), np.array(wconsts)
-        if len(ids) == 0:
-            return
-        if mine.dtype == theirs.dtype == np.int64:
+        mine, theirs = int64_array(consts.tolist()), int64_array(wconsts)
+        if mine is not None and theirs is not None:
             tcodes, tids = np.array(wcodes, dtype=np.int8), np.array(wids, dtype=np.int64)
             h = np.lexsort((ids, codes, mine))
             w = np.lexsort((tids, tcodes, theirs))

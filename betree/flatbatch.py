@@ -48,7 +48,7 @@ from betree.batch import shape_order
 from betree.direct import DirectAtoms, holding
 from betree.flat import FlatTree, Nodes
 from betree.nodes import id_array
-from pbtree.keys import key_domain
+from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges
 from storage.errors import InvalidInput
 
@@ -60,7 +60,6 @@ LEAST = 128
 #: in parts of fewer words (64 events each)
 SAT_BYTES = 64 << 20
 _ONES = np.uint64((1 << 64) - 1)
-_INT = frozenset((int,))
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))  # bit i of a word
 
 
@@ -285,8 +284,8 @@ def _distinct(col: Column) -> tuple[Any, Any, list[Any], np.ndarray | None]:
     run starts, the distinct values, and (values all ints of int64) those as int64, sorted
     with numpy."""
     values = col.values
-    ints = np.array(values) if _INT.issuperset(map(type, values)) else None
-    if ints is not None and ints.dtype == np.int64:
+    ints = int64_array(values)
+    if ints is not None:
         order = np.argsort(ints, kind="stable")
         ints = ints[order]
         starts = np.flatnonzero(np.concatenate(([True], ints[1:] != ints[:-1])))

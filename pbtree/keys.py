@@ -7,7 +7,10 @@ reaches a page.  Cost: a few type tests per call.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from pbtree.nodes import GT, LT, NE
 from storage.errors import InvalidInput
@@ -23,6 +26,18 @@ PLACE: dict[str, tuple[int | None, int]] = {
     "!=": (NE, 0),
 }
 _INT64 = (-(1 << 63), 1 << 63)
+_INT = frozenset((int,))
+
+
+def int64_array(values: Sequence[Any]) -> np.ndarray | None:
+    """``values`` as an int64 array when every one is an int (not a bool) of int64, else
+    None: such constants compare in numpy exactly as in Python.  The types are tested
+    first, so that strings (a megabyte one among them) are never copied into a numpy
+    array as wide as the longest."""
+    if not _INT.issuperset(map(type, values)):
+        return None
+    array = np.array(values) if len(values) else np.zeros(0, dtype=np.int64)
+    return array if array.dtype == np.int64 else None  # (past int64: object or float)
 
 
 def key_domain(key: Any) -> str:

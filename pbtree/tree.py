@@ -716,9 +716,11 @@ class PBTree:
         """
         keys: list[Any] = []
         codes: list[int] = []
-        counts: list[Any] = []
-        ids: list[Any] = []
-        page = self.record["first"] if self._rec is not None else 0
+        counts: list[Any] = [np.zeros(0, dtype=np.int64)]
+        ids: list[Any] = [np.zeros(0, dtype=np.int64)]
+        if self._rec is None:
+            return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=object), ids[0]
+        page = self.record["first"]
         while page:
             leaf = self._load(page, LeafNode)
             keys.extend(leaf.keys)
@@ -726,7 +728,7 @@ class PBTree:
             counts.append(np.fromiter(map(len, leaf.eq), dtype=np.int64, count=len(leaf.eq)))
             ids.append(np.fromiter(chain.from_iterable(leaf.eq), dtype=np.int64))
             page = leaf.next
-        for kind, ops in ((GT, (1, 2)), (LT, (3, 4)), (NE, (5,))) if self._rec is not None else ():
+        for kind, ops in ((GT, (1, 2)), (LT, (3, 4)), (NE, (5,))):
             page = self._load(self.record["lists"][kind][0], ListNode).next
             while page:
                 node = self._load(page, ListNode)
@@ -740,12 +742,9 @@ class PBTree:
                 page = node.next
         consts = np.empty(len(keys), dtype=object)
         consts[:] = keys
-        per = np.concatenate([np.zeros(0, dtype=np.int64), *counts])
-        return (
-            np.repeat(np.array(codes, dtype=np.int8), per),
-            np.repeat(consts, per),
-            np.concatenate([np.zeros(0, dtype=np.int64), *ids]),
-        )
+        per = np.concatenate(counts)
+        op_codes = np.repeat(np.array(codes, dtype=np.int8), per)
+        return op_codes, np.repeat(consts, per), np.concatenate(ids)
 
     def stats(self) -> dict[str, Any]:
         """Shape figures for ``bexdb inspect``: height, leaf and list nodes and their fill."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from pbtree.keys import key_domain
+from pbtree.keys import int64_array, key_domain
 from pbtree.nodes import GT, LT, NE, TAIL, LeafNode, ListNode
 from storage.errors import InvalidInput
 from storage.txn import ReadTxn
@@ -59,8 +59,7 @@ class _List:
         self.at = at
         self.ids = ids
         self.distinct = distinct(ids)
-        ints = np.array(keys) if keys else np.zeros(0, dtype=np.int64)
-        self.ints = ints if ints.dtype == np.int64 else None
+        self.ints = int64_array(keys)
 
     @classmethod
     def read(cls, txn: ReadTxn, space: int, head: int) -> _List:

@@ -154,3 +154,24 @@ def test_atom_records_beyond_the_counter_or_not_ints(idx: Index) -> None:
     assert f"atom {next_atom + 5} beyond the counter" in found
     assert any(v.startswith(f"atom {a2} (") and "counts two uses" in v for v in found)
     assert f"atom {a1} is used but not in the catalog" in found
+
+
+def test_pbtree_entries_of_megabyte_strings(tmp_path: Path) -> None:
+    """String constants of a megabyte are compared as they are (never copied into an
+    array as wide as the longest), and a missing entry is still named."""
+    from pbtree.keys import int64_array
+
+    big = "x" * (1 << 20)
+    assert int64_array([big, "a"]) is None and int64_array([True, 1]) is None
+    assert int64_array([2**63, 1]) is None and int64_array([-(2**63), 2**63 - 1]) is not None
+    assert int64_array([]) is not None
+    schema = {"attributes": {"s": {"type": "string"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f's in ("{big}{i}", "b{i}")') for i in range(30)])
+        idx.check()
+        with idx.store.write() as txn:
+            tree = PBTree(txn, "s")
+            _, consts, ids = tree.predicate_columns()
+            aid = int(ids[list(consts).index("b7")])
+            assert tree.delete("=", "b7", aid)
+        assert violations(idx) == [f"PB+tree 's' lacks atom {aid}'s entry = 'b7'"]
