@@ -21,18 +21,23 @@ events reach much the same nodes), and each step is one numpy call over the batc
 * **rows**, per word and shard: the rows of the nodes the word reaches, each row's 8 atom
   words ANDed with its node's; a failure carried along a longer clause's rows as
   :meth:`betree.flat.FlatTree.check` does.  The bits left are the matching (clause, event)
-  pairs, unpacked from their nonzero bytes only.
+  pairs: the held rows' words as bytes, transposed (8 x rows) and unpacked along that axis
+  (64 x rows, one row per event), so one ``nonzero`` yields the pairs in event order.
+* **results**: each event's ids are a slice of the word's; as lists (``match_many``), the
+  ids of the word's held clauses become Python objects once and every list shares them.
 
 Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
-the per-event Python left is validation.  Measured on 1,024 BEGen events at 100K
-subscriptions: ~56 ms (grouping the values 5, the lists 19, the nodes 4, the rows 22)
-against ~0.23 ms an event one by one.  An int attribute's values find their cuts in
-the lists with one ``searchsorted`` (the lists keep int64 keys beside the exact ones):
-``match_many_arrays`` 4% faster than a bisection per value (64.7/64.9 against
-67.8/67.0 µs an event, alternated, beside a test run).  Memory: the two bit
-matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer words past it: at 10M
-BEGen subscriptions, 1M atoms, passes of 512 events).
+the per-event Python left is validation.  Measured per event at 100K BEGen subscriptions
+(best of 3), batches of 1,024 / 4,096: grouping the values 4.9 / 3.2 µs, the lists 16.8 /
+7.2, the nodes 3.8 / 1.8, the rows 21.5 / 12.7 (25.0 / 20.4 with a sort of the pairs by
+event), against ~240 µs an event one by one.  Lists: at 4,096 a word's 64 events hold
+~68K ids of ~9K clauses; ``match_many`` 45.8 µs an event against 63.1 with a Python int
+made per id (fresh memory for 4.4M of them a batch: ~25 ns each).  An int attribute's
+values find their cuts in the lists with one ``searchsorted`` (the lists keep int64 keys
+beside the exact ones): ``match_many_arrays`` 4% faster than a bisection per value.
+Memory: the two bit matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer
+words past it: at 10M BEGen subscriptions, 1M atoms, passes of 512 events).
 """
 
 from __future__ import annotations
@@ -122,18 +127,20 @@ def match(
     shards: Sequence[Shard],
     batch: Sequence[Mapping[str, object]],
     kinds: Mapping[str, str],
-) -> tuple[list[np.ndarray], int]:
+    lists: bool = False,
+) -> tuple[list[Any], int]:
     """Per event of ``batch`` (validated values; ``kinds`` each attribute's grid kind), the
-    external ids it matches, each once (as :func:`betree.nodes.id_array` gives them); and
-    the (clause, event) candidates, each clause times the events reaching its node."""
+    external ids it matches, each once (as :func:`betree.nodes.id_array` gives them, or as
+    a list when ``lists``); and the (clause, event) candidates, each clause times the
+    events reaching its node."""
     atoms = shards[-1].atoms + shards[-1].size
     step = 64 * words_for(len(batch), atoms)
     order = shape_order(batch)
-    found: list[np.ndarray] = []
+    found: list[Any] = []
     candidates = 0
     for k in range(0, len(batch), step):
         part = [batch[e] for e in order[k : k + step]]
-        got, n = _match(whole, shards, part, columns(part, kinds))
+        got, n = _match(whole, shards, part, columns(part, kinds), lists)
         found += got
         candidates += n
     out = list(found)
@@ -147,7 +154,8 @@ def _match(
     shards: Sequence[Shard],
     batch: Sequence[Mapping[str, object]],
     cols: Mapping[str, Column],
-) -> tuple[list[np.ndarray], int]:
+    lists: bool,
+) -> tuple[list[Any], int]:
     words = (len(batch) + 63) // 64
     sat = satisfied(whole.searches, shards, batch, cols)
     reach = reached(whole, cols, len(batch))
@@ -157,20 +165,35 @@ def _match(
         view, at = shard.view, shard.nodes
         clauses = np.diff(view.clause_at)
         candidates += int(counts[at : at + len(clauses)] @ clauses)
-    found: list[np.ndarray] = []
+    found: list[Any] = []
     for k in range(words):
-        events = min(64, len(batch) - 64 * k)
         got = [g for g in (_rows(shard, reach[k], sat[k]) for shard in shards) if g is not None]
-        if len(got) == 1:  # (each shard's ids in event order: an event's, one slice a shard)
-            ids, bounds = got[0][0], got[0][1].tolist()
-            found += [ids[bounds[b] : bounds[b + 1]] for b in range(events)]
-        else:
-            cuts = [(ids, bounds.tolist()) for ids, bounds in got]
-            found += [
-                np.concatenate([id_array([])] + [ids[at[b] : at[b + 1]] for ids, at in cuts])
-                for b in range(events)
-            ]
+        found += _results(got, min(64, len(batch) - 64 * k), lists)
     return found, candidates
+
+
+def _results(
+    got: list[tuple[np.ndarray, np.ndarray, np.ndarray]], events: int, lists: bool
+) -> list[Any]:
+    """Each event's ids in one word, from its shards' :func:`_rows`: arrays, or lists
+    (``lists``) whose ids are made once a word, as Python objects that every list holding
+    them shares (at 100K BEGen subscriptions a word's 64 events hold ~68K ids of ~9K
+    clauses: that many fewer objects made, each ~25 ns in a batch's fresh memory)."""
+    cuts = []
+    for ids, pairs, bounds in got:
+        if lists and ids.dtype != object:
+            ids = ids.astype(object)
+        cuts.append((ids.take(pairs), bounds.tolist()))
+    if len(cuts) == 1:  # (each shard's ids in event order: an event's, one slice a shard)
+        ids, at = cuts[0]
+        found = [ids[at[b] : at[b + 1]] for b in range(events)]
+    else:
+        empty = id_array([]).astype(object) if lists else id_array([])
+        found = [
+            np.concatenate([empty] + [ids[at[b] : at[b + 1]] for ids, at in cuts])
+            for b in range(events)
+        ]
+    return [ids.tolist() for ids in found] if lists else found
 
 
 def _everyone(events: int) -> np.ndarray:
@@ -344,10 +367,11 @@ def reached(whole: Nodes, cols: Mapping[str, Column], events: int) -> np.ndarray
 
 def _rows(
     shard: Shard, reach: np.ndarray, truths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The external ids matched in one shard by the events of one word, in event order,
-    and where each event's start (65 entries); ``reach`` the word's bits of the whole's
-    nodes, ``truths`` of the whole's atoms."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """What one shard matches for the events of one word (``reach`` the word's bits of
+    the whole's nodes, ``truths`` of the whole's atoms): the external ids of the clauses
+    held for some event, the (clause, event) pairs as positions in those, in event order,
+    and where each event's pairs start (65 entries)."""
     view = shard.view
     local = reach[shard.nodes : shard.nodes + len(view.node_attr)]
     nodes = np.flatnonzero(local)
@@ -370,19 +394,21 @@ def _rows(
     held = np.flatnonzero(mask)
     if not len(held):
         return None
-    octets = mask[held].astype("<u8").view(np.uint8)
-    live = np.flatnonzero(octets)  # (numpy's nonzero: fastest over bytes and bools)
-    clause = rows[held[live >> 3]]
+    # the held rows' bits event-major: their bytes transposed (8 x held), each byte row
+    # unpacked to 8 event rows (64 x held), one nonzero: the pairs come out by event
+    octets = np.ascontiguousarray(mask[held].astype("<u8").view(np.uint8).reshape(-1, 8).T)
+    pairs = np.flatnonzero(np.unpackbits(octets, axis=0, bitorder="little").view(bool))
+    n = len(held)
+    bounds = np.searchsorted(pairs, np.arange(0, 65 * n, n))  # each event's first pair
+    pairs -= np.repeat(np.arange(0, 64 * n, n), np.diff(bounds))  # each pair's held row
+    clause = rows[held]
     if view.row_clause is not None:
         clause = view.row_clause.take(clause)
-    set_bits = np.flatnonzero(np.unpackbits(octets[live], bitorder="little").view(bool))
-    at = set_bits >> 3  # each pair's live byte
-    bit = ((live & 7) << 3).astype(np.uint8)[at] | (set_bits & 7).astype(np.uint8)
-    if view.sids is not None:  # a subscription with several clauses: once an event
-        clause = clause[at]
-        _, once = np.unique(view.sids[clause] << np.uint64(6) | bit, return_index=True)
-        ids, bit = view.exts[clause[once]], bit[once]
-    else:
-        ids = view.exts[clause][at]
-    order = np.argsort(bit, kind="stable")  # (bytes: a radix sort)
-    return ids[order], np.concatenate(([0], np.cumsum(np.bincount(bit, minlength=64))))
+    if view.sids is None:
+        return view.exts[clause], pairs, bounds
+    # a subscription with several clauses: once an event
+    event = np.repeat(np.arange(64, dtype=np.uint64), np.diff(bounds))
+    _, once = np.unique(view.sids[clause[pairs]] << np.uint64(6) | event, return_index=True)
+    once.sort()  # (back in event order)
+    counts = np.bincount(event[once].astype(np.int64), minlength=64)
+    return view.exts[clause], pairs[once], np.concatenate(([0], np.cumsum(counts)))

@@ -43,7 +43,7 @@ from betree.lang.dnf import MAX_CLAUSES, to_clauses
 from betree.lang.expr import Node
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from betree.nodes import id_array
+from betree.nodes import id_array, listed
 from betree.tree import DEFAULTS, BETree, Places
 from betree.writer import Writer, gc_paused
 from pbtree import PBTree
@@ -366,18 +366,18 @@ class Index:
         :class:`InvalidInput` that event raised in validation (that event alone: the others
         are still matched).  Cost: see :meth:`match_many_validated`.
         """
-        return [
-            r if isinstance(r, InvalidInput) else r.tolist() for r in self.match_many_arrays(events)
-        ]
+        return self._match_many(events, True)
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
         """:meth:`match_many` with each event's ids as one numpy array
         (:func:`betree.nodes.id_array`): what ``bexdb match`` writes, without a Python
         object per id."""
+        return self._match_many(events, False)
 
-        def matched(valid: list[Mapping[str, object]]) -> list[np.ndarray]:
+    def _match_many(self, events: Sequence[object], lists: bool) -> list[Any]:
+        def matched(valid: list[Mapping[str, object]]) -> list[Any]:
             with self.store.read() as txn:
-                return self.match_many_validated(txn, valid)
+                return self.match_many_validated(txn, valid, lists)
 
         results = batching.match_batch(events, self.validate, matched)
         self.adjust_if_due()
@@ -388,12 +388,12 @@ class Index:
         return event_values(self.schema, event)
 
     def match_many_validated(
-        self, txn: ReadTxn, batch: Sequence[Mapping[str, object]]
-    ) -> list[np.ndarray]:
+        self, txn: ReadTxn, batch: Sequence[Mapping[str, object]], lists: bool = False
+    ) -> list[Any]:
         """:meth:`match_validated` of each validated event of ``batch`` in ``txn`` (as
-        :func:`betree.nodes.id_array`), in one pass over the index (:mod:`betree.batch`:
-        one PB+tree search per distinct value, each reached node and l-node page read and
-        checked once for the whole batch).
+        :func:`betree.nodes.id_array`, or as lists), in one pass over the index
+        (:mod:`betree.batch`: one PB+tree search per distinct value, each reached node and
+        l-node page read and checked once for the whole batch).
 
         A batch of one, or with statistics collected (self-adjustment), is matched event
         by event; on a packed view (its events count towards one) by
@@ -403,17 +403,17 @@ class Index:
         snap = self._snap(txn)
         collecting = self._collector is not None or snap["collect"] or self.collecting
         if len(batch) <= 1 or collecting:
-            return [id_array(self.match_validated(txn, values)) for values in batch]
+            return listed([id_array(self.match_validated(txn, v)) for v in batch], lists)
         view = self._view(txn, snap, len(batch))
         if view is not None:  # the pages it replaces are gone (README)
             if len(batch) < flatbatch.LEAST:
-                return [self._match_view(txn, snap, view, values) for values in batch]
+                return listed([self._match_view(txn, snap, view, v) for v in batch], lists)
             shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])
-            return self.match_on_views(view, [shard], batch)
+            return self.match_on_views(view, [shard], batch, lists)
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
-            return [ids for part in parts for ids in self.match_many_validated(txn, part)]
+            return [ids for p in parts for ids in self.match_many_validated(txn, p, lists)]
         order = batching.shape_order(batch)
         batch = [batch[e] for e in order]
         clock = time.perf_counter
@@ -443,18 +443,19 @@ class Index:
             "check": t3 - t2,
             "results": clock() - t3,
         }
-        return found
+        return listed(found, lists)
 
     def match_on_views(
         self,
         whole: flatbatch.Whole,
         shards: Sequence[flatbatch.Shard],
         batch: Sequence[Mapping[str, object]],
-    ) -> list[np.ndarray]:
-        """A validated batch matched on packed views (:mod:`betree.flatbatch`);
-        ``last_timings`` holds the seconds it took."""
+        lists: bool = False,
+    ) -> list[Any]:
+        """A validated batch matched on packed views (:mod:`betree.flatbatch`), each
+        event's ids an array or a list; ``last_timings`` holds the seconds it took."""
         t0 = time.perf_counter()
-        found, candidates = flatbatch.match(whole, shards, batch, self._types)
+        found, candidates = flatbatch.match(whole, shards, batch, self._types, lists)
         self.last_stats = {"candidates": candidates, "pages": 0}
         self.last_timings = {"views": time.perf_counter() - t0}
         return found

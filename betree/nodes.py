@@ -161,6 +161,11 @@ def id_array(ids: list[Any]) -> np.ndarray:
     return out
 
 
+def listed(found: list[np.ndarray], lists: bool) -> list[Any]:
+    """Each of ``found``'s id arrays as a list, if ``lists``."""
+    return [ids.tolist() for ids in found] if lists else found
+
+
 class LNodePage:
     """One page of an l-node.  Readers use :meth:`arrays`; writers the entry list."""
 

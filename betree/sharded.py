@@ -36,6 +36,7 @@ import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +48,7 @@ from betree.catalog import EXT, SubId
 from betree.index import Index, gc_paused
 from betree.joined import Joined
 from betree.lang.schema import Schema
+from betree.nodes import listed
 from storage.codec import encode_id
 from storage.errors import (
     BexdbError,
@@ -524,14 +526,12 @@ class ShardedIndex:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
         Events are validated once."""
-        return [
-            r if isinstance(r, InvalidInput) else r.tolist() for r in self.match_many_arrays(events)
-        ]
+        return match_batch(events, self.indexes[0].validate, partial(self._match_valid, True))
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
-        return match_batch(events, self.indexes[0].validate, self._match_valid)
+        return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
 
-    def _match_valid(self, valid: list[Mapping[str, object]]) -> list[np.ndarray]:
+    def _match_valid(self, lists: bool, valid: list[Mapping[str, object]]) -> list[Any]:
         self._refresh()
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
@@ -540,10 +540,12 @@ class ShardedIndex:
             if joined is not None:
                 first = self.indexes[0]
                 if len(valid) >= flatbatch.LEAST:
-                    return first.match_on_views(joined, joined.shards(), valid)
-                return [joined.match(first.coords(values), values) for values in valid]
+                    return first.match_on_views(joined, joined.shards(), valid, lists)
+                found = [joined.match(first.coords(values), values) for values in valid]
+                return listed(found, lists)
             parts = [index.match_many_validated(txn, valid) for index, txn in txns]
-        return [np.concatenate(ids) for ids in zip(*parts, strict=True)]
+        found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
+        return listed(found, lists)
 
     def expression(self, ident: SubId) -> str | None:
         shard = self._holder(ident)
