@@ -3,8 +3,9 @@
 One event on a packed view (:mod:`betree.flat`) is a few dozen numpy calls on small
 arrays (~0.25 ms at 100K subscriptions), most of it the calls' own overhead.  A batch
 shares the calls: every truth is kept for 64 events at once as the bits of a ``uint64``
-(the batch's events in shape order, :func:`betree.batch.shape_order`, so that one word's
-events reach much the same nodes), and each step is one numpy call over the batch:
+(the batch's events in shape order, so that one word's events reach much the same nodes,
+a large shape in words of its own: :func:`arrange`), and each step is one numpy call over
+the batch:
 
 * **satisfied atoms**, ``words x atoms``: per attribute, the batch's distinct values in
   order, each with the bits of its events.  A GreaterThan item holds for the values above
@@ -29,15 +30,18 @@ events reach much the same nodes), and each step is one numpy call over the batc
 Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
 the per-event Python left is validation.  Measured per event at 100K BEGen subscriptions
-(best of 3), batches of 1,024 / 4,096: grouping the values 4.9 / 3.2 µs, the lists 16.8 /
-7.2, the nodes 3.8 / 1.8, the rows 21.5 / 12.7 (25.0 / 20.4 with a sort of the pairs by
-event), against ~240 µs an event one by one.  Lists: at 4,096 a word's 64 events hold
-~68K ids of ~9K clauses; ``match_many`` 45.8 µs an event against 63.1 with a Python int
-made per id (fresh memory for 4.4M of them a batch: ~25 ns each).  An int attribute's
-values find their cuts in the lists with one ``searchsorted`` (the lists keep int64 keys
-beside the exact ones): ``match_many_arrays`` 4% faster than a bisection per value.
+(best of 3), batches of 1,024 / 4,096: grouping the values 5.0 / 3.4 µs, the lists 15.5 /
+7.3, the nodes 3.9 / 1.8, the rows 14.2 / 11.1, against ~240 µs an event one by one.  The
+rows were 25.0 / 20.4 with the pairs sorted by event and words filled side by side, 21.5 /
+12.7 with the transposed unpacking alone.  Lists: at 4,096 a word's 64 events hold ~68K
+ids of ~9K clauses; ``match_many`` 45.8 µs an event against 63.1 with a Python int made
+per id (fresh memory for 4.4M of them a batch: ~25 ns each); 42.3 with :func:`arrange`
+(and 56.4 at 1,024, against 71.7).
+An int attribute's values find their cuts in the lists with one ``searchsorted`` (the
+lists keep int64 keys beside the exact ones): ``match_many_arrays`` 4% faster than a
+bisection per value.
 Memory: the two bit matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer
-words past it: at 10M BEGen subscriptions, 1M atoms, passes of 512 events).
+words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words).
 """
 
 from __future__ import annotations
@@ -49,7 +53,6 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from betree import grid
-from betree.batch import shape_order
 from betree.direct import DirectAtoms, holding
 from betree.flat import FlatTree, Nodes
 from betree.nodes import id_array
@@ -64,6 +67,8 @@ LEAST = 128
 #: the most bytes of the ``atoms x words`` truth matrix: a batch needing more is matched
 #: in parts of fewer words (64 events each)
 SAT_BYTES = 64 << 20
+#: half a word: a shape of this many events starts a word of its own (:func:`arrange`)
+HALF = 32
 _ONES = np.uint64((1 << 64) - 1)
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))  # bit i of a word
 
@@ -95,14 +100,17 @@ class Column(NamedTuple):
     and its bits are computed for those only)."""
 
     values: list[Any]
-    events: np.ndarray  # int64
+    events: np.ndarray  # int64: their slots (:class:`Layout`)
     coords: np.ndarray  # uint64 grid coordinates (betree.grid)
     words: np.ndarray  # the words holding its events, ascending
     rows: np.ndarray  # each event's own bit, as a row over ``words``
 
 
-def columns(batch: Sequence[Mapping[str, object]], kinds: Mapping[str, str]) -> dict[str, Column]:
-    """The batch's values by attribute (``kinds``: each attribute's grid kind)."""
+def columns(
+    batch: Sequence[Mapping[str, object]], kinds: Mapping[str, str], where: Layout
+) -> dict[str, Column]:
+    """The batch's values by attribute (``kinds``: each attribute's grid kind; ``where``
+    the events' slots)."""
     found: dict[str, tuple[list[Any], list[int]]] = {}
     for e, event in enumerate(batch):
         for attr, value in event.items():
@@ -113,13 +121,61 @@ def columns(batch: Sequence[Mapping[str, object]], kinds: Mapping[str, str]) -> 
             got[1].append(e)
     out = {}
     for attr, (values, events) in found.items():
-        at = np.array(events, dtype=np.int64)  # ascending
+        at = where.slots[events]  # ascending
         word = at >> 6
         words = np.unique(word)  # (a few dozen, sorted: cheap)
         rows = np.zeros((len(at), len(words)), dtype=np.uint64)
         rows[np.arange(len(at)), np.searchsorted(words, word)] = _BIT[at & 63]
         out[attr] = Column(values, at, grid.coords(kinds[attr], values), words, rows)
     return out
+
+
+class Layout(NamedTuple):
+    """Where a batch's events sit in its words: event i at bit ``slots[i]`` (ascending;
+    the bits between are no event's), ``present`` the words' bits of events."""
+
+    slots: np.ndarray  # int64
+    present: np.ndarray  # uint64, one a word
+
+    @property
+    def words(self) -> int:
+        return len(self.present)
+
+    @classmethod
+    def of(cls, slots: np.ndarray) -> Layout:
+        present = np.zeros(int(slots[-1] >> 6) + 1 if len(slots) else 0, dtype=np.uint64)
+        np.bitwise_or.at(present, slots >> 6, _BIT[slots & 63])
+        return cls(slots, present)
+
+    @classmethod
+    def packed(cls, events: int) -> Layout:
+        """``events`` events side by side."""
+        return cls.of(np.arange(events, dtype=np.int64))
+
+
+def arrange(batch: Sequence[Mapping[str, object]]) -> tuple[list[int], np.ndarray]:
+    """The batch's events in shape order (:func:`betree.batch.shape_order`) and each one's
+    slot: side by side, except that a shape of at least :data:`HALF` events starts a word
+    of its own when the word being filled holds at least as many (so every word is at least
+    half full: at most twice the words).  A word's events then reach the nodes of one shape
+    where they can: on 1,024 BEGen events (25 shapes of 30–55 events) at 100K subscriptions,
+    25 words reaching 167K rows in all against 16 words reaching 255K."""
+    shapes = [tuple(sorted(event)) for event in batch]
+    order = sorted(range(len(batch)), key=shapes.__getitem__)
+    ordered = [shapes[e] for e in order]
+    n = len(order)
+    firsts = [0] + [i for i in range(1, n) if ordered[i] != ordered[i - 1]]
+    bounds = np.array([*firsts, n], dtype=np.int64)
+    sizes = bounds[1:] - bounds[:-1]
+    starts = []
+    at = 0
+    for size in sizes.tolist():
+        if size >= HALF and at & 63 >= HALF:
+            at = (at | 63) + 1
+        starts.append(at)
+        at += size
+    shift = np.array(starts, dtype=np.int64) - bounds[:-1]
+    return order, np.repeat(shift, sizes) + np.arange(n, dtype=np.int64)
 
 
 def match(
@@ -134,15 +190,19 @@ def match(
     a list when ``lists``); and the (clause, event) candidates, each clause times the
     events reaching its node."""
     atoms = shards[-1].atoms + shards[-1].size
-    step = 64 * words_for(len(batch), atoms)
-    order = shape_order(batch)
+    order, slots = arrange(batch)
+    step = 64 * words_for(int(slots[-1]) + 1 if len(slots) else 0, atoms)  # slots a pass
     found: list[Any] = []
     candidates = 0
-    for k in range(0, len(batch), step):
-        part = [batch[e] for e in order[k : k + step]]
-        got, n = _match(whole, shards, part, columns(part, kinds), lists)
+    i = 0
+    while i < len(batch):
+        base = int(slots[i]) & ~63  # (a pass starts at a word)
+        end = int(np.searchsorted(slots, base + step))
+        part = [batch[e] for e in order[i:end]]
+        got, n = _match(whole, shards, part, Layout.of(slots[i:end] - base), kinds, lists)
         found += got
         candidates += n
+        i = end
     out = list(found)
     for e, ids in zip(order, found, strict=True):
         out[e] = ids
@@ -153,12 +213,13 @@ def _match(
     whole: Whole,
     shards: Sequence[Shard],
     batch: Sequence[Mapping[str, object]],
-    cols: Mapping[str, Column],
+    where: Layout,
+    kinds: Mapping[str, str],
     lists: bool,
 ) -> tuple[list[Any], int]:
-    words = (len(batch) + 63) // 64
-    sat = satisfied(whole.searches, shards, batch, cols)
-    reach = reached(whole, cols, len(batch))
+    cols = columns(batch, kinds, where)
+    sat = satisfied(whole.searches, shards, batch, cols, where)
+    reach = reached(whole, cols, where)
     counts = np.bitwise_count(reach).sum(axis=0, dtype=np.int64)
     candidates = 0
     for shard in shards:
@@ -166,16 +227,20 @@ def _match(
         clauses = np.diff(view.clause_at)
         candidates += int(counts[at : at + len(clauses)] @ clauses)
     found: list[Any] = []
-    for k in range(words):
+    word = where.slots >> 6
+    cuts = np.searchsorted(word, np.arange(where.words + 1)).tolist()
+    bits = (where.slots & 63).tolist()
+    for k in range(where.words):
         got = [g for g in (_rows(shard, reach[k], sat[k]) for shard in shards) if g is not None]
-        found += _results(got, min(64, len(batch) - 64 * k), lists)
+        found += _results(got, bits[cuts[k] : cuts[k + 1]], lists)
     return found, candidates
 
 
 def _results(
-    got: list[tuple[np.ndarray, np.ndarray, np.ndarray]], events: int, lists: bool
+    got: list[tuple[np.ndarray, np.ndarray, np.ndarray]], bits: list[int], lists: bool
 ) -> list[Any]:
-    """Each event's ids in one word, from its shards' :func:`_rows`: arrays, or lists
+    """The ids of the events at ``bits`` of one word, from its shards' :func:`_rows`:
+    arrays, or lists
     (``lists``) whose ids are made once a word, as Python objects that every list holding
     them shares (at 100K BEGen subscriptions a word's 64 events hold ~68K ids of ~9K
     clauses: that many fewer objects made, each ~25 ns in a batch's fresh memory)."""
@@ -186,22 +251,13 @@ def _results(
         cuts.append((ids.take(pairs), bounds.tolist()))
     if len(cuts) == 1:  # (each shard's ids in event order: an event's, one slice a shard)
         ids, at = cuts[0]
-        found = [ids[at[b] : at[b + 1]] for b in range(events)]
+        found = [ids[at[b] : at[b + 1]] for b in bits]
     else:
         empty = id_array([]).astype(object) if lists else id_array([])
         found = [
-            np.concatenate([empty] + [ids[at[b] : at[b + 1]] for ids, at in cuts])
-            for b in range(events)
+            np.concatenate([empty] + [ids[at[b] : at[b + 1]] for ids, at in cuts]) for b in bits
         ]
     return [ids.tolist() for ids in found] if lists else found
-
-
-def _everyone(events: int) -> np.ndarray:
-    """The bits of ``events`` events, as the batch's words."""
-    words = np.full((events + 63) // 64, _ONES, dtype=np.uint64)
-    if events % 64:
-        words[-1] = (1 << events % 64) - 1
-    return words
 
 
 #: one list kind's bits found by :func:`_search`: (atom ids, their rows, the words the
@@ -214,10 +270,11 @@ def satisfied(
     shards: Sequence[Shard],
     batch: Sequence[Mapping[str, object]],
     cols: Mapping[str, Column],
+    where: Layout,
 ) -> np.ndarray:
     """The ``words x atoms`` truths of every atom for the batch's events."""
     atoms = shards[-1].atoms + shards[-1].size
-    sat = np.zeros(((len(batch) + 63) // 64, atoms), dtype=np.uint64)
+    sat = np.zeros((where.words, atoms), dtype=np.uint64)
     lists: dict[str, list[_Found]] = {}
     for attr, col in cols.items():
         search = searches.get(attr)
@@ -239,7 +296,7 @@ def satisfied(
             np.add.at(flat, cells, rows)
         else:
             _or_into(flat, cells, rows)
-    sat[:, [shard.atoms for shard in shards]] = _everyone(len(batch))[:, None]  # atom 0
+    sat[:, [shard.atoms for shard in shards]] = where.present[:, None]  # atom 0
     ids: list[int] = []
     events: list[int] = []
     for shard in shards:
@@ -250,7 +307,7 @@ def satisfied(
             ids += [shard.atoms + a for a in held]
             events += [e] * len(held)
     if ids:
-        ev = np.array(events, dtype=np.int64)
+        ev = where.slots[events]
         np.bitwise_or.at(sat, (ev >> 6, np.array(ids, dtype=np.int64)), _BIT[ev & 63])
     return sat
 
@@ -337,15 +394,15 @@ def _or_into(flat: np.ndarray, cells: np.ndarray, values: np.ndarray) -> None:
     flat[cells[starts]] |= np.bitwise_or.reduceat(values[order], starts)
 
 
-def reached(whole: Nodes, cols: Mapping[str, Column], events: int) -> np.ndarray:
+def reached(whole: Nodes, cols: Mapping[str, Column], where: Layout) -> np.ndarray:
     """The ``words x nodes`` bits of the events reaching each node (as
     :func:`betree.flat.reach` finds them one event at a time)."""
     index = whole.attrs
     nodes_n = len(whole.node_attr)
-    within = np.zeros(((events + 63) // 64, nodes_n), dtype=np.uint64)
+    within = np.zeros((where.words, nodes_n), dtype=np.uint64)
     order, bounds = whole.by_attr
     root = len(index)
-    within[:, order[bounds[root] : bounds[root + 1]]] = _everyone(events)[:, None]
+    within[:, order[bounds[root] : bounds[root + 1]]] = where.present[:, None]
     flat = within.reshape(-1)
     for attr, col in cols.items():
         i = index.get(attr)

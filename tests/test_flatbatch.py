@@ -136,6 +136,75 @@ def test_a_batch_split_into_words_matches_alike(
     _same(split, _expected(subs, events))
 
 
+def _shaped(rng: random.Random, sizes: list[int]) -> list[Any]:
+    """Events in groups of one shape each (the sizes given), shuffled."""
+    events: list[Any] = []
+    attrs = ["i", "j", "f", "s", "b", "il", "sl"]
+    for size in sizes:
+        while True:
+            ev = event(rng)
+            if len(ev) > 1:
+                break
+        shape = sorted(ev)
+        for _ in range(size):
+            while True:  # (another event of that shape)
+                other = event(rng)
+                other.update({a: ev[a] for a in shape if a not in other})
+                other = {a: other[a] for a in shape}
+                if sorted(other) == shape:
+                    break
+            events.append(other)
+        attrs = attrs[1:] + attrs[:1]
+    rng.shuffle(events)
+    return events
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_large_shapes_start_words_of_their_own(seed: int) -> None:
+    """:func:`flatbatch.arrange`: shape order, ascending slots, every word but the last at
+    least half full, a shape of :data:`HALF` events or more never after a half-full word."""
+    rng = random.Random(seed)
+    sizes = [rng.choice([1, 2, 5, 31, 32, 33, 63, 64, 65, 130]) for _ in range(rng.randint(1, 12))]
+    batch = _shaped(rng, sizes)
+    order, slots = flatbatch.arrange(batch)
+    assert sorted(order) == list(range(len(batch)))
+    shapes = [tuple(sorted(batch[e])) for e in order]
+    assert shapes == sorted(shapes)
+    assert np.all(np.diff(slots) > 0) and slots[0] == 0
+    fill = np.bincount(slots >> 6)
+    assert np.all(fill[:-1] >= flatbatch.HALF) and fill[-1] >= 1
+    assert len(fill) <= 2 * ((len(batch) + 63) // 64)
+    first = [0] + [i for i in range(1, len(order)) if shapes[i] != shapes[i - 1]]
+    for i, j in zip(first, [*first[1:], len(order)], strict=True):
+        if j - i >= flatbatch.HALF and i:
+            assert slots[i] % 64 == 0 or slots[i] % 64 < flatbatch.HALF
+            assert slots[i] == slots[i - 1] + 1 or slots[i] % 64 == 0
+
+
+def test_batches_of_large_shapes_match_the_brute_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches whose shapes fill words of their own (gaps between the events) match as
+    the brute force does, in one pass and split into passes of one word."""
+    rng = random.Random(37)
+    subs = _subs(rng, 400)
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+        gaps = 0
+        for sizes in ([40, 3, 50, 33, 1], [130, 31, 32, 64, 65], [200]):
+            events = _shaped(rng, sizes)
+            _, slots = flatbatch.arrange(events)
+            gaps += int(slots[-1]) + 1 - len(events)
+            expected = _expected(subs, events)
+            _same(_both(idx, events), expected)
+            assert idx.last_stats["pages"] == 0
+            monkeypatch.setattr(flatbatch, "SAT_BYTES", 1)
+            _same(_both(idx, events), expected)
+            monkeypatch.undo()
+        assert gaps  # (some shape started a word)
+
+
 def test_batches_on_views_at_the_ends_of_every_domain(tmp_path: Path) -> None:
     rng = random.Random(33)
     atoms = edge_atoms()
@@ -220,9 +289,10 @@ def test_phase_one_of_atoms_under_several_entries(
                     }
                     for _ in range(rng.choice([1, 64, 100, 200]))
                 ]
-                cols = flatbatch.columns(batch, {"a": kind, "m": kind})
+                where = flatbatch.Layout.packed(len(batch))
+                cols = flatbatch.columns(batch, {"a": kind, "m": kind}, where)
                 shard = flatbatch.Shard(cast(Any, None), {}, 0, 0, 2000)
-                sat = flatbatch.satisfied(searches, [shard], batch, cols)
+                sat = flatbatch.satisfied(searches, [shard], batch, cols, where)
                 for e, values in enumerate(batch):
                     held = np.zeros(2000, dtype=bool)
                     held[0] = True

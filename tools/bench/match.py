@@ -22,8 +22,8 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   split the final RSS).  The peak is Linux's ``VmHWM``: ``ru_maxrss`` of a spawned child
   starts at its parent's peak (see :func:`_maxrss_kb`).
 * **Batched matching** (``match_many``), in the same matcher process after the warm pass, on
-  the same events: batches of each ``--match-batches`` size (default 256, ``bexdb match``'s
-  batch, and 1024), one warm-up batch first, each right after a per-event pass over the same
+  the same events: batches of each ``--match-batches`` size (default 256 and 1024,
+  ``bexdb match``'s batch), one warm-up batch first, each right after a per-event pass over the same
   events (``Index.match``, validation included in both; adjacent, so that both see the
   same machine load).  Reported: events/s of both and the speedup, and
   where a batch's time goes (``Index.last_timings``: phase 1, the BE-Tree walk, checking
