@@ -136,6 +136,48 @@ def test_a_batch_split_into_words_matches_alike(
     _same(split, _expected(subs, events))
 
 
+@pytest.mark.parametrize("dense", [0.0, 2.0], ids=["transposed", "sorted"])
+def test_pairs_by_event(monkeypatch: pytest.MonkeyPatch, dense: float) -> None:
+    """:func:`flatbatch.by_event` both ways (every word dense / every word sparse) against
+    the bits read one by one: every (row, event) pair once, in event order, rows ascending
+    within an event."""
+    monkeypatch.setattr(flatbatch, "DENSE", dense)
+    rng = np.random.default_rng(7)
+    for n, share in [(1, 0.5), (5, 0.01), (300, 0.2), (2000, 0.03), (64, 1.0)]:
+        bits = rng.random((n, 64)) < share
+        bits[rng.integers(0, n)] = False  # (a row held for no event)
+        words = (bits.astype(np.uint64) << np.arange(64, dtype=np.uint64)).sum(axis=1)
+        words = words.astype(np.uint64)
+        rows, bounds = flatbatch.by_event(words)
+        assert bounds[0] == 0 and bounds[-1] == len(rows) and len(bounds) == 65
+        for e in range(64):
+            want = np.flatnonzero(bits[:, e])
+            assert np.array_equal(rows[bounds[e] : bounds[e + 1]], want), (n, e)
+
+
+@pytest.mark.parametrize(("dense", "shared"), [(2.0, 10**9), (0.0, 0)], ids=["sparse", "dense"])
+def test_batches_with_every_word_one_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dense: float, shared: int
+) -> None:
+    """The brute force's answers with every word's pairs sorted and every list made of new
+    ints (or every word transposed and every list of shared objects), plain and sharded."""
+    monkeypatch.setattr(flatbatch, "DENSE", dense)
+    monkeypatch.setattr(flatbatch, "SHARED", shared)
+    rng = random.Random(38)
+    subs = _subs(rng, 400)
+    events = _events(rng, 300) + _shaped(rng, [70, 40])
+    expected = _expected(subs, events)
+    with Index.open(tmp_path / "p", schema=SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+        _same(_both(idx, events), expected)
+    root = build_hashed(tmp_path / "s", subs, shards=3)
+    with open_index(root) as store:
+        store.match_many(events)  # (walked: the views built)
+        _same(_both(store, events), expected)
+        assert store.join is not None
+
+
 def _shaped(rng: random.Random, sizes: list[int]) -> list[Any]:
     """Events in groups of one shape each (the sizes given), shuffled."""
     events: list[Any] = []
