@@ -14,7 +14,9 @@ the batch:
   Inequality item's the events defining the attribute less those of its own key; an
   equality run's its value's bits.  Each list kind of every attribute is then one fancy
   OR; a list holding an atom twice (several entries) ORs its rows through a sort, and the
-  equality runs of an ``in`` atom's keys, holding for disjoint events, are summed.
+  equality runs of an ``in`` atom's keys, holding for disjoint events, are summed.  The
+  int attributes whose PB+trees are narrow (:attr:`pbtree.view.SearchView.narrow`: int64
+  keys less than 2**32 apart in each list) are searched all at once (:func:`_search_ints`).
 * **reached nodes**, ``words x nodes``: a node's bucket holds the events whose coordinate
   on its attribute lies in it, a range of the batch's sorted coordinates read off a
   prefix-XOR (each event defines an attribute once); a node is reached by those events of
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
 
@@ -268,9 +270,9 @@ def _results(
     return [ids.tolist() for ids in found] if lists else found
 
 
-#: one list kind's bits found by :func:`_search`: (atom ids, their rows, the words the
-#: rows cover, whether no id repeats)
-_Found = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
+#: one list kind's bits found by :func:`_search`: (cells of the flat ``words x atoms``
+#: matrix, the bits to OR into them, whether no atom repeats in the list)
+_Found = tuple[np.ndarray, np.ndarray, bool]
 
 
 def satisfied(
@@ -284,19 +286,26 @@ def satisfied(
     atoms = shards[-1].atoms + shards[-1].size
     sat = np.zeros((where.words, atoms), dtype=np.uint64)
     lists: dict[str, list[_Found]] = {}
+    ints: list[tuple[SearchView, Column, np.ndarray]] = []
     for attr, col in cols.items():
         search = searches.get(attr)
-        if search is not None:
-            _search(search, col, lists)
+        if search is None or search.domain is None:
+            continue
+        numbers = int64_array(col.values) if search.narrow else None
+        if numbers is not None:
+            ints.append((search, col, numbers))
+        else:
+            _search(search, col, atoms, lists)
+    if ints:
+        _search_ints(ints, atoms, where.words, lists)
     flat = sat.reshape(-1)
     for kind in ("eq", "gt", "lt", "ne"):  # one list kind of every attribute: one OR
         parts = lists.get(kind, [])
         if not parts:
             continue
-        # (each atom and word one cell of the flat matrix)
-        cells = np.concatenate([(w[None, :] * atoms + i[:, None]).ravel() for i, _, w, _ in parts])
-        rows = np.concatenate([r.ravel() for _, r, _, _ in parts])
-        if all(p[3] for p in parts):
+        cells = np.concatenate([c for c, _, _ in parts])
+        rows = np.concatenate([r for _, r, _ in parts])
+        if all(p[2] for p in parts):
             flat[cells] |= rows
         elif kind == "eq":
             # an atom under several keys holds for other events under each: their OR is
@@ -320,13 +329,16 @@ def satisfied(
     return sat
 
 
-def _search(view: SearchView, col: Column, lists: dict[str, list[_Found]]) -> None:
+def _search(view: SearchView, col: Column, atoms: int, lists: dict[str, list[_Found]]) -> None:
     """The bits of every atom of ``view`` for the events of ``col`` (as
     :meth:`SearchView.collect` finds them one value at a time), added to ``lists`` by list
     kind."""
-    if view.domain is None:
-        return
     gt, lt, ne, words = view.gt, view.lt, view.ne, col.words
+
+    def add(kind: str, ids: np.ndarray, rows: np.ndarray, distinct: bool) -> None:
+        cells = words[None, :] * atoms + ids[:, None].astype(np.int64)
+        lists.setdefault(kind, []).append((cells.ravel(), rows.ravel(), distinct))
+
     order, starts, distinct, sorted_ints = _distinct(col)
     for value in distinct[:1] if sorted_ints is not None else distinct:  # (ints: one domain)
         if key_domain(value) != view.domain:
@@ -339,13 +351,13 @@ def _search(view: SearchView, col: Column, lists: dict[str, list[_Found]]) -> No
     if cut[-1]:
         suffix = np.bitwise_or.accumulate(bits[::-1], axis=0)[::-1]
         rows = np.repeat(suffix, np.diff(cut), axis=0)
-        lists.setdefault("gt", []).append((gt.ids[: cut[-1]], rows, words, gt.distinct))
+        add("gt", gt.ids[: cut[-1]], rows, gt.distinct)
     # LessThan: positions at or past a value's cut hold for it
     cut = lt.at[np.concatenate((_cuts(lt, distinct, sorted_ints, "right"), [-1]))]
     prefix = np.bitwise_or.accumulate(bits, axis=0)
     if cut[0] < len(lt.ids):
         rows = np.repeat(prefix, np.diff(cut), axis=0)
-        lists.setdefault("lt", []).append((lt.ids[cut[0] :], rows, words, lt.distinct))
+        add("lt", lt.ids[cut[0] :], rows, lt.distinct)
     # Inequality: every event defining the attribute, less those of the item's own key
     if len(ne.ids):
         defined = prefix[-1]
@@ -357,14 +369,142 @@ def _search(view: SearchView, col: Column, lists: dict[str, list[_Found]]) -> No
         if len(own):
             lo, hi = ne.at[j[own]], ne.at[k[own]]
             pick[ranges(lo, hi)] = np.repeat(own, hi - lo)
-        lists.setdefault("ne", []).append((ne.ids, table[pick], words, ne.distinct))
+        add("ne", ne.ids, table[pick], ne.distinct)
     # equality (and the bounds of >= and <=): a value's own run
     eq = view.eq
     runs = [(i, eq[v]) for i, v in enumerate(distinct) if v in eq]
     if runs:
         ids = np.concatenate([r for _, r in runs])
         which = np.repeat([i for i, _ in runs], [len(r) for _, r in runs])
-        lists.setdefault("eq", []).append((ids, bits[which], words, view.eq_distinct))
+        add("eq", ids, bits[which], view.eq_distinct)
+
+
+class _Joined(NamedTuple):
+    """One list kind of several narrow PB+tree views (:attr:`SearchView.narrow`) as one:
+    attribute k's keys shifted to ``k << 32`` plus their distance from one below its
+    first, so that all ascend in one int64 array and one ``searchsorted`` finds where
+    every attribute's values fall among its own keys."""
+
+    keys: np.ndarray  # int64, ascending
+    at: np.ndarray  # where each key's ids start in ``ids`` (and their end)
+    ids: np.ndarray  # the atom ids end to end
+    first: np.ndarray  # each attribute's first id position in ``ids`` (and their end)
+    query: np.ndarray  # each run's value shifted as its attribute's keys
+
+    @classmethod
+    def of(cls, lists: list[Any], attr: np.ndarray, x: np.ndarray) -> _Joined:
+        """``lists`` (each with ``ints``, ``at``, ``ids``: one an attribute) and the runs'
+        attributes and values."""
+        keys = [lst.ints for lst in lists]
+        sizes = [len(k) for k in keys]
+        below = np.array([int(k[0]) - 1 if len(k) else 0 for k in keys], dtype=np.int64)
+        above = np.array([int(k[-1]) + 1 if len(k) else 0 for k in keys], dtype=np.int64)
+        shift = (np.arange(len(keys), dtype=np.int64) << 32) - below
+        joined = np.concatenate([np.empty(0, dtype=np.int64), *keys]) + np.repeat(shift, sizes)
+        # (a value past the keys is clipped to one past them: it falls at the same place)
+        query = np.clip(x, below[attr], above[attr]) + shift[attr]
+        first = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(lst.ids) for lst in lists], out=first[1:])
+        at = np.concatenate([lst.at[:-1] for lst in lists] + [np.zeros(1, dtype=np.int64)])
+        at += np.repeat(first, [*sizes, 1])
+        ids = np.concatenate([np.empty(0, dtype=np.uint32), *(lst.ids for lst in lists)])
+        return cls(joined, at, ids, first, query)
+
+    def cuts(self, side: str) -> np.ndarray:
+        """Each run's id position in ``ids`` (as :func:`_cuts` gives it among its own)."""
+        return self.at[np.searchsorted(self.keys, self.query, side=side)]  # type: ignore[call-overload]
+
+
+class _EqList(NamedTuple):
+    """A view's equality runs as a list (:meth:`_Joined.of` takes it)."""
+
+    ints: np.ndarray
+    at: np.ndarray
+    ids: np.ndarray
+
+
+def _search_ints(
+    found: list[tuple[SearchView, Column, np.ndarray]],
+    atoms: int,
+    words: int,
+    lists: dict[str, list[_Found]],
+) -> None:
+    """:func:`_search` of every narrow view in ``found`` at once (with its column and the
+    column's values as int64): a few dozen numpy calls in all, where :func:`_search` takes
+    about 25 an attribute.
+
+    A *run* is one value's events in one word and attribute, a *group* the runs of one word
+    and attribute, in value order.  An event defines an attribute once, so a run's and a
+    group's bits are sums of distinct bits, and a running sum over all runs (``uint64``,
+    wrapping) gives every group's ORs by subtraction: a GreaterThan item between two runs'
+    cuts holds for the later run and those past it (a suffix), a LessThan item for the
+    earlier one and those before (a prefix), an Inequality item for the group less its own
+    key's run, an equality item for its run."""
+    x = np.concatenate([numbers for _, _, numbers in found])
+    slots = np.concatenate([col.events for _, col, _ in found])
+    attr = np.repeat(np.arange(len(found), dtype=np.int64), [len(v) for _, _, v in found])
+    group = attr * words + (slots >> 6)
+    order = np.lexsort((x, group))
+    x, group = x[order], group[order]
+    new = np.ones(len(x), dtype=bool)
+    new[1:] = (group[1:] != group[:-1]) | (x[1:] != x[:-1])
+    runs = np.flatnonzero(new)
+    bits = np.add.reduceat(_BIT[slots[order] & 63], runs)  # (distinct bits: sum is OR)
+    x, group = x[runs], group[runs]
+    attr = group // words
+    cell = (group - attr * words) * atoms  # each run's word, as its row of cells
+    start = np.ones(len(group), dtype=bool)
+    start[1:] = group[1:] != group[:-1]
+    end = np.ones(len(group), dtype=bool)
+    end[:-1] = start[1:]
+    which = np.cumsum(start) - 1  # each run's group
+    upto = np.cumsum(bits)  # (through each run; differences within a group exact)
+    before = upto - bits
+    last, base = upto[end][which], before[start][which]  # through / before the group
+    total = last - base  # the group's events
+    views = [view for view, _, _ in found]
+
+    def add(
+        kind: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray, distinct: bool
+    ) -> None:
+        size = hi - lo
+        cells = np.repeat(cell, size) + ids[ranges(lo, hi)]
+        lists.setdefault(kind, []).append((cells, np.repeat(rows, size), distinct))
+
+    gt = _Joined.of([v.gt for v in views], attr, x)
+    cut = gt.cuts("left")  # items from the previous run's cut to this one's hold for it
+    lo = np.where(start, gt.first[attr], np.roll(cut, 1))
+    add("gt", gt.ids, lo, cut, last - before, all(v.gt.distinct for v in views))
+    lt = _Joined.of([v.lt for v in views], attr, x)
+    cut = lt.cuts("right")  # items from this run's cut to the next one's hold for it
+    hi = np.where(end, lt.first[attr + 1], np.roll(cut, -1))
+    add("lt", lt.ids, cut, hi, upto - base, all(v.lt.distinct for v in views))
+    eq = _Joined.of(
+        [_EqList(cast(np.ndarray, v.eq_ints), v.eq_at, v.eq_ids) for v in views], attr, x
+    )
+    item = np.searchsorted(eq.keys, eq.query)
+    hit = item < len(eq.keys)
+    hit[hit] = eq.keys[item[hit]] == eq.query[hit]
+    lo, hi = eq.at[np.where(hit, item, 0)], eq.at[np.where(hit, item + 1, 0)]
+    add("eq", eq.ids, lo, hi, bits, all(v.eq_distinct for v in views))
+    ne = _Joined.of([v.ne for v in views], attr, x)
+    if not len(ne.ids):
+        return
+    # every item of the group's attribute holds for the group, but those of a run's key
+    heads = np.flatnonzero(start)
+    glo, ghi = ne.first[attr[heads]], ne.first[attr[heads] + 1]
+    size = ghi - glo
+    cells = np.repeat(cell[heads], size) + ne.ids[ranges(glo, ghi)]
+    rows = np.repeat(total[heads], size)
+    j, k = ne.cuts("left"), ne.cuts("right")
+    own = np.flatnonzero(j < k)
+    if len(own):
+        block = np.cumsum(size) - size  # each group's first item in ``rows``
+        shift = block[which[own]] - ne.first[attr[own]]
+        rows[ranges(j[own], k[own]) + np.repeat(shift, k[own] - j[own])] = np.repeat(
+            total[own] - bits[own], k[own] - j[own]
+        )
+    lists.setdefault("ne", []).append((cells, rows, all(v.ne.distinct for v in views)))
 
 
 def _distinct(col: Column) -> tuple[Any, Any, list[Any], np.ndarray | None]:
@@ -494,9 +634,9 @@ def _rows(
         clause = view.row_clause.take(clause)
     if view.sids is None:
         return view.exts[clause], pairs, bounds
-    # a subscription with several clauses: once an event
+    # a subscription with several clauses: once an event, an event's in subscription
+    # order as one event's match gives them (subscription numbers are under 2**48)
     event = np.repeat(np.arange(64, dtype=np.uint64), np.diff(bounds))
-    _, once = np.unique(view.sids[clause[pairs]] << np.uint64(6) | event, return_index=True)
-    once.sort()  # (back in event order)
+    _, once = np.unique(event << np.uint64(57) | view.sids[clause[pairs]], return_index=True)
     counts = np.bincount(event[once].astype(np.int64), minlength=64)
     return view.exts[clause], pairs[once], np.concatenate(([0], np.cumsum(counts)))

@@ -29,6 +29,20 @@ from pbtree.nodes import GT, LT, NE, TAIL, LeafNode, ListNode
 from storage.errors import InvalidInput
 from storage.txn import ReadTxn
 
+#: the span of a narrow tree's keys in one list (:attr:`SearchView.narrow`)
+NARROW = 1 << 32
+
+
+def _narrow(keys: np.ndarray | None) -> bool:
+    """Int64 keys, ascending, less than :data:`NARROW` - 2 apart, with room for one less
+    than the first and one more than the last in int64."""
+    if keys is None:
+        return False
+    if not len(keys):
+        return True
+    first, last = int(keys[0]), int(keys[-1])
+    return first > -(1 << 63) and last < (1 << 63) - 1 and last - first < NARROW - 2
+
 
 def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """``concatenate([arange(a, b) for a, b in zip(lo, hi)])`` in O(1) numpy calls."""
@@ -109,7 +123,19 @@ class _List:
 class SearchView:
     """The search side of one PB+tree in one snapshot (see the module docstring)."""
 
-    __slots__ = ("domain", "eq", "eq_distinct", "gt", "lt", "name", "ne")
+    __slots__ = (
+        "domain",
+        "eq",
+        "eq_at",
+        "eq_distinct",
+        "eq_ids",
+        "eq_ints",
+        "gt",
+        "lt",
+        "name",
+        "narrow",
+        "ne",
+    )
 
     def __init__(self, txn: ReadTxn, name: str, record: dict[str, Any]) -> None:
         self.name = name
@@ -124,22 +150,44 @@ class SearchView:
                 ids = leaf.sidset(i)  # (an atom both = and >= one key: once)
                 self.eq[key] = np.unique(ids) if leaf.eq[i] and leaf.bound[i] else ids
             page = leaf.next
-        #: no id under two keys (an atom ``a in (1, 2)`` is; never twice under one)
-        self.eq_distinct = self._eq_distinct()
+        self._index_eq()
 
-    def _eq_distinct(self) -> bool:
-        return distinct(np.concatenate([np.empty(0, dtype=np.uint32), *self.eq.values()]))
+    def _index_eq(self) -> None:
+        """Whether no id sits under two keys (an atom ``a in (1, 2)`` does; never twice
+        under one); and, when every key is an int64, the runs end to end for a batch's
+        int path (:mod:`betree.flatbatch`): keys ascending, where each key's ids start,
+        the ids (the dict's runs become views of them: no second copy)."""
+        keys = list(self.eq)
+        ints = int64_array(keys)
+        runs = list(self.eq.values())
+        if ints is not None:
+            order = np.argsort(ints, kind="stable").tolist()
+            keys, runs = [keys[i] for i in order], [runs[i] for i in order]
+            ints = ints[order]
+        at = np.zeros(len(runs) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in runs], out=at[1:])
+        ids = np.concatenate([np.empty(0, dtype=np.uint32), *runs])
+        self.eq_distinct = distinct(ids)
+        self.eq_ints = ints
+        self.eq_at, self.eq_ids = (at, ids) if ints is not None else (at[:1], ids[:0])
+        if ints is not None:
+            self.eq = {key: ids[at[k] : at[k + 1]] for k, key in enumerate(keys)}
+        #: every key an int64 and each list's keys less than :data:`NARROW` apart: a batch
+        #: searches this tree with the others of its kind in one array
+        self.narrow = self.domain == "num" and all(
+            _narrow(keys) for keys in (self.gt.ints, self.lt.ints, self.ne.ints, ints)
+        )
 
     @property
     def nbytes(self) -> int:
         """Memory of the id arrays (keys not counted: Python objects, ~30 bytes each)."""
         runs = (self.gt, self.lt, self.ne)
         ints = sum(int(r.ints.nbytes) for r in runs if r.ints is not None)
-        return (
-            ints
-            + sum(int(r.ids.nbytes + r.at.nbytes) for r in runs)
-            + sum(int(a.nbytes) for a in self.eq.values())
-        )
+        if self.eq_ints is None:  # (the dict's runs are arrays of their own)
+            eq = sum(int(a.nbytes) for a in self.eq.values())
+        else:  # (the dict's runs are views of these)
+            eq = self.eq_ids.nbytes + self.eq_at.nbytes + self.eq_ints.nbytes
+        return ints + sum(int(r.ids.nbytes + r.at.nbytes) for r in runs) + int(eq)
 
     def collect(self, value: Any) -> list[np.ndarray]:
         """The id runs that hold for ``value`` (as :meth:`PBTree.collect`)."""
@@ -179,5 +227,5 @@ class SearchView:
                 ids = ids + np.uint32(base)
                 had = out.eq.get(key)
                 out.eq[key] = ids if had is None else np.concatenate([had, ids])
-        out.eq_distinct = out._eq_distinct()
+        out._index_eq()
         return out

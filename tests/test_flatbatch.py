@@ -24,7 +24,7 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.sharded import open_index
 from pbtree import PBTree
-from pbtree.view import SearchView
+from pbtree.view import NARROW, SearchView
 from storage import open_store
 from tests.edges import EDGE_SCHEMA, edge_atoms, edge_events
 from tests.test_index_differential import brute
@@ -67,16 +67,19 @@ def _same(got: list[Any], expected: list[set[Any] | None]) -> None:
 
 
 def _both(store: Any, events: list[Any]) -> list[Any]:
-    """``match_many`` of ``events``, checked against ``match_many_arrays``: the lists (made
-    from one object per held clause and word) hold what the arrays hold, in one order."""
+    """``match_many`` of ``events``, checked against ``match_many_arrays`` (the lists, made
+    from one object per held clause and word, hold what the arrays hold, in one order) and
+    against ``match`` of each event: the same ids in the same order, so that every path
+    writes the same output (``bexdb match`` in batches, Spark tasks on small splits)."""
     lists = store.match_many(events)
     arrays = store.match_many_arrays(events)
-    assert len(lists) == len(arrays)
-    for got, ids in zip(lists, arrays, strict=True):
+    assert len(lists) == len(arrays) == len(events)
+    for got, ids, ev in zip(lists, arrays, events, strict=True):
         if isinstance(got, Exception):
             assert isinstance(ids, Exception) and str(ids) == str(got)
         else:
             assert isinstance(ids, np.ndarray) and got == ids.tolist()
+            assert got == store.match(ev)
     return lists
 
 
@@ -342,6 +345,70 @@ def test_phase_one_of_atoms_under_several_entries(
                         runs = [np.empty(0, np.uint32), *searches[attr].collect(value)]
                         held[np.concatenate(runs)] = True
                     bits = (sat[e >> 6] >> np.uint64(e & 63)) & np.uint64(1)
+                    assert np.array_equal(bits.astype(bool), held), values
+
+
+_LOW, _HIGH = -(1 << 63), (1 << 63) - 1
+#: int trees by name: the keys each draws, and whether it is narrow (searched with the
+#: others at once) or not (one by one): near both ends of int64, around 0, and spans just
+#: under and at the narrow bound
+_INT_TREES: dict[str, tuple[Callable[[random.Random], int], bool]] = {
+    "lo": (lambda r: _LOW + r.randint(1, 60), True),
+    "lo0": (lambda r: _LOW + r.randint(0, 60), False),
+    "hi": (lambda r: _HIGH - r.randint(1, 60), True),
+    "hi0": (lambda r: _HIGH - r.randint(0, 60), False),
+    "mid": (lambda r: r.randint(-30, 30), True),
+    "span": (lambda r: r.choice([0, 1, NARROW - 4, NARROW - 3]), True),
+    "span2": (lambda r: r.choice([0, 1, NARROW - 3, NARROW - 2]), False),
+}
+
+
+@pytest.mark.parametrize("gaps", [False, True], ids=["packed", "gaps"])
+def test_phase_one_of_int_trees_at_once(gaps: bool) -> None:
+    """Narrow int trees searched at once beside the others searched one by one (each tree
+    its own attribute and atom ids, ids repeated under several entries), every event's
+    bits against ``SearchView.collect``: keys near both ends of int64, values at the ends
+    (past every key), on keys and beside them, some attributes undefined, events side by
+    side or with gaps between them in their words."""
+    rng = random.Random(39)
+    names = list(_INT_TREES)
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            for t, name in enumerate(names):
+                tree = PBTree(txn, name, leaf_cap=3, internal_cap=3, list_cap=3)
+                make = _INT_TREES[name][0]
+                for _ in range(300):
+                    tree.insert(rng.choice(OPS), make(rng), 200 * t + rng.randrange(1, 60))
+        with store.read() as txn:
+            searches = {name: SearchView(txn, name, PBTree(txn, name).record) for name in names}
+            assert {n: v.narrow for n, v in searches.items()} == {
+                n: narrow for n, (_, narrow) in _INT_TREES.items()
+            }
+            atoms = 200 * len(names)
+            for _ in range(6):
+                batch = []
+                for _ in range(rng.choice([1, 63, 64, 65, 150])):
+                    event = {}
+                    for name in names:
+                        if rng.random() < 0.75:
+                            key = _INT_TREES[name][0](rng)
+                            pick = rng.choice([key, key - 1, key + 1, _LOW, _HIGH, 0])
+                            event[name] = min(max(pick, _LOW), _HIGH)
+                    batch.append(event)
+                steps = [rng.choice([1, 1, 2, 30]) if gaps else 1 for _ in batch]
+                slots = np.cumsum([0, *steps[1:]]).astype(np.int64)
+                where = flatbatch.Layout.of(slots)
+                cols = flatbatch.columns(batch, dict.fromkeys(names, "int"), where)
+                shard = flatbatch.Shard(cast(Any, None), {}, 0, 0, atoms)
+                sat = flatbatch.satisfied(searches, [shard], batch, cols, where)
+                for e, values in enumerate(batch):
+                    held = np.zeros(atoms, dtype=bool)
+                    held[0] = True
+                    for attr, value in values.items():
+                        runs = [np.empty(0, np.uint32), *searches[attr].collect(value)]
+                        held[np.concatenate(runs)] = True
+                    slot = int(slots[e])
+                    bits = (sat[slot >> 6] >> np.uint64(slot & 63)) & np.uint64(1)
                     assert np.array_equal(bits.astype(bool), held), values
 
 
