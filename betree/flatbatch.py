@@ -32,13 +32,14 @@ the batch:
 Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
 the per-event Python left is validation.  Measured per event at 100K BEGen subscriptions
-(best of 3), batches of 1,024 / 4,096: grouping the values 5.0 / 3.4 µs, the lists 15.5 /
-7.3, the nodes 3.9 / 1.8, the rows 14.2 / 11.1, against ~240 µs an event one by one.  The
-rows were 25.0 / 20.4 with the pairs sorted by event and words filled side by side, 21.5 /
-12.7 with the transposed unpacking alone.  Lists: at 4,096 a word's 64 events hold ~68K
-ids of ~9K clauses; ``match_many`` 45.8 µs an event against 63.1 with a Python int made
-per id (fresh memory for 4.4M of them a batch: ~25 ns each); 42.3 with :func:`arrange`
-(and 56.4 at 1,024, against 71.7).
+(best of 3), batches of 1,024 / 4,096: grouping the values 5.3 / 3.3 µs, the lists 5.9 /
+3.6 (15.5 / 7.3 searching each attribute apart), the nodes 4.0 / 1.9, the rows 14.6 / 10.4,
+against ~240 µs an event one by one.  The rows were 25.0 / 20.4 with the pairs sorted by
+event and words filled side by side, 21.5 / 12.7 with the transposed unpacking alone.
+Lists: at 4,096 a word's 64 events hold ~68K ids of ~9K clauses; ``match_many`` 45.8 µs an
+event against 63.1 with a Python int made per id (fresh memory for 4.4M of them a batch:
+~25 ns each); with :func:`arrange` and :func:`_search_ints`, 40.6 (50.7 at 1,024, against
+85.8 at the start of these changes).
 An int attribute's values find their cuts in the lists with one ``searchsorted`` (the
 lists keep int64 keys beside the exact ones): ``match_many_arrays`` 4% faster than a
 bisection per value.
@@ -431,7 +432,8 @@ def _search_ints(
 ) -> None:
     """:func:`_search` of every narrow view in ``found`` at once (with its column and the
     column's values as int64): a few dozen numpy calls in all, where :func:`_search` takes
-    about 25 an attribute.
+    about 25 an attribute (at 100K BEGen subscriptions, 250 attributes a batch of 1,024:
+    5.9 µs an event against 15.5).
 
     A *run* is one value's events in one word and attribute, a *group* the runs of one word
     and attribute, in value order.  An event defines an attribute once, so a run's and a
