@@ -86,6 +86,14 @@ def test_pbtree_entry_of_no_atom(idx: Index) -> None:
     assert "PB+tree 'y' holds < 7 for atom 9999, no atom has it" in violations(idx)
 
 
+def _delete_entry(tree: PBTree, const: str) -> int:
+    """Delete the ``=`` entry of ``const`` from ``tree``; the atom it was for."""
+    _, consts, ids = tree.predicate_columns()
+    aid = int(ids[list(consts).index(const)])
+    assert tree.delete("=", const, aid)
+    return aid
+
+
 def test_pbtree_entries_compared_on_string_constants(tmp_path: Path) -> None:
     """Not every constant an int64: the entries are compared as sets."""
     schema = {"attributes": {"s": {"type": "string"}, "f": {"type": "float"}}}
@@ -93,10 +101,7 @@ def test_pbtree_entries_compared_on_string_constants(tmp_path: Path) -> None:
         idx.subscribe_many([(i, f's in ("a{i}", "b{i % 3}") and f >= {i / 2}') for i in range(40)])
         idx.check()
         with idx.store.write() as txn:
-            tree = PBTree(txn, "s")
-            _, consts, ids = tree.predicate_columns()
-            aid = int(ids[list(consts).index("b1")])
-            assert tree.delete("=", "b1", aid)
+            aid = _delete_entry(PBTree(txn, "s"), "b1")
             assert PBTree(txn, "f").insert(">", 0.25, aid)
         found = violations(idx)
         assert found == [
@@ -170,8 +175,5 @@ def test_pbtree_entries_of_megabyte_strings(tmp_path: Path) -> None:
         idx.subscribe_many([(i, f's in ("{big}{i}", "b{i}")') for i in range(30)])
         idx.check()
         with idx.store.write() as txn:
-            tree = PBTree(txn, "s")
-            _, consts, ids = tree.predicate_columns()
-            aid = int(ids[list(consts).index("b7")])
-            assert tree.delete("=", "b7", aid)
+            aid = _delete_entry(PBTree(txn, "s"), "b7")
         assert violations(idx) == [f"PB+tree 's' lacks atom {aid}'s entry = 'b7'"]
