@@ -300,7 +300,9 @@ def test_sharded_batches_on_joined_views(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("make", "kind"), [(int_key, "int"), (float_key, "float"), (str_key, "string")], ids=repr
+    ("make", "kind"),
+    [(int_key, "int"), (float_key, "float"), (str_key, "string")],
+    ids=["int", "float", "string"],
 )
 def test_phase_one_of_atoms_under_several_entries(
     make: Callable[[random.Random], Any], kind: str
