@@ -35,13 +35,11 @@ from betree.catalog import (
     subscription_record,
 )
 from betree.check import check_index
+from betree.compiler import Compiler
 from betree.direct import DirectAtoms, holding
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.bounded import forget_older_half
-from betree.lang.conjuncts import ConjunctMemo
-from betree.lang.dnf import MAX_CLAUSES, to_clauses
-from betree.lang.expr import Node
-from betree.lang.parser import compile_expr
+from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
 from betree.nodes import id_array, listed
 from betree.tree import DEFAULTS, BETree, Places
@@ -85,7 +83,7 @@ class Index:
         self._always_defined = tuple(
             name for name, spec in schema.attributes.items() if not spec.allow_undefined
         )
-        self._conjuncts = ConjunctMemo(schema)
+        self._compiler: Compiler | None = None  # made with the store's max_clauses
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
@@ -214,32 +212,17 @@ class Index:
         return created
 
     def compile(self, ident: SubId, expr: str) -> list[Clause]:
-        """Type-check and normalize one expression; errors name the subscription.
+        """Type-check and normalize one expression; errors name the subscription
+        (:class:`betree.compiler.Compiler` under the store's ``max_clauses``)."""
+        return self.compiler().compile(ident, expr)
 
-        A plain conjunction is joined from its remembered pieces (:mod:`betree.lang.conjuncts`,
-        ~4 µs), anything else parsed and normalized (~35 µs for 8 predicates).
-        """
-        codec.encode_id(ident)  # validates the id
-        if not isinstance(expr, str):
-            raise InvalidInput(f"subscription {ident!r}: the expression must be a string")
-        max_clauses = self._max_clauses()
-        if max_clauses >= 1:
-            clauses = self._conjuncts.clauses(expr)
-            if clauses is not None:
-                return clauses
-        try:
-            node: Node = compile_expr(expr, self.schema)
-            return to_clauses(node, max_clauses, always_defined=self._always_defined)
-        except InvalidInput as exc:
-            raise InvalidInput(
-                f"subscription {ident!r}: {exc.message}", column=exc.column, hint=exc.hint
-            ) from exc
-
-    def _max_clauses(self) -> int:
-        if not hasattr(self, "_max_clauses_cache"):
+    def compiler(self) -> Compiler:
+        """The store's compiler (its schema and ``max_clauses``, read once)."""
+        if self._compiler is None:
             with self.store.read() as txn:
-                self._max_clauses_cache = int(root_record(txn)["max_clauses"])
-        return self._max_clauses_cache
+                max_clauses = int(root_record(txn)["max_clauses"])
+            self._compiler = Compiler(self.schema, max_clauses)
+        return self._compiler
 
     def unsubscribe(self, ident: SubId) -> bool:
         """Delete one subscription; False if there was none with that id."""

@@ -1,8 +1,8 @@
 """The compile transform, in the executors: extracted rows -> compiled records in run files.
 
 :func:`compile_partition` parses each record and compiles it with the compiler of online
-``subscribe`` (:meth:`Index.compile`, on a compile-only index the Python worker keeps
-across its tasks: :func:`compiler`), and writes the record's extract or compile error, or
+``subscribe`` (:class:`betree.compiler.Compiler`, which the Python worker keeps across its
+tasks: :func:`compiler`), and writes the record's extract or compile error, or
 its clauses in transport form (per clause the canonical atom keys,
 ``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by) to the run
 file of the record's shard (:mod:`loaders.spark.runfiles`).  Records are routed by
@@ -14,7 +14,7 @@ wrote and its split counts (:mod:`loaders.spark.results`).
 
 The compile transform is most of a Spark load's CPU (docs/bench/load/README.md): per record
 it parses the record, compiles it (conjuncts the worker's compiler has seen are remembered)
-and packs its clauses into Arrow columns.  The clauses' places (:meth:`Index.places`: the
+and packs its clauses into Arrow columns.  The clauses' places (the
 BE-Tree's per-attribute grid spans) are the build's work, from each shard's atoms
 (:func:`betree.bulk.build_from_parts`): computed here they cost ~8 µs a record of few
 repeated predicates (``bexdb gen --profile wide``), a fifth of the transform.
@@ -25,14 +25,12 @@ from __future__ import annotations
 import gc
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from betree.index import Index
+from betree.compiler import Compiler
 from betree.lang.atoms import Atom
 from betree.lang.bounded import forget_older_half
 from betree.sharded import shard_of
@@ -192,32 +190,19 @@ def _compile_record(
     return key, expr, None, clauses
 
 
-#: Per Python worker, kept across its tasks (Spark reuses workers): the compiling index of
-#: the last (schema, settings), whose caches (remembered conjuncts, grid spans) then start
-#: warm, and the store keys of recent atoms.
-_COMPILER: dict[str, Index] = {}
+#: Per Python worker, kept across its tasks (Spark reuses workers): the compiler of the last
+#: (schema, settings), whose remembered conjuncts then start warm, and the store keys of
+#: recent atoms.
+_COMPILER: dict[str, Compiler] = {}
 _KEYS: dict[Atom, bytes] = {}
 
 
-def compiler(schema_doc: dict[str, Any], settings: dict[str, int] | None) -> Index:
-    """An index that only compiles (:meth:`Index.compile`).
-
-    Its store is an empty scratch directory, removed as soon as the store is open: the
-    index keeps reading its settings through the open environment, and nothing is left
-    behind however the worker ends.
-    """
+def compiler(schema_doc: dict[str, Any], settings: dict[str, int] | None) -> Compiler:
+    """The worker's compiler of ``schema_doc`` under ``settings`` (no store: it is pure)."""
     key = json.dumps([schema_doc, settings], sort_keys=True)
-    idx = _COMPILER.get(key)
-    if idx is None:
-        for old in _COMPILER.values():
-            old.close()
+    found = _COMPILER.get(key)
+    if found is None:
         _COMPILER.clear()
         _KEYS.clear()
-        scratch = tempfile.mkdtemp(prefix="bexdb-compile-")
-        try:
-            idx = Index.open(scratch, schema=schema_doc, settings=settings, sync=False)
-            idx.settings()
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        _COMPILER[key] = idx
-    return idx
+        found = _COMPILER[key] = Compiler.of(schema_doc, settings)
+    return found
