@@ -31,8 +31,9 @@ cores.
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
   reading the rest, and that connection is closed.  Nothing grows per request.
 * **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status, the
-  malformed HTTP that h11 refuses included (a bad chunk or ``Content-Length``: 400;
-  headers over 64 KiB: 431); a 500 only for the unexpected, logged with its traceback.
+  malformed HTTP included (a bad chunk or ``Content-Length``, or both ``Content-Length``
+  and ``Transfer-Encoding``: 400; headers over 64 KiB: 431; a version other than HTTP/1.0
+  and 1.1: 505); a 500 only for the unexpected, logged with its traceback.
   No request takes a worker down.  ``HEAD`` is answered wherever ``GET`` is.
 * **SIGTERM** (gunicorn's graceful stop) closes the socket and idle connections, lets each
   worker finish the request in hand and those being read (up to ``--graceful-timeout``
@@ -293,9 +294,17 @@ def _path(target: bytes) -> str:
 
 
 def _ident(text: str) -> int | str:
-    """The subscription id of a path, by the command line's rule (``tools.args.parse_id``)."""
+    """The subscription id of a path, by the command line's rule (``tools.args.parse_id``).
+
+    An empty one (``/subscriptions/``) is refused: it is a path cut short far more often
+    than the id ``""``, which ``/subscriptions/%22%22`` names.
+    """
     from tools.args import parse_id
 
+    if not text:
+        raise HTTPError(
+            400, "the subscription id is empty", hint='the id "" is /subscriptions/%22%22'
+        )
     try:
         return parse_id(text)
     except InvalidInput as exc:  # a lone surrogate, an integer past 64 bits

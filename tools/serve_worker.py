@@ -159,12 +159,41 @@ class _Connection(asyncio.Protocol):
 
     def begin(self, request: h11.Request) -> None:
         self.request, self.body, self.size = request, [], 0
-        for name, value in request.headers:
-            if name == b"content-length" and int(value) > self.service.max_body:
-                self.refuse(self.service.too_large())
-                return
+        refusal = self.refusal(request)
+        if refusal is not None:
+            self.refuse(refusal)
+            return
         if self.http.they_are_waiting_for_100_continue:
             self.write(self.http.send(h11.InformationalResponse(status_code=100, headers=[])))
+
+    def refusal(self, request: h11.Request) -> HTTPError | None:
+        """Why a request whose head h11 took is refused before its body is read, or None.
+
+        h11 limits a head only while it is incomplete, so a whole head of any size that
+        arrives in one read passes it: its size is counted here again (from the parsed
+        head: the request line and each ``name: value`` line).  ``Content-Length`` beside
+        ``Transfer-Encoding`` is refused (RFC 9112 6.3 allows it, and a client that frames
+        by the length would wait forever on a server reading chunks), and HTTP versions
+        other than 1.0 and 1.1, which h11 parses as if they were 1.1.
+        """
+        if request.http_version not in (b"1.0", b"1.1"):
+            version = request.http_version.decode("latin-1")
+            return HTTPError(505, f"HTTP/{version} is not supported: HTTP/1.1 or 1.0 only")
+        size = len(request.method) + len(request.target) + 12  # "M T HTTP/1.1" CR LF
+        names: set[bytes] = set()
+        for name, value in request.headers.raw_items():
+            size += len(name) + len(value) + 4
+            names.add(name.lower())
+        if size + 2 > _HEADERS_MAX:
+            return HTTPError(431, f"request line and headers over {_HEADERS_MAX >> 10} KiB")
+        if b"content-length" in names and b"transfer-encoding" in names:
+            return HTTPError(
+                400, "malformed HTTP request: both Content-Length and Transfer-Encoding"
+            )
+        for name, value in request.headers:
+            if name == b"content-length" and int(value) > self.service.max_body:
+                return self.service.too_large()
+        return None
 
     def answer(self) -> None:
         request = self.request
