@@ -439,16 +439,16 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from tools.args import port, positive
+    from tools.args import STORE_HELP, port, positive
 
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=port, default=8765, help="port (8765; 0 picks a free one)")
     p.add_argument(
         "--workers",
         type=positive,
         default=os.cpu_count() or 1,
-        help="matcher processes (one per core)",
+        help="matcher processes (default: one per core)",
     )
     p.add_argument("--cache-mb", type=positive, default=256, help="page cache per worker")
     p.add_argument("--max-body-mb", type=positive, default=16, help="request body limit")
