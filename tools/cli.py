@@ -293,6 +293,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check subscription records against a store's schema, writing nothing: one JSON
+    line a record on stdout (:mod:`tools.validate`); exit 3 if any is invalid."""
+    from betree.jsonl import input_lines
+    from betree.sharded import open_index
+    from tools import validate
+
+    with _binary_input(args.input) as fh:
+        lines = list(input_lines(fh))
+    with open_index(args.store) as store:
+        results, valid = validate.check(store, lines)
+    for result in results:
+        print(json.dumps(result, ensure_ascii=False))
+    invalid = len(results) - len(valid)
+    print(f"validated {len(results):,} records: {invalid:,} invalid", file=sys.stderr)
+    return EXIT_INVALID if invalid else EXIT_OK
+
+
 def _bench(args: argparse.Namespace) -> int:
     return int(args.bench_main(args))
 
@@ -414,6 +432,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("store", help=STORE_HELP)
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "validate",
+        help="check subscription records against a store's schema, writing nothing",
+        description=RECORDS_HELP + ' Prints one JSON line a record: {"line", "id", '
+        '"ok": true} or {"line", "id", "error", "column"}; exit 3 if any is invalid.',
+    )
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("input", nargs="?", help="JSON Lines file (default: stdin)")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("serve", help="the matcher service: JSON over HTTP")
     from tools import serve

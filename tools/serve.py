@@ -129,7 +129,7 @@ class Service:
                 raise error
             path = _path(target)
             route = _SUBS + "{id}" if path.startswith(_SUBS) else path
-            status, answer = self.dispatch(method, path, route, body)
+            status, answer = self.dispatch(method, path, route, body, _query(target))
         except HTTPError as exc:
             status, answer = exc.status, exc.body
         except InvalidInput as exc:
@@ -148,13 +148,15 @@ class Service:
         elif status == 204:
             return status, [], b""
         else:
-            data = json.dumps(answer).encode()
+            data = json.dumps(answer, default=_jsonable).encode()
         if status == 405:
             headers.append(("Allow", ", ".join(_allowed(route))))
         headers.append(("Content-Length", str(len(data))))
         return status, headers, data
 
-    def dispatch(self, method: str, path: str, route: str, body: bytes) -> Answer:
+    def dispatch(
+        self, method: str, path: str, route: str, body: bytes, query: dict[str, str]
+    ) -> Answer:
         if route not in _ROUTES:
             raise HTTPError(404, f"no such resource: {path}")
         if method not in _allowed(route):
@@ -163,6 +165,17 @@ class Service:
             return 200, {"status": "ok", "pid": os.getpid()}
         if route == "/match":
             return self.match(_json(body))
+        if route == "/validate":
+            return self.validate(body)
+        if route == "/explain":
+            return self.explain(_json(body))
+        if route == "/subscriptions" and method == "POST":
+            _only(query, "atomic")
+            return self.put_many(body, _flag(query, "atomic"))
+        if route == "/subscriptions":
+            _only(query, "after", "limit")
+            after = _ident(query["after"]) if "after" in query else None
+            return self.page(after, _limit(query.get("limit")))
         if route in ("/metrics", "/stats"):
             from tools import metrics
 
@@ -242,6 +255,56 @@ class Service:
             results.append({"matches": result})
         return results
 
+    def validate(self, body: bytes) -> Answer:
+        """``POST /validate``: each record's result (:mod:`tools.validate`), nothing written."""
+        from tools import validate
+
+        results, valid = validate.check(self.current(), _records(body))
+        return 200, {"results": results, "invalid": len(results) - len(valid)}
+
+    def put_many(self, body: bytes, atomic: bool) -> Answer:
+        """``POST /subscriptions``: the valid records written in one transaction (one batch
+        on a sharded store), each record's result with ``created`` for those written.
+        ``atomic``: one invalid record and nothing is written (400)."""
+        from tools import validate
+
+        results, valid = validate.check(self.current(), _records(body))
+        rejected = len(results) - len(valid)
+        if rejected and atomic:
+            return 400, {
+                "error": f"{rejected} of {len(results)} records are invalid: nothing was written",
+                "results": results,
+                "written": 0,
+            }
+        items = [(r.id, r.expr) for r in valid]
+        created = self._write(lambda index: index.subscribe_many(items)) if items else []
+        oks = (result for result in results if "ok" in result)
+        for result, new in zip(oks, created, strict=True):
+            result["created"] = new
+        return 200, {"results": results, "written": len(items), "rejected": rejected}
+
+    def page(self, after: Any, limit: int) -> Answer:
+        """``GET /subscriptions``: up to ``limit`` subscriptions in id order after ``after``;
+        ``next`` is the last id given when more follow (else null)."""
+        found = self.current().page(after, limit + 1)
+        listed = [{"id": ident, "expr": expr} for ident, expr in found[:limit]]
+        more = len(found) > limit
+        return 200, {"subscriptions": listed, "next": listed[-1]["id"] if more else None}
+
+    def explain(self, body: Any) -> Answer:
+        """``POST /explain`` ``{"id": ID, "event": {...}}``: ``bexdb explain --json``'s answer."""
+        if not isinstance(body, dict) or set(body) != {"id", "event"}:
+            raise HTTPError(400, 'the body must be a JSON object {"id": ID, "event": {...}}')
+        ident, event = body["id"], body["event"]
+        if isinstance(ident, bool) or not isinstance(ident, int | str):
+            raise HTTPError(400, f'"id" must be a JSON integer or string, not {_kind(ident)}')
+        if not isinstance(event, dict):
+            raise HTTPError(400, f'"event" must be a JSON object, not {_kind(event)}')
+        store = self.current()
+        if store.expression(ident) is None:
+            raise HTTPError(404, f"no subscription {ident!r}")
+        return 200, store.explain(ident, event)
+
     def get(self, ident: Any) -> Answer:
         expr = self.current().expression(ident)
         if expr is None:
@@ -311,6 +374,70 @@ def _ident(text: str) -> int | str:
         raise HTTPError(400, exc.message) from None
 
 
+def _query(target: bytes) -> dict[str, str]:
+    """The query parameters of a request target; one named twice is a 400."""
+    from urllib.parse import parse_qsl
+
+    _, _, text = target.partition(b"?")
+    try:
+        pairs = parse_qsl(text.decode("latin-1"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise HTTPError(400, f"the query is not UTF-8 once percent-decoded: {exc.reason}") from None
+    query: dict[str, str] = {}
+    for name, value in pairs:
+        if name in query:
+            raise HTTPError(400, f"query parameter {name!r} is given twice")
+        query[name] = value
+    return query
+
+
+def _only(query: dict[str, str], *names: str) -> None:
+    unknown = sorted(set(query) - set(names))
+    if unknown:
+        raise HTTPError(
+            400, f"unknown query parameter {unknown[0]!r} (this route takes {', '.join(names)})"
+        )
+
+
+def _flag(query: dict[str, str], name: str) -> bool:
+    value = query.get(name, "false")
+    if value not in ("true", "false"):
+        raise HTTPError(400, f"query parameter {name!r} must be true or false, not {value!r}")
+    return value == "true"
+
+
+#: ``GET /subscriptions``: records per page unless ``limit`` says, and the most it may say.
+PAGE, PAGE_MAX = 100, 10_000
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return PAGE
+    if not text.isdigit() or not 1 <= int(text) <= PAGE_MAX:
+        raise HTTPError(400, f"limit must be an integer from 1 to {PAGE_MAX}, not {text!r}")
+    return int(text)
+
+
+def _records(body: bytes) -> list[bytes]:
+    """The lines of a body of records (:func:`tools.validate.body_lines`); none is a 400."""
+    from tools import validate
+
+    lines = validate.body_lines(body)
+    if not any(line.strip() for line in lines):
+        raise HTTPError(400, "the body holds no records (one JSON object, or JSON Lines)")
+    return lines
+
+
+def _jsonable(value: Any) -> Any:
+    """What ``json`` cannot write in an answer: a set (an event's value in ``explain``)."""
+    if isinstance(value, set | frozenset):
+        try:
+            return sorted(value)
+        except TypeError:
+            return list(value)
+    return str(value)
+
+
 def _kind(value: Any) -> str:
     """What a JSON value is, for messages: "a number", "an object", ..."""
     kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
@@ -346,7 +473,10 @@ def _allowed(route: str) -> tuple[str, ...]:
 
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/match": ("POST",),
+    "/subscriptions": ("GET", "POST"),
     _SUBS + "{id}": ("GET", "PUT", "DELETE"),
+    "/validate": ("POST",),
+    "/explain": ("POST",),
     "/stats": ("GET",),
     "/healthz": ("GET",),
     "/metrics": ("GET",),
