@@ -115,9 +115,10 @@ def test_listing_pages_in_id_order(served: tuple[str, str, dict[Any, str]]) -> N
         expected = [r for r in ordered if encode_id(r["id"]) > key][:5]
         assert (status, page["subscriptions"]) == (200, expected), after
     # the path rule for after: bare text is the string, a bare number the integer
-    assert call(url, "GET", "/subscriptions?after=s&limit=1")[1]["subscriptions"] == [
-        r for r in ordered if encode_id(r["id"]) > encode_id("s")
-    ][:1]
+    assert (
+        call(url, "GET", "/subscriptions?after=s&limit=1")[1]["subscriptions"]
+        == [r for r in ordered if encode_id(r["id"]) > encode_id("s")][:1]
+    )
     # writes are seen at once
     assert call(url, "PUT", "/subscriptions/41", {"expr": "i = 4"})[0] in (200, 201)
     subs[41] = "i = 4"
@@ -143,7 +144,7 @@ def test_listing_pages_in_id_order(served: tuple[str, str, dict[Any, str]]) -> N
 
 
 def test_bulk_writes_a_result_a_line(served: tuple[str, str, dict[Any, str]]) -> None:
-    path, url, subs = served
+    _, url, subs = served
     schema = Schema.from_json(SCHEMA)
     rng = random.Random(5)
     body = jsonl(
@@ -211,8 +212,8 @@ def test_bulk_writes_a_result_a_line(served: tuple[str, str, dict[Any, str]]) ->
 def test_validate_writes_nothing(served: tuple[str, str, dict[Any, str]]) -> None:
     path, url, subs = served
     records = jsonl(
-        {"id": "v1", "expr": "f between -1 and 2.5 and s like \"a*\""},
-        {"id": 4, "expr": "sl all of (\"x\", \"y\")"},
+        {"id": "v1", "expr": 'f between -1 and 2.5 and s like "a*"'},
+        {"id": 4, "expr": 'sl all of ("x", "y")'},
         {"id": "v2", "expr": "nope = 1"},
         {"id": "v3", "expr": "(i = 1"},
         b"{]",
@@ -266,5 +267,5 @@ def test_explain_answers_as_the_command_line(served: tuple[str, str, dict[Any, s
     ]:
         got, answer = call(url, "POST", "/explain", body)
         assert got == status and word in answer["error"], (body, answer)
-    assert call(url, "POST", "/explain", b"{\"id\": 4,")[1]["column"] == 10
+    assert call(url, "POST", "/explain", b'{"id": 4,')[1]["column"] == 10
     assert call(url, "GET", "/explain")[0] == 405
