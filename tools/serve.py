@@ -39,6 +39,10 @@ cores.
   worker finish the request in hand and those being read (up to ``--graceful-timeout``
   seconds, answered with ``Connection: close``), then exits 0.
 
+* **Access** (``--auth-file``: :mod:`tools.auth`): bearer tokens, read or write; 401 and
+  403 are answered before the route is looked at (``/healthz`` stays open).  **TLS**
+  (``--certfile``/``--keyfile``): gunicorn's SSL context, on the worker's asyncio loop.
+
 Subscription ids in URLs follow the command line's rule (``tools.args.parse_id``):
 ``/subscriptions/5`` is the integer id 5, ``/subscriptions/s1`` the string ``"s1"``, and
 ``/subscriptions/%225%22`` (``"5"`` URL-encoded) the string ``"5"``.
@@ -60,6 +64,7 @@ from collections.abc import Callable
 from typing import Any
 
 from storage.errors import BexdbError, InvalidInput, StoreDamaged, StoreReplaced
+from tools.auth import Tokens
 
 Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
 
@@ -87,10 +92,13 @@ def _invalid(exc: InvalidInput) -> HTTPError:
 class Service:
     """The WSGI application of one worker: routes, the open store, reopening on replace."""
 
-    def __init__(self, path: str, cache_bytes: int, max_body: int) -> None:
+    def __init__(
+        self, path: str, cache_bytes: int, max_body: int, tokens: Tokens | None = None
+    ) -> None:
         from betree.live import LiveIndex
 
         self.max_body = max_body
+        self.tokens = tokens
         self.live = LiveIndex(path, cache_bytes=cache_bytes)
 
     # -- the store -----------------------------------------------------------------------
@@ -114,12 +122,18 @@ class Service:
         return HTTPError(413, f"request body over {self.max_body} bytes")
 
     def respond(
-        self, method: str, target: bytes, body: bytes, error: HTTPError | None = None
+        self,
+        method: str,
+        target: bytes,
+        body: bytes,
+        error: HTTPError | None = None,
+        authorization: bytes | None = None,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         """The answer to a request read in full: status, headers and body.
 
         ``error``: the request was refused before it was read (malformed, too large, too
-        slow); it is answered and counted like any other.
+        slow); it is answered and counted like any other.  ``authorization``: the
+        request's ``Authorization`` header, checked when the service has tokens.
         """
         from tools import metrics
 
@@ -129,6 +143,8 @@ class Service:
                 raise error
             path = _path(target)
             route = _SUBS + "{id}" if path.startswith(_SUBS) else path
+            if self.tokens is not None and route != "/healthz":
+                self.authorize(method, route, authorization)
             status, answer = self.dispatch(method, path, route, body, _query(target))
         except HTTPError as exc:
             status, answer = exc.status, exc.body
@@ -151,8 +167,22 @@ class Service:
             data = json.dumps(answer, default=_jsonable).encode()
         if status == 405:
             headers.append(("Allow", ", ".join(_allowed(route))))
+        if status == 401:
+            headers.append(("WWW-Authenticate", 'Bearer realm="bexdb"'))
         headers.append(("Content-Length", str(len(data))))
         return status, headers, data
+
+    def authorize(self, method: str, route: str, authorization: bytes | None) -> None:
+        """401 without a valid bearer token, 403 for a read token asking to write: every
+        method but GET and HEAD writes, except POST on the routes that only read."""
+        from tools import auth
+
+        assert self.tokens is not None
+        granted = auth.role(self.tokens, authorization)
+        if granted is None:
+            raise HTTPError(401, "this service needs a valid token: Authorization: Bearer TOKEN")
+        if granted != auth.WRITE and method not in ("GET", "HEAD") and route not in _READ_POSTS:
+            raise HTTPError(403, f"this token may read, not write ({method} {route})")
 
     def dispatch(
         self, method: str, path: str, route: str, body: bytes, query: dict[str, str]
@@ -466,6 +496,10 @@ def _json(data: bytes) -> Any:
         raise HTTPError(400, f"malformed JSON: {exc}") from None
 
 
+#: The routes whose POST only reads (a read token may use them).
+_READ_POSTS = ("/match", "/validate", "/explain")
+
+
 def _allowed(route: str) -> tuple[str, ...]:
     methods = _ROUTES.get(route, ())
     return (*methods, "HEAD") if "GET" in methods else methods
@@ -494,6 +528,11 @@ def run(args: argparse.Namespace) -> int:
 
     with open_index(args.store):  # fail here, in the master, not in every worker
         pass
+    try:
+        tls = _tls_options(args)
+    except ValueError as exc:
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return 2  # a usage error
     options = {
         "bind": f"{args.host}:{args.port}",
         "workers": args.workers,
@@ -508,8 +547,9 @@ def run(args: argparse.Namespace) -> int:
         # no gunicornc control socket: one shared path per user (~/.gunicorn/gunicorn.ctl)
         # that every running service would take from the last, and nothing here uses it
         "control_socket_disable": True,
+        **tls,
     }
-    service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20)
+    service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20, args.auth_file)
 
     class _App(BaseApplication):  # type: ignore[misc]  # gunicorn's documented custom app
         def load_config(self) -> None:
@@ -523,6 +563,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tls_options(args: argparse.Namespace) -> dict[str, str]:
+    """gunicorn's ``certfile`` and ``keyfile``, both or neither, the pair loaded once here
+    so that a bad one fails before any worker starts (ValueError, saying why)."""
+    import ssl
+
+    if args.certfile is None and args.keyfile is None:
+        return {}
+    if args.certfile is None or args.keyfile is None:
+        raise ValueError("--certfile and --keyfile go together")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            args.certfile, args.keyfile
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--certfile/--keyfile: cannot load them: {exc}") from None
+    return {"certfile": args.certfile, "keyfile": args.keyfile}
+
+
 def _announce(server: Any) -> None:
     where = ", ".join(str(listener) for listener in server.LISTENERS)
     print(f"bexdb serve: listening on {where} ({server.num_workers} workers)", flush=True)
@@ -533,18 +591,20 @@ def _warm(worker: Any) -> None:
 
 
 def spawn(
-    store: str | os.PathLike[str], *options: str, timeout: float = 60
+    store: str | os.PathLike[str], *options: str, timeout: float = 60, stderr: Any = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``bexdb serve STORE --port 0 OPTIONS`` as a child; return it and its base URL.
-
-    For the tests and ``bexdb bench serve``: waits until the service listens.
+    """Start ``bexdb serve STORE --port 0 OPTIONS`` as a child; return it and its base URL
+    (``https://`` with ``--certfile``).  ``stderr``: where its log goes (inherited unless
+    told).  For the tests and ``bexdb bench serve``: waits until the service listens.
     """
     argv = [sys.executable, "-m", "tools.cli", "serve", str(store), "--port", "0", *options]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""
-    if not line.startswith("bexdb serve: listening on http://"):
+    if not line.startswith(
+        ("bexdb serve: listening on http://", "bexdb serve: listening on https://")
+    ):
         proc.kill()
         proc.wait()
         raise BexdbError(f"bexdb serve did not start (exit {proc.returncode}): {line!r}")
@@ -570,6 +630,7 @@ def main(args: argparse.Namespace) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from tools.args import STORE_HELP, port, positive
+    from tools.auth import auth_file
 
     p.add_argument("store", help=STORE_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -595,3 +656,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--graceful-timeout", type=positive, default=30, help="seconds to drain on SIGTERM"
     )
     p.add_argument("--verbose", action="store_true", help="gunicorn's info log and access log")
+    p.add_argument(
+        "--auth-file",
+        type=auth_file,
+        metavar="F",
+        help="bearer tokens, one 'TOKEN read|write' a line: without a valid one 401, a read "
+        "token writing 403 (/healthz stays open); read once at start",
+    )
+    p.add_argument("--certfile", metavar="F", help="serve HTTPS: the certificate (PEM)")
+    p.add_argument("--keyfile", metavar="F", help="serve HTTPS: the certificate's private key")

@@ -41,11 +41,13 @@ import errno
 import os
 import signal
 import socket
+import ssl
 import time
 from http import HTTPStatus
 from typing import Any
 
 import h11
+from gunicorn.sock import ssl_context
 from gunicorn.workers.base import Worker
 
 from tools.serve import HTTPError, Service
@@ -100,7 +102,9 @@ class _Connection(asyncio.Protocol):
         self.process()
         if self.lingering:  # answered an incomplete request: the client has sent all
             self.close()
-        return True  # keep the transport: an answer may still be written
+        # keep the transport: an answer may still be written (not over TLS, whose
+        # transport closes once the client's side has, whatever this returns)
+        return self.worker.tls is None
 
     def pause_writing(self) -> None:  # the client does not read its answers
         self.write_paused = True
@@ -201,7 +205,10 @@ class _Connection(asyncio.Protocol):
         stopping = not self.worker.alive
         method = request.method.decode("latin-1")
         start = time.perf_counter()
-        status, headers, data = self.service.respond(method, request.target, b"".join(self.body))
+        authorization = next((v for n, v in request.headers if n == b"authorization"), None)
+        status, headers, data = self.service.respond(
+            method, request.target, b"".join(self.body), authorization=authorization
+        )
         self.request, self.body = None, []
         if self.worker.access_log:
             self.log_access(method, request.target, status, len(data), start)
@@ -312,8 +319,12 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         self.loop: asyncio.AbstractEventLoop | None = None
         self.opening: set[asyncio.Task[Any]] = set()  # connections being set up
         self.access_log = bool(self.cfg.accesslog)  # --verbose
+        self.tls: ssl.SSLContext | None = None
 
     def run(self) -> None:
+        if self.cfg.is_ssl:  # --certfile/--keyfile: gunicorn's context, HTTP/1.1 only
+            self.tls = ssl_context(self.cfg)
+            self.tls.set_alpn_protocols(["http/1.1"])
         asyncio.run(self.serve())
 
     async def serve(self) -> None:
@@ -369,8 +380,20 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         assert self.loop is not None
+        tls: dict[str, Any] = {}
+        if self.tls is not None:  # a handshake not done within --timeout ends the connection
+            tls = {"ssl": self.tls, "ssl_handshake_timeout": self.timeout}
         task = self.loop.create_task(
-            self.loop.connect_accepted_socket(lambda: _Connection(self), sock)
+            self.loop.connect_accepted_socket(lambda: _Connection(self), sock, **tls)
         )
         self.opening.add(task)
-        task.add_done_callback(self.opening.discard)
+        task.add_done_callback(self.opened)
+
+    def opened(self, task: asyncio.Task[Any]) -> None:
+        """A connection set up, or not: a failed TLS handshake (a client that does not
+        trust the certificate, plain HTTP on an HTTPS port) is the client's affair, one
+        line of gunicorn's debug log rather than an unretrieved task's traceback."""
+        self.opening.discard(task)
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            self.log.debug("connection not set up: %s", failure)
