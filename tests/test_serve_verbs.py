@@ -131,6 +131,8 @@ def test_listing_pages_in_id_order(served: tuple[str, str, dict[Any, str]]) -> N
         (f"limit={PAGE_MAX + 1}", "limit"),
         ("limit=x", "limit"),
         ("limit=-1", "limit"),
+        ("limit=%C2%B2", "limit"),  # "²": a digit to str.isdigit, not to int()
+        ("limit=" + "9" * 5000, "limit"),  # past int()'s digit limit
         ("after=", "empty"),
         ("after=1&after=2", "twice"),
         ("from=3", "unknown query parameter 'from'"),

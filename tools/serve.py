@@ -443,7 +443,8 @@ PAGE, PAGE_MAX = 100, 10_000
 def _limit(text: str | None) -> int:
     if text is None:
         return PAGE
-    if not text.isdigit() or not 1 <= int(text) <= PAGE_MAX:
+    digits = text.isascii() and text.isdigit() and len(text) <= len(str(PAGE_MAX))
+    if not digits or not 1 <= int(text) <= PAGE_MAX:
         raise HTTPError(400, f"limit must be an integer from 1 to {PAGE_MAX}, not {text!r}")
     return int(text)
 
