@@ -66,11 +66,12 @@ class HelpFormatter(argparse.HelpFormatter):
         default = action.default
         if default is None or default is False or default is argparse.SUPPRESS:
             return text
-        if "default" in text or f"({default}" in text:  # named already: "(120)", "default 5"
+        shown = ",".join(map(str, default)) if isinstance(default, list) else str(default)
+        if "default" in text or f"({shown}" in text:  # named already: "(120)", "default 5"
             return text
         if not action.option_strings and action.nargs not in ("?", "*"):
             return text  # a required positional has no default
-        return f"{text} (default: %(default)s)"
+        return f"{text} (default: {shown.replace('%', '%%')})"
 
 
 class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparsers

@@ -38,7 +38,6 @@ cores.
 * **SIGTERM** (gunicorn's graceful stop) closes the socket and idle connections, lets each
   worker finish the request in hand and those being read (up to ``--graceful-timeout``
   seconds, answered with ``Connection: close``), then exits 0.
-
 * **Access** (``--auth-file``: :mod:`tools.auth`): bearer tokens, read or write; 401 and
   403 are answered before the route is looked at (``/healthz`` stays open).  **TLS**
   (``--certfile``/``--keyfile``): gunicorn's SSL context, on the worker's asyncio loop.

@@ -176,9 +176,10 @@ class _Connection(asyncio.Protocol):
         h11 limits a head only while it is incomplete, so a whole head of any size that
         arrives in one read passes it: its size is counted here again (from the parsed
         head: the request line and each ``name: value`` line).  ``Content-Length`` beside
-        ``Transfer-Encoding`` is refused (RFC 9112 6.3 allows it, and a client that frames
-        by the length would wait forever on a server reading chunks), and HTTP versions
-        other than 1.0 and 1.1, which h11 parses as if they were 1.1.
+        ``Transfer-Encoding`` is refused and the connection closed (RFC 9112 6.3 lets a
+        server refuse it, a smuggling attempt as often as not; and a client that frames by
+        the length waited forever on h11 reading chunks), and HTTP versions other than 1.0
+        and 1.1, which h11 parses as if they were 1.1.
         """
         if request.http_version not in (b"1.0", b"1.1"):
             version = request.http_version.decode("latin-1")
@@ -381,7 +382,7 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         assert self.loop is not None
         tls: dict[str, Any] = {}
-        if self.tls is not None:  # a handshake not done within --timeout ends the connection
+        if self.tls is not None:  # a handshake is given the time a request is (408's)
             tls = {"ssl": self.tls, "ssl_handshake_timeout": self.timeout}
         task = self.loop.create_task(
             self.loop.connect_accepted_socket(lambda: _Connection(self), sock, **tls)
