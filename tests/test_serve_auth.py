@@ -5,7 +5,7 @@ writing (nothing written), every verb open to a write token, ``/healthz`` open t
 token in the service's logs (read back from its stdout and stderr, with ``--verbose``).
 TLS: a certificate made here by ``openssl`` (skipped only without it), a client that
 trusts it talks HTTPS (kept-alive, with tokens), one that does not is refused, and plain
-HTTP on the port gets no answer.
+HTTP on the port gets no answer, and clients that never begin a handshake hold up no one.
 """
 
 from __future__ import annotations
@@ -207,11 +207,19 @@ def test_tls(store: Path, tokens: Path, certificate: tuple[Path, Path]) -> None:
             resp = conn.getresponse()
             assert resp.status == 200 and json.loads(resp.read())["status"] == "ok"
         conn.close()
+        # clients that connect and never begin a handshake hold up no one
+        assert where.hostname is not None and where.port is not None
+        silent = [socket.create_connection((where.hostname, where.port)) for _ in range(10)]
+        try:
+            status, answer, _ = call(url, "POST", "/match", {"i": 2}, READ_TOKEN, context=trusting)
+            assert (status, answer) == (200, {"matches": ["s2"]})
+        finally:
+            for raw in silent:
+                raw.close()
         # a client that does not trust the certificate is refused by its own check
         with pytest.raises(ssl.SSLCertVerificationError):
             call(url, "GET", "/healthz", context=ssl.create_default_context())
         # plain HTTP on the TLS port: no HTTP answer
-        assert where.hostname is not None and where.port is not None
         with socket.create_connection((where.hostname, where.port), timeout=30) as raw:
             raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             try:
