@@ -57,6 +57,10 @@ _HEADERS_MAX = 64 << 10  # bytes of request line and headers
 _BURST = 8  # requests answered in a row on one connection before the others get a turn
 
 
+def _head_too_large() -> HTTPError:
+    return HTTPError(431, f"request line and headers over {_HEADERS_MAX >> 10} KiB")
+
+
 class _Connection(asyncio.Protocol):
     """One client connection: h11 state, the request being read, its deadline."""
 
@@ -142,7 +146,10 @@ class _Connection(asyncio.Protocol):
                 event = http.next_event()
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
-                self.refuse(HTTPError(status, f"malformed HTTP request: {exc}"))
+                if status == 431:  # h11's own limit, while a head is incomplete
+                    self.refuse(_head_too_large())
+                else:
+                    self.refuse(HTTPError(status, f"malformed HTTP request: {exc}"))
                 return
             if isinstance(event, h11.Data):
                 self.size += len(event.data)
@@ -190,7 +197,7 @@ class _Connection(asyncio.Protocol):
             size += len(name) + len(value) + 4
             names.add(name.lower())
         if size + 2 > _HEADERS_MAX:
-            return HTTPError(431, f"request line and headers over {_HEADERS_MAX >> 10} KiB")
+            return _head_too_large()
         if b"content-length" in names and b"transfer-encoding" in names:
             return HTTPError(
                 400, "malformed HTTP request: both Content-Length and Transfer-Encoding"
