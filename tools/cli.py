@@ -324,8 +324,26 @@ def _serve(args: argparse.Namespace) -> int:
 # -- the parser ------------------------------------------------------------------------------
 
 
+class _Version(argparse.Action):
+    """``bexdb --version``, looked up only when asked: the package metadata costs tens to
+    hundreds of milliseconds to find, which every other command would pay."""
+
+    def __init__(self, option_strings: list[str], dest: str, **options: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version and the store format it writes, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(_version())
+        parser.exit()
+
+
 def _version() -> str:
-    """``bexdb --version``: the package's version and the store format it writes."""
+    """The package's version and the store format it writes."""
     from importlib.metadata import PackageNotFoundError, version
 
     from storage.store import FORMAT_VERSION
@@ -341,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bexdb", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version)
     sub = LazyCommands.attach(parser, dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
