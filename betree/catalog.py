@@ -161,6 +161,17 @@ def subscriptions(txn: ReadTxn) -> Iterator[tuple[SubId, str]]:
         yield ident, expr
 
 
+def subscriptions_by_id(txn: ReadTxn, after: SubId | None = None) -> Iterator[tuple[SubId, str]]:
+    """Every ``(id, expression)`` in id order (the order of :func:`storage.codec.encode_id`:
+    integers by value, then strings by their UTF-8 bytes), from the first id above
+    ``after``: one cursor seek, then a cursor step and one record get per subscription."""
+    start = b"" if after is None else codec.encode_id(after)
+    for key, sid in txn.scan(EXT, start):
+        if key != start:
+            ident = codec.decode_id(key)
+            yield ident, str(subscription_record(txn, ident, sid)[1])
+
+
 def load_home(txn: ReadTxn, cid: int) -> int:
     """The c-node page whose l-node holds clause ``cid``."""
     home = txn.get(HOME, codec.encode_u64(cid))

@@ -31,12 +31,14 @@ says whether a store opened takes them.
 from __future__ import annotations
 
 import fcntl
+import heapq
 import json
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,7 +46,7 @@ import numpy as np
 
 from betree import flatbatch, shardwrite
 from betree.batch import match_batch
-from betree.catalog import EXT, SubId
+from betree.catalog import EXT, SubId, subscriptions_by_id
 from betree.index import Index, gc_paused
 from betree.joined import Joined
 from betree.lang.schema import Schema
@@ -204,6 +206,11 @@ class AnyIndex(Protocol):
         """Every ``(id, expression)`` as given (``bexdb export``)."""
         ...
 
+    def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
+        """Up to ``limit`` ``(id, expression)`` in id order from the first id above
+        ``after`` (:func:`betree.catalog.subscriptions_by_id`; ``GET /subscriptions``)."""
+        ...
+
     def check(self) -> None: ...
 
     def size_on_disk(self) -> int: ...
@@ -268,6 +275,10 @@ class PlainIndex:
 
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         return self.index.iter_subscriptions()
+
+    def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
+        with self.index.store.read() as txn:
+            return list(islice(subscriptions_by_id(txn, after), limit))
 
     def check(self) -> None:
         self.index.check()
@@ -564,6 +575,14 @@ class ShardedIndex:
         """Every ``(id, expression)``, shard after shard (each shard in one snapshot)."""
         for index in self.indexes:
             yield from index.iter_subscriptions()
+
+    def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
+        """Each shard's page, read while no batch is applied, merged by id: ``limit``
+        records read per shard."""
+        self._refresh()
+        with self._reading():
+            pages = [PlainIndex(index).page(after, limit) for index in self.indexes]
+        return list(islice(heapq.merge(*pages, key=lambda item: encode_id(item[0])), limit))
 
     def check(self) -> None:
         self._refresh()

@@ -11,6 +11,9 @@ from loaders.records import loads_line
 from storage.codec import encode_id
 from storage.errors import InvalidInput
 
+#: The help of every command's STORE.
+STORE_HELP = "the store: a directory (plain, or sharded by load --shards)"
+
 
 def sizes(text: str) -> list[int]:
     """Comma-separated positive integers (benchmark sizes)."""
@@ -53,6 +56,24 @@ def port(text: str) -> int:
     return value
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, each option's default shown after its text (as
+    ``ArgumentDefaultsHelpFormatter``), except a default that says nothing (None, False:
+    an option that is off or has no value unless given) or one the text already names."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if default is None or default is False or default is argparse.SUPPRESS:
+            return text
+        shown = ",".join(map(str, default)) if isinstance(default, list) else str(default)
+        if "default" in text or f"({shown}" in text:  # named already: "(120)", "default 5"
+            return text
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text  # a required positional has no default
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
 class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparsers
     """Subcommands whose module is imported, and whose options are added, only when the
     command line chooses them.
@@ -75,6 +96,11 @@ class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparser
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending: dict[str, tuple[argparse.ArgumentParser, str, str]] = {}
+
+    def add_parser(self, name: str, **options: Any) -> argparse.ArgumentParser:
+        """A subcommand's parser, its help shown with :class:`HelpFormatter`."""
+        options.setdefault("formatter_class", HelpFormatter)
+        return cast(argparse.ArgumentParser, super().add_parser(name, **options))
 
     def add_lazy(
         self, name: str, module: str, help: str, entry: str = "func"

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from storage.errors import BexdbError, CheckFailed, InvalidInput
-from tools.args import LazyCommands, non_negative, parse_id, positive
+from tools.args import (
+    STORE_HELP,
+    HelpFormatter,
+    LazyCommands,
+    non_negative,
+    parse_id,
+    positive,
+)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INVALID, EXIT_CHECK = 0, 1, 2, 3, 4
 
@@ -40,6 +47,11 @@ DESCRIPTION = (
 EPILOG = (
     "exit codes: 0 success, 1 runtime failure, 2 usage error, 3 invalid input (some records "
     "or events rejected), 4 store check failed.  `bexdb COMMAND --help` for a command's options."
+)
+RECORDS_HELP = (
+    'INPUT holds JSON Lines, one subscription record a line: {"id": ID, "expr": "EXPRESSION"}, '
+    'ID a JSON integer or string; e.g. {"id": "s1", "expr": "price < 10 and genre = '
+    '\\"classics\\""}. Blank lines are skipped.'
 )
 
 
@@ -281,6 +293,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check subscription records against a store's schema, writing nothing: one JSON
+    line a record on stdout (:mod:`tools.validate`); exit 3 if any is invalid."""
+    from betree.jsonl import input_lines
+    from betree.sharded import open_index
+    from tools import validate
+
+    with _binary_input(args.input) as fh:
+        lines = list(input_lines(fh))
+    with open_index(args.store) as store:
+        results, valid = validate.check(store, lines)
+    for result in results:
+        print(json.dumps(result, ensure_ascii=False))
+    invalid = len(results) - len(valid)
+    print(f"validated {len(results):,} records: {invalid:,} invalid", file=sys.stderr)
+    return EXIT_INVALID if invalid else EXIT_OK
+
+
 def _bench(args: argparse.Namespace) -> int:
     return int(args.bench_main(args))
 
@@ -294,23 +324,59 @@ def _serve(args: argparse.Namespace) -> int:
 # -- the parser ------------------------------------------------------------------------------
 
 
+class _Version(argparse.Action):
+    """``bexdb --version``, looked up only when asked: the package metadata costs tens to
+    hundreds of milliseconds to find, which every other command would pay."""
+
+    def __init__(self, option_strings: list[str], dest: str, **options: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version and the store format it writes, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(_version())
+        parser.exit()
+
+
+def _version() -> str:
+    """The package's version and the store format it writes."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from storage.store import FORMAT_VERSION
+
+    try:
+        found = version("bexdb")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        found = "(not installed)"
+    return f"bexdb {found} (store format {FORMAT_VERSION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bexdb", description=DESCRIPTION, epilog=EPILOG)
+    parser = argparse.ArgumentParser(
+        prog="bexdb", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
+    )
+    parser.add_argument("--version", action=_Version)
     sub = LazyCommands.attach(parser, dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("subscribe", help="insert or replace subscriptions (JSON Lines)")
-    p.add_argument("store")
+    p = sub.add_parser(
+        "subscribe", help="insert or replace subscriptions (JSON Lines)", description=RECORDS_HELP
+    )
+    p.add_argument("store", help="the store (created if missing; plain or sharded)")
     p.add_argument("input", nargs="?", help="JSON Lines file (default: stdin)")
     p.add_argument("--schema", type=schema_file, help="schema JSON for a new store (else inferred)")
     p.set_defaults(func=cmd_subscribe)
 
     p = sub.add_parser("unsubscribe", help="delete subscriptions by id")
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument("ids", nargs="+", metavar="ID", help="a JSON integer or string, or text")
     p.set_defaults(func=cmd_unsubscribe)
 
     p = sub.add_parser("match", help="match JSON Lines events from a file or stdin")
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument(
         "events",
         nargs="*",
@@ -322,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine",
         choices=["python", "spark"],
         default="python",
-        help="python: this process, results on stdout (default); spark: on Spark, into --out",
+        help="python: this process, results on stdout; spark: on Spark, into --out",
     )
     p.add_argument(
         "--out", metavar="OUT_DIR", help="--engine spark: a new directory for the results"
@@ -339,21 +405,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-mb",
         type=positive,
         default=256,
-        help="decoded-page cache of each matching process, for the whole store (256; a "
-        "sharded store's shards share it): more is faster on large stores, bounded memory",
+        help="decoded-page cache of each matching process, for the whole store (a sharded "
+        "store's shards share it): more is faster on large stores, bounded memory",
     )
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser("export", help="write every subscription as JSON Lines (backup, re-shard)")
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument("out", nargs="?", help="output file (default: stdout)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("load", help="offline bulk load into a new store")
-    p.add_argument("store")
-    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p.add_argument("store", help="the store to build (a directory; see --replace)")
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="subscription records: JSON Lines, Parquet or CSV (columns id, expr), files or "
+        "directories",
+    )
     p.add_argument("--schema", type=schema_file, help="schema JSON (else inferred)")
-    p.add_argument("--engine", choices=["spark", "python"], default="spark")
+    p.add_argument(
+        "--engine",
+        choices=["spark", "python"],
+        default="spark",
+        help="spark: a Spark job (local unless --master); python: this process, JSON Lines only",
+    )
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument(
         "--shards", type=positive, help="build K independent stores in parallel, plus a manifest"
@@ -371,8 +448,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "verify", help="run every invariant check, of every shard too (exit 4 on violations)"
     )
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "validate",
+        help="check subscription records against a store's schema, writing nothing",
+        description=RECORDS_HELP + ' Prints one JSON line a record: {"line", "id", '
+        '"ok": true} or {"line", "id", "error", "column"}; exit 3 if any is invalid.',
+    )
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("input", nargs="?", help="JSON Lines file (default: stdin)")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("serve", help="the matcher service: JSON over HTTP")
     from tools import serve

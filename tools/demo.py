@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", default="work/demo", help="where the workload and store go")
     p.add_argument("--subs", type=positive, default=20000, help="BEGen subscriptions (20000)")
     p.add_argument("--events", type=positive, default=1000, help="events (1000)")
-    p.add_argument("--engine", choices=("spark", "python"), default="spark")
+    p.add_argument(
+        "--engine", choices=("spark", "python"), default="spark", help="the bulk load's engine"
+    )
     p.add_argument("--shards", type=positive, help="build a sharded store (spark only)")
 
 

@@ -15,33 +15,40 @@ from betree.jsonl import loads_line
 from betree.maintain import adjust_store, compact, staging_notes
 from betree.sharded import open_index
 from storage.errors import InvalidInput
-from tools.args import parse_id
+from tools.args import STORE_HELP, parse_id
 
 
 def add_arguments(sub: Any) -> None:
-    """Register the three subcommands on the CLI's subparsers."""
+    """Register the four subcommands on the CLI's subparsers."""
     p = sub.add_parser("explain", help="why a subscription does or does not match an event")
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument("id", help="subscription id: a JSON integer or string, else the text")
     p.add_argument("event", help="the event as a JSON object")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("inspect", help="counts, tree shapes, pages, fill and size on disk")
-    p.add_argument("store")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("compact", help="reclaim free pages (and --rebuild the index) atomically")
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument("--rebuild", action="store_true", help="rebuild the index in one batch")
     p.set_defaults(func=cmd_compact)
 
     p = sub.add_parser("adjust", help="self-adjustment: show or change its settings, or run it now")
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     on = p.add_mutually_exclusive_group()
-    on.add_argument("--on", dest="enabled", action="store_const", const=True, default=None)
-    on.add_argument("--off", dest="enabled", action="store_const", const=False)
+    on.add_argument(
+        "--on",
+        dest="enabled",
+        action="store_const",
+        const=True,
+        default=None,
+        help="turn self-adjustment on (statistics while matching, the tree adjusted)",
+    )
+    on.add_argument("--off", dest="enabled", action="store_const", const=False, help="turn it off")
     p.add_argument("--window", type=int, help="matched events per node window")
     p.add_argument("--theta", type=int, help="rank below which a node is recycled")
     p.add_argument("--now", action="store_true", help="rank the nodes whose window ended")

@@ -31,12 +31,16 @@ cores.
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
   reading the rest, and that connection is closed.  Nothing grows per request.
 * **Errors** become a JSON body ``{"error": ..., "column": ...}`` with a 4xx status, the
-  malformed HTTP that h11 refuses included (a bad chunk or ``Content-Length``: 400;
-  headers over 64 KiB: 431); a 500 only for the unexpected, logged with its traceback.
+  malformed HTTP included (a bad chunk or ``Content-Length``, or both ``Content-Length``
+  and ``Transfer-Encoding``: 400; headers over 64 KiB: 431; a version other than HTTP/1.0
+  and 1.1: 505); a 500 only for the unexpected, logged with its traceback.
   No request takes a worker down.  ``HEAD`` is answered wherever ``GET`` is.
 * **SIGTERM** (gunicorn's graceful stop) closes the socket and idle connections, lets each
   worker finish the request in hand and those being read (up to ``--graceful-timeout``
   seconds, answered with ``Connection: close``), then exits 0.
+* **Access** (``--auth-file``: :mod:`tools.auth`): bearer tokens, read or write; 401 and
+  403 are answered before the route is looked at (``/healthz`` stays open).  **TLS**
+  (``--certfile``/``--keyfile``): gunicorn's SSL context, on the worker's asyncio loop.
 
 Subscription ids in URLs follow the command line's rule (``tools.args.parse_id``):
 ``/subscriptions/5`` is the integer id 5, ``/subscriptions/s1`` the string ``"s1"``, and
@@ -59,6 +63,7 @@ from collections.abc import Callable
 from typing import Any
 
 from storage.errors import BexdbError, InvalidInput, StoreDamaged, StoreReplaced
+from tools.auth import Tokens
 
 Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
 
@@ -86,10 +91,13 @@ def _invalid(exc: InvalidInput) -> HTTPError:
 class Service:
     """The WSGI application of one worker: routes, the open store, reopening on replace."""
 
-    def __init__(self, path: str, cache_bytes: int, max_body: int) -> None:
+    def __init__(
+        self, path: str, cache_bytes: int, max_body: int, tokens: Tokens | None = None
+    ) -> None:
         from betree.live import LiveIndex
 
         self.max_body = max_body
+        self.tokens = tokens
         self.live = LiveIndex(path, cache_bytes=cache_bytes)
 
     # -- the store -----------------------------------------------------------------------
@@ -113,12 +121,18 @@ class Service:
         return HTTPError(413, f"request body over {self.max_body} bytes")
 
     def respond(
-        self, method: str, target: bytes, body: bytes, error: HTTPError | None = None
+        self,
+        method: str,
+        target: bytes,
+        body: bytes,
+        error: HTTPError | None = None,
+        authorization: bytes | None = None,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         """The answer to a request read in full: status, headers and body.
 
         ``error``: the request was refused before it was read (malformed, too large, too
-        slow); it is answered and counted like any other.
+        slow); it is answered and counted like any other.  ``authorization``: the
+        request's ``Authorization`` header, checked when the service has tokens.
         """
         from tools import metrics
 
@@ -128,7 +142,9 @@ class Service:
                 raise error
             path = _path(target)
             route = _SUBS + "{id}" if path.startswith(_SUBS) else path
-            status, answer = self.dispatch(method, path, route, body)
+            if self.tokens is not None and route != "/healthz":
+                self.authorize(method, route, authorization)
+            status, answer = self.dispatch(method, path, route, body, _query(target))
         except HTTPError as exc:
             status, answer = exc.status, exc.body
         except InvalidInput as exc:
@@ -147,13 +163,29 @@ class Service:
         elif status == 204:
             return status, [], b""
         else:
-            data = json.dumps(answer).encode()
+            data = json.dumps(answer, default=_jsonable).encode()
         if status == 405:
             headers.append(("Allow", ", ".join(_allowed(route))))
+        if status == 401:
+            headers.append(("WWW-Authenticate", 'Bearer realm="bexdb"'))
         headers.append(("Content-Length", str(len(data))))
         return status, headers, data
 
-    def dispatch(self, method: str, path: str, route: str, body: bytes) -> Answer:
+    def authorize(self, method: str, route: str, authorization: bytes | None) -> None:
+        """401 without a valid bearer token, 403 for a read token asking to write: every
+        method but GET and HEAD writes, except POST on the routes that only read."""
+        from tools import auth
+
+        assert self.tokens is not None
+        granted = auth.role(self.tokens, authorization)
+        if granted is None:
+            raise HTTPError(401, "this service needs a valid token: Authorization: Bearer TOKEN")
+        if granted != auth.WRITE and method not in ("GET", "HEAD") and route not in _READ_POSTS:
+            raise HTTPError(403, f"this token may read, not write ({method} {route})")
+
+    def dispatch(
+        self, method: str, path: str, route: str, body: bytes, query: dict[str, str]
+    ) -> Answer:
         if route not in _ROUTES:
             raise HTTPError(404, f"no such resource: {path}")
         if method not in _allowed(route):
@@ -162,6 +194,17 @@ class Service:
             return 200, {"status": "ok", "pid": os.getpid()}
         if route == "/match":
             return self.match(_json(body))
+        if route == "/validate":
+            return self.validate(body)
+        if route == "/explain":
+            return self.explain(_json(body))
+        if route == "/subscriptions" and method == "POST":
+            _only(query, "atomic")
+            return self.put_many(body, _flag(query, "atomic"))
+        if route == "/subscriptions":
+            _only(query, "after", "limit")
+            after = _ident(query["after"]) if "after" in query else None
+            return self.page(after, _limit(query.get("limit")))
         if route in ("/metrics", "/stats"):
             from tools import metrics
 
@@ -241,6 +284,56 @@ class Service:
             results.append({"matches": result})
         return results
 
+    def validate(self, body: bytes) -> Answer:
+        """``POST /validate``: each record's result (:mod:`tools.validate`), nothing written."""
+        from tools import validate
+
+        results, valid = validate.check(self.current(), _records(body))
+        return 200, {"results": results, "invalid": len(results) - len(valid)}
+
+    def put_many(self, body: bytes, atomic: bool) -> Answer:
+        """``POST /subscriptions``: the valid records written in one transaction (one batch
+        on a sharded store), each record's result with ``created`` for those written.
+        ``atomic``: one invalid record and nothing is written (400)."""
+        from tools import validate
+
+        results, valid = validate.check(self.current(), _records(body))
+        rejected = len(results) - len(valid)
+        if rejected and atomic:
+            return 400, {
+                "error": f"{rejected} of {len(results)} records are invalid: nothing was written",
+                "results": results,
+                "written": 0,
+            }
+        items = [(r.id, r.expr) for r in valid]
+        created = self._write(lambda index: index.subscribe_many(items)) if items else []
+        oks = (result for result in results if "ok" in result)
+        for result, new in zip(oks, created, strict=True):
+            result["created"] = new
+        return 200, {"results": results, "written": len(items), "rejected": rejected}
+
+    def page(self, after: Any, limit: int) -> Answer:
+        """``GET /subscriptions``: up to ``limit`` subscriptions in id order after ``after``;
+        ``next`` is the last id given when more follow (else null)."""
+        found = self.current().page(after, limit + 1)
+        listed = [{"id": ident, "expr": expr} for ident, expr in found[:limit]]
+        more = len(found) > limit
+        return 200, {"subscriptions": listed, "next": listed[-1]["id"] if more else None}
+
+    def explain(self, body: Any) -> Answer:
+        """``POST /explain`` ``{"id": ID, "event": {...}}``: ``bexdb explain --json``'s answer."""
+        if not isinstance(body, dict) or set(body) != {"id", "event"}:
+            raise HTTPError(400, 'the body must be a JSON object {"id": ID, "event": {...}}')
+        ident, event = body["id"], body["event"]
+        if isinstance(ident, bool) or not isinstance(ident, int | str):
+            raise HTTPError(400, f'"id" must be a JSON integer or string, not {_kind(ident)}')
+        if not isinstance(event, dict):
+            raise HTTPError(400, f'"event" must be a JSON object, not {_kind(event)}')
+        store = self.current()
+        if store.expression(ident) is None:
+            raise HTTPError(404, f"no subscription {ident!r}")
+        return 200, store.explain(ident, event)
+
     def get(self, ident: Any) -> Answer:
         expr = self.current().expression(ident)
         if expr is None:
@@ -293,13 +386,86 @@ def _path(target: bytes) -> str:
 
 
 def _ident(text: str) -> int | str:
-    """The subscription id of a path, by the command line's rule (``tools.args.parse_id``)."""
+    """The subscription id of a path, by the command line's rule (``tools.args.parse_id``).
+
+    An empty one (``/subscriptions/``) is refused: it is a path cut short far more often
+    than the id ``""``, which ``/subscriptions/%22%22`` names.
+    """
     from tools.args import parse_id
 
+    if not text:
+        raise HTTPError(
+            400, "the subscription id is empty", hint='the id "" is /subscriptions/%22%22'
+        )
     try:
         return parse_id(text)
     except InvalidInput as exc:  # a lone surrogate, an integer past 64 bits
         raise HTTPError(400, exc.message) from None
+
+
+def _query(target: bytes) -> dict[str, str]:
+    """The query parameters of a request target; one named twice is a 400."""
+    from urllib.parse import parse_qsl
+
+    _, _, text = target.partition(b"?")
+    try:
+        pairs = parse_qsl(text.decode("latin-1"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise HTTPError(400, f"the query is not UTF-8 once percent-decoded: {exc.reason}") from None
+    query: dict[str, str] = {}
+    for name, value in pairs:
+        if name in query:
+            raise HTTPError(400, f"query parameter {name!r} is given twice")
+        query[name] = value
+    return query
+
+
+def _only(query: dict[str, str], *names: str) -> None:
+    unknown = sorted(set(query) - set(names))
+    if unknown:
+        raise HTTPError(
+            400, f"unknown query parameter {unknown[0]!r} (this route takes {', '.join(names)})"
+        )
+
+
+def _flag(query: dict[str, str], name: str) -> bool:
+    value = query.get(name, "false")
+    if value not in ("true", "false"):
+        raise HTTPError(400, f"query parameter {name!r} must be true or false, not {value!r}")
+    return value == "true"
+
+
+#: ``GET /subscriptions``: records per page unless ``limit`` says, and the most it may say.
+PAGE, PAGE_MAX = 100, 10_000
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return PAGE
+    digits = text.isascii() and text.isdigit() and len(text) <= len(str(PAGE_MAX))
+    if not digits or not 1 <= int(text) <= PAGE_MAX:
+        raise HTTPError(400, f"limit must be an integer from 1 to {PAGE_MAX}, not {text!r}")
+    return int(text)
+
+
+def _records(body: bytes) -> list[bytes]:
+    """The lines of a body of records (:func:`tools.validate.body_lines`); none is a 400."""
+    from tools import validate
+
+    lines = validate.body_lines(body)
+    if not any(line.strip() for line in lines):
+        raise HTTPError(400, "the body holds no records (one JSON object, or JSON Lines)")
+    return lines
+
+
+def _jsonable(value: Any) -> Any:
+    """What ``json`` cannot write in an answer: a set (an event's value in ``explain``)."""
+    if isinstance(value, set | frozenset):
+        try:
+            return sorted(value)
+        except TypeError:
+            return list(value)
+    return str(value)
 
 
 def _kind(value: Any) -> str:
@@ -330,6 +496,10 @@ def _json(data: bytes) -> Any:
         raise HTTPError(400, f"malformed JSON: {exc}") from None
 
 
+#: The routes whose POST only reads (a read token may use them).
+_READ_POSTS = ("/match", "/validate", "/explain")
+
+
 def _allowed(route: str) -> tuple[str, ...]:
     methods = _ROUTES.get(route, ())
     return (*methods, "HEAD") if "GET" in methods else methods
@@ -337,7 +507,10 @@ def _allowed(route: str) -> tuple[str, ...]:
 
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/match": ("POST",),
+    "/subscriptions": ("GET", "POST"),
     _SUBS + "{id}": ("GET", "PUT", "DELETE"),
+    "/validate": ("POST",),
+    "/explain": ("POST",),
     "/stats": ("GET",),
     "/healthz": ("GET",),
     "/metrics": ("GET",),
@@ -355,6 +528,11 @@ def run(args: argparse.Namespace) -> int:
 
     with open_index(args.store):  # fail here, in the master, not in every worker
         pass
+    try:
+        tls = _tls_options(args)
+    except ValueError as exc:
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return 2  # a usage error
     options = {
         "bind": f"{args.host}:{args.port}",
         "workers": args.workers,
@@ -369,8 +547,9 @@ def run(args: argparse.Namespace) -> int:
         # no gunicornc control socket: one shared path per user (~/.gunicorn/gunicorn.ctl)
         # that every running service would take from the last, and nothing here uses it
         "control_socket_disable": True,
+        **tls,
     }
-    service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20)
+    service_args = (args.store, args.cache_mb << 20, args.max_body_mb << 20, args.auth_file)
 
     class _App(BaseApplication):  # type: ignore[misc]  # gunicorn's documented custom app
         def load_config(self) -> None:
@@ -384,6 +563,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tls_options(args: argparse.Namespace) -> dict[str, str]:
+    """gunicorn's ``certfile`` and ``keyfile``, both or neither, the pair loaded once here
+    so that a bad one fails before any worker starts (ValueError, saying why)."""
+    import ssl
+
+    if args.certfile is None and args.keyfile is None:
+        return {}
+    if args.certfile is None or args.keyfile is None:
+        raise ValueError("--certfile and --keyfile go together")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            args.certfile, args.keyfile
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--certfile/--keyfile: cannot load them: {exc}") from None
+    return {"certfile": args.certfile, "keyfile": args.keyfile}
+
+
 def _announce(server: Any) -> None:
     where = ", ".join(str(listener) for listener in server.LISTENERS)
     print(f"bexdb serve: listening on {where} ({server.num_workers} workers)", flush=True)
@@ -394,18 +591,20 @@ def _warm(worker: Any) -> None:
 
 
 def spawn(
-    store: str | os.PathLike[str], *options: str, timeout: float = 60
+    store: str | os.PathLike[str], *options: str, timeout: float = 60, stderr: Any = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``bexdb serve STORE --port 0 OPTIONS`` as a child; return it and its base URL.
-
-    For the tests and ``bexdb bench serve``: waits until the service listens.
+    """Start ``bexdb serve STORE --port 0 OPTIONS`` as a child; return it and its base URL
+    (``https://`` with ``--certfile``).  ``stderr``: where its log goes (inherited unless
+    told).  For the tests and ``bexdb bench serve``: waits until the service listens.
     """
     argv = [sys.executable, "-m", "tools.cli", "serve", str(store), "--port", "0", *options]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""
-    if not line.startswith("bexdb serve: listening on http://"):
+    if not line.startswith(
+        ("bexdb serve: listening on http://", "bexdb serve: listening on https://")
+    ):
         proc.kill()
         proc.wait()
         raise BexdbError(f"bexdb serve did not start (exit {proc.returncode}): {line!r}")
@@ -430,16 +629,17 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from tools.args import port, positive
+    from tools.args import STORE_HELP, port, positive
+    from tools.auth import auth_file
 
-    p.add_argument("store")
+    p.add_argument("store", help=STORE_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=port, default=8765, help="port (8765; 0 picks a free one)")
     p.add_argument(
         "--workers",
         type=positive,
         default=os.cpu_count() or 1,
-        help="matcher processes (one per core)",
+        help="matcher processes (default: one per core)",
     )
     p.add_argument("--cache-mb", type=positive, default=256, help="page cache per worker")
     p.add_argument("--max-body-mb", type=positive, default=16, help="request body limit")
@@ -456,3 +656,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--graceful-timeout", type=positive, default=30, help="seconds to drain on SIGTERM"
     )
     p.add_argument("--verbose", action="store_true", help="gunicorn's info log and access log")
+    p.add_argument(
+        "--auth-file",
+        type=auth_file,
+        metavar="F",
+        help="bearer tokens, one 'TOKEN read|write' a line: without a valid one 401, a read "
+        "token writing 403 (/healthz stays open); read once at start",
+    )
+    p.add_argument("--certfile", metavar="F", help="serve HTTPS: the certificate (PEM)")
+    p.add_argument("--keyfile", metavar="F", help="serve HTTPS: the certificate's private key")

@@ -41,11 +41,13 @@ import errno
 import os
 import signal
 import socket
+import ssl
 import time
 from http import HTTPStatus
 from typing import Any
 
 import h11
+from gunicorn.sock import ssl_context
 from gunicorn.workers.base import Worker
 
 from tools.serve import HTTPError, Service
@@ -53,6 +55,10 @@ from tools.serve import HTTPError, Service
 _LINGER = 2.0  # seconds an ended connection discards what the client still sends
 _HEADERS_MAX = 64 << 10  # bytes of request line and headers
 _BURST = 8  # requests answered in a row on one connection before the others get a turn
+
+
+def _head_too_large() -> HTTPError:
+    return HTTPError(431, f"request line and headers over {_HEADERS_MAX >> 10} KiB")
 
 
 class _Connection(asyncio.Protocol):
@@ -100,7 +106,9 @@ class _Connection(asyncio.Protocol):
         self.process()
         if self.lingering:  # answered an incomplete request: the client has sent all
             self.close()
-        return True  # keep the transport: an answer may still be written
+        # keep the transport: an answer may still be written (not over TLS, whose
+        # transport closes once the client's side has, whatever this returns)
+        return self.worker.tls is None
 
     def pause_writing(self) -> None:  # the client does not read its answers
         self.write_paused = True
@@ -138,7 +146,10 @@ class _Connection(asyncio.Protocol):
                 event = http.next_event()
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
-                self.refuse(HTTPError(status, f"malformed HTTP request: {exc}"))
+                if status == 431:  # h11's own limit, while a head is incomplete
+                    self.refuse(_head_too_large())
+                else:
+                    self.refuse(HTTPError(status, f"malformed HTTP request: {exc}"))
                 return
             if isinstance(event, h11.Data):
                 self.size += len(event.data)
@@ -159,12 +170,42 @@ class _Connection(asyncio.Protocol):
 
     def begin(self, request: h11.Request) -> None:
         self.request, self.body, self.size = request, [], 0
-        for name, value in request.headers:
-            if name == b"content-length" and int(value) > self.service.max_body:
-                self.refuse(self.service.too_large())
-                return
+        refusal = self.refusal(request)
+        if refusal is not None:
+            self.refuse(refusal)
+            return
         if self.http.they_are_waiting_for_100_continue:
             self.write(self.http.send(h11.InformationalResponse(status_code=100, headers=[])))
+
+    def refusal(self, request: h11.Request) -> HTTPError | None:
+        """Why a request whose head h11 took is refused before its body is read, or None.
+
+        h11 limits a head only while it is incomplete, so a whole head of any size that
+        arrives in one read passes it: its size is counted here again (from the parsed
+        head: the request line and each ``name: value`` line).  ``Content-Length`` beside
+        ``Transfer-Encoding`` is refused and the connection closed (RFC 9112 6.3 lets a
+        server refuse it, a smuggling attempt as often as not; and a client that frames by
+        the length waited forever on h11 reading chunks), and HTTP versions other than 1.0
+        and 1.1, which h11 parses as if they were 1.1.
+        """
+        if request.http_version not in (b"1.0", b"1.1"):
+            version = request.http_version.decode("latin-1")
+            return HTTPError(505, f"HTTP/{version} is not supported: HTTP/1.1 or 1.0 only")
+        size = len(request.method) + len(request.target) + 12  # "M T HTTP/1.1" CR LF
+        names: set[bytes] = set()
+        for name, value in request.headers.raw_items():
+            size += len(name) + len(value) + 4
+            names.add(name.lower())
+        if size + 2 > _HEADERS_MAX:
+            return _head_too_large()
+        if b"content-length" in names and b"transfer-encoding" in names:
+            return HTTPError(
+                400, "malformed HTTP request: both Content-Length and Transfer-Encoding"
+            )
+        for name, value in request.headers:
+            if name == b"content-length" and int(value) > self.service.max_body:
+                return self.service.too_large()
+        return None
 
     def answer(self) -> None:
         request = self.request
@@ -172,7 +213,10 @@ class _Connection(asyncio.Protocol):
         stopping = not self.worker.alive
         method = request.method.decode("latin-1")
         start = time.perf_counter()
-        status, headers, data = self.service.respond(method, request.target, b"".join(self.body))
+        authorization = next((v for n, v in request.headers if n == b"authorization"), None)
+        status, headers, data = self.service.respond(
+            method, request.target, b"".join(self.body), authorization=authorization
+        )
         self.request, self.body = None, []
         if self.worker.access_log:
             self.log_access(method, request.target, status, len(data), start)
@@ -283,8 +327,12 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         self.loop: asyncio.AbstractEventLoop | None = None
         self.opening: set[asyncio.Task[Any]] = set()  # connections being set up
         self.access_log = bool(self.cfg.accesslog)  # --verbose
+        self.tls: ssl.SSLContext | None = None
 
     def run(self) -> None:
+        if self.cfg.is_ssl:  # --certfile/--keyfile: gunicorn's context, HTTP/1.1 only
+            self.tls = ssl_context(self.cfg)
+            self.tls.set_alpn_protocols(["http/1.1"])
         asyncio.run(self.serve())
 
     async def serve(self) -> None:
@@ -340,8 +388,20 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         assert self.loop is not None
+        tls: dict[str, Any] = {}
+        if self.tls is not None:  # a handshake is given the time a request is (408's)
+            tls = {"ssl": self.tls, "ssl_handshake_timeout": self.timeout}
         task = self.loop.create_task(
-            self.loop.connect_accepted_socket(lambda: _Connection(self), sock)
+            self.loop.connect_accepted_socket(lambda: _Connection(self), sock, **tls)
         )
         self.opening.add(task)
-        task.add_done_callback(self.opening.discard)
+        task.add_done_callback(self.opened)
+
+    def opened(self, task: asyncio.Task[Any]) -> None:
+        """A connection set up, or not: a failed TLS handshake (a client that does not
+        trust the certificate, plain HTTP on an HTTPS port) is the client's affair, one
+        line of gunicorn's debug log rather than an unretrieved task's traceback."""
+        self.opening.discard(task)
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            self.log.debug("connection not set up: %s", failure)

@@ -509,7 +509,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-memory", dest="memory", action="store_false", help="skip the traced builds"
     )
-    parser.add_argument("--cache-bytes", type=positive, default=DEFAULT_CACHE_BYTES)
+    parser.add_argument(
+        "--cache-bytes", type=positive, default=DEFAULT_CACHE_BYTES, help="bexdb's page cache"
+    )
     parser.add_argument("--store-dir", default=None, help="where the temporary stores go")
     parser.add_argument("--out", default="bench-results/compare", help="results directory")
     parser.add_argument(

@@ -194,8 +194,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--share", type=float, default=0.2, help="share of all predicates rewritten (0.2)"
     )
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="bench-results/forms")
+    parser.add_argument("--seed", type=int, default=1, help="workload seed")
+    parser.add_argument("--out", default="bench-results/forms", help="results directory")
 
 
 def main(args: argparse.Namespace) -> int:

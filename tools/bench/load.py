@@ -519,7 +519,12 @@ def _workloads(text: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``bexdb bench load``."""
-    parser.add_argument("--sizes", type=_sizes, default=_sizes("100000,1000000"))
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=_sizes("100000,1000000"),
+        help="comma-separated subscription counts",
+    )
     parser.add_argument(
         "--workloads",
         type=_workloads,
@@ -550,8 +555,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="runs of each load, back to back; the row is the median run (default 1)",
     )
     parser.add_argument("--master", help="Spark master (default local[*])")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--check-events", type=int, default=CHECK_EVENTS)
+    parser.add_argument("--seed", type=int, default=1, help="workload seed")
+    parser.add_argument(
+        "--check-events",
+        type=int,
+        default=CHECK_EVENTS,
+        help="events matched on every variant's store, which must agree",
+    )
     parser.add_argument(
         "--match-events",
         type=int,
@@ -568,7 +578,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="profile the hot spots too")
     parser.add_argument("--work", default="work/bench-load", help="workloads and stores")
     parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
-    parser.add_argument("--out", default="bench-results/load")
+    parser.add_argument("--out", default="bench-results/load", help="results directory")
 
 
 def prepare(

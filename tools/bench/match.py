@@ -540,8 +540,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch", type=positive, default=2000, help="subscriptions per subscribe_many"
     )
-    parser.add_argument("--max-cap", type=positive, default=DEFAULTS["max_cap"])
-    parser.add_argument("--min-size", type=positive, default=DEFAULTS["min_size"])
+    parser.add_argument(
+        "--max-cap",
+        type=positive,
+        default=DEFAULTS["max_cap"],
+        help="clauses an l-node holds before it is split (BE-Tree)",
+    )
+    parser.add_argument(
+        "--min-size",
+        type=positive,
+        default=DEFAULTS["min_size"],
+        help="fewest clauses an attribute needs to be split on (BE-Tree)",
+    )
     parser.add_argument(
         "--cache-bytes",
         type=positive,

@@ -154,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs", type=sizes, default=[1, 2], help="bexdb match --jobs values, all events (1,2)"
     )
-    parser.add_argument("--out", default="bench-results/store")
+    parser.add_argument("--out", default="bench-results/store", help="results directory")
 
 
 def main(args: argparse.Namespace) -> int:
