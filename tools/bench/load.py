@@ -287,10 +287,10 @@ def run_match(
         "n": n,
         "events": count,
         **res,
-        "events_per_s": round(count / res["wall_s"]),
+        "events_per_s": round(count / res["wall_s"], 2),
         "summary": json.loads(stdout.strip().splitlines()[-1]) if engine == "spark" else None,
     }
-    _log(f"n={n:,}: match {engine}: {row['wall_s']:.1f} s wall, {row['events_per_s']:,}/s")
+    _log(f"n={n:,}: match {engine}: {row['wall_s']:.1f} s wall, {row['events_per_s']:,.1f}/s")
     return row
 
 
@@ -436,7 +436,7 @@ _MATCH_COLUMNS: tuple[Column, ...] = (
     ("matcher", "{}", lambda r: r["engine"]),
     ("events", "{:,}", lambda r: r["events"]),
     ("wall s", "{:,.1f}", lambda r: r["wall_s"]),
-    ("events/s", "{:,}", lambda r: r["events_per_s"]),
+    ("events/s", "{:,.1f}", lambda r: r["events_per_s"]),
     ("cpu s", "{:,.0f}", lambda r: r["cpu_s"]),
     ("start s", "{}", lambda r: _stage(r, "session") if r["summary"] else ""),
     ("match job s", "{}", lambda r: _stage(r, "job: match") if r["summary"] else ""),
