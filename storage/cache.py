@@ -1,10 +1,10 @@
 """A bounded cache of decoded pages that stays correct across commits and processes.
 
-Decoding, not LMDB, is what a page visit costs: a get is one lookup in the memory map, while
-decoding builds a Python object per field, some thirty times the get for a leaf page
-(docs/bench/README.md, "Building blocks"), so readers keep decoded pages.  An entry remembers the generation in
-the page's header (:func:`storage.codec.page_gen`) and the last snapshot generation it
-was validated for:
+Decoding, not LMDB, is what a page visit costs: a get is one lookup in the memory map,
+while decoding builds a Python object per field, tens of times the get for a leaf page
+(docs/bench/README.md, "Building blocks"), so readers keep decoded pages.  An entry
+remembers the generation in the page's header (:func:`storage.codec.page_gen`) and the last
+snapshot generation it was validated for:
 
 * same snapshot as the last validation: the page cannot have changed — no LMDB access;
 * newer snapshot: one LMDB get and an 8-byte header compare; decode only if the page
