@@ -388,7 +388,7 @@ class Index:
         if len(batch) <= 1 or collecting:
             return listed([id_array(self.match_validated(txn, v)) for v in batch], lists)
         view = self._view(txn, snap, len(batch))
-        if view is not None:  # the pages it replaces are gone (README)
+        if view is not None:  # the pages it replaces are gone (docs/matching.md)
             if len(batch) < flatbatch.LEAST:
                 return listed([self._match_view(txn, snap, view, v) for v in batch], lists)
             shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])

@@ -49,7 +49,7 @@ is all or nothing by itself.
 
 Costs: a journal file write, two fsyncs of it and its directory, one fsync'd commit per
 shard touched, and the removal's directory fsync; a one-shard batch (a single id) only its
-commit (measured figures: README).
+commit (measured figures: docs/bench/README.md, "Writes to sharded stores").
 
 The manifest is not rewritten by writes (a new manifest would make every open copy reopen
 the store): its per-shard counts stay those of the load, and ``bexdb verify`` checks such

@@ -24,7 +24,7 @@ from betree.jsonl import input_lines, loads_line
 from betree.sharded import AnyIndex
 from storage.errors import InvalidInput
 
-BATCH = 1024  # events matched per read snapshot (README: Batches)
+BATCH = 1024  # events matched per read snapshot (docs/matching.md: Batches)
 
 Result = dict[str, Any]  # {"matches": ids (an array)} or {"error": "..."}
 

@@ -1,9 +1,10 @@
 """A bounded cache of decoded pages that stays correct across commits and processes.
 
-Decoding, not LMDB, is what a page visit costs (MEASURED.md: a get is 1–2 µs, decoding
-a leaf 40–60 µs), so readers keep decoded pages.  An entry remembers the generation in
-the page's header (:func:`storage.codec.page_gen`) and the last snapshot generation it
-was validated for:
+Decoding, not LMDB, is what a page visit costs: a get is one lookup in the memory map,
+while decoding builds a Python object per field, tens of times the get for a leaf page
+(docs/bench/README.md, "Building blocks"), so readers keep decoded pages.  An entry
+remembers the generation in the page's header (:func:`storage.codec.page_gen`) and the last
+snapshot generation it was validated for:
 
 * same snapshot as the last validation: the page cannot have changed — no LMDB access;
 * newer snapshot: one LMDB get and an 8-byte header compare; decode only if the page
@@ -37,7 +38,7 @@ def weight(stored_bytes: int) -> int:
 class PageCache:
     """LRU map page id -> ``[node, page_gen, validated_gen, weight]``.
 
-    Cost: a hit is a dict lookup plus ``move_to_end`` (~0.1 µs).  Safe to share between
+    Cost: a hit is O(1), a dict lookup plus ``move_to_end``.  Safe to share between
     threads under the GIL: a lost race costs a redundant decode, never a wrong page.
     """
 

@@ -232,8 +232,8 @@ class Store:
         the writer carry on.  A ``retired`` mark is never copied.  Returns the new file's
         bytes.
 
-        Cost: one cursor pass per table; MEASURED.md puts sorted appends at 0.3–3 M
-        entries/s depending on value size.
+        Cost: one cursor pass per table, O(entries) appends in key order (their rates:
+        docs/bench/README.md, "Building blocks").
         """
         target = Path(path)
         if lmdbfile.data_file(target).exists():

@@ -24,8 +24,8 @@ from betree.sharded import PlainIndex
 from betree.tree import BETree
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput, StoreDamaged
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, event, expression
+from tests.support.brute import brute
+from tests.support.workload import SCHEMA, event, expression
 from tools.bench import adapt as bench_adapt
 from tools.cli import build_parser
 from tools.cli import main as cli_main

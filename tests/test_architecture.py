@@ -1,7 +1,9 @@
 """The shape of the code, checked: layers import downward only, no import cycles (function
 -local imports count, ``TYPE_CHECKING``-only ones do not), no private name imported from
-another module, no product module over 800 lines, the benchmarks in their own room, and the
-LMDB file name known to ``storage/`` alone.
+another module, no product module over 800 lines, the benchmarks in their own room, the
+LMDB file name known to ``storage/`` alone, every module named in ``docs/ARCHITECTURE.md``'s
+table of modules, and no test module importing another (shared helpers live in
+``tests/support/``).
 
 Read from the source with :mod:`ast`, so a violation is reported with its module and line.
 """
@@ -9,6 +11,7 @@ Read from the source with :mod:`ast`, so a violation is reported with its module
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,3 +139,50 @@ def test_the_lmdb_file_name_is_known_to_storage_alone() -> None:
         if "data.mdb" in line and not line.lstrip().startswith("#")
     ]
     assert outside == []
+
+
+def _architecture_table() -> list[str]:
+    """The module paths in the first column of ``docs/ARCHITECTURE.md``'s "Modules" table."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([\w/]+\.py)` \|", section, flags=re.MULTILINE)
+
+
+def test_every_module_is_in_the_architecture_table() -> None:
+    named = _architecture_table()
+    on_disk = {str(p.relative_to(ROOT)) for p in MODULES.values() if p.name != "__init__.py"}
+    assert sorted(on_disk - set(named)) == [], "modules missing from docs/ARCHITECTURE.md"
+    assert sorted(set(named) - on_disk) == [], "docs/ARCHITECTURE.md names no such module"
+    assert len(named) == len(set(named)), "a module named twice in docs/ARCHITECTURE.md"
+
+
+def test_imports_between_test_modules() -> None:
+    assert _test_module_imports(ROOT) == []
+
+
+def _test_module_imports(root: Path) -> list[str]:
+    """The imports of a test module from another test module, under ``root``: test modules
+    import from ``tests.support`` and the packages only, also in the programs they run in
+    child processes (string constants holding an import), where a module may import itself."""
+    found = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        own = ".".join(path.relative_to(root).with_suffix("").parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "tests":
+                    names = [f"tests.{alias.name}" for alias in node.names]
+                else:
+                    names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = re.findall(r"(?:from|import)\s+(tests(?:\.\w+)+)", node.value)
+            for name in names:
+                if name.split(".")[0] != "tests" or name == own:
+                    continue
+                if name != "tests.support" and not name.startswith("tests.support."):
+                    line = getattr(node, "lineno", 0)
+                    found.append(f"{path.relative_to(root)}:{line} imports {name}")
+    return found

@@ -15,8 +15,8 @@ from betree.atomspans import SKIP, AtomSpans
 from betree.index import Index
 from storage import codec
 from storage.errors import InvalidInput
-from tests import edges
-from tests.workload import SCHEMA, expression
+from tests.support import edges
+from tests.support.workload import SCHEMA, expression
 
 
 def same_places(idx: Index, texts: list[str]) -> int:

@@ -17,7 +17,7 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import InvalidInput
-from tests import workload
+from tests.support import workload
 from tools.bench.baselines import Baseline
 from tools.bench.baselines.counting import Counting
 from tools.bench.baselines.opindex import OpIndex

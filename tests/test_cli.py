@@ -8,24 +8,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tools.cli import main
-
-SCHEMA = {"attributes": {"price": {"type": "int"}, "genre": {"type": "string"}}}
-
-
-def write_lines(path: Path, docs: list[Any]) -> str:
-    path.write_text("".join((d if isinstance(d, str) else json.dumps(d)) + "\n" for d in docs))
-    return str(path)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.support.cli import run, write_lines
+from tests.support.schemas import BOOKS as SCHEMA
 
 
 def test_subscribe_match_unsubscribe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

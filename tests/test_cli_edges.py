@@ -17,8 +17,9 @@ import pytest
 
 from betree.index import Index
 from storage import ShardedStore, StoreError, open_store
-from tests.test_cli import SCHEMA, run, write_lines
-from tests.workload import build_sharded
+from tests.support.cli import run, write_lines
+from tests.support.schemas import BOOKS as SCHEMA
+from tests.support.workload import build_sharded
 
 
 def _entries(path: Path) -> list[str]:

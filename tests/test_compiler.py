@@ -10,7 +10,7 @@ import pytest
 from betree import Index
 from betree.compiler import Compiler
 from storage.errors import InvalidInput
-from tests.workload import SCHEMA, expression
+from tests.support.workload import SCHEMA, expression
 
 
 def test_the_compiler_gives_the_index_clauses(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from storage import lmdbfile
-from tests.workload import SCHEMA, build_sharded, event, expression
+from tests.support.workload import SCHEMA, build_sharded, event, expression
 from tools.cli import main
 
 CASES = 200
@@ -442,7 +442,7 @@ def test_serve_refuses_a_cut_store_and_answers_damage_without_dying(
     source: Source, tmp_path: Path
 ) -> None:
     from storage import open_store
-    from tests.test_serve import call
+    from tests.support.http import call
     from tools.serve import spawn
 
     cut = tmp_path / "cut"

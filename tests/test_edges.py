@@ -32,7 +32,7 @@ from betree.lang.schema import Schema
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.errors import InvalidInput
-from tests.edges import (
+from tests.support.edges import (
     EDGE_SCHEMA,
     EVENTS,
     INVALID_EXPRESSIONS,

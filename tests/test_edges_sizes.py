@@ -24,8 +24,15 @@ from betree.index import Index
 from betree.lang.expr import Node, evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from tests.edges import FLOAT_VALUES, I64_MAX, I64_MIN, INT_VALUES, STRING_VALUES, string_literal
-from tests.test_cli import run
+from tests.support.cli import run
+from tests.support.edges import (
+    FLOAT_VALUES,
+    I64_MAX,
+    I64_MIN,
+    INT_VALUES,
+    STRING_VALUES,
+    string_literal,
+)
 
 SIZE_SCHEMA: dict[str, Any] = {
     "attributes": {

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from betree.index import Index
-from tests.test_cli import run
-from tests.workload import SCHEMA, build_sharded, expression
+from tests.support.cli import run
+from tests.support.workload import SCHEMA, build_sharded, expression
 
 
 def _subs() -> list[tuple[int | str, str]]:

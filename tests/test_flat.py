@@ -22,9 +22,9 @@ from betree.lang.schema import Schema
 from betree.sharded import open_index
 from betree.tree import BETree
 from storage.cache import PageCache
-from tests.edges import EDGE_SCHEMA, edge_atoms, edge_events
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, build_hashed, event, expression
+from tests.support.brute import brute
+from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.workload import SCHEMA, build_hashed, event, expression
 
 SCHEMA_ = Schema.from_json(SCHEMA)
 

@@ -26,10 +26,10 @@ from betree.sharded import open_index
 from pbtree import PBTree
 from pbtree.view import NARROW, SearchView
 from storage import open_store
-from tests.edges import EDGE_SCHEMA, edge_atoms, edge_events
-from tests.test_index_differential import brute
-from tests.test_pbtree_stress import OPS, float_key, int_key, probe, str_key
-from tests.workload import SCHEMA, build_hashed, event, expression
+from tests.support.brute import brute
+from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.pbtree_model import OPS, float_key, int_key, probe, str_key
+from tests.support.workload import SCHEMA, build_hashed, event, expression
 
 SCHEMA_ = Schema.from_json(SCHEMA)
 SIZES = [2, 63, 64, 65, 127, 128, 129, 300, 700]

@@ -12,7 +12,7 @@ from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from storage.errors import InvalidInput
-from tests.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, event, expression
 
 
 @pytest.mark.parametrize("settings", [{"max_cap": 3, "min_size": 2}, {}])

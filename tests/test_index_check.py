@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from betree.catalog import NS, ROOT, put_home
 from betree.index import Index
@@ -13,23 +10,10 @@ from betree.nodes import CNode
 from betree.tree import BETree
 from pbtree import PBTree
 from pbtree.tree import OPERATORS
-from storage import CheckFailed, codec
+from storage import codec
+from tests.support.index_check import idx, violations
 
-SCHEMA = {"attributes": {"x": {"type": "int", "min": 0, "max": 63}, "y": {"type": "int"}}}
-
-
-@pytest.fixture
-def idx(tmp_path: Path) -> Iterator[Index]:
-    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 2, "min_size": 1}) as idx:
-        idx.subscribe_many([(i, f"x = {i % 64} and y > {i}") for i in range(120)])
-        idx.check()
-        yield idx
-
-
-def violations(idx: Index) -> list[str]:
-    with pytest.raises(CheckFailed) as failed:
-        idx.check()
-    return failed.value.violations
+__all__ = ["idx"]  # the fixture of the checker tests
 
 
 def walk(idx: Index) -> list[CNode]:

@@ -17,7 +17,7 @@ from betree.lang.atoms import OrderAtom
 from betree.nodes import CNode, Entry
 from betree.tree import BETree
 from storage import codec
-from tests.test_index_check import idx, violations
+from tests.support.index_check import idx, violations
 
 __all__ = ["idx"]  # the fixture of the checker tests, which ``mixed`` extends
 

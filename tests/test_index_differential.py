@@ -14,15 +14,9 @@ from typing import Any
 import pytest
 
 from betree.index import Index
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from tests.workload import SCHEMA, event, expression
-
-
-def brute(subs: dict[Any, str], schema: Schema, ev: dict[str, Any]) -> set[Any]:
-    values = schema.validate_event(ev)
-    return {ident for ident, expr in subs.items() if evaluate(compile_expr(expr, schema), values)}
+from tests.support.brute import brute
+from tests.support.workload import SCHEMA, event, expression
 
 
 def run(seed: int, steps: int, settings: dict[str, int], flat: bool = False) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from betree import grid
 from betree.index import Index
 from storage.errors import InvalidInput
-from tests.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, event, expression
 
 
 def test_explain_agrees_with_match(tmp_path: Path) -> None:

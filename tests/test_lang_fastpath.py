@@ -50,20 +50,9 @@ from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
 from betree.lang.tokens import PLAIN_MATCH, TOKEN_RE, tokens
 from storage.errors import InvalidInput
+from tests.support.schemas import EVERY_TYPE_R_REQUIRED
 
-SCHEMA = Schema.from_json(
-    {
-        "attributes": {
-            "i": {"type": "int"},
-            "f": {"type": "float"},
-            "s": {"type": "string"},
-            "b": {"type": "bool"},
-            "il": {"type": "int_list"},
-            "sl": {"type": "string_list"},
-            "r": {"type": "int", "allow_undefined": False},
-        }
-    }
-)
+SCHEMA = Schema.from_json(EVERY_TYPE_R_REQUIRED)
 ALWAYS_DEFINED = [(), ("r",), tuple(SCHEMA.attributes)]
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

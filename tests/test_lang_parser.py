@@ -32,6 +32,7 @@ from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
 from betree.lang.tokens import token_columns
 from storage.errors import InvalidInput
+from tests.support.schemas import SPEC_EXAMPLE
 
 A, B, C = BoolAttr("a"), BoolAttr("b"), BoolAttr("c")
 
@@ -318,12 +319,7 @@ def test_non_string_input_is_rejected() -> None:
 SCHEMA = Schema.from_json(
     {
         "attributes": {
-            "price": {"type": "int", "min": 0, "max": 100000},
-            "rating": {"type": "float"},
-            "genre": {"type": "string"},
-            "hardcover": {"type": "bool"},
-            "tags": {"type": "string_list"},
-            "sizes": {"type": "int_list"},
+            **SPEC_EXAMPLE["attributes"],
             "stock": {"type": "int", "allow_undefined": False},
         }
     }

@@ -14,20 +14,9 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
 from storage.errors import InvalidInput
+from tests.support.schemas import EVERY_TYPE_R_REQUIRED
 
-SCHEMA = Schema.from_json(
-    {
-        "attributes": {
-            "i": {"type": "int"},
-            "f": {"type": "float"},
-            "s": {"type": "string"},
-            "b": {"type": "bool"},
-            "il": {"type": "int_list"},
-            "sl": {"type": "string_list"},
-            "r": {"type": "int", "allow_undefined": False},
-        }
-    }
-)
+SCHEMA = Schema.from_json(EVERY_TYPE_R_REQUIRED)
 
 BIG = 2**53
 INTS = [-2, -1, 0, 1, 2, 3, BIG + 1]

@@ -8,17 +8,7 @@ import pytest
 
 from betree.lang.schema import AttrSpec, InferenceError, Schema
 from storage.errors import InvalidInput
-
-SPEC_EXAMPLE = {
-    "attributes": {
-        "price": {"type": "int", "min": 0, "max": 100000},
-        "rating": {"type": "float"},
-        "genre": {"type": "string"},
-        "hardcover": {"type": "bool"},
-        "tags": {"type": "string_list"},
-        "sizes": {"type": "int_list"},
-    }
-}
+from tests.support.schemas import EVERY_TYPE, SPEC_EXAMPLE
 
 
 def test_spec_example_loads_and_round_trips() -> None:
@@ -99,18 +89,7 @@ def test_duplicate_spec() -> None:
 
 # -- events ----------------------------------------------------------------------------------------
 
-EVENT_SCHEMA = Schema.from_json(
-    {
-        "attributes": {
-            "i": {"type": "int"},
-            "f": {"type": "float"},
-            "s": {"type": "string"},
-            "b": {"type": "bool"},
-            "il": {"type": "int_list"},
-            "sl": {"type": "string_list"},
-        }
-    }
-)
+EVENT_SCHEMA = Schema.from_json(EVERY_TYPE)
 
 
 @pytest.mark.parametrize(

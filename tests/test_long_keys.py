@@ -401,7 +401,7 @@ def test_cli_load_python_keeps_long_records_and_compact_preserves_them(
 
 
 def test_serve_put_get_delete_long_ids_and_constants(tmp_path: Path) -> None:
-    from tests.test_serve import call
+    from tests.support.http import call
     from tools.serve import spawn
 
     with Index.open(tmp_path / "s", schema=LONG_SCHEMA):

@@ -21,8 +21,8 @@ from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.sharded import open_index
 from storage.errors import InvalidInput
-from tests import edges
-from tests.workload import SCHEMA, build_sharded, event, expression
+from tests.support import edges
+from tests.support.workload import SCHEMA, build_sharded, event, expression
 
 BATCH_SIZES = (1, 2, 17, 256)
 #: events that fail validation, each for a reason of its own

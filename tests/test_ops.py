@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from betree.index import Index
-from tests.workload import SCHEMA, build_sharded, event, expression
+from tests.support.workload import SCHEMA, build_sharded, event, expression
 from tools.cli import main
 
 

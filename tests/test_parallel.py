@@ -20,9 +20,9 @@ import pytest
 
 from betree.index import Index
 from betree.stream import BATCH
-from tests.test_cli import run
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, build_hashed, event, expression
+from tests.support.brute import brute
+from tests.support.cli import run
+from tests.support.workload import SCHEMA, build_hashed, event, expression
 
 
 @pytest.fixture(scope="module")

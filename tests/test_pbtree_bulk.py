@@ -10,7 +10,7 @@ import pytest
 from pbtree import PBTree
 from pbtree.bulk import build
 from storage import InvalidInput, open_store
-from tests.pbtree_model import CMP, brute_search
+from tests.support.pbtree_model import CMP, brute_search
 
 
 @pytest.mark.parametrize("n,seed", [(0, 1), (1, 2), (7, 3), (300, 4), (3000, 5)])

@@ -21,29 +21,7 @@ from pbtree.tree import OPERATORS
 from pbtree.view import SearchView
 from storage import open_store
 from storage.errors import InvalidInput
-from tests.pbtree_model import CMP, brute_search
-
-OPS = list(CMP)
-
-
-def int_key(rng: random.Random) -> Any:
-    return rng.randint(-30, 30)
-
-
-def float_key(rng: random.Random) -> Any:
-    # ints and floats mix on numeric trees and compare exactly by value
-    return rng.choice([rng.randint(-10, 10), rng.randint(-20, 20) / 2, -0.0, float("inf")])
-
-
-def str_key(rng: random.Random) -> Any:
-    return "".join(rng.choice("ab\u00e9\U0001f600") for _ in range(rng.randint(0, 3)))
-
-
-def probe(rng: random.Random, make: Callable[[random.Random], Any]) -> Any:
-    value = make(rng)
-    if isinstance(value, int | float) and rng.random() < 0.3:
-        value += 0.25  # between keys
-    return value
+from tests.support.pbtree_model import OPS, brute_search, float_key, int_key, probe, str_key
 
 
 def same_runs(tree: Callable[[Any], Any], view: Callable[[Any], Any], value: Any) -> bool:

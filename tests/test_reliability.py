@@ -28,24 +28,16 @@ import pytest
 
 from betree.index import Index
 from betree.lang.schema import Schema
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, event, expression
+from tests.support.brute import brute
+from tests.support.workload import SCHEMA, event, expression
+from tests.support.writers import BATCH, batches, small_batch
 from tools.cli import main
-
-BATCH = 300
-
-
-def batches(seed: int, n: int) -> list[list[tuple[str, str]]]:
-    """The writer's batches, reproducible here and in the child process."""
-    rng = random.Random(seed)
-    return [[(f"b{k}-{j}", expression(rng)) for j in range(BATCH)] for k in range(n)]
-
 
 WRITER = """
 import sys
 from betree.index import Index
-from tests.test_reliability import batches
-from tests.workload import SCHEMA
+from tests.support.writers import batches
+from tests.support.workload import SCHEMA
 store, seed, n, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 with Index.open(store, schema=SCHEMA) as idx:
     for k, batch in enumerate(batches(seed, n)[first:], first):
@@ -126,7 +118,7 @@ def test_compact_killed_at_any_moment_leaves_the_store_whole(
 READER = """
 import json, random, sys
 from betree.index import Index
-from tests.workload import event
+from tests.support.workload import event
 store, seed, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)
 events = [event(rng) for _ in range(20)]
@@ -170,7 +162,7 @@ LOOP_WRITER = """
 import os, sys, time
 from betree.index import Index
 from storage.errors import StoreReplaced
-from tests.test_reliability import small_batch
+from tests.support.writers import small_batch
 store, stop = sys.argv[1], sys.argv[2]
 k = 0
 idx = Index.open(store)
@@ -189,12 +181,6 @@ try:
 finally:
     idx.close()
 """
-
-
-def small_batch(k: int) -> list[tuple[str, str]]:
-    """Batch ``k`` of the writer beside the compactions (10 subscriptions)."""
-    rng = random.Random(k)
-    return [(f"w{k}-{j}", expression(rng)) for j in range(10)]
 
 
 class Lines:

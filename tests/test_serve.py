@@ -29,25 +29,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from betree.index import Index
 from betree.lang.schema import Schema
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, build_hashed, build_sharded, event, expression
+from tests.support.brute import brute
+from tests.support.http import call
+from tests.support.workload import SCHEMA, build_hashed, build_sharded, event, expression
 from tools.cli import main
 from tools.serve import spawn
-
-
-def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any, dict[str, str]]:
-    """One request; the answer's status, decoded body (JSON, else text) and headers."""
-    where = urlsplit(url)
-    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    conn.request(method, path, body=data)
-    resp = conn.getresponse()
-    raw = resp.read()
-    headers = dict(resp.getheaders())
-    conn.close()
-    if headers.get("Content-Type", "").startswith("application/json") and raw:
-        return resp.status, json.loads(raw), headers
-    return resp.status, raw.decode(), headers
 
 
 @pytest.fixture(scope="module")

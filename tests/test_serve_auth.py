@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from betree.index import Index
-from tests.workload import SCHEMA
+from tests.support.workload import SCHEMA
 from tools.serve import spawn
 
 READ_TOKEN = "r-" + secrets.token_urlsafe(24)

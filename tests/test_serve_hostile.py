@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from betree.index import Index
-from tests.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, event, expression
 from tools.serve import spawn
 
 Answer = tuple[int, dict[str, str], Any]

@@ -27,8 +27,8 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.sharded import open_index
 from storage.codec import encode_id
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, build_hashed, event, expression
+from tests.support.brute import brute
+from tests.support.workload import SCHEMA, build_hashed, event, expression
 from tools.serve import PAGE_MAX, spawn
 
 LONG = "long-" + "é" * 700  # a long key: stored apart from the short ones (storage.txn)

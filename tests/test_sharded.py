@@ -23,7 +23,7 @@ from betree.sharded import (
 from betree.stream import BATCH, match_lines
 from storage.codec import encode_id
 from storage.errors import InvalidInput, ShardedStore
-from tests.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, event, expression
 
 SHARDS = 3
 

@@ -20,8 +20,8 @@ from betree.index import Index
 from betree.live import delete_subscriptions, write_subscriptions
 from betree.sharded import ShardedIndex, open_index, shard_name, verify
 from storage.errors import CheckFailed, InvalidInput, ShardedStore, StoreReplaced
-from tests.test_index_differential import brute
-from tests.workload import build_hashed, build_sharded, event, expression
+from tests.support.brute import brute
+from tests.support.workload import build_hashed, build_sharded, event, expression
 
 SHARDS = 3
 
@@ -77,7 +77,7 @@ def test_random_batches_against_a_model(tmp_path: Path) -> None:
 def test_cli_and_live_writes_on_a_sharded_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.test_cli import run, write_lines
+    from tests.support.cli import run, write_lines
 
     rng = random.Random(3)
     model: dict[Any, str] = {i: f"i = {i % 20}" for i in range(20)}
@@ -115,7 +115,7 @@ def test_cli_and_live_writes_on_a_sharded_store(
 def test_writes_to_a_store_not_split_by_the_hash_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.test_cli import run, write_lines
+    from tests.support.cli import run, write_lines
 
     root = Path(build_sharded(tmp_path / "sh", {i: f"i = {i}" for i in range(10)}))
     before = sorted(p.name for p in root.iterdir())
@@ -135,7 +135,7 @@ def test_writes_to_a_store_not_split_by_the_hash_are_refused(
 def test_verify_finds_an_id_in_the_wrong_shard_and_a_journal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.test_cli import run
+    from tests.support.cli import run
 
     root = Path(build_hashed(tmp_path / "sh", {i: f"i = {i % 20}" for i in range(30)}, SHARDS))
     with open_index(root) as store:
@@ -193,7 +193,7 @@ def test_a_batch_left_half_applied_is_completed_on_open(tmp_path: Path) -> None:
 WRITER = """
 import json, random, sys
 from betree.sharded import open_index
-from tests.workload import expression
+from tests.support.workload import expression
 root, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
 with open_index(root, readonly=False) as store:
@@ -320,8 +320,8 @@ def test_a_writer_of_a_store_replaced_by_a_load_writes_into_the_new_one(
     written) instead of letting them commit into a store nobody reads again; a live writer
     redoes its write in the new store.  ``before``/``after``: shards (1: a plain store)."""
     from betree.live import LiveIndex
-    from tests.test_cli import write_lines
-    from tests.workload import SCHEMA
+    from tests.support.cli import write_lines
+    from tests.support.workload import SCHEMA
 
     old = {i: f"i = {i % 5}" for i in range(12)}
     root = tmp_path / "st"

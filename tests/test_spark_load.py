@@ -32,7 +32,7 @@ from loaders.spark.extract import JSONL
 from loaders.spark.results import RUNS
 from loaders.spark.runfiles import read_runs
 from storage.errors import BexdbError, InvalidInput
-from tests.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, event, expression
 
 pytestmark = pytest.mark.spark
 SETTINGS = {"max_cap": 4, "min_size": 2}  # small l-nodes: a deep tree from few subscriptions
@@ -412,7 +412,7 @@ def test_domain_edges(spark: Any, tmp_path: Path) -> None:
     """Literals at the ends of every domain (issue 13): empty grid intervals past both ends
     of int, float and string domains build, verify and match on Spark too, with the
     invalid ones rejected per record."""
-    from tests.edges import EDGE_SCHEMA, EVENTS, INVALID_EXPRESSIONS, edge_atoms
+    from tests.support.edges import EDGE_SCHEMA, EVENTS, INVALID_EXPRESSIONS, edge_atoms
 
     schema = Schema.from_json(EDGE_SCHEMA)
     subs = dict(enumerate(edge_atoms()))

@@ -25,7 +25,7 @@ from betree.sharded import HASH, shard_name, shard_of, write_manifest
 from loaders.spark.match import match_events
 from storage.codec import encode_id
 from storage.errors import BexdbError
-from tests.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, event, expression
 from tools import cli
 
 BAD = [

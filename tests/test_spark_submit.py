@@ -18,8 +18,8 @@ import pyspark
 import pytest
 
 from betree.index import Index
-from tests.test_index_differential import brute
-from tests.workload import SCHEMA, event, expression
+from tests.support.brute import brute
+from tests.support.workload import SCHEMA, event, expression
 from tools import cli
 
 pytestmark = pytest.mark.spark

@@ -184,7 +184,7 @@ def test_tree_written_by_one_process_is_read_by_another(path: str) -> None:
     )
     import random
 
-    from tests.pbtree_model import brute_search
+    from tests.support.pbtree_model import brute_search
 
     rng = random.Random(7)
     model = {
