@@ -281,7 +281,7 @@ class Index:
         snapshot (held until the iterator is exhausted or closed): what ``bexdb export``
         writes.  Cost: one cursor step and one small decode per subscription."""
         with self.store.read() as txn:
-            yield from catalog.subscriptions(txn)
+            yield from catalog.subscriptions(txn, int(root_record(txn)["subs"]))
 
     def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
