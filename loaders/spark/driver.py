@@ -207,7 +207,7 @@ def _load_job(
             ],
             {
                 "by": "id",
-                "hash": "crc32(storage.codec.encode_id(id)) mod shards",
+                "hash": sharding.HASH,
                 "shards": k,
             },
         )
