@@ -10,6 +10,10 @@ for the IPv4-mapped block, ``2`` + 32 digits above it.  Keys of one segment have
 and the segment letters sort in address order, so key order is address order, and the
 grid's 8-byte prefix of an IPv4 key holds 28 bits of the address.
 
+An IPv6 zone id (``fe80::1%eth0``) is refused, in literals and in events: :mod:`ipaddress`
+accepts it but compares without it (``fe80::1%eth0`` equals ``fe80::1``), which would make
+addresses of different links equal.
+
 Cost: one :mod:`ipaddress` parse per event value and per literal.
 """
 
@@ -32,6 +36,8 @@ def key_of_int(n: int) -> str:
 
 def key(text: str) -> str:
     """The key of an address written as text; ``ValueError`` (the reason) if it is not one."""
+    if "%" in text:  # ipaddress takes an IPv6 zone id and ignores it in comparisons
+        raise ValueError(f"{text!r} has a zone id (after %), which an ip value cannot hold")
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
@@ -42,6 +48,8 @@ def key(text: str) -> str:
 
 def cidr_range(text: str) -> tuple[str, str]:
     """The first and last keys of a CIDR block (``10.0.0.0/8``, ``2001:db8::/32``)."""
+    if "%" in text:
+        raise ValueError(f"{text!r} has a zone id (after %), which a CIDR block cannot hold")
     try:
         net = ipaddress.ip_network(text)
     except ValueError as exc:
