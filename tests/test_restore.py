@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,24 @@ def test_exit_codes_say_whether_anything_was_published(
     empty.write_text("")
     code, _, err = run(capsys, "load", str(tmp_path / "t"), str(empty), "--engine", "python")
     assert code in (0, 1)  # an empty load publishes an empty store or nothing, never 3
+
+
+def test_spark_load_of_an_export_uses_its_schema(
+    spark: Any, built: tuple[Path, list, list], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Spark engine reads the same header (the CLI passes it as the schema; the
+    executors skip the header line as a record) and says where its records are."""
+    store, subs, evs = built
+    backup = tmp_path / "backup.jsonl"
+    assert run(capsys, "export", str(store), str(backup))[0] == 0
+    with backup.open("a") as fh:
+        fh.write('{"id": "bad", "expr": "src < 3"}\n')  # a reject, at its line
+    copy = tmp_path / "spark-copy"
+    rejects = tmp_path / "rejects.jsonl"
+    code, out, err = run(capsys, "load", str(copy), str(backup), "--rejects", str(rejects))
+    assert code == 3 and json.loads(out)["loaded"] == len(subs), err
+    (row,) = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert row["id"] == "bad" and row["line"] == len(subs) + 2  # header, records, this
+    assert answers(copy, evs) == answers(store, evs)
+    with open_index(copy) as idx:
+        assert idx.schema == Schema.from_json(SCHEMA)
