@@ -107,9 +107,7 @@ def test_explain_shows_nested_sent_values_addresses_and_geo_distance(tmp_path: P
             event = {"latitude": point[0], "longitude": point[1]}
             why = idx.explain("near", event)
             assert why["matches"] == inside == bool(idx.match(event))
-            geo = [
-                a for c in why["clauses"] for a in c["atoms"] if a["atom"].startswith("geo_")
-            ]
+            geo = [a for c in why["clauses"] for a in c["atoms"] if a["atom"].startswith("geo_")]
             assert geo and all(a["radius_km"] == 10 for a in geo)
             assert all(a["value"] == list(point) for a in geo)
             assert all((a["distance_km"] <= 10) == inside for a in geo), geo
