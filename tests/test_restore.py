@@ -109,6 +109,9 @@ def test_schema_export_and_load_restore_the_same_store(
         lines = again.read_text().splitlines()
         assert lines[0] == backup.read_text().splitlines()[0]
         assert sorted(lines[1:]) == sorted(backup.read_text().splitlines()[1:])
+    # subscribe creating a store from the export takes its schema too
+    code, _, err = run(capsys, "subscribe", str(tmp_path / "online"), str(backup))
+    assert code == 0 and answers(tmp_path / "online", evs) == want, err
     # --replace from the same export: nothing rejected, the store is replaced (exit 0)
     code, _, err = run(capsys, "load", str(store), str(backup), "--engine", "python", "--replace")
     assert code == 0, err

@@ -67,9 +67,13 @@ def schema_file(path: str) -> Any:
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
-    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
+    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction.
+
+    A store it creates takes ``--schema``, else the schema header of an export
+    (:mod:`loaders.header`), else one inferred from the records."""
     from betree.jsonl import input_lines
     from betree.live import write_subscriptions
+    from loaders.header import input_schema
     from loaders.records import mark_duplicates, parse_lines
 
     with _binary_input(args.input) as fh:
@@ -81,7 +85,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
-    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], args.schema)
+    schema = args.schema
+    if schema is None and args.input not in (None, "-") and not os.path.exists(args.store):
+        schema = input_schema([args.input])
+    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
