@@ -407,7 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["spark", "python"], default="spark")
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument(
-        "--shards", type=positive, help="build K independent stores in parallel, plus a manifest"
+        "--shards",
+        type=positive,
+        help="build K independent stores (Spark: in parallel), plus a manifest",
     )
     p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
