@@ -79,9 +79,13 @@ def schema_file(path: str) -> Any:
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
-    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
+    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction.
+
+    A store it creates takes ``--schema``, else the schema header of an export
+    (:mod:`loaders.header`), else one inferred from the records."""
     from betree.jsonl import input_lines
     from betree.live import write_subscriptions
+    from loaders.header import input_schema
     from loaders.records import mark_duplicates, parse_lines
 
     with _binary_input(args.input) as fh:
@@ -93,7 +97,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
-    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], args.schema)
+    schema = args.schema
+    if schema is None and args.input not in (None, "-") and not os.path.exists(args.store):
+        schema = input_schema([args.input])
+    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
@@ -181,14 +188,17 @@ def _binary_input(path: str | None) -> Iterator[BinaryIO]:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write every subscription of a store (plain or sharded) as JSON Lines records.
 
+    First the schema header ``{"schema": DOC}`` (:mod:`loaders.header`), then
     ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, so that ``bexdb load``
-    reads the file back into an equal store.  A file is written beside ``OUT`` and renamed
-    into place when complete (a failed export leaves no partial file).
+    reads the file back into an equal store without ``--schema``.  A file is written beside
+    ``OUT`` and renamed into place when complete (a failed export leaves no partial file).
     """
     from betree.sharded import open_index
+    from loaders.header import schema_header
 
     with open_index(args.store) as store, _output(args.out) as out:
         count = 0
+        out.write(schema_header(store.schema.to_json()) + "\n")
         for ident, expr in store.subscriptions():
             out.write(json.dumps({"id": ident, "expr": expr}, ensure_ascii=False) + "\n")
             count += 1
@@ -214,12 +224,53 @@ def _output(path: str | None) -> Iterator[TextIO]:
         partial.unlink(missing_ok=True)
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the store's schema document (what ``--schema`` takes; an export's header)."""
+    from betree.sharded import open_index
+
+    with open_index(args.store) as store:
+        print(json.dumps(store.schema.to_json(), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
 def cmd_load(args: argparse.Namespace) -> int:
-    """Offline bulk load into a new store (published atomically)."""
-    if args.engine == "python" and (args.shards is not None or args.master is not None):
-        print("bexdb: --shards and --master need --engine spark", file=sys.stderr)
+    """Offline bulk load into a new store (published atomically).
+
+    Exit 3 when it published a store and rejected some records; 1 when it published
+    nothing (``--max-rejects`` passed, or a failure: SPEC section 11).  Without
+    ``--schema``, the schema header of an export (:mod:`loaders.header`) is used.  With
+    ``--replace``, an existing store is not replaced by one that rejected records unless
+    ``--allow-rejects`` or ``--max-rejects`` says how many may be.
+    """
+    from loaders.header import input_schema
+    from loaders.records import TooManyRejects
+
+    if args.master is not None and args.engine == "python":
+        print("bexdb: --master needs --engine spark", file=sys.stderr)
         return EXIT_USAGE
-    schema = args.schema
+    guarded = args.replace and args.max_rejects is None and not args.allow_rejects
+    guarded = guarded and os.path.exists(args.store)
+    try:
+        schema = args.schema if args.schema is not None else input_schema(args.inputs)
+        summary = _load(args, schema, 0 if guarded else args.max_rejects)
+    except TooManyRejects as exc:
+        if guarded:
+            print(
+                f"bexdb: {exc.rejected} records rejected; --replace keeps {args.store} as it "
+                "is (hint: pass --allow-rejects, or --max-rejects N, to replace it anyway)",
+                file=sys.stderr,
+            )
+        else:
+            print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except InvalidInput as exc:  # nothing published: 1, not 3 (SPEC section 11)
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(json.dumps(summary))
+    return EXIT_INVALID if summary["rejected"] else EXIT_OK
+
+
+def _load(args: argparse.Namespace, schema: Any, max_rejects: int | None) -> dict[str, Any]:
     rejects = open(args.rejects, "w", encoding="utf-8") if args.rejects else None  # noqa: SIM115
     try:
         if args.engine == "spark":
@@ -234,7 +285,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                     shards=args.shards,
                     replace=args.replace,
                     rejects=rejects,
-                    max_rejects=args.max_rejects,
+                    max_rejects=max_rejects,
                     progress=sys.stderr,
                     verbose=args.verbose,
                 )
@@ -251,14 +302,14 @@ def cmd_load(args: argparse.Namespace) -> int:
                 schema,
                 replace=args.replace,
                 rejects=rejects,
-                max_rejects=args.max_rejects,
+                max_rejects=max_rejects,
                 progress=sys.stderr,
+                shards=args.shards,
             )
     finally:
         if rejects is not None:
             rejects.close()
-    print(json.dumps(summary))
-    return EXIT_INVALID if summary["rejected"] else EXIT_OK
+    return summary
 
 
 @contextmanager
@@ -433,13 +484,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument(
-        "--shards", type=positive, help="build K independent stores in parallel, plus a manifest"
+        "--shards",
+        type=positive,
+        help="build K independent stores (Spark: in parallel), plus a manifest",
     )
     p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
     p.add_argument("--max-rejects", type=non_negative, help="fail (publish nothing) past N rejects")
     p.add_argument("--replace", action="store_true", help="replace an existing store")
+    p.add_argument(
+        "--allow-rejects",
+        action="store_true",
+        help="with --replace: replace the store even if some records are rejected",
+    )
     p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("schema", help="print the store's schema document (JSON)")
+    p.add_argument("store", help=STORE_HELP)
+    p.set_defaults(func=cmd_schema)
 
     from tools import ops
 

@@ -43,6 +43,16 @@ class Driver:
         self.fired: list[int] = []
         self.job: tuple[SparkContext, str] | None = None
 
+    def finish(self, summary: dict[str, Any], started: float, key: str, label: str) -> None:
+        """Add the run's seconds (since ``started``, a ``time.monotonic``) and stage
+        timings to ``summary`` and report it done: ``summary[key]`` ``label``, the rejects."""
+        summary["seconds"] = round(time.monotonic() - started, 3)
+        summary["stages"] = self.stages
+        self.report.say(
+            f"done: {summary[key]:,} {label}, {summary['rejected']:,} rejected "
+            f"in {summary['seconds']:,.1f} s"
+        )
+
     @contextmanager
     def interruptible(self) -> Iterator[None]:
         """Handle SIGINT and SIGTERM meanwhile (main thread only: else nothing changes)."""

@@ -140,12 +140,7 @@ def match_events(
             summary = _publish(result, staging / "store")
             driver.check()  # the last moment a signal stops the run
     summary["out"] = str(target)
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    summary["stages"] = driver.stages
-    driver.report.say(
-        f"done: {summary['events']:,} events, {summary['rejected']:,} rejected "
-        f"in {summary['seconds']:,.1f} s"
-    )
+    driver.finish(summary, started, "events", "events")
     return summary
 
 
