@@ -144,6 +144,7 @@ def stream(
     if spark is None:
         _say(progress, f"starting Spark ({master or 'local[*]'})")
         spark = spark_session(master, app_name="bexdb stream")
+    before = {key: spark.conf.get(key, None) for key in WHOLE_FILES}
     try:
         for key, value in WHOLE_FILES.items():
             spark.conf.set(key, value)
@@ -161,6 +162,12 @@ def stream(
     finally:
         if own:
             spark.stop()
+        else:  # the caller's session as it was
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
     summary = {
         "batches": batches,
         "events": watch.events,
