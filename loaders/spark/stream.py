@@ -163,11 +163,11 @@ def stream(
         if own:
             spark.stop()
         else:  # the caller's session as it was
-            for key, value in before.items():
-                if value is None:
+            for key, was in before.items():
+                if was is None:
                     spark.conf.unset(key)
                 else:
-                    spark.conf.set(key, value)
+                    spark.conf.set(key, was)
     summary = {
         "batches": batches,
         "events": watch.events,
