@@ -143,7 +143,7 @@ def stream(
     own = spark is None
     if spark is None:
         _say(progress, f"starting Spark ({master or 'local[*]'})")
-        spark = spark_session(master, app_name="bexdb stream")
+        spark = spark_session(master, app_name="bexdb stream", driver_memory="1g")
     before = {key: spark.conf.get(key, None) for key in WHOLE_FILES}
     try:
         for key, value in WHOLE_FILES.items():
