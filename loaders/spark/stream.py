@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
 
 from betree.jsonl import dump_result
 from betree.sharded import open_index
@@ -149,7 +150,7 @@ def stream(
         for key, value in WHOLE_FILES.items():
             spark.conf.set(key, value)
         sc = spark.sparkContext
-        counters = (sc.accumulator(0), sc.accumulator(0))
+        counters = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0.0, Largest()))
         frame = events_frame(spark, source, FORMATS[fmt], max_files)
         results = map_arrow(
             frame,
@@ -172,6 +173,7 @@ def stream(
         "batches": batches,
         "events": watch.events,
         "rejected": watch.rejected,
+        "worker_peak_mb": round(float(counters[2].value), 1),
         "seconds": round(time.monotonic() - started, 3),
         "out": str(out),
     }
@@ -255,7 +257,7 @@ def _load(start: Any, what: str) -> Any:
 
 
 def match_partition(
-    batches: Iterable[pa.RecordBatch], *, store: str, counters: tuple[Any, Any] | None = None
+    batches: Iterable[pa.RecordBatch], *, store: str, counters: tuple[Any, ...] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Event rows -> one result line per event (``value``); blank lines get none.
 
@@ -292,6 +294,29 @@ def match_partition(
     if counters is not None:
         counters[0].add(events)
         counters[1].add(rejected)
+        counters[2].add(_peak_rss_mb())
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (``VmHWM``), in MB; 0 where /proc has none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class Largest(AccumulatorParam):  # type: ignore[type-arg]
+    """An accumulator keeping the largest value added (the Python workers' peak memory)."""
+
+    def zero(self, value: float) -> float:
+        return 0.0
+
+    def addInPlace(self, value1: float, value2: float) -> float:
+        return max(value1, value2)
 
 
 class Watch:
@@ -306,7 +331,7 @@ class Watch:
         self,
         source: Endpoint,
         checkpoint: Path,
-        counters: tuple[Any, Any],
+        counters: tuple[Any, ...],
         progress: TextIO | None,
         progress_json: TextIO | None,
     ) -> None:

@@ -202,7 +202,7 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
             f"bench stream: exit {code}; files not answered once: {twice[:5]}; "
             f"{commits.wrong} answers unlike bexdb match's"
         )
-    batches = (tmp / "progress.jsonl").read_text().splitlines()[:-1]
+    *batches, last = (tmp / "progress.jsonl").read_text().splitlines()
     return {
         "file_events": args.file_events,
         "trigger_s": args.trigger,
@@ -214,6 +214,7 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
         "latency_s": stats(latency),
         "micro_batches": len(batches),
         "events_committed": sum(commits.lines.values()),
+        "worker_peak_mb": json.loads(last)["worker_peak_mb"],
     }
 
 
