@@ -187,6 +187,7 @@ def test_load_match_stream_on_a_cluster(
         argv += ["--available-now"] + (["--master", cluster] if submit is None else [])
         summary, figures[how] = bexdb(tmp_path, *argv, submit=submit)
         assert summary["events"] == 301 and summary["rejected"] == 1
+        figures[f"{how}: Python worker peak MB"] = summary["worker_peak_mb"]
         found = {}
         for doc in committed_results(sink):
             base = 0 if doc.pop("file").endswith("a.jsonl") else 150

@@ -7,8 +7,10 @@ seconds) as a user's producer would: written under a hidden name, renamed in.  A
 reads the sink's log (:mod:`loaders.spark.streamlog`) every 50 ms and notes when each
 file's results are first committed.
 
-1. **warm-up**: one file, until its results are committed (Spark's start, the store opened
-   in each Python worker); not counted.
+1. **warm-up**: ``--warm-files`` files at once (one per core), until their results are
+   committed: Spark's start, and the store opened and its packed views built in each Python
+   worker (the first task of a worker took 7 s at 100K on a loaded machine, later ones
+   under 1 s); timed apart, not counted in the rates.
 2. **backlog** (sustained rate): ``--backlog`` files dropped at once; events per second
    from the drop to the commit of the last (the rate the query keeps up with, micro-batch
    overheads included).
@@ -170,8 +172,10 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
         proc = subprocess.Popen(argv, stdout=progress, stderr=subprocess.DEVNULL)
     try:
         with Commits(out, expected) as commits:
-            _log("warm-up: Spark's start and the first file")
-            commits.wait([producer.drop()], args.timeout)
+            _log(f"warm-up: Spark's start and {args.warm_files} files")
+            t0 = time.monotonic()
+            commits.wait([producer.drop() for _ in range(args.warm_files)], args.timeout)
+            warm_s = time.monotonic() - t0
             _log(f"backlog: {args.backlog} files of {args.file_events:,} events at once")
             t0 = time.monotonic()
             backlog = [producer.drop() for _ in range(args.backlog)]
@@ -206,6 +210,8 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
     return {
         "file_events": args.file_events,
         "trigger_s": args.trigger,
+        "warm_files": args.warm_files,
+        "warm_s": round(warm_s, 2),
         "backlog_files": args.backlog,
         "sustained_events_per_s": round(sustained, 1),
         "paced_events_per_s": round(rate, 1),
@@ -222,6 +228,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("store", help="a store (plain or sharded)")
     parser.add_argument("events", help="events, JSON Lines (bexdb gen's events.jsonl)")
     parser.add_argument("--file-events", type=positive, default=1000, help="events a file (1000)")
+    parser.add_argument(
+        "--warm-files",
+        type=positive,
+        default=os.cpu_count() or 1,
+        help="warm-up files dropped at once: one per core warms every Python worker (cores)",
+    )
     parser.add_argument("--backlog", type=positive, default=20, help="files dropped at once (20)")
     parser.add_argument(
         "--load", type=float, default=0.5, help="paced rate, a share of the sustained one (0.5)"
