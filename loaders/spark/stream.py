@@ -322,7 +322,7 @@ class Largest(AccumulatorParam):  # type: ignore[type-arg]
 class Watch:
     """The driver's side of a running query: progress per micro-batch and the stop.
 
-    Progress comes from the query's own reports (``recentProgress``, polled), events and
+    Progress comes from the query's own reports (``lastProgress``, polled), events and
     rejects from the tasks' counters, the lag from the source's log: the files in the
     source directory no batch has taken yet, and the age of the oldest of them.
     """
@@ -342,6 +342,7 @@ class Watch:
         self.progress_json = progress_json
         self.events = self.rejected = 0
         self.last = -1
+        self.stamp: str | None = None
 
     def run(self, query: StreamingQuery, stop: threading.Event) -> int:
         """Report each micro-batch until the query ends; on ``stop``, end it once no
@@ -363,7 +364,16 @@ class Watch:
         return done
 
     def _report(self, query: StreamingQuery) -> int:
-        fresh = [p for p in query.recentProgress if p["batchId"] > self.last]
+        last = query.lastProgress  # one report a poll; all recent ones once it changes
+        if last is None or last["timestamp"] == self.stamp:
+            return 0
+        self.stamp = last["timestamp"]
+        # an idle trigger reports the next batch's id with no batch run (no "addBatch")
+        fresh = [
+            p
+            for p in query.recentProgress
+            if p["batchId"] > self.last and "addBatch" in p["durationMs"]
+        ]
         for p in fresh:
             self.last = p["batchId"]
             events, rejected = int(self.counters[0].value), int(self.counters[1].value)
