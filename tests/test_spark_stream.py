@@ -148,7 +148,8 @@ def _field(value: Any, column: str) -> str:
 
 def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> None:
     """Subscriptions written (to every shard) while the query runs: a file dropped after
-    the write commits is matched with them, one dropped before without."""
+    the write commits is matched with them, one dropped before without; after a compaction
+    (new data files) the executors reopen the shards and see the next write."""
     schema = Schema.from_json(SCHEMA)
     subs: dict[Any, str] = dict(subscriptions(31, 120))
     store = build_hashed(tmp_path / "store", subs, shards=2)
@@ -171,11 +172,14 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
     rng = random.Random(32)
     added = {f"new{k}": "i >= -1000000 or not (i >= -1000000)" for k in range(6)}
     added.update({k: 's = "a" or i > 2' for k in ("n1", 2001, "é")})
+    late = "i < 3 or not (i < 3)"  # every event
     try:
         steps = [
             ("before", lambda: None),
             ("subscribed", lambda: write_subscriptions(store, list(added.items()))),
             ("deleted", lambda: delete_subscriptions(store, ["new1", 2001, 5, 7])),
+            ("compacted", lambda: cli.main(["compact", store])),  # new data files
+            ("after", lambda: write_subscriptions(store, [("late", late)])),
         ]
         for k, (name, write) in enumerate(steps):
             write()
@@ -184,6 +188,8 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
             elif name == "deleted":
                 for ident in ("new1", 2001, 5, 7):
                     del subs[ident]
+            elif name == "after":
+                subs["late"] = late
             events = [event(rng) for _ in range(25)]
             path = drop(
                 src, f"{k}-{name}.jsonl", "".join(json.dumps(e) + "\n" for e in events).encode()
