@@ -236,6 +236,10 @@ def test_kafka_arguments(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "not kafka://HOST:PORT/TOPIC" in capsys.readouterr().err
     code = cli.main([*argv, "--source", "kafka://127.0.0.1:9/t", "--max-files-per-trigger", "2"])
     assert code == 3 and "not Kafka" in capsys.readouterr().err
+    code = cli.main([*argv, "--source", str(tmp_path), "--trigger", "-1"])
+    assert code == 3 and "--trigger -1.0: seconds" in capsys.readouterr().err
+    code = cli.main([*argv, "--source", str(tmp_path / "none")])
+    assert code == 1 and "no such directory" in capsys.readouterr().err
     # this Spark has no Kafka connector: the plan cannot be built, and the error says why
     with pytest.raises(InvalidInput, match="Kafka connector") as info:
         events_frame(spark, kafka, "jsonl", None)
