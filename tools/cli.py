@@ -39,6 +39,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("load", "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
     ("forms", "matching with a fifth of the predicates in the new language forms, against BEGen"),
     ("store", "matching on an existing store: first pass, warm, batched, memory, --jobs"),
+    ("stream", "bexdb stream fed files at a fixed rate: events/s and latency, beside match --jobs"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
@@ -362,6 +363,50 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_INVALID if invalid else EXIT_OK
 
 
+def cmd_stream(args: argparse.Namespace) -> int:
+    """Match the events of files dropped into ``--source`` (or a Kafka topic) on Spark
+    Structured Streaming, exactly once into ``--out`` (:mod:`loaders.spark.stream`).
+
+    SIGTERM stops the query after the micro-batch in hand (exit 0; a second one stops it
+    at once); a restart from the same ``--checkpoint`` carries on where it stopped.
+    """
+    from loaders.spark.stream import endpoint, stream
+
+    try:
+        source, out = endpoint(args.source, "--source"), endpoint(args.out, "--out")
+    except InvalidInput as exc:
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    stop = threading.Event()
+
+    def finish(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt(f"signal {signum}")
+        stop.set()
+        print("bexdb: stopping after the micro-batch in hand", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGTERM, finish)
+    try:
+        summary = stream(
+            args.store,
+            source,
+            out,
+            args.checkpoint,
+            fmt=args.format,
+            trigger=args.trigger,
+            max_files=args.max_files_per_trigger,
+            available_now=args.available_now,
+            master=args.master,
+            progress=sys.stderr,
+            progress_json=sys.stdout if args.progress_json else None,
+            stop=stop,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(json.dumps(summary))
+    return EXIT_OK
+
+
 def _bench(args: argparse.Namespace) -> int:
     return int(args.bench_main(args))
 
@@ -460,6 +505,47 @@ def build_parser() -> argparse.ArgumentParser:
         "store's shards share it): more is faster on large stores, bounded memory",
     )
     p.set_defaults(func=cmd_match)
+
+    p = sub.add_parser(
+        "stream", help="match events dropped into a directory on Spark Streaming, exactly once"
+    )
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument(
+        "--source",
+        required=True,
+        help="directory watched for event files, or kafka://HOST:PORT/TOPIC",
+    )
+    p.add_argument(
+        "--out",
+        "--sink",
+        required=True,
+        help="directory of JSON Lines result parts (read through its _spark_metadata log), "
+        "or kafka://HOST:PORT/TOPIC",
+    )
+    p.add_argument("--checkpoint", required=True, help="the query's checkpoint directory")
+    p.add_argument(
+        "--format",
+        choices=["json", "parquet", "csv"],
+        default="json",
+        help="the event files' format (json: JSON Lines)",
+    )
+    p.add_argument(
+        "--trigger", type=float, default=1.0, metavar="SECONDS", help="micro-batch interval"
+    )
+    p.add_argument(
+        "--max-files-per-trigger",
+        type=positive,
+        metavar="N",
+        help="the most files a micro-batch reads (default: all that arrived)",
+    )
+    p.add_argument(
+        "--available-now", action="store_true", help="match the files there now, then stop"
+    )
+    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--progress-json", action="store_true", help="a JSON line per micro-batch on stdout"
+    )
+    p.set_defaults(func=cmd_stream)
 
     p = sub.add_parser("export", help="write every subscription as JSON Lines (backup, re-shard)")
     p.add_argument("store", help=STORE_HELP)

@@ -105,7 +105,7 @@ class Driver:
             _wait_idle(sc, group)
             self.check()
             if isinstance(exc, Exception) and not isinstance(exc, BexdbError):
-                raise BexdbError(f"the Spark job failed: {_short(exc)}") from exc
+                raise BexdbError(f"the Spark job failed: {short_error(exc)}") from exc
             raise
         finally:
             self.job = None
@@ -142,7 +142,7 @@ def session(
             spark.stop()
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
     """The useful last line of a Spark error (a Python worker's traceback ends with it)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     tail = [line for line in lines if not line.startswith(("at ", "File ", "JVM stacktrace"))]
