@@ -36,7 +36,7 @@ from betree.catalog import (
 )
 from betree.check import check_index
 from betree.direct import DirectAtoms, holding
-from betree.lang.atoms import Atom, Clause, atom_from_tuple
+from betree.lang.atoms import Atom, Clause
 from betree.lang.bounded import forget_older_half
 from betree.lang.conjuncts import ConjunctMemo
 from betree.lang.dnf import MAX_CLAUSES, to_clauses
@@ -44,6 +44,7 @@ from betree.lang.expr import Node
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.nodes import id_array, listed
+from betree.snapshot import Records
 from betree.tree import DEFAULTS, BETree, Places
 from betree.writer import Writer, gc_paused
 from pbtree import PBTree
@@ -87,6 +88,8 @@ class Index:
         )
         self._conjuncts = ConjunctMemo(schema)
         self._snapshot: tuple[int, dict[str, Any]] | None = None
+        #: the per-attribute records of the last snapshot, reused while unchanged
+        self._records = Records(self._attribute)
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
         #: where the last batched match's time went (:meth:`match_many_validated`)
@@ -556,17 +559,8 @@ class Index:
         if self._snapshot is not None and self._snapshot[0] == txn.gen:
             return self._snapshot[1]
         rec = root_record(txn)
-        trees = {}
-        for key, value in txn.scan(PBTREE_NS):
-            name = self._attribute(key, "PB+tree")
-            trees[name] = codec.decode_value(value)
-        direct: dict[str, list[tuple[int, Atom]]] = {}
-        for key, value in txn.scan(catalog.DIRECT):
-            name = self._attribute(key, "direct atoms")
-            direct[name] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
-            if any(atom.attr != name for _, atom in direct[name]):
-                raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
-        listed = {"pbtrees": list(trees), "direct": list(direct)}
+        trees, grouped = self._records.read(txn)
+        listed = {"pbtrees": list(trees), "direct": list(grouped)}
         if listed != rec.get("attributes"):
             raise StoreDamaged(
                 f"the per-attribute records found ({listed}) are not those the root record "
@@ -578,8 +572,7 @@ class Index:
             "rec": rec,
             "next_atom": rec["next_atom"],
             "trees": trees,
-            "direct": direct,
-            "grouped": {name: DirectAtoms(atoms) for name, atoms in direct.items()},
+            "grouped": grouped,
             "collect": collect,
         }
         auto = collect and self.auto_adjust and not self.store.readonly
