@@ -127,42 +127,45 @@ class Delta:
         new_ids = dict(self.new_ids)
         new_atoms = list(self.new_atoms)
         atoms = out.atoms = self.atoms
-        subs: list[int] = []
-        lens: list[int] = []
-        flat: list[int] = []
+        pending: dict[int, tuple[SubId, list[list[int]]]] = {}  # added by these entries
         dead: list[int] = []
-        base = self.base_atoms
         for seq in range(self.seq, end):
             found = changelog.entry(txn, seq)
             if found is None:
                 return None
             for sid, ident in found[0]:
                 at = where.pop(sid, None)
-                if at is None:
-                    removed.add(ident)
-                else:
+                if at is not None:
                     dead.append(at)
+                elif pending.pop(sid, None) is None:
+                    removed.add(ident)
                 out.subs -= 1
             for sid, ident, clauses in found[1]:
-                where[sid] = len(exts)
-                for ids in clauses:
-                    subs.append(len(exts))
-                    lens.append(len(ids))
-                    for aid in ids:
-                        if aid and aid not in atoms:
-                            atoms[aid] = load_atom(txn, aid)
-                        if aid >= base:
-                            at = new_ids.get(aid)
-                            if at is None:
-                                at = new_ids[aid] = len(new_atoms)
-                                new_atoms.append(atoms[aid])
-                            aid = base + at
-                        flat.append(aid)
-                exts.append(ident)
+                pending[sid] = (ident, clauses)
                 out.next_sid = max(out.next_sid, sid + 1)
                 out.subs += 1
         if out.next_sid != rec["next_sid"] or out.subs != rec["subs"]:
             return None
+        subs: list[int] = []
+        lens: list[int] = []
+        flat: list[int] = []
+        base = self.base_atoms
+        for sid, (ident, clauses) in pending.items():  # present in this snapshot: its atoms too
+            where[sid] = len(exts)
+            for ids in clauses:
+                subs.append(len(exts))
+                lens.append(len(ids))
+                for aid in ids:
+                    if aid and aid not in atoms:
+                        atoms[aid] = load_atom(txn, aid)
+                    if aid >= base:
+                        at = new_ids.get(aid)
+                        if at is None:
+                            at = new_ids[aid] = len(new_atoms)
+                            new_atoms.append(atoms[aid])
+                        aid = base + at
+                    flat.append(aid)
+            exts.append(ident)
         alive = np.concatenate([alive, np.ones(len(exts) - len(alive), dtype=bool)])
         alive[dead] = False
         starts = np.zeros(len(lens), dtype=np.int64)

@@ -3,11 +3,26 @@
 
 from __future__ import annotations
 
+import json
+import random
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from betree import delta
 from betree.index import Index
+from betree.lang.schema import Schema
+from betree.live import LiveIndex
+from betree.sharded import ShardedIndex
+from tests.test_index_differential import brute
+from tests.workload import SCHEMA as WORKLOAD
+from tests.workload import build_hashed, event, expression
 
-SCHEMA = {
+SCHEMA_ = Schema.from_json(WORKLOAD)
+TAGS = {
     "attributes": {
         "n": {"type": "int"},
         "tags": {"type": "string_list"},
@@ -17,7 +32,7 @@ SCHEMA = {
 
 
 def test_a_commit_decodes_only_the_attributes_it_changed(tmp_path: Path) -> None:
-    with Index.open(tmp_path, schema=SCHEMA) as idx:
+    with Index.open(tmp_path, schema=TAGS) as idx:
         idx.subscribe_many([(1, '"a" in tags'), (2, "flag = true"), (3, "n > 3")])
         with idx.store.read() as txn:
             first = idx._snap(txn)["grouped"]
@@ -35,3 +50,111 @@ def test_a_commit_decodes_only_the_attributes_it_changed(tmp_path: Path) -> None
         idx.unsubscribe(4)
         assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 5]
         idx.check()
+
+
+# -- differential: random interleavings of writes, matches and maintenance -----------------
+
+
+def _indexes(store: Any) -> list[Index]:
+    return store.indexes if isinstance(store, ShardedIndex) else [store.index]
+
+
+def _eager(live: LiveIndex) -> Any:
+    """The store now, every shard building its view at its first event (so that the
+    views, their deltas and folds are what the matches use)."""
+    store = live.current()
+    for idx in _indexes(store):
+        idx.flat.after = 0
+    return store
+
+
+def _check_answers(got: list[Any], subs: dict[Any, str], ev: dict[str, Any], where: str) -> None:
+    assert len(got) == len(set(got)), f"an id returned twice ({where})"
+    assert set(got) == brute(subs, SCHEMA_, ev), where
+
+
+def bexdb(*argv: str) -> None:
+    """A ``bexdb`` command in a process of its own (one LMDB environment of a path per
+    process: this one holds the store open)."""
+    run = [sys.executable, "-c", "import sys; from tools.cli import main; sys.exit(main())"]
+    done = subprocess.run([*run, *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def interleave(path: Path, seed: int, steps: int, sharded: bool) -> None:
+    """Random subscribe, replace, unsubscribe, subscribe_many, match, match_many, reopen,
+    compact and (plain stores) ``load --replace``, every answer against the brute force."""
+    rng = random.Random(seed)
+    subs: dict[Any, str] = {f"s{k}": expression(rng) for k in range(40)}
+    if sharded:
+        build_hashed(path, subs)
+    else:
+        with Index.open(path, schema=WORKLOAD) as idx:
+            idx.subscribe_many(subs.items())
+    live = LiveIndex(path, readonly=False)
+    builds: dict[int, int] = {}  # views built, by index object (a fold is a build past one)
+    try:
+        for step in range(steps):
+            r = rng.random()
+            where = f"seed {seed} step {step}"
+            if r < 0.2:
+                ident: Any = rng.choice([*subs, f"n{step}", step]) if subs else step
+                expr = expression(rng)
+                live.write(lambda idx: idx.subscribe(ident, expr))  # noqa: B023
+                subs[ident] = expr
+            elif r < 0.3:
+                batch = [(rng.choice([f"m{step}-{k}", *subs]), expression(rng)) for k in range(9)]
+                batch = list(dict(batch).items())  # an id once a batch
+                live.write(lambda idx: idx.subscribe_many(batch))  # noqa: B023
+                subs.update(batch)
+            elif r < 0.42 and subs:
+                ident = rng.choice(sorted(subs, key=repr))
+                assert live.write(lambda idx: idx.unsubscribe(ident))  # noqa: B023
+                del subs[ident]
+            elif r < 0.7:
+                ev = event(rng)
+                _check_answers(_eager(live).match(ev), subs, ev, where)
+            elif r < 0.82:
+                evs = [event(rng) for _ in range(rng.choice([3, 130]))]  # one by one, a batch
+                for got, ev in zip(_eager(live).match_many(evs), evs, strict=True):
+                    _check_answers(got, subs, ev, where)
+            elif r < 0.9:
+                live.close()
+                live = LiveIndex(path, readonly=False)
+            elif r < 0.95:
+                bexdb("compact", str(path))
+            elif not sharded:
+                data = path.parent / "replace.jsonl"
+                subs = dict(list(subs.items())[: len(subs) // 2])
+                lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+                data.write_text("".join(line + "\n" for line in lines))
+                schema = path.parent / "schema.json"
+                schema.write_text(json.dumps(WORKLOAD))
+                argv = ["load", "--engine", "python", "--replace", "--schema", str(schema)]
+                bexdb(*argv, str(path), str(data))
+            for idx in _indexes(live.current()):
+                builds[id(idx)] = idx.flat.builds
+            if step % 40 == 39:
+                live.current().check()
+        live.current().check()
+        assert sum(n - 1 for n in builds.values() if n) > 0, "no delta was folded"
+    finally:
+        live.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_plain_store_under_random_interleavings(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)  # a fold every few writes
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    interleave(tmp_path / "store", seed, 260, sharded=False)
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_sharded_store_under_random_interleavings(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    interleave(tmp_path / "store", seed, 200, sharded=True)
