@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +160,95 @@ def test_sharded_store_under_random_interleavings(
     monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
     monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
     interleave(tmp_path / "store", seed, 200, sharded=True)
+
+
+# -- two processes: a writer's every commit seen by the next match here (SPEC section 7) --
+
+WRITER = """
+import random, sys
+from betree.sharded import open_index
+from tests.test_live import writer_batches
+path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open_index(path, readonly=False) as store:
+    for k, (batch, gone) in enumerate(writer_batches(seed, n)):
+        store.subscribe_many(batch)
+        if gone:
+            store.unsubscribe_many(gone)
+        print(k, flush=True)
+        sys.stdin.readline()  # the reader matched: next batch (the last one: killed in it)
+"""
+
+
+def writer_batches(seed: int, n: int) -> list[tuple[list[tuple[Any, str]], list[Any]]]:
+    """The writer's batches (reproducible in both processes): 12 subscriptions, some
+    replacing earlier ones, then the ids it unsubscribes after that batch."""
+    rng = random.Random(seed)
+    out: list[tuple[list[tuple[Any, str]], list[Any]]] = []
+    for k in range(n):
+        batch = [(f"w{k}-{j}", expression(rng)) for j in range(10)]
+        batch += [
+            (f"w{rng.randrange(k)}-{rng.randrange(10)}", expression(rng))
+            for _ in range(2 * (k > 0))
+        ]
+        gone = [f"w{k - 1}-{j}" for j in range(3, 5)] if k else []
+        out.append((list(dict(batch).items()), gone))
+    return out
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
+def test_every_commit_of_another_process_seen_and_a_killed_writer(
+    tmp_path: Path, sharded: bool
+) -> None:
+    path = tmp_path / "store"
+    if sharded:
+        build_hashed(path, {})
+    else:
+        Index.open(path, schema=WORKLOAD).close()
+    rng = random.Random(5)
+    n = 8
+    every = writer_batches(5, n)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), "5", str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    subs: dict[Any, str] = {}
+    with LiveIndex(path) as live:
+        try:
+            for k in range(n - 1):
+                assert int(proc.stdout.readline()) == k
+                batch, gone = every[k]
+                subs.update(batch)
+                for ident in gone:
+                    subs.pop(ident, None)
+                store = _eager(live)
+                for _ in range(4):  # the view caught up with each commit
+                    ev = event(rng)
+                    _check_answers(store.match(ev), subs, ev, f"batch {k}")
+                evs = [event(rng) for _ in range(130)]
+                for got, ev in zip(store.match_many(evs), evs, strict=True):
+                    _check_answers(got, subs, ev, f"batch {k}, a batch")
+                if k < n - 2:
+                    proc.stdin.write("\n")
+                    proc.stdin.flush()
+            proc.stdin.write("\n")  # the last batch: killed somewhere in it
+            proc.stdin.flush()
+            time.sleep(rng.random() * 0.05)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        store = _eager(live)
+        present = dict(store.subscriptions())
+        batch, gone = every[n - 1]
+        if present != subs:  # the last batch committed before the kill: whole
+            subs.update(batch)
+            assert present == {i: e for i, e in subs.items() if i not in gone} or present == subs
+            subs = present
+        for _ in range(20):
+            ev = event(rng)
+            _check_answers(store.match(ev), subs, ev, "after the kill")
+    with LiveIndex(path, readonly=False) as live:
+        live.current().check()
