@@ -32,6 +32,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("load", "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
     ("forms", "matching with a fifth of the predicates in the new language forms, against BEGen"),
     ("store", "matching on an existing store: first pass, warm, batched, memory, --jobs"),
+    ("live", "matching while subscriptions change: 1 write to R matches, batches, serve"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
