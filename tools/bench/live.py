@@ -193,9 +193,10 @@ def served(out: Path, data: dict[str, Any], rates: list[int], seconds: float) ->
     run.store.close()
     proc, url = spawn(run.path, "--workers", "2")
     parts = urlsplit(url)
-    rows = []
+    host = parts.hostname or "127.0.0.1"
+    rows: list[dict[str, Any]] = []
     try:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn = http.client.HTTPConnection(host, parts.port, timeout=60)
         for ev in run.events[:300]:  # warm-up: both workers build their views
             _post(conn, "POST", "/match", ev)
         for rate in [0, *rates]:
@@ -205,7 +206,7 @@ def served(out: Path, data: dict[str, Any], rates: list[int], seconds: float) ->
             def writer(
                 rate: int = rate, wrote: list[float] = wrote, stop: threading.Event = stop
             ) -> None:
-                wconn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+                wconn = http.client.HTTPConnection(host, parts.port, timeout=60)
                 while not stop.is_set():
                     began = time.perf_counter()
                     ident, expr = run.spare.pop()
