@@ -98,7 +98,8 @@ class Delta:
         self.flat = _EMPTY
         self.new_ids: dict[int, int] = {}  #: newer atom id -> its position in new_atoms
         self.new_atoms: list[Atom] = []
-        #: every atom of the added clauses by id (grows only: shared between versions)
+        #: atoms of the added clauses read so far, by id: the newer ones when caught up,
+        #: older ones for a batch (grows only: shared between versions)
         self.atoms: dict[int, Atom] = {}
         self.clauses = 0  #: live added clauses
         self._direct: tuple[np.ndarray, np.ndarray, list[Atom | None]] | None = None
@@ -156,13 +157,13 @@ class Delta:
                 subs.append(len(exts))
                 lens.append(len(ids))
                 for aid in ids:
-                    if aid and aid not in atoms:
-                        atoms[aid] = load_atom(txn, aid)
-                    if aid >= base:
+                    if aid >= base:  # (an older atom is loaded only for a batch: direct)
                         at = new_ids.get(aid)
                         if at is None:
                             at = new_ids[aid] = len(new_atoms)
-                            new_atoms.append(atoms[aid])
+                            atom = atoms.get(aid)
+                            new_atoms.append(atom if atom is not None else load_atom(txn, aid))
+                            atoms[aid] = new_atoms[-1]
                         aid = base + at
                     flat.append(aid)
             exts.append(ident)
@@ -207,13 +208,17 @@ class Delta:
         new = np.fromiter((a.holds(values) for a in self.new_atoms), bool, len(self.new_atoms))
         return self._hits(np.concatenate([sat[:base], new]) if len(new) else sat)
 
-    def direct(self, values: Mapping[str, object]) -> np.ndarray:
+    def direct(self, values: Mapping[str, object], txn: ReadTxn) -> np.ndarray:
         """The added subscriptions an event satisfies, every atom tested by ``holds``
-        (no phase 1 at hand: a batch)."""
+        (no phase 1 at hand: a batch; the atoms older than the base read in ``txn``
+        once)."""
         if self._direct is None:
             uniq = np.unique(self.flat)
-            base = self.base_atoms
-            tests = [self.atoms.get(a) if a < base else self.new_atoms[a - base] for a in uniq]
+            base, atoms = self.base_atoms, self.atoms
+            for a in uniq[(uniq > 0) & (uniq < base)].tolist():
+                if a not in atoms:
+                    atoms[a] = load_atom(txn, a)
+            tests = [atoms.get(a) if a < base else self.new_atoms[a - base] for a in uniq]
             self._direct = (uniq, np.searchsorted(uniq, self.flat), tests)
         uniq, local, tests = self._direct
         truth = np.fromiter((t is None or t.holds(values) for t in tests), bool, len(tests))
@@ -231,20 +236,23 @@ class Delta:
 
 
 def settle(
-    found: Sequence[np.ndarray], deltas: Sequence[Delta], batch: Sequence[Mapping[str, object]]
+    found: Sequence[np.ndarray],
+    deltas: Sequence[Delta],
+    batch: Sequence[Mapping[str, object]],
+    txns: Sequence[ReadTxn],
 ) -> list[np.ndarray]:
     """A batch's answers on base views (one array an event) brought to the deltas'
     snapshots: masked by every delta's removed ids (the views' ids are disjoint: shards
     hold disjoint ids) and joined by every delta's added subscriptions that hold, their
     atoms tested directly (the batch's phase 1 is not at hand)."""
-    live = [delta for delta in deltas if delta.removed or delta.added]
+    live = [(d, txn) for d, txn in zip(deltas, txns, strict=True) if d.removed or d.added]
     if not live:
         return list(found)
     out = []
     for ids, values in zip(found, batch, strict=True):
-        for delta in live:
+        for delta, _ in live:
             ids = delta.mask(ids)
-        extra = [delta.direct(values) for delta in live if delta.added]
+        extra = [delta.direct(values, txn) for delta, txn in live if delta.added]
         out.append(np.concatenate([ids, *extra]) if extra else ids)
     return out
 

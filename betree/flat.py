@@ -32,7 +32,8 @@ failing row along the rows of a longer clause.
 Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
 its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
 the page walk; building it reads every page once (~1.2 s).  Memory: ~44 bytes a clause
-(26 MB for that shard).  A view describes one snapshot generation; :class:`FlatSlot`
+(26 MB for that shard).  A view describes one snapshot generation and serves later ones
+with the delta of what was written since (:mod:`betree.delta`); :class:`FlatSlot`
 decides when one is worth building and holds it within the page-cache budget.
 """
 

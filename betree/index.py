@@ -414,7 +414,7 @@ class Index:
                 return listed([self._match_view(txn, view, v) for v in batch], lists)
             shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms)
             found = self.match_on_views(view.view, [shard], batch)
-            return listed(settle(found, [view.delta], batch), lists)
+            return listed(settle(found, [view.delta], batch, [txn]), lists)
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]

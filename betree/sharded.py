@@ -545,7 +545,8 @@ class ShardedIndex:
                 first = self.indexes[0]
                 if len(valid) >= flatbatch.LEAST:
                     found = first.match_on_views(joined, joined.shards(), valid)
-                    return listed(settle(found, deltas, valid), lists)
+                    shard_txns = [txn for _, txn in txns]
+                    return listed(settle(found, deltas, valid, shard_txns), lists)
                 found = [joined.match(first.coords(values), values, deltas) for values in valid]
                 return listed(found, lists)
             parts = [index.match_many_validated(txn, valid) for index, txn in txns]
