@@ -12,7 +12,8 @@ Layout: namespace :data:`LOG` (``log``), key the entry's sequence number (u64), 
 * ``removed``: ``[[sid, external id], ...]``, the subscriptions deleted (a replaced one
   is deleted, then added under a new internal id);
 * ``added``: ``[[sid, external id, clauses], ...]``, each clause as the atom ids of its
-  ``sub`` record (``[0]`` for the empty conjunction).
+  ``sub`` record (``[0]`` for the empty conjunction).  A subscription added and then removed
+  (or replaced) within one commit is in both lists.
 
 The root record's ``log_next`` is the next entry's number (absent: no entry yet).  Only
 the last :data:`KEEP` entries are kept (appending one drops the one ``KEEP`` before it);

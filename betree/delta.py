@@ -138,15 +138,17 @@ class Delta:
             found = changelog.entry(txn, seq)
             if found is None:
                 return None
-            for sid, ident in found[0]:
+            fleeting = {sid for sid, _, _ in found[1]} & {sid for sid, _ in found[0]}
+            for sid, ident in found[0]:  # (a sid added and removed in one commit: neither)
                 at = where.pop(sid, None)
                 if at is not None:
                     dead.append(at)
-                elif pending.pop(sid, None) is None:
+                elif sid not in fleeting and pending.pop(sid, None) is None:
                     removed.add(ident)
                 out.subs -= 1
             for sid, ident, clauses in found[1]:
-                pending[sid] = (ident, clauses)
+                if sid not in fleeting:
+                    pending[sid] = (ident, clauses)
                 out.next_sid = max(out.next_sid, sid + 1)
                 out.subs += 1
         if out.next_sid != rec["next_sid"] or out.subs != rec["subs"]:
@@ -219,7 +221,9 @@ class Delta:
         if self._direct is None:
             uniq = np.unique(self.flat)
             base, atoms = self.base_atoms, self.atoms
-            for a in uniq[(uniq > 0) & (uniq < base)].tolist():
+            lens = np.diff(np.append(self.starts, len(self.flat)))
+            live = np.unique(self.flat[np.repeat(self.alive[self.clause_sub], lens)])
+            for a in live[(live > 0) & (live < base)].tolist():  # (a dead clause's: maybe gone)
                 if a not in atoms:
                     atoms[a] = load_atom(txn, a)
             tests = [atoms.get(a) if a < base else self.new_atoms[a - base] for a in uniq]

@@ -106,7 +106,7 @@ def interleave(path: Path, seed: int, steps: int, sharded: bool) -> None:
                 subs[ident] = expr
             elif r < 0.3:
                 batch = [(rng.choice([f"m{step}-{k}", *subs]), expression(rng)) for k in range(9)]
-                batch = list(dict(batch).items())  # an id once a batch
+                batch.append((batch[0][0], expression(rng)))  # an id twice: the last wins
                 live.write(lambda idx: idx.subscribe_many(batch))  # noqa: B023
                 subs.update(batch)
             elif r < 0.42 and subs:
