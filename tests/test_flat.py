@@ -205,7 +205,8 @@ def build_empty() -> FlatTree:
     nodes = {"node_attr": np.zeros(1, np.int32), "node_end": np.ones(1, np.int64)}
     nodes |= {"node_lo": np.zeros(1, np.uint64), "node_hi": np.zeros(1, np.uint64)}
     rows = pack_rows(np.empty(0, np.intp), np.empty(0, np.uint32))
-    return FlatTree({}, {}, {**nodes, "clause_at": np.zeros(2, np.int64), "exts": np.empty(0), **rows})
+    nodes |= {"clause_at": np.zeros(2, np.int64), "exts": np.empty(0)}
+    return FlatTree({}, {}, {**nodes, **rows})
 
 
 def test_slot_counts_walks_across_generations() -> None:
