@@ -40,6 +40,7 @@ decides when one is worth building and holds it within the page-cache budget.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -348,8 +349,10 @@ class FlatSlot:
 
     A view survives writes (:mod:`betree.delta`): a later generation gets the same base
     view with the delta caught up from the change log, until the delta is due for folding
-    (then the view is rebuilt at once) or the log cannot say.  A reader of a generation
-    older than the held one walks pages (the view cannot go back)."""
+    (then the view is rebuilt at once) or the log cannot say, or until a delta left over
+    once writes stop has cost the events since as much as the last build took (then
+    folded too: :meth:`_lingers`).  A reader of a generation older than the held one walks
+    pages (the view cannot go back)."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -361,6 +364,18 @@ class FlatSlot:
         self._too_big = False  # a view of this store did not fit: not built again
         #: views built (for tests and diagnostics: a fold counts one)
         self.builds = 0
+        self._build_s = 0.0  # what the last view took to build
+        self._quiet = 0.0  # estimated seconds the held delta has cost since the last write
+
+    def _lingers(self, based: Based, events: int) -> bool:
+        """Whether the held view's delta, left over once writes stopped, has cost the
+        events since the last write as much as a new view (the ski-rental rule again:
+        then it is folded; estimated at 1 µs an event per added clause and newer atom)."""
+        delta = based.delta
+        if not delta.clauses and not delta.removed:
+            return False
+        self._quiet += events * 1e-6 * (delta.clauses + len(delta.new_atoms) + 1)
+        return self._quiet > self._build_s
 
     def held(self, gen: int) -> Based | None:
         """The view of generation ``gen`` if one is held (none is built for the asking)."""
@@ -379,17 +394,20 @@ class FlatSlot:
         pages.  ``make`` builds one when it is due and its ``clauses`` may fit;
         ``catch_up`` brings the held one to ``gen`` (None: it cannot, rebuild)."""
         based = self.held(gen)
-        if based is not None:
+        if based is not None and not self._lingers(based, events):
             return based
         with self._lock:
             held = self._held
             if held is not None:
-                if gen <= held[0]:
-                    return held[1] if gen == held[0] else None
-                newer = catch_up(held[1]) if catch_up is not None else None
-                if newer is not None and not newer.delta.due():
-                    self._held = (gen, newer)
-                    return newer
+                if gen < held[0]:
+                    return None
+                if gen > held[0]:
+                    newer = catch_up(held[1]) if catch_up is not None else None
+                    if newer is not None and not newer.delta.due():
+                        self._held, self._quiet = (gen, newer), 0.0
+                        return newer
+                elif not self._lingers(held[1], 0):
+                    return held[1]
                 self.drop()  # folded: rebuilt now
                 self._walks = self.after
             self._walks += events
@@ -401,7 +419,9 @@ class FlatSlot:
             # matching reads no page of this store while the view lasts: all go, so that
             # their memory returns to the system (evicting some leaves it fragmented)
             self.cache.clear()
+            began = time.perf_counter()
             based = make()
+            self._build_s = time.perf_counter() - began
             self.builds += 1
             return_freed_memory()
             if based.view.nbytes > self._share:
