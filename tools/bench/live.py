@@ -11,7 +11,9 @@ load writes them), the same events throughout:
   ``--writes`` times.  Then **after**: 100 matches once the writes stop.
 * **subscribe_many** batches of each ``--batches`` size (new subscriptions), each followed
   by 10 timed matches; subscriptions/s of the batches.
-* **serve** (``--serve``): ``bexdb serve --workers 2`` on its own copy; a client thread
+* **serve** (``--serve``, ``--serve-only``): ``bexdb serve --workers 2`` on its own copy,
+  warmed by ``--serve-warmup`` matches (its workers take ~1,000 to match on views, the
+  same before this work); a client thread
   matching (``POST /match``, one event a request, kept-alive) and one writer thread
   sending ``PUT /subscriptions/ID`` at each ``--serve-rates`` rate (writes/s) for
   ``--serve-seconds``; frozen first, with no writer.
@@ -185,7 +187,9 @@ def _post(conn: http.client.HTTPConnection, method: str, path: str, body: Any) -
     return time.perf_counter() - t
 
 
-def served(out: Path, data: dict[str, Any], rates: list[int], seconds: float) -> list[Any]:
+def served(
+    out: Path, data: dict[str, Any], rates: list[int], seconds: float, warmup: int
+) -> list[Any]:
     """``bexdb serve --workers 2``: a matching client, and a writer at each rate."""
     from tools.serve import spawn
 
@@ -197,8 +201,8 @@ def served(out: Path, data: dict[str, Any], rates: list[int], seconds: float) ->
     rows: list[dict[str, Any]] = []
     try:
         conn = http.client.HTTPConnection(host, parts.port, timeout=60)
-        for ev in run.events[:300]:  # warm-up: both workers build their views
-            _post(conn, "POST", "/match", ev)
+        for k in range(warmup):  # both workers build their views (slower than in-process)
+            _post(conn, "POST", "/match", run.events[k % len(run.events)])
         for rate in [0, *rates]:
             stop = threading.Event()
             wrote: list[float] = []
@@ -255,6 +259,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve", action="store_true", help="also through bexdb serve")
     parser.add_argument("--serve-rates", type=sizes, default=[10, 100], help="writes/s")
     parser.add_argument("--serve-seconds", type=float, default=20.0, help="seconds a rate (20)")
+    parser.add_argument(
+        "--serve-warmup", type=positive, default=1500, help="matches before timing (1500)"
+    )
+    parser.add_argument("--serve-only", action="store_true", help="only the serve rows")
     parser.add_argument("--out", default="bench-results/live")
 
 
@@ -265,15 +273,15 @@ def main(args: argparse.Namespace) -> int:
     spare = args.writes + sum(args.batches) * args.batch_count + 20_000
     data = build(out, args.subs, args.shards, spare, max(args.events, 2000))
     rows = []
-    for ratio in args.ratios:
+    for ratio in [] if args.serve_only else args.ratios:
         writes = max(20, args.writes // max(1, ratio // 10))  # 1:100 -> a tenth of the writes
         rows.append(interleaved(out, data, ratio, writes, args.events))
         _log(f"1:{ratio}: match p50 {rows[-1]['match_ms']['p50']:.3f} ms")
-    for size in args.batches:
+    for size in [] if args.serve_only else args.batches:
         rows.append(batches(out, data, size, args.batch_count, args.events))
         _log(f"batch {size}: {rows[-1]['writes_per_s']:.0f} subscriptions/s")
-    if args.serve:
-        rows += served(out, data, args.serve_rates, args.serve_seconds)
+    if args.serve or args.serve_only:
+        rows += served(out, data, args.serve_rates, args.serve_seconds, args.serve_warmup)
     doc = {"benchmark": "bexdb bench live", "machine": machine(), "args": vars(args), "rows": rows}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     heads = ["run", "frozen p50", "match p50 / p99", "x frozen p50 / p99", "write p50 / p99"]
