@@ -27,6 +27,8 @@ through :mod:`storage.codec`):
   empty conjunction, and has no record.
 * :data:`DIRECT` (``direct``)  attribute -> ``[[atom id, atom tuple], ...]``: the atoms
   tested per event (every atom that is not an order atom).
+* ``log`` (:mod:`betree.changelog`): what each recent commit added and removed, for
+  readers that keep a packed view across writes.
 * :data:`ADJ` (``adj``)  c-node page (u64) -> its self-adjustment window
   (:mod:`betree.adjust`); freeing a c-node drops it.
 

@@ -45,6 +45,7 @@ from betree.adjust import check_adjust
 from betree.atomspans import NO_ATTR, AtomSpans
 from betree.bulk import pack_clauses, rows_of
 from betree.catalog import record_attributes, root_record
+from betree.changelog import check_log
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.nodes import CNode, LNodePage
 from pbtree import PBTree
@@ -95,6 +96,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         except CheckFailed as exc:
             errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
     errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
+    errors.extend(check_log(txn, rec))
     if errors:
         raise CheckFailed("index", errors)
 

@@ -32,18 +32,21 @@ failing row along the rows of a longer clause.
 Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
 its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
 the page walk; building it reads every page once (~1.2 s).  Memory: ~44 bytes a clause
-(26 MB for that shard).  A view describes one snapshot generation; :class:`FlatSlot`
+(26 MB for that shard).  A view describes one snapshot generation and serves later ones
+with the delta of what was written since (:mod:`betree.delta`); :class:`FlatSlot`
 decides when one is worth building and holds it within the page-cache budget.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
+from betree.delta import Based
 from betree.heap import return_freed_memory
 from betree.nodes import CNode, LNodePage, id_array
 from betree.tree import BETree
@@ -338,41 +341,75 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
 
 
 class FlatSlot:
-    """The view one store's matches use, if any: built for a generation once
-    :attr:`after` events were matched in it by walking pages, and only if it fits in
-    three quarters of the store's page-cache budget.  A held view takes those three
-    quarters (:meth:`storage.cache.PageCache.reserve`): matching then reads no page, and
-    what pages the cache keeps (a quarter) serve writes, checks and explanations."""
+    """The view one store's matches use, if any: built once :attr:`after` events were
+    matched by walking pages, and only if it fits in three quarters of the store's
+    page-cache budget.  A held view takes those three quarters
+    (:meth:`storage.cache.PageCache.reserve`): matching then reads no page, and what
+    pages the cache keeps (a quarter) serve writes, checks and explanations.
+
+    A view survives writes (:mod:`betree.delta`): a later generation gets the same base
+    view with the delta caught up from the change log, until the delta is due for folding
+    (then the view is rebuilt at once) or the log cannot say, or until a delta left over
+    once writes stop has cost the events since as much as the last build took (then
+    folded too: :meth:`_lingers`).  A reader of a generation older than the held one walks
+    pages (the view cannot go back)."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
         self.after = after
         self._lock = threading.Lock()
-        self._gen = -1  # the generation counted or viewed
-        self._walks = 0
-        self._view: FlatTree | None = None
+        self._held: tuple[int, Based] | None = None  # (generation, its view and delta)
+        self._walks = 0  # events walked since the last view
         self._share = cache.budget - cache.budget // 4
         self._too_big = False  # a view of this store did not fit: not built again
+        #: views built (for tests and diagnostics: a fold counts one)
+        self.builds = 0
+        self._build_s = 0.0  # what the last view took to build
+        self._quiet = 0.0  # estimated seconds the held delta has cost since the last write
 
-    def held(self, gen: int) -> FlatTree | None:
+    def _lingers(self, based: Based, events: int) -> bool:
+        """Whether the held view's delta, left over once writes stopped, has cost the
+        events since the last write as much as a new view (the ski-rental rule again:
+        then it is folded; estimated at 1 µs an event per added clause and newer atom)."""
+        delta = based.delta
+        if not delta.clauses and not delta.removed:
+            return False
+        self._quiet += events * 1e-6 * (delta.clauses + len(delta.new_atoms) + 1)
+        return self._quiet > self._build_s
+
+    def held(self, gen: int) -> Based | None:
         """The view of generation ``gen`` if one is held (none is built for the asking)."""
-        view = self._view
-        return view if view is not None and self._gen == gen else None
+        held = self._held
+        return held[1] if held is not None and held[0] == gen else None
 
     def get(
-        self, gen: int, make: Callable[[], FlatTree], clauses: int, events: int = 1
-    ) -> FlatTree | None:
-        """The view of generation ``gen`` for ``events`` more events (``make`` builds it
-        when it is due and its ``clauses`` may fit), or None: walk the pages."""
-        view = self.held(gen)
-        if view is not None:
-            return view
+        self,
+        gen: int,
+        make: Callable[[], Based],
+        clauses: int,
+        events: int = 1,
+        catch_up: Callable[[Based], Based | None] | None = None,
+    ) -> Based | None:
+        """The view of generation ``gen`` for ``events`` more events, or None: walk the
+        pages.  ``make`` builds one when it is due and its ``clauses`` may fit;
+        ``catch_up`` brings the held one to ``gen`` (None: it cannot, rebuild)."""
+        based = self.held(gen)
+        if based is not None and not self._lingers(based, events):
+            return based
         with self._lock:
-            if self._gen != gen:
-                self.drop()
-                self._gen = gen
-            if self._view is not None:
-                return self._view
+            held = self._held
+            if held is not None:
+                if gen < held[0]:
+                    return None
+                if gen > held[0]:
+                    newer = catch_up(held[1]) if catch_up is not None else None
+                    if newer is not None and not newer.delta.due():
+                        self._held, self._quiet = (gen, newer), 0.0
+                        return newer
+                elif not self._lingers(held[1], 0):
+                    return held[1]
+                self.drop()  # folded: rebuilt now
+                self._walks = self.after
             self._walks += events
             if self._walks <= self.after or self._too_big or clauses * LEAST_BYTES > self._share:
                 return None
@@ -382,23 +419,37 @@ class FlatSlot:
             # matching reads no page of this store while the view lasts: all go, so that
             # their memory returns to the system (evicting some leaves it fragmented)
             self.cache.clear()
-            view = make()
+            began = time.perf_counter()
+            based = make()
+            self._build_s = time.perf_counter() - began
+            self.builds += 1
             return_freed_memory()
-            if view.nbytes > self._share:
+            if based.view.nbytes > self._share:
                 self.cache.release(self._share)
                 self._too_big = True
                 return None
-            self._view = view
-            return view
+            self._held = (gen, based)
+            return based
 
     def drop(self) -> None:
         """Forget the view, giving its share back to the page cache."""
-        if self._view is not None:
+        if self._held is not None:
             self.cache.release(self._share)
-            self._view = None
+            self._held = None
         self._walks = 0
 
     def describe(self) -> dict[str, Any]:
-        """Whether a view is held, its generation and bytes (for tests and diagnostics)."""
-        view = self._view
-        return {"held": view is not None, "gen": self._gen, "bytes": view.nbytes if view else 0}
+        """Whether a view is held, its generation, bytes, and its delta's added clauses
+        and removed ids (for tests and diagnostics)."""
+        held = self._held
+        if held is None:
+            return {"held": False, "gen": -1, "bytes": 0, "added": 0, "removed": 0}
+        gen, based = held
+        delta = based.delta
+        return {
+            "held": True,
+            "gen": gen,
+            "bytes": based.view.nbytes,
+            "added": delta.clauses,
+            "removed": len(delta.removed),
+        }

@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,13 +37,15 @@ from betree.catalog import (
 )
 from betree.check import check_index
 from betree.compiler import Compiler
-from betree.direct import DirectAtoms, holding
+from betree.delta import Based, Delta, settle
+from betree.direct import holding
 from betree.explained import sent_values, shown_atom
-from betree.lang.atoms import Atom, Clause, atom_from_tuple
+from betree.lang.atoms import Atom, Clause
 from betree.lang.bounded import forget_older_half
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
 from betree.nodes import id_array, listed
+from betree.snapshot import Records
 from betree.tree import DEFAULTS, BETree, Places
 from betree.writer import Writer, gc_paused
 from pbtree import PBTree
@@ -56,7 +59,6 @@ _SCALAR = ("int", "float", "string")
 #: Atoms whose grid span :meth:`Index.places` keeps (~200 bytes each); when full, the older
 #: half is forgotten.
 SPANS_LIMIT = 1 << 19
-FlatView = flat.FlatTree | None
 
 
 class Index:
@@ -86,6 +88,8 @@ class Index:
         )
         self._compiler: Compiler | None = None  # made with the store's max_clauses
         self._snapshot: tuple[int, dict[str, Any]] | None = None
+        #: the per-attribute records of the last snapshot, reused while unchanged
+        self._records = Records(self._attribute)
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self.last_stats: dict[str, int] = {}
         #: where the last batched match's time went (:meth:`match_many_validated`)
@@ -384,20 +388,22 @@ class Index:
         :func:`betree.flatbatch.match`, or one by one under ``flatbatch.LEAST`` events.
         ``last_stats`` holds the totals, ``last_timings`` the seconds of each phase.
         """
-        snap = self._snap(txn)
+        snap = self._snap(txn, records=False)
         collecting = self._collector is not None or snap["collect"] or self.collecting
         if len(batch) <= 1 or collecting:
             return listed([id_array(self.match_validated(txn, v)) for v in batch], lists)
         view = self._view(txn, snap, len(batch))
         if view is not None:  # the pages it replaces are gone (docs/matching.md)
             if len(batch) < flatbatch.LEAST:
-                return listed([self._match_view(txn, snap, view, v) for v in batch], lists)
-            shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])
-            return self.match_on_views(view, [shard], batch, lists)
+                return listed([self._match_view(txn, view, v) for v in batch], lists)
+            shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms)
+            found = self.match_on_views(view.view, [shard], batch)
+            return listed(settle(found, [view.delta], batch, [txn]), lists)
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
             return [ids for p in parts for ids in self.match_many_validated(txn, p, lists)]
+        snap = self._snap(txn)
         order = batching.shape_order(batch)
         batch = [batch[e] for e in order]
         clock = time.perf_counter
@@ -460,15 +466,16 @@ class Index:
 
     def match_validated(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """Match an event already validated by ``schema.validate_event`` in ``txn``."""
-        snap = self._snap(txn)
+        snap = self._snap(txn, records=False)
         stats = self._collector
         if stats is None and (snap["collect"] or self.collecting):
             stats = self._collector = Collector()
         # the per-node statistics come from the walk only
         view = None if stats is not None else self._view(txn, snap)
         if view is not None:
-            return self._match_view(txn, snap, view, values).tolist()  # type: ignore[no-any-return]
-        sat, coords, pages = self._phase1(txn, snap, values, None)
+            return self._match_view(txn, view, values).tolist()  # type: ignore[no-any-return]
+        snap = self._snap(txn)
+        sat, coords, pages = self._phase1(txn, snap, values, False)
         tree = BETree(txn, snap["rec"])
         out: dict[int, SubId] = {}
         candidates = tree.match(coords, sat, out, stats)
@@ -477,40 +484,48 @@ class Index:
         self.last_stats = {"candidates": candidates, "pages": pages + tree.pages_read}
         return list(out.values())
 
-    def held_view(self, txn: ReadTxn) -> tuple[flat.FlatTree, dict[str, DirectAtoms], int] | None:
-        """The packed view of ``txn``'s snapshot if one is held, with the snapshot's
-        direct atoms and atom count (a sharded store joins its shards': betree.joined)."""
-        view = None if txn.writable else self.flat.held(txn.gen)
-        if view is None:
-            return None
-        snap = self._snap(txn)
+    def held_view(self, txn: ReadTxn) -> Based | None:
+        """The packed view of ``txn``'s snapshot if one is held (caught up to it, not
+        built: :meth:`_view`), for a sharded store to join its shards' (betree.joined)."""
+        snap = self._snap(txn, records=False)
         if self._collector is not None or snap["collect"] or self.collecting:
             return None  # (the statistics come from walks)
-        return view, snap["grouped"], snap["next_atom"]
+        return self._view(txn, snap, 0)
 
-    def _view(self, txn: ReadTxn, snap: dict[str, Any], events: int = 1) -> flat.FlatTree | None:
-        """The packed view of ``txn``'s snapshot for ``events`` more events, or None
-        (:class:`betree.flat.FlatSlot`; never within a write: it holds committed pages)."""
+    def _view(self, txn: ReadTxn, snap: dict[str, Any], events: int = 1) -> Based | None:
+        """The packed view for ``txn``'s snapshot (a base view and the delta since:
+        :mod:`betree.delta`) for ``events`` more events, or None (:class:`FlatSlot`;
+        never within a write: it holds committed pages)."""
         if txn.writable:
             return None
-        make = lambda: flat.build(BETree(txn, snap["rec"]), snap["trees"])  # noqa: E731
-        return self.flat.get(txn.gen, make, snap["rec"]["subs"], events)  # clauses >= subs
+        rec = snap["rec"]
 
-    def _match_view(
-        self, txn: ReadTxn, snap: dict[str, Any], view: flat.FlatTree, values: Mapping[str, object]
-    ) -> np.ndarray:
+        def make() -> Based:
+            full = self._snap(txn)
+            view = flat.build(BETree(txn, rec), full["trees"])
+            return Based(view, full["grouped"], rec["next_atom"], Delta.empty(rec))
+
+        def catch_up(held: Based) -> Based | None:
+            delta = held.delta.advance(txn, rec)
+            return None if delta is None else replace(held, delta=delta)
+
+        return self.flat.get(txn.gen, make, rec["subs"], events, catch_up)  # clauses >= subs
+
+    def _match_view(self, txn: ReadTxn, based: Based, values: Mapping[str, object]) -> np.ndarray:
         """The ids an event matches, from a view (:func:`betree.nodes.id_array` form)."""
-        sat, coords, _ = self._phase1(txn, snap, values, view)
-        found, candidates = view.match(coords, sat)
+        fields = {"trees": based.view.searches, "grouped": based.grouped, "next_atom": based.atoms}
+        sat, coords, _ = self._phase1(txn, fields, values, True)
+        found, candidates = based.view.match(coords, sat)
         self.last_stats = {"candidates": candidates, "pages": 0}
-        return found
+        return based.delta.matched(found, sat, values)
 
     def _phase1(
-        self, txn: ReadTxn, snap: dict[str, Any], values: Mapping[str, object], view: FlatView
+        self, txn: ReadTxn, snap: Mapping[str, Any], values: Mapping[str, object], based: bool
     ) -> tuple[np.ndarray, dict[str, int], int]:
         """The satisfied atoms (by atom id), the event's grid coordinates and the PB+tree
-        pages read: from the view's sorted arrays when given one, else from the pages."""
-        trees: dict[str, dict[str, Any]] = snap["trees"]
+        pages read: from the snapshot's pages, or (``based``, ``snap`` a :class:`Based`'s
+        fields) from a base view's sorted arrays, by the base's atom ids."""
+        trees, grouped = snap["trees"], snap["grouped"]
         sat = np.zeros(snap["next_atom"], dtype=bool)
         sat[0] = True
         pages = 0
@@ -522,8 +537,8 @@ class Index:
             coords[attr] = self._coord(kind, value)
             if kind not in _SCALAR or attr not in trees:
                 continue
-            if view is not None:
-                found += view.searches[attr].collect(value)
+            if based:
+                found += trees[attr].collect(value)
                 continue
             pbtree = PBTree(txn, attr, record=trees[attr])
             ids = pbtree.search_array(value)
@@ -532,43 +547,34 @@ class Index:
             pages += pbtree.pages_read
         if found:
             sat[np.concatenate(found)] = True
-        sat[holding(snap["grouped"], values)] = True
+        sat[holding(grouped, values)] = True
         return sat, coords, pages
 
-    def _snap(self, txn: ReadTxn) -> dict[str, Any]:
-        """Per-commit state: root record, PB+tree records, direct atoms (cached by gen)."""
+    def _snap(self, txn: ReadTxn, records: bool = True) -> dict[str, Any]:
+        """Per-commit state (cached by gen): the root record, and with ``records`` the
+        PB+tree records and direct atoms (:mod:`betree.snapshot`; a match on a held
+        view needs neither: one scan of a record per attribute saved per commit)."""
         if self._snapshot is not None and self._snapshot[0] == txn.gen:
-            return self._snapshot[1]
+            snap = self._snapshot[1]
+            if "trees" in snap or not records:
+                return snap
         rec = root_record(txn)
-        trees = {}
-        for key, value in txn.scan(PBTREE_NS):
-            name = self._attribute(key, "PB+tree")
-            trees[name] = codec.decode_value(value)
-        direct: dict[str, list[tuple[int, Atom]]] = {}
-        for key, value in txn.scan(catalog.DIRECT):
-            name = self._attribute(key, "direct atoms")
-            direct[name] = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
-            if any(atom.attr != name for _, atom in direct[name]):
-                raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
-        listed = {"pbtrees": list(trees), "direct": list(direct)}
+        # read-only, statistics could never be flushed: collect only when asked to
+        collect = bool(rec.get("adjust")) and not self.store.readonly
+        snap = {"rec": rec, "next_atom": rec["next_atom"], "collect": collect}
+        auto = collect and self.auto_adjust and not self.store.readonly
+        self._flush_every = rec.get("adjust_window", 1) if auto else math.inf
+        self._snapshot = (txn.gen, snap)
+        if not records:
+            return snap
+        trees, grouped = self._records.read(txn)
+        listed = {"pbtrees": list(trees), "direct": list(grouped)}
         if listed != rec.get("attributes"):
             raise StoreDamaged(
                 f"the per-attribute records found ({listed}) are not those the root record "
                 f"lists ({rec.get('attributes')})"
             )
-        # read-only, statistics could never be flushed: collect only when asked to
-        collect = bool(rec.get("adjust")) and not self.store.readonly
-        snap = {
-            "rec": rec,
-            "next_atom": rec["next_atom"],
-            "trees": trees,
-            "direct": direct,
-            "grouped": {name: DirectAtoms(atoms) for name, atoms in direct.items()},
-            "collect": collect,
-        }
-        auto = collect and self.auto_adjust and not self.store.readonly
-        self._flush_every = rec.get("adjust_window", 1) if auto else math.inf
-        self._snapshot = (txn.gen, snap)
+        snap.update(trees=trees, grouped=grouped)
         return snap
 
     def _attribute(self, key: bytes, what: str) -> str:

@@ -47,6 +47,7 @@ import numpy as np
 from betree import flatbatch, shardwrite
 from betree.batch import match_batch
 from betree.catalog import EXT, SubId, subscriptions_by_id
+from betree.delta import Delta, settle
 from betree.index import Index, gc_paused
 from betree.joined import Joined
 from betree.lang.schema import Schema
@@ -507,11 +508,11 @@ class ShardedIndex:
             with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
 
-            joined = self._joined(txns)
+            joined, deltas = self._joined(txns)
 
             def match(values: Mapping[str, object]) -> list[SubId]:
                 if joined is not None:
-                    found = joined.match(self.indexes[0].coords(values), values)
+                    found = joined.match(self.indexes[0].coords(values), values, deltas)
                     return found.tolist()  # type: ignore[no-any-return]
                 out: list[SubId] = []
                 for index, txn in txns:
@@ -520,13 +521,16 @@ class ShardedIndex:
 
             yield match
 
-    def _joined(self, txns: list[tuple[Index, ReadTxn]]) -> Joined | None:
-        """The shards' views joined, when every shard holds one of its snapshot
-        (:mod:`betree.joined`); kept while they last."""
+    def _joined(self, txns: list[tuple[Index, ReadTxn]]) -> tuple[Joined | None, list[Delta]]:
+        """The shards' base views joined, when every shard holds one for its snapshot
+        (:mod:`betree.joined`; kept while they last), and each shard's delta since."""
         parts = [index.held_view(txn) for index, txn in txns]
-        if self.join is None or not self.join.holds(parts):
-            self.join = Joined([p for p in parts if p is not None]) if all(parts) else None
-        return self.join
+        held = [p for p in parts if p is not None]
+        if len(held) < len(parts):
+            self.join = None
+        elif self.join is None or not self.join.holds(parts):
+            self.join = Joined(held)
+        return self.join, [p.delta for p in held]
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         values = self.schema.validate_event(event)
@@ -547,12 +551,14 @@ class ShardedIndex:
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
-            joined = self._joined(txns)
+            joined, deltas = self._joined(txns)
             if joined is not None:
                 first = self.indexes[0]
                 if len(valid) >= flatbatch.LEAST:
-                    return first.match_on_views(joined, joined.shards(), valid, lists)
-                found = [joined.match(first.coords(values), values) for values in valid]
+                    found = first.match_on_views(joined, joined.shards(), valid)
+                    shard_txns = [txn for _, txn in txns]
+                    return listed(settle(found, deltas, valid, shard_txns), lists)
+                found = [joined.match(first.coords(values), values, deltas) for values in valid]
                 return listed(found, lists)
             parts = [index.match_many_validated(txn, valid) for index, txn in txns]
         found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]

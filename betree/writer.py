@@ -5,7 +5,8 @@ A subscription's insertion writes its catalog records (:mod:`betree.catalog`: ``
 index with their PB+tree entries or direct tests), then inserts each clause into the
 BE-Tree at its places; deletion undoes the same, releasing atoms whose last use goes.
 PB+trees and direct-atom lists touched are kept open for the transaction, and
-:meth:`Writer.finish` writes the direct lists and the root record once at the end.
+:meth:`Writer.finish` writes the direct lists, the change log's entry
+(:mod:`betree.changelog`) and the root record once at the end.
 
 :meth:`betree.index.Index.writer` makes one; self-adjustment (:func:`betree.adjust.flush`)
 re-inserts clauses through its tree.
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from betree import catalog
+from betree import catalog, changelog
 from betree.adjust import feedback
 from betree.catalog import SubId, clause_id
 from betree.lang.atoms import Atom, Clause, OrderAtom, atom_from_tuple
@@ -58,6 +59,9 @@ class Writer:
         )
         self.direct: dict[str, list[list[Any]]] = {}
         self.atoms: dict[int, Atom] = {}
+        #: what this transaction removed and added, for the change log (betree.changelog)
+        self.removed: changelog.Removed = []
+        self.added: changelog.Added = []
 
     def _places(self, cid: int) -> Places:
         sid, k = catalog.clause_parts(cid)
@@ -133,6 +137,7 @@ class Writer:
         places = [self.places(clause) for clause in clauses]
         sid_key = codec.encode_u64(sid)
         self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
+        self.added.append([sid, ident, atom_ids])
         self.txn.put(catalog.EXT, codec.encode_id(ident), sid_key)
         for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
             self.tree.insert((clause_id(sid, k), ident, ids), place)
@@ -158,13 +163,17 @@ class Writer:
                     self.release(aid)
         self.txn.delete(catalog.SUB, sid_key)
         self.txn.delete(catalog.EXT, codec.encode_id(ident))
+        self.removed.append([sid, ident])
         self.rec["subs"] -= 1
         return True
 
     def finish(self) -> None:
-        """Write the direct-atom lists touched and the root record."""
+        """Write the direct-atom lists touched, the change log's entry (if subscriptions
+        changed) and the root record."""
         for attr, atoms in self.direct.items():
             catalog.put_direct(self.txn, attr, atoms)
+        if self.removed or self.added:
+            changelog.append(self.txn, self.rec, self.removed, self.added)
         self.rec["attributes"] = catalog.record_attributes(self.txn)
         catalog.put_root(self.txn, self.rec)
 

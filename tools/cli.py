@@ -40,6 +40,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("forms", "matching with a fifth of the predicates in the new language forms, against BEGen"),
     ("store", "matching on an existing store: first pass, warm, batched, memory, --jobs"),
     ("stream", "bexdb stream fed files at a fixed rate: events/s and latency, beside match --jobs"),
+    ("live", "matching while subscriptions change: 1 write to R matches, batches, serve"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
