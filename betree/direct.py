@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Protocol
 
+import numpy as np
+
 from betree import directkinds
 from betree.lang.atoms import Atom, TestAtom
 
@@ -70,19 +72,22 @@ class DirectAtoms:
             (kind, _INDEXES[kind](listed)) for kind, listed in by_kind.items()
         ]
 
-    def hits(self, value: object, event: Mapping[str, object]) -> list[int]:
+    def hits(self, value: object, event: Mapping[str, object]) -> np.ndarray:
         """The ids of the atoms that hold on ``event``, which defines the attribute as
-        ``value`` (validated)."""
-        out = [aid for aid, atom in self.always if atom.holds(event)] if self.always else []
+        ``value`` (validated): int64, read-only, each once."""
+        parts = []
         counts = _counts
-        if counts is not None and self.always:
-            _add(counts, "other", len(self.always), len(out))
+        if self.always:
+            held = directkinds.ids([aid for aid, atom in self.always if atom.holds(event)])
+            parts.append(held)
+            if counts is not None:
+                _add(counts, "other", len(self.always), len(held))
         for kind, index in self.indexes:
             held, tests = index.hits(value, event)
-            out += held
+            parts.append(held)
             if counts is not None:
                 _add(counts, kind, tests, len(held))
-        return out
+        return directkinds.joined(parts)
 
 
 def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:
@@ -104,10 +109,15 @@ def counting() -> Iterator[dict[str, list[int]]]:
         _counts = saved
 
 
-def holding(direct: Mapping[str, DirectAtoms], values: Mapping[str, object]) -> list[int]:
-    """The ids of every direct atom that holds on a validated event: per attribute, the
-    :meth:`DirectAtoms.hits` of its value, or the atoms true when it is undefined."""
-    out: list[int] = []
+def holding(direct: Mapping[str, DirectAtoms], values: Mapping[str, object]) -> np.ndarray:
+    """The ids (int64) of every direct atom that holds on a validated event: per attribute,
+    the :meth:`DirectAtoms.hits` of its value, or the atoms true when it is undefined."""
+    parts: list[np.ndarray] = []
+    undefined: list[int] = []
     for attr, group in direct.items():
-        out += group.hits(values[attr], values) if attr in values else group.undefined
-    return out
+        if attr in values:
+            parts.append(group.hits(values[attr], values))
+        else:
+            undefined += group.undefined
+    parts.append(directkinds.ids(undefined))
+    return directkinds.joined(parts)

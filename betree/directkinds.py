@@ -22,8 +22,8 @@ attribute's atoms alone (so that a snapshot may rebuild one attribute) and answe
   an event looks up its cell at each level, the box, then the haversine.  A point beyond
   the coordinate ranges (which the formula accepts) tests every atom.
 - :class:`CapGroups` (``within_frequency_cap`` and its negation): atoms by (type,
-  namespace); only the groups the event's caps name are tested, the others hold as when
-  no cap applies.
+  namespace, id) (id ``None`` for the four-argument form); only the groups the event's
+  caps name are tested, the others hold as when no cap applies.
 - :class:`SegmentTests` (``segment_within``/``segment_before`` and their negations): keyed by
   segment id and sorted by seconds; one bisection per segment the event carries.
 - :class:`Patterns` (``like``/``matches`` and negations): one RE2 set, one call an event.
@@ -40,11 +40,53 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from betree.lang import patterns, special
 from betree.lang.atoms import Atom, TestAtom
 
 Event = Mapping[str, object]
-Hits = tuple[list[int], int]
+#: (the ids of the atoms that hold: int64, read-only; the exact tests run)
+Hits = tuple[np.ndarray, int]
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
+
+
+def ids(found: list[int] | set[int]) -> np.ndarray:
+    """Atom ids as the int64 array :data:`Hits` gives."""
+    return np.fromiter(found, dtype=np.int64, count=len(found)) if found else _NONE
+
+
+class Complement:
+    """The negated atoms of a kind: all of them hold but those whose positive form held
+    (the attribute defined), found by a mask over one array instead of a loop."""
+
+    __slots__ = ("ids", "where")
+
+    def __init__(self, negated: list[int]) -> None:
+        self.ids = np.array(negated, dtype=np.int64)
+        self.ids.flags.writeable = False
+        self.where = {aid: i for i, aid in enumerate(negated)}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def but(self, failed: list[int] | set[int]) -> np.ndarray:
+        """The negated atoms but ``failed`` (ids of this complement)."""
+        if not failed:
+            return self.ids
+        keep = np.ones(len(self.ids), dtype=bool)
+        keep[[self.where[aid] for aid in failed]] = False
+        return self.ids[keep]
+
+
+def joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts as one array (no copy for one)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _NONE
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
 
 #: The kind (counter name) of each test name handled by an index here.
 KIND_OF: dict[str, str] = {}
@@ -65,7 +107,7 @@ _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
 def _exact(atoms: list[tuple[int, Atom]], event: Event) -> Hits:
     """Every atom tested (the value is not of the form an index reads: never once
     validated, kept so that the answer stays exact)."""
-    return [aid for aid, atom in atoms if atom.holds(event)], len(atoms)
+    return ids([aid for aid, atom in atoms if atom.holds(event)]), len(atoms)
 
 
 class ListPostings:
@@ -80,7 +122,7 @@ class ListPostings:
         self.count_of: dict[object, list[int]] = {}  # all_of, not_all_of
         self.all_need: dict[int, int] = {}  # all_of's atoms and their lengths
         self.neg_count: dict[int, int] = {}  # not_all_of's
-        self.neg_all: list[int] = []  # lacks, none_of
+        negated: list[int] = []  # lacks, none_of
         for aid, atom in atoms:
             t = atom.test
             values = (atom.arg,) if t in ("has", "lacks") else atom.arg
@@ -90,9 +132,10 @@ class ListPostings:
             else:
                 posting = self.neg_any if t in _NEGATIVE else self.pos_any
                 if t in _NEGATIVE:
-                    self.neg_all.append(aid)
+                    negated.append(aid)
             for v in values:  # type: ignore[attr-defined]
                 posting.setdefault(v, []).append(aid)
+        self.neg_all = Complement(negated)
 
     def hits(self, value: object, event: Event) -> Hits:
         if not isinstance(value, tuple):
@@ -116,15 +159,12 @@ class ListPostings:
                 tests += len(found)
                 for aid in found:
                     counts[aid] = counts.get(aid, 0) + 1
-        out = list(held)
-        if self.neg_all:
-            out += [aid for aid in self.neg_all if aid not in failed]
         if counts:
             need = self.all_need
-            out += [aid for aid, n in counts.items() if need.get(aid) == n]
+            held.update(aid for aid, n in counts.items() if need.get(aid) == n)
         if self.neg_count:
-            out += [aid for aid, n in self.neg_count.items() if counts.get(aid, 0) != n]
-        return out, tests
+            held.update(aid for aid, n in self.neg_count.items() if counts.get(aid, 0) != n)
+        return joined([ids(held), self.neg_all.but(failed)]), tests
 
 
 class Suffixes:
@@ -135,13 +175,13 @@ class Suffixes:
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
         self.by_needle: dict[str, tuple[list[int], list[int]]] = {}  # (positive, negated)
-        self.neg_all: list[int] = []
+        negated: list[int] = []
         for aid, atom in atoms:
-            negated = atom.test.startswith("not_")
             pos, neg = self.by_needle.setdefault(atom.arg, ([], []))  # type: ignore[arg-type]
-            (neg if negated else pos).append(aid)
-            if negated:
-                self.neg_all.append(aid)
+            (neg if atom.test.startswith("not_") else pos).append(aid)
+        for _, neg in self.by_needle.values():
+            negated += neg
+        self.neg_all = Complement(negated)
         self.lengths = sorted({len(n) for n in self.by_needle})
 
     def hits(self, value: object, event: Event) -> Hits:
@@ -159,10 +199,7 @@ class Suffixes:
             if found is not None:
                 out += found[0]
                 failed += found[1]
-        if self.neg_all:
-            gone = set(failed)
-            out += [aid for aid in self.neg_all if aid not in gone]
-        return out, tests
+        return joined([ids(out), self.neg_all.but(failed)]), tests
 
 
 #: The length of the pieces :class:`Needles` posts a needle under.
@@ -178,13 +215,13 @@ class Needles:
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
         needles: dict[str, tuple[list[int], list[int]]] = {}
-        self.neg_all: list[int] = []
+        negated: list[int] = []
         for aid, atom in atoms:
-            negated = atom.test.startswith("not_")
             pos, neg = needles.setdefault(atom.arg, ([], []))  # type: ignore[arg-type]
-            (neg if negated else pos).append(aid)
-            if negated:
-                self.neg_all.append(aid)
+            (neg if atom.test.startswith("not_") else pos).append(aid)
+            if atom.test.startswith("not_"):
+                negated.append(aid)
+        self.neg_all = Complement(negated)
         freq: dict[str, int] = {}
         for needle in needles:
             for g in _grams(needle):
@@ -217,10 +254,7 @@ class Needles:
                 if needle in value:
                     out += pos
                     failed += neg
-        if self.neg_all:
-            gone = set(failed)
-            out += [aid for aid in self.neg_all if aid not in gone]
-        return out, tests
+        return joined([ids(out), self.neg_all.but(failed)]), tests
 
 
 def _grams(needle: str) -> list[str]:
@@ -244,12 +278,10 @@ class GeoGrid:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
         self.cells: dict[tuple[int, int, int], list[_GeoEntry]] = {}
         self.loose: list[_GeoEntry] = []  # boxes the grid cannot hold (never, for finite args)
-        self.neg_all: list[int] = []
+        self.neg_all = Complement([aid for aid, atom in atoms if atom.test.startswith("not_")])
         used: set[int] = set()
         for aid, atom in atoms:
             negated = atom.test.startswith("not_")
-            if negated:
-                self.neg_all.append(aid)
             args: tuple[float, float, float] = atom.arg  # type: ignore[assignment]
             box = special.geo_box(*args)
             if box is None:  # a negative radius: the positive form holds nowhere
@@ -274,7 +306,7 @@ class GeoGrid:
         lat = value
         lon: Any = event.get(special.LONGITUDE)
         if lon is None:  # the haversine is false: every negation holds
-            return list(self.neg_all), 0
+            return self.neg_all.ids, 0
         if not (isinstance(lat, float) and -90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
             return _exact(self.atoms, event)
         out: list[int] = []
@@ -294,50 +326,49 @@ class GeoGrid:
             tests += 1
             if holds(event):
                 (failed if negated else out).append(aid)
-        if self.neg_all:
-            gone = set(failed)
-            out += [aid for aid in self.neg_all if aid not in gone]
-        return out, tests
+        return joined([ids(out), self.neg_all.but(failed)]), tests
 
 
 class CapGroups:
-    """``within_frequency_cap`` tests by (type, namespace): only the groups the event's caps
-    name are tested; the others hold as when no cap applies."""
+    """``within_frequency_cap`` tests by (type, namespace, id or ``None``): only the groups
+    the event's caps name are tested (a test's first cap of its type, namespace and id
+    decides it); the others hold as when no cap applies."""
 
     __slots__ = ("groups", "neg_all", "pos_all")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
-        self.groups: dict[tuple[object, object], list[tuple[int, Atom]]] = {}
-        self.pos_all: list[int] = []
-        self.neg_all: list[int] = []
+        self.groups: dict[tuple[object, object, object], list[tuple[int, Atom]]] = {}
+        self.pos_all = Complement([aid for aid, atom in atoms if not atom.test.startswith("not_")])
+        self.neg_all = np.array(
+            [aid for aid, atom in atoms if atom.test.startswith("not_")], dtype=np.int64
+        )
         for aid, atom in atoms:
-            negated = atom.test.startswith("not_")
-            (self.neg_all if negated else self.pos_all).append(aid)
             args: tuple[object, ...] = atom.arg  # type: ignore[assignment]
-            self.groups.setdefault((args[0], args[2]), []).append((aid, atom))
+            self.groups.setdefault((args[0], args[2], args[1]), []).append((aid, atom))
 
     def hits(self, value: object, event: Event) -> Hits:
         caps: Any = value
         if not caps:  # no cap applies: every test holds
-            return list(self.pos_all), 0
+            return self.pos_all.ids, 0
         now = event.get(special.NOW)
         if not isinstance(now, int) or isinstance(now, bool):  # the positive form is false
-            return list(self.neg_all), 0
+            return self.neg_all, 0
         out: list[int] = []
-        tested: set[int] = set()
-        seen: set[tuple[object, object]] = set()
-        for cap in caps:
-            key = (cap[0], cap[2])
-            if key in seen:
-                continue
-            seen.add(key)
-            for aid, atom in self.groups.get(key, ()):
-                tested.add(aid)
-                if atom.holds(event):
-                    out.append(aid)
+        tested: list[int] = []
+        seen: set[tuple[object, object, object]] = set()
+        groups = self.groups
+        for kind, ident, namespace, _, _ in caps:
+            for key in ((kind, namespace, ident), (kind, namespace, None)):
+                if key in seen:
+                    continue
+                seen.add(key)
+                for aid, atom in groups.get(key, ()):
+                    tested.append(aid)
+                    if atom.holds(event):
+                        out.append(aid)
         # a group the caps do not name: no cap applies, the positive form holds
-        out += [aid for aid in self.pos_all if aid not in tested]
-        return out, len(tested)
+        pos = self.pos_all.where
+        return joined([ids(out), self.pos_all.but([a for a in tested if a in pos])]), len(tested)
 
 
 #: (seconds of each test sorted, their atom ids in that order) for within and before.
@@ -354,11 +385,9 @@ class SegmentTests:
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         tests: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
-        self.neg_all: list[int] = []
+        self.neg_all = Complement([aid for aid, atom in atoms if atom.test.startswith("not_")])
         for aid, atom in atoms:
             negated = atom.test.startswith("not_")
-            if negated:
-                self.neg_all.append(aid)
             sid: int = atom.arg[0]  # type: ignore[index]
             secs: int = atom.arg[1]  # type: ignore[index]
             within, before = tests.setdefault(sid, ([], []))
@@ -373,7 +402,7 @@ class SegmentTests:
         ``value`` (validated: pairs sorted by segment id)."""
         now: Any = event.get(special.NOW)
         if now is None:
-            return list(self.neg_all), 0
+            return self.neg_all.ids, 0
         hits: list[int] = []
         by_segment = self.by_segment
         last = None
@@ -391,12 +420,11 @@ class SegmentTests:
             (w_secs, w_ids), (b_secs, b_ids) = found
             hits.extend(w_ids[bisect_left(w_secs, bound) :])
             hits.extend(b_ids[: bisect_left(b_secs, bound)])
-        if not self.neg_all:
-            return hits, tests
+        if not len(self.neg_all):
+            return ids(hits), tests
         out = [aid for aid in hits if aid >= 0]
         gone = {-aid - 1 for aid in hits if aid < 0}
-        out += [aid for aid in self.neg_all if aid not in gone]
-        return out, tests
+        return joined([ids(out), self.neg_all.but(gone)]), tests
 
 
 def _sorted(tests: list[tuple[int, int]]) -> _Sorted:
@@ -414,7 +442,7 @@ class Patterns:
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         regexes: dict[str, int] = {}
         self.by_pattern: list[list[tuple[int, bool]]] = []  # (atom id, negated), by regex
-        self.negated: list[int] = []
+        negated: list[int] = []
         for aid, atom in atoms:
             kind = atom.test.removeprefix("not_")
             expr = patterns.regex(kind, atom.arg)  # type: ignore[arg-type]
@@ -423,12 +451,13 @@ class Patterns:
                 self.by_pattern.append([])
             self.by_pattern[k].append((aid, atom.test != kind))
             if atom.test != kind:
-                self.negated.append(aid)
+                negated.append(aid)
+        self.negated = Complement(negated)
         self.set = patterns.PatternSet(list(regexes))
 
     def hits(self, value: object, event: Event) -> Hits:
         if not isinstance(value, str):  # (validated: never)
-            return [], 0
+            return _NONE, 0
         out: list[int] = []
         failed: set[int] = set()
         for k in self.set.match(value):
@@ -437,5 +466,4 @@ class Patterns:
                     failed.add(aid)
                 else:
                     out.append(aid)
-        out.extend(aid for aid in self.negated if aid not in failed)
-        return out, 1
+        return joined([ids(out), self.negated.but(failed)]), 1
