@@ -195,7 +195,7 @@ def test_online_rich_store_matches_brute_force(tmp_path: Path) -> None:
             assert set(idx.match(ev)) == w
         for _ in range(2):  # the second after 64 events: on the packed view
             for got, w in zip(idx.match_many(events), want, strict=True):
-                assert set(got) == w
+                assert set(got) == w  # type: ignore[arg-type]
 
 
 def test_python_load_and_sharded_rich_stores_match_brute_force(tmp_path: Path) -> None:
@@ -220,4 +220,4 @@ def test_python_load_and_sharded_rich_stores_match_brute_force(tmp_path: Path) -
                 assert set(idx.match(ev)) == w
             for _ in range(2):
                 for got, w in zip(idx.match_many(events), want, strict=True):
-                    assert set(got) == w
+                    assert set(got) == w  # type: ignore[arg-type]
