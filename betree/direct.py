@@ -45,6 +45,7 @@ _INDEXES: dict[str, type[_Index]] = {
     "cap": directkinds.CapGroups,
     "segment": directkinds.SegmentTests,
     "pattern": directkinds.Patterns,
+    "presence": directkinds.Presence,
 }
 
 #: Per kind, [events, exact tests, atoms held] while :func:`counting` is on, else ``None``.

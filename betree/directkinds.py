@@ -27,6 +27,9 @@ attribute's atoms alone (so that a snapshot may rebuild one attribute) and answe
 - :class:`SegmentTests` (``segment_within``/``segment_before`` and their negations): keyed by
   segment id and sorted by seconds; one bisection per segment the event carries.
 - :class:`Patterns` (``like``/``matches`` and negations): one RE2 set, one call an event.
+- :class:`Presence` (``defined``, ``undefined``, ``bool_true``/``bool_false``,
+  ``empty``/``not_empty``, the geo test's out-of-range points): one check of the value
+  decides each group of them.
 
 Every answer is exact (the differential tests compare them with the atoms' own ``holds``).
 Cost: built once per snapshot, linear in the atoms (a geo atom in at most 4 cells); per
@@ -92,6 +95,9 @@ def joined(parts: list[np.ndarray]) -> np.ndarray:
 KIND_OF: dict[str, str] = {}
 for _t in ("has", "lacks", "one_of", "none_of", "all_of", "not_all_of"):
     KIND_OF[_t] = "list"
+for _t in ("defined", "undefined", "bool_true", "bool_false", "empty", "not_empty"):
+    KIND_OF[_t] = "presence"
+KIND_OF[special.OUT_OF_RANGE] = "presence"
 KIND_OF["ends_with"] = KIND_OF["not_ends_with"] = "suffix"
 KIND_OF["contains"] = KIND_OF["not_contains"] = "contains"
 KIND_OF["geo_within_radius"] = KIND_OF["not_geo_within_radius"] = "geo"
@@ -467,3 +473,28 @@ class Patterns:
                 else:
                     out.append(aid)
         return joined([ids(out), self.negated.but(failed)]), 1
+
+
+class Presence:
+    """Tests of the value's presence, truth or length: grouped by test, one check of the
+    value each group (``undefined`` never holds on a defined value, ``defined`` always)."""
+
+    __slots__ = ("by_test",)
+
+    def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
+        listed: dict[str, tuple[list[int], TestAtom]] = {}
+        for aid, atom in atoms:
+            listed.setdefault(atom.test, ([], atom))[0].append(aid)
+        self.by_test = [(t, ids(found), atom) for t, (found, atom) in listed.items()]
+
+    def hits(self, value: object, event: Event) -> Hits:
+        parts = []
+        tests = 0
+        for test, found, atom in self.by_test:
+            if test == "defined":
+                parts.append(found)
+            elif test != "undefined":
+                tests += 1
+                if atom.holds(event):
+                    parts.append(found)
+        return joined(parts), tests

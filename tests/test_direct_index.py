@@ -20,6 +20,7 @@ import pytest
 
 from betree.direct import DirectAtoms, counting, holding
 from betree.index import Index
+from betree.lang import special
 from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
@@ -110,6 +111,10 @@ def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian() -> None:
         )
         test = "geo_within_radius" if rng.random() < 0.8 else "not_geo_within_radius"
         atoms.append((aid, TestAtom("latitude", test, (lat, lon, rng.choice(radii)))))
+    atoms += [
+        (500, TestAtom("latitude", special.OUT_OF_RANGE, ())),
+        (501, TestAtom("latitude", "defined")),
+    ]
     events: list[dict[str, Any]] = [{"latitude": 1.0}, {"latitude": -0.0, "longitude": -0.0}]
     for _ in range(800):
         lat, lon = rng.choice(CENTRES)
