@@ -3,7 +3,7 @@ an index (issue 13, item 2).
 
 Empty grid intervals at both ends of each domain (``x > 9223372036854775807``,
 ``x < -9223372036854775808``, ``x > 9.3e18``) once crashed the batch build and ``verify``
-while online ``subscribe`` took them.  Here every edge atom of :mod:`tests.edges` goes
+while online ``subscribe`` took them.  Here every edge atom of :mod:`tests.support.edges` goes
 through online ``subscribe``, ``bexdb load --engine python`` (a real subprocess),
 ``verify``/``check()`` and matching, compared with the brute-force evaluator
 (``betree.lang.expr.evaluate``) on events at the ends of each domain; hypothesis draws mixed

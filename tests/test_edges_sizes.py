@@ -5,7 +5,7 @@ load engines, ``verify``, ``match`` (the command, a real stream) and ``export``,
 answer compared with the brute-force evaluator.
 
 The scalar ends of each domain (±2**63, ±max double, subnormals, -0.0, every plane's first
-and last code point) are in :mod:`tests.edges`; here they meet the lists and sizes.
+and last code point) are in :mod:`tests.support.edges`; here they meet the lists and sizes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``match_many`` against per-event ``Index.match`` and the brute-force evaluator (issue 16).
 
-Random workloads over every attribute type (:mod:`tests.workload`) with deletes,
+Random workloads over every attribute type (:mod:`tests.support.workload`) with deletes,
 replacements and reopening; batches of 1, 2, 17 and 256 events with duplicates and invalid
-events mixed in; the edge values of :mod:`tests.edges`; a sharded store.  The oracle is
+events mixed in; the edge values of :mod:`tests.support.edges`; a sharded store.  The oracle is
 ``betree.lang.expr.evaluate`` over the parsed expression — it never sees the index.
 """
 

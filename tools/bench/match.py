@@ -39,7 +39,9 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   ``searchsorted`` per operator and event attribute, the satisfied ids being a slice; test
   atoms (none in BEGen) are evaluated one by one.  Phase 2: an inverted index atom -> the
   clause ids using it (CSR arrays), ``np.bincount`` of the clause ids of the satisfied atoms,
-  and the clauses whose count equals their size match.
+  and the clauses whose count equals their size match.  Run on the first events until
+  ``--scan-seconds`` is spent (at least 20), as SCAN: on the rich workload its test atoms
+  one by one take seconds an event.
 * **Agreement**: on the first 20 events bexdb (both passes), SCAN and counting must return
   the same id sets, else :class:`AgreementError` and no results are written for that size.
 
@@ -77,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from betree.direct import counting as direct_counts
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.tree import DEFAULTS
@@ -84,7 +87,7 @@ from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive, sizes
 from tools.bench.baselines.counting import Counting
 from tools.bench.baselines.scan import Compiled, scan
-from tools.bench.gen import Workload, make_workload
+from tools.bench.gen import PROFILES, Workload, make_workload
 from tools.bench.harness import (
     AgreementError,
     changed_sources,
@@ -94,6 +97,7 @@ from tools.bench.harness import (
     git_head,
     logger,
     machine,
+    markdown_table,
     plot_means,
     proc_status_kb,
     pyplot,
@@ -196,6 +200,9 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
             result["agrees"] = result.pop("found") == per_event
             result["per_event_per_s"] = len(job.events) / per_event_s
             batched.append(result)
+        with direct_counts() as direct:  # (untimed) the direct atoms' tests and hits
+            for event in job.events:
+                idx.match(event)
         peak = _maxrss_kb()
         rss_end = proc_status_kb()
         report = None
@@ -224,6 +231,7 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
         "cache_pages_used": cache_len,
         "profile": report,
         "source_digests": digests,
+        "direct": direct,
     }
 
 
@@ -355,6 +363,10 @@ def run_size(
             )
         speedup = result["events_per_s"] / result["per_event_per_s"]
         row["batched"].append({**result, "speedup": speedup})
+    row["direct"] = {
+        kind: {"tests": tests / len(events), "held": held / len(events)}
+        for kind, (_, tests, held) in sorted(res["direct"].items())
+    }
     row.update(
         {
             "events": len(events),
@@ -384,24 +396,27 @@ def run_size(
         compiled.extend(w.subs[len(compiled.ids) : nb])
         row["compile_s"] = time.perf_counter() - t0
 
-    _log(f"n={n:,}: counting baseline (build, then {len(events)} events)")
+    _log(f"n={n:,}: counting baseline (build, then up to {args.scan_seconds:.0f}s of events)")
     t0 = time.perf_counter()
     counting = Counting(compiled, nb)
     row["counting_build_s"] = time.perf_counter() - t0
     row["counting_atoms"] = counting.n_atoms
     row["counting_clauses"] = len(counting.sizes)
-    c_ms = np.empty(len(values))
+    c_list: list[float] = []
     c_kept: list[list[Any]] = []
-    c_found = np.empty(len(values))
+    c_found_list: list[int] = []
     gc.collect()
     clock = time.perf_counter_ns
-    for i, v in enumerate(values):
+    for i, v in enumerate(values):  # (its direct atoms one by one: bounded as SCAN is)
+        if i >= keep and sum(c_list) > args.scan_seconds * 1000:
+            break
         t0n = clock()
         ids = counting.match(v)
-        c_ms[i] = (clock() - t0n) / 1e6
-        c_found[i] = len(ids)
+        c_list.append((clock() - t0n) / 1e6)
+        c_found_list.append(len(ids))
         if i < keep:
             c_kept.append(ids)
+    c_ms, c_found = np.array(c_list), np.array(c_found_list)
 
     _log(f"n={n:,}: SCAN baseline (up to {args.scan_seconds:.0f}s, at least {keep} events)")
     s_ms: list[float] = []
@@ -429,16 +444,17 @@ def run_size(
     }
     row["agreement_checked"] = check_agreement(f"n={n}", events, got)
     row["agreement_passed"] = True
-    if not np.array_equal(c_found, np.array(warm["matches"])):
+    if not np.array_equal(c_found, np.array(warm["matches"])[: len(c_found)]):
         raise AgreementError(f"n={n}: counting and bexdb differ in match counts on some event")
 
     row.update(
         {
             "counting_ms": stats(c_ms),
+            "counting_events": len(c_ms),
             "scan_events": k,
             "scan_ms": stats(scan_ms),
             "bexdb_ms_scan_events": stats(ms[:k]),
-            "ratio_counting": float(c_ms.mean() / ms.mean()),
+            "ratio_counting": float(c_ms.mean() / ms[: len(c_ms)].mean()),
             "ratio_scan": float(scan_ms.mean() / ms[:k].mean()) if k else float("nan"),
         }
     )
@@ -459,6 +475,7 @@ def _build_cell(r: dict[str, Any]) -> str:
 
 
 _COLUMNS = (
+    ("workload", "{}", lambda r: r.get("workload", "begen")),
     ("subs", "{}", _n_cell),
     ("build s", "{}", _build_cell),
     ("subs/s", "{:,.0f}", lambda r: r["subs_per_s"]),
@@ -480,6 +497,29 @@ _COLUMNS = (
     ("SCAN ev", "{}", lambda r: r["scan_events"]),
     ("SCAN/bexdb", "{:.1f}x", lambda r: r["ratio_scan"]),
 )
+
+
+def direct_table(rows: list[dict[str, Any]]) -> str:
+    """Per workload, size and kind of direct atom: exact tests an event, atoms that held
+    an event, and their ratio (:func:`betree.direct.counting`)."""
+    cells = []
+    for r in rows:
+        for kind, c in r["direct"].items():
+            ratio = f"{c['tests'] / c['held']:.2f}" if c["held"] else "-"
+            n = f"{r['n_built']:,}"
+            cells.append(
+                [
+                    r.get("workload", "begen"),
+                    n,
+                    kind,
+                    f"{c['tests']:,.1f}",
+                    f"{c['held']:,.1f}",
+                    ratio,
+                ]
+            )
+    if not cells:
+        return "(no direct atoms)"
+    return markdown_table(["workload", "subs", "kind", "tests/ev", "held/ev", "tests/held"], cells)
 
 
 def _batched_cell(r: dict[str, Any]) -> str:
@@ -531,6 +571,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--events", type=positive, default=1000, help="events (default 1000)")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    parser.add_argument(
+        "--workloads",
+        type=lambda t: t.split(","),
+        default=["begen"],
+        help=f"comma-separated gen profiles, each at every size: {', '.join(PROFILES)} (begen)",
+    )
     parser.add_argument("--dims", type=int, default=400, help="BEGen attributes (400)")
     parser.add_argument("--card", type=int, default=48, help="BEGen values per attribute (48)")
     parser.add_argument("--bases", type=int, default=25, help="BEGen base events (25)")
@@ -593,22 +639,22 @@ def main(args: argparse.Namespace) -> int:
     sizes: list[int] = sorted(args.sizes)
     settings = {"max_cap": args.max_cap, "min_size": args.min_size}
     profile_size = PROFILE_SIZE if PROFILE_SIZE in sizes else max(sizes)
-    _log(f"generating the BEGen workload ({max(sizes):,} subscriptions, {args.events} events)")
-    w = make_workload(
-        subs=max(sizes),
-        events=args.events,
-        seed=args.seed,
-        dims=args.dims,
-        card=args.card,
-        bases=args.bases,
-        zipf=args.zipf,
-        eq_share=args.eq_share,
-    )
-    s = w.summary
-    _log(
-        f"workload: scale {s['scale']:.4f}, match rate {s.get('sample_rate', float('nan')):.3%} "
-        f"on a {s.get('sample')} sample"
-    )
+    loads = {}
+    for profile in args.workloads:
+        _log(f"generating {profile} ({max(sizes):,} subscriptions, {args.events} events)")
+        loads[profile] = make_workload(
+            subs=max(sizes),
+            events=args.events,
+            seed=args.seed,
+            dims=args.dims,
+            card=args.card,
+            bases=args.bases,
+            zipf=args.zipf,
+            eq_share=args.eq_share,
+            profile=profile,
+        )
+        s = loads[profile].summary
+        _log(f"{profile}: match rate {s.get('sample_rate', float('nan')):.3%} on {s.get('sample')}")
     results: dict[str, Any] = {
         "benchmark": "match",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -624,7 +670,10 @@ def main(args: argparse.Namespace) -> int:
             "scan_seconds": args.scan_seconds,
             "checked_events": CHECKED_EVENTS,
         },
-        "workload": {k: v for k, v in s.items() if k != "seconds"},
+        "workload": {k: v for k, v in s.items() if k != "seconds"},  # the last one's
+        "workloads": {
+            p: {k: v for k, v in w.summary.items() if k != "seconds"} for p, w in loads.items()
+        },
         "notes": [
             "bexdb: own process (spawn), store opened read-only, Index.match per event incl. "
             "validation; figures from the second (warm) pass; first pass: empty page cache, "
@@ -643,9 +692,11 @@ def main(args: argparse.Namespace) -> int:
         "agreement": {"passed": None, "events_checked": 0},
     }
     rows: list[dict[str, Any]] = results["rows"]
-    compiled = Compiled(Schema.from_json(w.schema))
-    for n in sizes:
+    for (profile, w), n in ((pw, n) for pw in loads.items() for n in sizes):
+        if n == sizes[0]:
+            compiled = Compiled(Schema.from_json(w.schema))
         row, report = run_size(n, w, compiled, args, settings, args.profile and n == profile_size)
+        row["workload"] = profile
         rows.append(row)
         results["agreement"] = {
             "passed": all(r["agreement_passed"] for r in rows),
@@ -665,6 +716,7 @@ def main(args: argparse.Namespace) -> int:
             print(report)
     print(format_table(rows))
     print("\nmatch_many (same matcher process, same events):\n" + batched_breakdown(rows))
+    print("\ndirect atoms an event (exact tests run, atoms that held):\n" + direct_table(rows))
     print(
         f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events, "
         f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
