@@ -53,6 +53,7 @@ MAX_EVENTS = 1024
 #: temporary ``atoms x words`` matrix: 2 MB per word of events)
 CHUNK_ATOMS = 1 << 18
 _WORD = (1 << 64) - 1
+_BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))  # bit i of a word
 
 
 def words(mask: int, width: int) -> np.ndarray:
@@ -95,19 +96,22 @@ def satisfied(
             if len(ids):
                 sat[ids] |= words(mask, width)
         pages += pbtree.pages_read
+    held: list[np.ndarray] = []
+    at: list[np.ndarray] = []
     for attr, group in direct.items():
-        masks: dict[int, int] = {}
         undefined = 0
         for e, values in enumerate(batch):
             if attr not in values:
                 undefined |= 1 << e
                 continue
-            for aid in group.hits(values[attr], values):
-                masks[aid] = masks.get(aid, 0) | 1 << e
+            ids = group.hits(values[attr], values)
+            held.append(ids)
+            at.append(np.full(len(ids), e, dtype=np.int64))
         if undefined and group.undefined:
             sat[group.undefined] |= words(undefined, width)
-        for aid, mask in masks.items():
-            sat[aid] |= words(mask, width)
+    if held:
+        ev = np.concatenate(at)
+        np.bitwise_or.at(sat, (np.concatenate(held), ev >> 6), _BIT[ev & 63])
     return sat, pages
 
 

@@ -315,18 +315,18 @@ def satisfied(
         else:
             _or_into(flat, cells, rows)
     sat[:, [shard.atoms for shard in shards]] = where.present[:, None]  # atom 0
-    ids: list[int] = []
-    events: list[int] = []
+    ids: list[np.ndarray] = []
+    events: list[np.ndarray] = []
     for shard in shards:
         if not shard.direct:
             continue
         for e, values in enumerate(batch):
             held = holding(shard.direct, values)
-            ids += [shard.atoms + a for a in held]
-            events += [e] * len(held)
+            ids.append(held + shard.atoms)
+            events.append(np.full(len(held), e, dtype=np.int64))
     if ids:
-        ev = where.slots[events]
-        np.bitwise_or.at(sat, (ev >> 6, np.array(ids, dtype=np.int64)), _BIT[ev & 63])
+        ev = where.slots[np.concatenate(events)]
+        np.bitwise_or.at(sat, (ev >> 6, np.concatenate(ids)), _BIT[ev & 63])
     return sat
 
 

@@ -95,7 +95,7 @@ class Joined:
         if found:
             sat[np.concatenate(found)] = True
         for base, direct in zip(self.bases.tolist(), self.direct, strict=False):
-            sat[np.asarray(holding(direct, values), dtype=np.int64) + base] = True
+            sat[holding(direct, values) + base] = True
         nodes = reach(self, coords)  # ascending: by shard
         cuts = np.searchsorted(nodes, self.node_at).tolist()
         ids = []

@@ -85,11 +85,12 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import BexdbError, InvalidInput
+from tools.bench import gen_rich
 from tools.bench.harness import logger
 
 #: Workload profiles and what each sets unless given: ``wide`` is BEGen over a domain ten
 #: times wider (module docstring, "Profiles").
-PROFILES: dict[str, dict[str, Any]] = {"begen": {}, "wide": {"card": 480}}
+PROFILES: dict[str, dict[str, Any]] = {"begen": {}, "wide": {"card": 480}, "rich": {}}
 DEFAULT_CARD = 48
 #: Operator codes; ``=`` has probability ``eq_share``, the other six share the rest.
 OPS = ("=", "<", "<=", ">", ">=", "between", "in")
@@ -592,6 +593,11 @@ def make_workload(
 
     ``check`` adds the measured match rates to ``summary`` (vectorised and brute force).
     """
+    if params.get("profile") == "rich":  # tools.bench.gen_rich
+        schema, sub_list, ev_list, summary = gen_rich.make(subs, events, check=check, **params)
+        return Workload(
+            Params(subs=subs, events=events, profile="rich"), schema, sub_list, ev_list, summary
+        )
     params.setdefault("card", profile_card(params.get("profile", "begen")))
     p = Params(subs=subs, events=events, **params)
     gen = BEGen(p)
@@ -650,6 +656,10 @@ def generate(
     """
     if profile not in PROFILES:
         raise InvalidInput(f"unknown profile {profile!r}", hint=f"one of {tuple(PROFILES)}")
+    if profile == "rich":  # tools.bench.gen_rich
+        return gen_rich.generate(
+            out_dir, subs, events, seed=seed, target_rate=target_rate, check=check
+        )
     p = Params(
         subs=subs,
         events=events,

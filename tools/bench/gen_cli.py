@@ -7,11 +7,13 @@ import argparse
 from typing import Any
 
 from tools.args import at_least, non_negative
-from tools.bench import gen
+from tools.bench import gen, gen_rich
 from tools.bench.harness import script
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    if s["profile"] == "rich":
+        return gen_rich.format_summary(s)
     lines = [
         f"profile {s['profile']}: {s['subs']:,} subscriptions, {s['events']:,} events over "
         f"{s['attributes']} int attributes (domain [0, {s['params']['card'] - 1}]), "
@@ -70,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--profile",
         choices=tuple(gen.PROFILES),
         default="begen",
-        help="workload profile: begen, or wide (BEGen over 480 values: few repeated predicates)",
+        help="workload profile: begen, wide (BEGen over 480 values: few repeated predicates), "
+        "or rich (ad-targeting rules over nested events: tools/bench/gen_rich.py)",
     )
     parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
     parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")

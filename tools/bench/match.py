@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from betree.direct import counting as direct_counts
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.tree import DEFAULTS
@@ -84,7 +85,7 @@ from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive, sizes
 from tools.bench.baselines.counting import Counting
 from tools.bench.baselines.scan import Compiled, scan
-from tools.bench.gen import Workload, make_workload
+from tools.bench.gen import PROFILES, Workload, make_workload
 from tools.bench.harness import (
     AgreementError,
     changed_sources,
@@ -94,6 +95,7 @@ from tools.bench.harness import (
     git_head,
     logger,
     machine,
+    markdown_table,
     plot_means,
     proc_status_kb,
     pyplot,
@@ -196,6 +198,9 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
             result["agrees"] = result.pop("found") == per_event
             result["per_event_per_s"] = len(job.events) / per_event_s
             batched.append(result)
+        with direct_counts() as direct:  # (untimed) the direct atoms' tests and hits
+            for event in job.events:
+                idx.match(event)
         peak = _maxrss_kb()
         rss_end = proc_status_kb()
         report = None
@@ -224,6 +229,7 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
         "cache_pages_used": cache_len,
         "profile": report,
         "source_digests": digests,
+        "direct": direct,
     }
 
 
@@ -355,6 +361,10 @@ def run_size(
             )
         speedup = result["events_per_s"] / result["per_event_per_s"]
         row["batched"].append({**result, "speedup": speedup})
+    row["direct"] = {
+        kind: {"tests": tests / len(events), "held": held / len(events)}
+        for kind, (_, tests, held) in sorted(res["direct"].items())
+    }
     row.update(
         {
             "events": len(events),
@@ -459,6 +469,7 @@ def _build_cell(r: dict[str, Any]) -> str:
 
 
 _COLUMNS = (
+    ("workload", "{}", lambda r: r.get("workload", "begen")),
     ("subs", "{}", _n_cell),
     ("build s", "{}", _build_cell),
     ("subs/s", "{:,.0f}", lambda r: r["subs_per_s"]),
@@ -480,6 +491,29 @@ _COLUMNS = (
     ("SCAN ev", "{}", lambda r: r["scan_events"]),
     ("SCAN/bexdb", "{:.1f}x", lambda r: r["ratio_scan"]),
 )
+
+
+def direct_table(rows: list[dict[str, Any]]) -> str:
+    """Per workload, size and kind of direct atom: exact tests an event, atoms that held
+    an event, and their ratio (:func:`betree.direct.counting`)."""
+    cells = []
+    for r in rows:
+        for kind, c in r["direct"].items():
+            ratio = f"{c['tests'] / c['held']:.2f}" if c["held"] else "-"
+            n = f"{r['n_built']:,}"
+            cells.append(
+                [
+                    r.get("workload", "begen"),
+                    n,
+                    kind,
+                    f"{c['tests']:,.1f}",
+                    f"{c['held']:,.1f}",
+                    ratio,
+                ]
+            )
+    if not cells:
+        return "(no direct atoms)"
+    return markdown_table(["workload", "subs", "kind", "tests/ev", "held/ev", "tests/held"], cells)
 
 
 def _batched_cell(r: dict[str, Any]) -> str:
@@ -531,6 +565,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--events", type=positive, default=1000, help="events (default 1000)")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    parser.add_argument(
+        "--workloads",
+        type=lambda t: t.split(","),
+        default=["begen"],
+        help=f"comma-separated gen profiles, each at every size: {', '.join(PROFILES)} (begen)",
+    )
     parser.add_argument("--dims", type=int, default=400, help="BEGen attributes (400)")
     parser.add_argument("--card", type=int, default=48, help="BEGen values per attribute (48)")
     parser.add_argument("--bases", type=int, default=25, help="BEGen base events (25)")
@@ -593,22 +633,22 @@ def main(args: argparse.Namespace) -> int:
     sizes: list[int] = sorted(args.sizes)
     settings = {"max_cap": args.max_cap, "min_size": args.min_size}
     profile_size = PROFILE_SIZE if PROFILE_SIZE in sizes else max(sizes)
-    _log(f"generating the BEGen workload ({max(sizes):,} subscriptions, {args.events} events)")
-    w = make_workload(
-        subs=max(sizes),
-        events=args.events,
-        seed=args.seed,
-        dims=args.dims,
-        card=args.card,
-        bases=args.bases,
-        zipf=args.zipf,
-        eq_share=args.eq_share,
-    )
-    s = w.summary
-    _log(
-        f"workload: scale {s['scale']:.4f}, match rate {s.get('sample_rate', float('nan')):.3%} "
-        f"on a {s.get('sample')} sample"
-    )
+    loads = {}
+    for profile in args.workloads:
+        _log(f"generating {profile} ({max(sizes):,} subscriptions, {args.events} events)")
+        loads[profile] = make_workload(
+            subs=max(sizes),
+            events=args.events,
+            seed=args.seed,
+            dims=args.dims,
+            card=args.card,
+            bases=args.bases,
+            zipf=args.zipf,
+            eq_share=args.eq_share,
+            profile=profile,
+        )
+        s = loads[profile].summary
+        _log(f"{profile}: match rate {s.get('sample_rate', float('nan')):.3%} on {s.get('sample')}")
     results: dict[str, Any] = {
         "benchmark": "match",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -624,7 +664,10 @@ def main(args: argparse.Namespace) -> int:
             "scan_seconds": args.scan_seconds,
             "checked_events": CHECKED_EVENTS,
         },
-        "workload": {k: v for k, v in s.items() if k != "seconds"},
+        "workload": {k: v for k, v in s.items() if k != "seconds"},  # the last one's
+        "workloads": {
+            p: {k: v for k, v in w.summary.items() if k != "seconds"} for p, w in loads.items()
+        },
         "notes": [
             "bexdb: own process (spawn), store opened read-only, Index.match per event incl. "
             "validation; figures from the second (warm) pass; first pass: empty page cache, "
@@ -643,9 +686,11 @@ def main(args: argparse.Namespace) -> int:
         "agreement": {"passed": None, "events_checked": 0},
     }
     rows: list[dict[str, Any]] = results["rows"]
-    compiled = Compiled(Schema.from_json(w.schema))
-    for n in sizes:
+    for (profile, w), n in ((pw, n) for pw in loads.items() for n in sizes):
+        if n == sizes[0]:
+            compiled = Compiled(Schema.from_json(w.schema))
         row, report = run_size(n, w, compiled, args, settings, args.profile and n == profile_size)
+        row["workload"] = profile
         rows.append(row)
         results["agreement"] = {
             "passed": all(r["agreement_passed"] for r in rows),
@@ -665,6 +710,7 @@ def main(args: argparse.Namespace) -> int:
             print(report)
     print(format_table(rows))
     print("\nmatch_many (same matcher process, same events):\n" + batched_breakdown(rows))
+    print("\ndirect atoms an event (exact tests run, atoms that held):\n" + direct_table(rows))
     print(
         f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events, "
         f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
