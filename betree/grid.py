@@ -60,6 +60,7 @@ _GRID_KINDS = {
     "int_enum": "int",
     "segments": "int_list",
     "frequency_caps": "int_list",
+    "float_list": "int_list",  # placed as any list: under a p-node, "defined"
     "ip": "string",  # addresses as order-preserving string keys (betree.lang.ipaddr)
 }
 

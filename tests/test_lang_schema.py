@@ -246,7 +246,7 @@ def test_infer(records: list[tuple[int | str, str]], expected: dict[str, str]) -
         ([(7, "1 in z"), (8, "z = 1")], "z", [8, 7], "int (ids 8) vs int_list (ids 7)"),
         ([(1, "z is empty"), (2, "z < 3")], "z", [2, 1], "int (ids 2) vs a list (ids 1)"),
         ([(1, "1 in z"), (2, "'a' in z")], "z", [1, 2], "int_list (ids 1) vs string_list"),
-        ([(1, "1.5 in z")], "z", [1], "a float literal used as a list element"),
+        ([(1, "1.5 in z"), (2, "'a' in z")], "z", [2, 1], "string_list (ids 2) vs a list of"),
         ([(5, "x = 1"), ("5", "x = 'a'")], "x", [5, "5"], 'int (ids 5) vs string (ids "5")'),
     ],
 )

@@ -439,14 +439,14 @@ class TestAtom(Atom):
                 raise ValueError(f"test {test!r} takes no argument")
             argkey: tuple[object, ...] = ()
         elif kind == "value":
-            if isinstance(arg, bool) or not isinstance(arg, (int, str)):
-                raise ValueError(f"test {test!r} takes an int or a string")
+            if isinstance(arg, bool) or not isinstance(arg, (int, float, str)):
+                raise ValueError(f"test {test!r} takes a number or a string")
             argkey = (_ckey(arg),)
         elif kind == "list":
             if not isinstance(arg, tuple) or any(
-                isinstance(v, bool) or not isinstance(v, (int, str)) for v in arg
+                isinstance(v, bool) or not isinstance(v, (int, float, str)) for v in arg
             ):
-                raise ValueError(f"test {test!r} takes a tuple of ints or strings")
+                raise ValueError(f"test {test!r} takes a tuple of numbers or strings")
             arg = tuple(sorted(set(arg), key=_ckey))
             if len(arg) < 2:
                 raise ValueError(f"non-canonical {test!r} of {arg!r}: use make_test()")

@@ -33,7 +33,7 @@ IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*\Z"
 
 #: The attribute types a schema declares.
 TYPES = (
-    "bool", "int", "float", "string", "int_list", "string_list",
+    "bool", "int", "float", "string", "int_list", "string_list", "float_list",
     "int_enum", "segments", "frequency_caps", "ip",
 )  # fmt: skip
 

@@ -95,13 +95,18 @@ _SCALAR_LITERALS = {
     "int_enum": frozenset(("int",)),
     "ip": frozenset(("str",)),
 }
-_ELEMENT_LITERALS = {"int_list": frozenset(("int",)), "string_list": frozenset(("str",))}
+_ELEMENT_LITERALS = {
+    "int_list": frozenset(("int",)),
+    "string_list": frozenset(("str",)),
+    "float_list": _NUMERIC,
+}
 _ORDERED_TYPES = frozenset(("int", "float", "string"))
 _EQUALITY_TYPES = frozenset(("int", "float", "string", "bool", "int_enum", "ip"))
 _IN_TYPES = _ORDERED_TYPES | {"int_enum", "ip"}  # the types "a in (…)" applies to
 _ENUM_HINT = 'an int_enum attribute takes only "=", "<>"/"!=", "in" and "not in"'
-_LIST_TYPES = frozenset(("int_list", "string_list"))
-_INT_TAKING_TYPES = frozenset(("int", "float", "int_list"))  # an int literal always fits these
+_LIST_TYPES = frozenset(("int_list", "string_list", "float_list"))
+#: the types an int literal always fits
+_INT_TAKING_TYPES = frozenset(("int", "float", "int_list", "float_list"))
 _KIND_NAMES = {"int": "int", "float": "float", "str": "string", "bool": "bool"}
 
 
@@ -778,7 +783,9 @@ class _Parser:
 
     def _check_element(self, spec: AttrSpec, lkind: str, i: int) -> None:
         if lkind not in _ELEMENT_LITERALS[spec.type]:
-            hint = "int_list attributes take integer literals only" if lkind == "float" else None
+            hint = None
+            if lkind == "float":
+                hint = "int_list attributes take integer literals only (float_list takes both)"
             self._fail(
                 i,
                 f'{_KIND_NAMES[lkind]} literal compared to {spec.type} attribute "{spec.name}"',

@@ -3,7 +3,8 @@
 Why: every expression is type-checked against the schema when it is inserted (so that
 ``genre > 3`` fails at insert time, not as a silent non-match), and every event is validated
 against it before matching, so that the index only ever sees values of the declared type:
-ints within signed 64-bit, finite floats, strings, bools, tuples of ints or strings.
+ints within signed 64-bit, finite floats, strings, bools, tuples of ints, of numbers
+(``float_list``: ints kept exact) or of strings.
 
 The schema is plain data, stored in the store as the JSON document the README's Language
 section describes (:meth:`Schema.to_json` / :meth:`Schema.from_json` round-trip).  When a
@@ -235,7 +236,8 @@ class Schema:
 
         Each attribute gets the type its literals reveal: int and float literals on one
         attribute give ``float``; a bare ``a`` or ``not a`` gives ``bool``; ``v in a``,
-        ``a one of (…)`` give ``int_list``/``string_list``.  Any other conflict, or an
+        ``a one of (…)`` give ``int_list``/``string_list``, and ``float_list`` when a float
+        literal is among the elements.  Any other conflict, or an
         attribute whose type no literal reveals (only ``is null``, ``is empty``,
         ``in ()``…), raises :class:`InferenceError` naming each such attribute and the
         offending subscription ids.  Records that do not parse are skipped: compiling them
@@ -301,7 +303,7 @@ def _check_spec(spec: AttrSpec) -> None:
         if spec.type in ("int", "int_list", "int_enum"):
             if not _is_int(bound) or not INT64_MIN <= bound <= INT64_MAX:
                 raise InvalidInput(f'{where}: "{key}" must be an integer in signed 64-bit range')
-        elif spec.type == "float":
+        elif spec.type in ("float", "float_list"):
             if not _is_number(bound) or not _finite(bound):
                 raise InvalidInput(f'{where}: "{key}" must be a finite number')
         elif not isinstance(bound, str):
@@ -390,6 +392,15 @@ def _check_float(name: str, v: object) -> float:
     return f
 
 
+def _check_number(name: str, v: object) -> int | float:
+    """A ``float_list`` element: a finite float, or an integer kept exact (never rounded to
+    a double: ``9007199254740993`` stays unequal to ``9007199254740992.0``)."""
+    if type(v) is int or _is_int(v):
+        _check_float(name, v)  # within the double range
+        return int(v)  # type: ignore[call-overload]
+    return _check_float(name, v)
+
+
 def _check_bool(name: str, v: object) -> bool:
     if v is True or v is False:
         return v
@@ -450,6 +461,7 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
     "string": _check_string,
     "int_list": _list_checker(_check_int, "integers"),
     "string_list": _list_checker(_check_string, "strings"),
+    "float_list": _list_checker(_check_number, "numbers"),
     "int_enum": _check_int,
     "segments": special.check_segments,
     "frequency_caps": special.check_frequency_caps,
@@ -459,9 +471,9 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
 
 # -- inference ------------------------------------------------------------------------------------
 
-# Evidence kinds: a scalar type, a list type, "float_list" (a float literal where a list element
-# is expected: no such type), "list" (some list, element type unknown) and "scalar"/"any"
-# (mentioned, type unknown).
+# Evidence kinds: a scalar type, a list type ("float_list": a float literal where a list element
+# is expected), "list" (some list, element type unknown) and "scalar"/"any" (mentioned, type
+# unknown).
 _SCALARS = ("int", "float", "string", "bool")
 _LISTS = ("int_list", "string_list", "float_list")
 
@@ -548,9 +560,8 @@ def _resolve(kinds: Mapping[str, Mapping[SubId, None]]) -> tuple[str | None, str
         if len(scalars) == 1:
             return scalars[0], "", []
         return None, _conflict(scalars, kinds), scalars
-    if lists == ["float_list"]:
-        reason = "a float literal used as a list element (lists hold integers or strings) "
-        return None, reason + _ids_text(kinds["float_list"]), lists
+    if set(lists) == {"int_list", "float_list"}:  # int and float literals: numbers
+        return "float_list", "", []
     if len(lists) == 1:
         return lists[0], "", []
     if lists:

@@ -1,0 +1,173 @@
+"""The language for real events (SPEC section 11): ``float_list``, ``geo_within_radius`` over
+named attributes, ``any PATH (EXPR)``; each form through every path (online with deletes and
+reopening, match, match_many, the python load, a sharded store taking writes, the Spark load)
+against the brute-force evaluator, and their edges, inference and errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.index import Index
+from betree.lang.expr import ExpressionError, evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import InferenceError, Schema
+from storage.errors import InvalidInput
+from tests import real_events as rw
+from tools.cli import main
+
+FORMS = (rw.float_list_atom,)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_online_matches_brute_force(tmp_path: Path, seed: int) -> None:
+    assert rw.online_differential(tmp_path / "s", seed, FORMS) > 50
+
+
+def test_python_load_and_sharded_match_brute_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subs = rw.accepted(rw.workload(5, 300, FORMS))
+    path = rw.write_jsonl(tmp_path / "subs.jsonl", [{"id": i, "expr": e} for i, e in subs.items()])
+    (tmp_path / "schema.json").write_text(json.dumps(rw.SCHEMA))
+    store = str(tmp_path / "loaded")
+    argv = ["load", store, path, "--schema", str(tmp_path / "schema.json"), "--engine", "python"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    schema = Schema.from_json(rw.SCHEMA)
+    rng = random.Random(6)
+    with Index.open(store, readonly=True) as idx:
+        idx.check()
+        events = [rw.event(rng) for _ in range(150)]
+        for ev, res in zip(events, idx.match_many(events), strict=True):
+            want = rw.brute(subs, schema, ev)
+            assert set(idx.match(ev)) == want, ev
+            assert set(res) == want, ev  # type: ignore[arg-type]
+    rw.sharded_differential(tmp_path / "sharded", subs, 7, FORMS)
+
+
+# -- float_list ----------------------------------------------------------------------------------
+
+
+def _truth(text: str, event: dict[str, Any]) -> bool:
+    schema = Schema.from_json(rw.SCHEMA)
+    return evaluate(compile_expr(text, schema), schema.validate_event(event))
+
+
+@pytest.mark.parametrize(
+    ("text", "event", "want"),
+    [
+        ("9007199254740993 in p", {"p": [9007199254740992.0]}, False),
+        ("9007199254740992.0 in p", {"p": [9007199254740993]}, False),
+        ("9007199254740993 in p", {"p": [9007199254740993]}, True),
+        ("0 in p", {"p": [-0.0]}, True),
+        ("-0.0 in p", {"p": [0]}, True),
+        ("2.5 in p", {"p": [2.5, 1]}, True),
+        ("1 in p", {"p": [1.0]}, True),
+        ("1.7976931348623157e308 in p", {"p": [1.7976931348623157e308]}, True),
+        ("-1.7976931348623157e308 not in p", {"p": [1.7976931348623157e308]}, True),
+        ("9223372036854775807 in p", {"p": [9223372036854775807.0]}, False),
+        ("1 not in p", {}, False),
+        ("p none of (1)", {}, False),
+        ("p all of ()", {"p": []}, True),
+        ("p one of ()", {"p": [1]}, False),
+        ("p is empty", {"p": []}, True),
+        ("p is empty", {}, False),
+        ("p is null", {"p": None}, True),
+        ("p all of (1, 2.5)", {"p": [2.5, 1.0]}, True),
+        ("10.5 in items.price", {"items": [{"price": 10.5}, {"price": 3}]}, True),
+        ("3 in items.price", {"items": [{"price": None}, {"price": 3.0}]}, True),
+    ],
+)
+def test_float_list_truth_table(text: str, event: dict[str, Any], want: bool) -> None:
+    assert _truth(text, event) is want
+
+
+def test_float_list_edges_through_the_index(tmp_path: Path) -> None:
+    texts = [
+        "9007199254740993 in p",
+        "9007199254740992.0 in p",
+        "0 in p",
+        "p one of (2.5, -1.7976931348623157e308)",
+        "p all of (1, 2.5)",
+        "p none of (0)",
+        "p is empty",
+        "not (1 in p)",
+        "7.25 in items.price and 'a1' in items.sku",
+    ]
+    subs = {k: t for k, t in enumerate(texts)}
+    events = [
+        {"p": [9007199254740992.0]},
+        {"p": [9007199254740993]},
+        {"p": [-0.0]},
+        {"p": [2.5, 1]},
+        {"p": [-1.7976931348623157e308]},
+        {"p": []},
+        {},
+        {"items": [{"sku": "a1", "price": 7.25}]},
+        {"items": [{"sku": "b2"}, {"price": 7.25}]},
+    ]
+    schema = Schema.from_json(rw.SCHEMA)
+    with Index.open(tmp_path / "s", schema=rw.SCHEMA) as idx:
+        idx.subscribe_many(list(subs.items()))
+        idx.check()
+        for ev, res in zip(events, idx.match_many(events), strict=True):
+            want = rw.brute(subs, schema, ev)
+            assert set(idx.match(ev)) == want == set(res), ev  # type: ignore[arg-type]
+        got = idx.match({"p": [9007199254740993]})
+        assert 0 in got and 1 not in got  # the int, not its nearest double
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ([1, None], 'attribute "p": list element 1 is null'),
+        ([1, "x"], 'attribute "p": expected a number, got a string ("x") (list element 1)'),
+        ([True], 'attribute "p": expected a number, got a bool (true) (list element 0)'),
+        ([float("nan")], 'attribute "p": NaN and infinities are not allowed (list element 0)'),
+        ([10**400], 'attribute "p": the number is too large for a float (list element 0)'),
+        (2.5, 'attribute "p": expected a list of numbers, got a float (2.5)'),
+    ],
+)
+def test_float_list_event_errors_name_the_attribute(value: Any, reason: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        Schema.from_json(rw.SCHEMA).validate_event({"p": value})
+    assert str(info.value).startswith(reason), str(info.value)
+
+
+def test_float_list_values_keep_ints_exact() -> None:
+    values = Schema.from_json(rw.SCHEMA).validate_event({"p": [1, 2.5, -0.0, 2**63]})
+    assert values["p"] == (1, 2.5, -0.0, 2**63)
+    assert [type(v) for v in values["p"]] == [int, float, float, int]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "reason"),
+    [
+        ("p = 1", 3, 'operator "=" does not apply to float_list attribute "p"'),
+        ('"x" in p', 1, 'string literal compared to float_list attribute "p"'),
+        ("p one of (1, 'x')", 14, "string literal compared to float_list"),
+        ("p in (1)", 3, '"in (…)" does not apply to float_list attribute "p"'),
+        ("true in p", 1, '"in" needs a number or a string before it'),
+    ],
+)
+def test_float_list_expression_errors(text: str, column: int, reason: str) -> None:
+    with pytest.raises(ExpressionError) as info:
+        compile_expr(text, Schema.from_json(rw.SCHEMA))
+    assert info.value.column == column and reason in info.value.reason, str(info.value)
+
+
+def test_float_list_inference() -> None:
+    inferred = Schema.infer([(1, "1.5 in z"), (2, "z one of (1, 2)"), (3, "2 in y")])
+    assert inferred.attributes["z"].type == "float_list"
+    assert inferred.attributes["y"].type == "int_list"
+    with pytest.raises(InferenceError, match='"z"'):
+        Schema.infer([(1, "1.5 in z"), (2, "z > 1")])
+    doc = {"attributes": {"z": {"type": "float_list", "min": -1.5, "max": 2}}}
+    assert Schema.from_json(Schema.from_json(doc).to_json()) == Schema.from_json(doc)
+    with pytest.raises(InvalidInput, match='"min" must be a finite number'):
+        Schema.from_json({"attributes": {"z": {"type": "float_list", "min": "a"}}})
