@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from betree.index import Index
+from betree.lang.dnf import to_clauses
 from betree.lang.expr import ExpressionError, evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import InferenceError, Schema
@@ -20,7 +21,7 @@ from storage.errors import InvalidInput
 from tests import real_events as rw
 from tools.cli import main
 
-FORMS = (rw.float_list_atom,)
+FORMS = (rw.float_list_atom, rw.geo_atom)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -171,3 +172,92 @@ def test_float_list_inference() -> None:
     assert Schema.from_json(Schema.from_json(doc).to_json()) == Schema.from_json(doc)
     with pytest.raises(InvalidInput, match='"min" must be a finite number'):
         Schema.from_json({"attributes": {"z": {"type": "float_list", "min": "a"}}})
+
+
+# -- geo_within_radius over named attributes -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "event", "want"),
+    [
+        (
+            "geo_within_radius(user.geo.lat, user.geo.lon, 52.52, 13.40, 10)",
+            {"user": {"geo": {"lat": 52.55, "lon": 13.41}}},
+            True,
+        ),
+        (
+            "geo_within_radius(user.geo.lat, user.geo.lon, 52.52, 13.40, 10)",
+            {"user": {"geo": {"lat": 52.55}}, "latitude": 52.52, "longitude": 13.40},
+            False,
+        ),
+        (
+            "not geo_within_radius(user.geo.lat, user.geo.lon, 52.52, 13.40, 10)",
+            {"user": {"geo": {"lat": 52.55, "lon": None}}},
+            True,
+        ),
+        (
+            "geo_within_radius(52.52, 13.40, 10)",
+            {"user.geo.lat": 52.52, "user.geo.lon": 13.4},
+            False,
+        ),
+        (
+            "geo_within_radius(home_lat, longitude, 52.52, 13.40, 10)",
+            {"home_lat": 52.52, "longitude": 13.4},
+            True,
+        ),
+        (
+            "geo_within_radius(home_lat, longitude, 52.52, 13.40, 10)",
+            {"latitude": 52.52, "longitude": 13.4},
+            False,
+        ),
+    ],
+)
+def test_geo_named_truth_table(text: str, event: dict[str, Any], want: bool) -> None:
+    assert _truth(text, event) is want
+
+
+def test_geo_named_forms_compile_to_their_attributes() -> None:
+    schema = Schema.from_json(rw.SCHEMA)
+    three = to_clauses(compile_expr("geo_within_radius(45.5, -73.6, 10)", schema))
+    five = to_clauses(
+        compile_expr("geo_within_radius(latitude, longitude, 45.5, -73.6, 10)", schema)
+    )
+    assert three == five  # one atom for both spellings
+    named = to_clauses(
+        compile_expr("geo_within_radius(user.geo.lat, user.geo.lon, 45.5, -73.6, 10)", schema)
+    )
+    inside = max(named, key=len)
+    assert {a.attr for a in inside} == {"user.geo.lat", "user.geo.lon"}  # the box prunes on them
+    (geo,) = [a for a in inside if getattr(a, "test", "") == "geo_within_radius"]
+    assert geo.to_expr().startswith("geo_within_radius(user.geo.lat, user.geo.lon, 45.5")
+    assert to_clauses(compile_expr(geo.to_expr(), schema)) == named  # written back, the same
+    inferred = Schema.infer([(1, "geo_within_radius(a.lat, a.lon, 1, 2, 3)")])
+    assert {n: s.type for n, s in inferred.attributes.items()} == {
+        "a.lat": "float",
+        "a.lon": "float",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "reason"),
+    [
+        ("geo_within_radius(1, 2, 3, 4)", 1, "geo_within_radius takes 3 or 5 arguments, not 4"),
+        (
+            "geo_within_radius(1, user.geo.lon, 2, 3, 4)",
+            19,
+            'unexpected "1", expected an attribute name',
+        ),
+        ("geo_within_radius(user.geo.lat, n, 2, 3, 4)", 33, 'needs float attribute "n", not int'),
+        ("geo_within_radius(user.geo.lat, nope, 2, 3, 4)", 33, 'reads attribute "nope"'),
+        (
+            "geo_within_radius(user.geo.lat, user.geo.lon, 2, p, 4)",
+            50,
+            'unexpected "p", expected a number',
+        ),
+        ("geo_within_radius(user.geo.lat, user.geo.lon, 2, 3)", 1, "takes 3 or 5 arguments, not 4"),
+    ],
+)
+def test_geo_named_errors(text: str, column: int, reason: str) -> None:
+    with pytest.raises(ExpressionError) as info:
+        compile_expr(text, Schema.from_json(rw.SCHEMA))
+    assert info.value.column == column and reason in info.value.reason, str(info.value)

@@ -14,6 +14,8 @@ ones listed before it:
 - :mod:`~betree.lang.special`: the be-tree library's functions (segments, frequency caps,
   geo radius): their meaning, the box a radius spans, their event values;
 - :mod:`~betree.lang.expr`: the syntax tree and the brute-force reference evaluator;
+- :mod:`~betree.lang.calls`: the library's function calls: their arguments, the attributes
+  they read;
 - :mod:`~betree.lang.fold`: case folding of an expression's constants and an event's
   values, for attributes declared ``fold_case``;
 - :mod:`~betree.lang.parser`: text to tree (:func:`~betree.lang.parser.parse`), type-checked

@@ -764,7 +764,8 @@ def _pattern(node: Pattern, pos: bool) -> list[Clause]:
 def _special(node: Special, pos: bool) -> list[Clause]:
     """A be-tree library function: one test atom, and for ``geo_within_radius`` the box
     around the radius as range atoms on ``latitude`` and ``longitude`` beside it (so that
-    the PB+trees and c-directories prune), with the points beyond the coordinate ranges
+    the PB+trees and c-directories prune; the two attributes it names, or ``latitude`` and
+    ``longitude``), with the points beyond the coordinate ranges
     (which the formula accepts too) in a second clause; one clause when the box is the
     whole range."""
     t = TestAtom(node.attr, node.func, node.args)
@@ -772,14 +773,14 @@ def _special(node: Special, pos: bool) -> list[Clause]:
         return _negated(node.attr, t.defined_negation())
     if node.func != "geo_within_radius":
         return [(t,)]
-    lat0, lon0, radius = node.args
+    lat0, lon0, radius = node.args[:3]
     box = special.geo_box(lat0, lon0, radius)  # type: ignore[arg-type]
     if box is None:
         return []
     (lat_lo, lat_hi), (lon_lo, lon_hi) = box
     if box == ((-90.0, 90.0), (-180.0, 180.0)):
         return [(t,)]
-    lat, lon = special.LATITUDE, special.LONGITUDE
+    lat, lon = node.attr, special.longitude_attr(node.args)
     inside: Clause = (
         t,
         OrderAtom(lat, ((">=", lat_lo),)),
@@ -787,4 +788,5 @@ def _special(node: Special, pos: bool) -> list[Clause]:
         OrderAtom(lon, ((">=", lon_lo),)),
         OrderAtom(lon, (("<=", lon_hi),)),
     )
-    return [inside, (t, TestAtom(lat, special.OUT_OF_RANGE, ()))]
+    beyond = TestAtom(lat, special.OUT_OF_RANGE, () if lon == special.LONGITUDE else (lon,))
+    return [inside, (t, beyond)]

@@ -199,9 +199,10 @@ class Pattern:
 class Special:
     """A function of the be-tree library (:mod:`betree.lang.special`): ``func`` is
     ``segment_within``, ``segment_before``, ``within_frequency_cap`` or
-    ``geo_within_radius``; ``attr`` the attribute it reads (``latitude`` for the geo one,
-    which reads ``longitude`` too); ``args`` its constants (the frequency cap's are
-    ``(type, id or None, namespace, value, length)``)."""
+    ``geo_within_radius``; ``attr`` the attribute it reads (for the geo one the latitude:
+    ``latitude`` unless named); ``args`` its constants (the frequency cap's are ``(type, id
+    or None, namespace, value, length)``, the geo one's ``(lat, lon, km)`` and the longitude
+    attribute when it is not ``longitude``: :func:`betree.lang.special.geo_constants`)."""
 
     func: str
     attr: str

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from betree.lang import ipaddr, patterns, special
+from betree.lang.calls import Arg, special_call
 from betree.lang.expr import (
     And,
     Between,
@@ -58,7 +59,6 @@ from betree.lang.expr import (
     Or,
     Pattern,
     Scalar,
-    Special,
     StrFunc,
 )
 from betree.lang.fold import fold_constants
@@ -531,11 +531,11 @@ class _Parser:
 
     def _special(self, func: str, fi: int) -> Node:
         """A function of the be-tree library (:mod:`betree.lang.special`); token ``fi`` is
-        its name, the cursor is on "(".  Arguments: literals, and for the segment functions
-        an optional leading attribute name."""
+        its name, the cursor is on "(".  Arguments: literals and attribute names, shaped and
+        checked by :func:`betree.lang.calls.special_call`."""
         kinds = self.kinds
         i = self.i + 1
-        args: list[tuple[object, str, int]] = []  # (value, kind, token index)
+        args: list[Arg] = []
         if kinds[i] != ")":
             while True:
                 s = self.toks[i]
@@ -553,71 +553,7 @@ class _Parser:
                     self._unexpected(i, '"," or ")"')
                 i += 1
         self.i = i + 1
-        counts = special.FUNCTIONS[func]
-        if len(args) not in counts:
-            want = " or ".join(map(str, counts))
-            self._fail(fi, f"{func} takes {want} arguments, not {len(args)}")
-        attr = ""
-        if func.startswith("segment_"):
-            if len(args) == 3:
-                name, kind, ai = args.pop(0)
-                if kind != "ident":
-                    self._unexpected(ai, "an attribute name")
-                attr = str(name)
-            else:
-                attr = special.DEFAULT_SEGMENTS
-            shape: tuple[str, ...] = ("int", "int")
-        elif func == "within_frequency_cap":
-            attr = special.FREQUENCY_CAPS
-            if len(args) == 4:
-                args.insert(1, (None, "none", -1))
-            shape = ("str", "int", "str", "int", "int")
-        else:
-            attr = special.LATITUDE
-            shape = ("number", "number", "number")
-        values: list[Scalar | None] = []
-        for (given, kind, ai), want in zip(args, shape, strict=True):
-            if kind == "none":
-                values.append(None)
-                continue
-            ok = kind in ("int", "float") if want == "number" else kind == want
-            if not ok:
-                if kind == "ident":
-                    self._unexpected(ai, f"{'a number' if want == 'number' else 'a literal'}")
-                self._fail(
-                    ai, f"{func} takes {'an integer' if want == 'int' else 'a ' + want} here"
-                )
-            values.append(float(given) if want == "number" else given)  # type: ignore[arg-type]
-        if func == "within_frequency_cap" and values[0] not in special.CAP_TYPES:
-            self._fail(
-                args[0][2],
-                f"unknown frequency cap type {values[0]!r}",
-                hint="the types are " + ", ".join(sorted(special.CAP_TYPES)),
-            )
-        if self.attrs is not None:
-            self._check_special(func, attr, fi)
-        return Special(func, attr, tuple(values))
-
-    def _check_special(self, func: str, attr: str, fi: int) -> None:
-        """The attributes a special function reads exist with the right types."""
-        if func == "geo_within_radius":
-            needs = {special.LATITUDE: ("float",), special.LONGITUDE: ("float",)}
-        else:
-            typ = "segments" if func.startswith("segment_") else "frequency_caps"
-            needs = {attr: (typ,), special.NOW: ("int",)}
-        for name, types in needs.items():
-            at = fi  # the function's name, or the attribute named as its first argument
-            if func.startswith("segment_") and name == attr and attr != special.DEFAULT_SEGMENTS:
-                at = fi + 2
-            spec = self.attrs.get(name) if self.attrs is not None else None
-            if spec is None:
-                self._fail(
-                    at,
-                    f'{func} reads attribute "{name}", which the schema does not declare',
-                    hint=f'declare "{name}" with type {types[0]}',
-                )
-            if spec.type not in types:
-                self._fail(at, f'{func} needs {types[0]} attribute "{name}", not {spec.type}')
+        return special_call(func, fi, args, self.attrs, self._fail)
 
     def _attr_name(self) -> str:
         i = self.i

@@ -526,8 +526,8 @@ def type_evidence(node: Node) -> Iterable[tuple[str, str]]:
             yield n.attr, "string"
         elif isinstance(n, Special):
             if n.func == "geo_within_radius":
-                yield special.LATITUDE, "float"
-                yield special.LONGITUDE, "float"
+                yield n.attr, "float"
+                yield special.longitude_attr(n.args), "float"
             else:
                 yield n.attr, "segments" if n.func.startswith("segment_") else "frequency_caps"
                 yield special.NOW, "int"
