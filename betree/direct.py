@@ -76,19 +76,24 @@ class DirectAtoms:
     def hits(self, value: object, event: Mapping[str, object]) -> np.ndarray:
         """The ids of the atoms that hold on ``event``, which defines the attribute as
         ``value`` (validated): int64, read-only, each once."""
-        parts = []
+        parts: list[np.ndarray] = []
+        self.add_hits(value, event, parts)
+        return directkinds.joined(parts)
+
+    def add_hits(self, value: object, event: Mapping[str, object], parts: list[np.ndarray]) -> None:
+        """:meth:`hits` as arrays appended to ``parts`` (joined once by the caller)."""
         counts = _counts
-        if self.always:
+        if self.always:  # atoms no index covers (none of the tests of today)
             held = directkinds.ids([aid for aid, atom in self.always if atom.holds(event)])
             parts.append(held)
             if counts is not None:
                 _add(counts, "other", len(self.always), len(held))
         for kind, index in self.indexes:
             held, tests = index.hits(value, event)
-            parts.append(held)
+            if len(held):
+                parts.append(held)
             if counts is not None:
                 _add(counts, kind, tests, len(held))
-        return directkinds.joined(parts)
 
 
 def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:
@@ -117,7 +122,7 @@ def holding(direct: Mapping[str, DirectAtoms], values: Mapping[str, object]) -> 
     undefined: list[int] = []
     for attr, group in direct.items():
         if attr in values:
-            parts.append(group.hits(values[attr], values))
+            group.add_hits(values[attr], values, parts)
         else:
             undefined += group.undefined
     parts.append(directkinds.ids(undefined))

@@ -56,3 +56,24 @@ def test_bench_match_fails_loudly_on_disagreement(
     with pytest.raises(bench_match.AgreementError, match="counting returned"):
         bench_match.main(_bench_args(out))
     assert not (out / "results.json").exists()
+
+
+def test_bench_match_rich_workload_counts_the_direct_tests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench"
+    parser = argparse.ArgumentParser()
+    bench_match.add_arguments(parser)
+    where = ["--out", str(out), "--store-dir", str(out.parent)]
+    args = parser.parse_args(
+        ["--sizes", "300", "--events", "20", "--workloads", "rich", "--scan-seconds", "1", *where]
+    )
+    assert bench_match.main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["agreement"]["passed"] is True
+    (row,) = results["rows"]
+    assert row["workload"] == "rich"
+    # the rich rules reach the indexed kinds; each kind's exact tests and hits are counted
+    assert {"list", "geo", "segment", "suffix"} <= row["direct"].keys()
+    assert all(c["tests"] >= 0 and c["held"] >= 0 for c in row["direct"].values())
+    assert "tests/held" in capsys.readouterr().out
