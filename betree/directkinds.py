@@ -106,6 +106,7 @@ for _t in ("segment_within", "segment_before"):
     KIND_OF[_t] = KIND_OF["not_" + _t] = "segment"
 for _t in ("like", "matches"):
     KIND_OF[_t] = KIND_OF["not_" + _t] = "pattern"
+KIND_OF["any"] = KIND_OF["not_any"] = "any"  # betree.sameelement
 
 _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
 

@@ -21,7 +21,7 @@ from storage.errors import InvalidInput
 from tests import real_events as rw
 from tools.cli import main
 
-FORMS = (rw.float_list_atom, rw.geo_atom)
+FORMS = (rw.float_list_atom, rw.geo_atom, rw.any_atom)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -261,3 +261,122 @@ def test_geo_named_errors(text: str, column: int, reason: str) -> None:
     with pytest.raises(ExpressionError) as info:
         compile_expr(text, Schema.from_json(rw.SCHEMA))
     assert info.value.column == column and reason in info.value.reason, str(info.value)
+
+
+# -- any PATH (EXPR) ----------------------------------------------------------------------
+
+ANY = 'any items (sku = "a1" and price > 10)'
+ANY_SCHEMA = {
+    "attributes": {
+        **rw.SCHEMA["attributes"],
+        "order.items.sku": {"type": "string_list"},
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "event", "want"),
+    [
+        (ANY, {"items": [{"sku": "a1", "price": 12}]}, True),
+        (ANY, {"items": [{"sku": "a1", "price": 5}, {"sku": "b2", "price": 12}]}, False),
+        (ANY, {}, False),  # undefined path
+        (ANY, {"items": []}, False),  # empty array
+        (ANY, {"items": None}, False),
+        (ANY, {"items": [{"sku": "a1"}, {"price": 12}]}, False),  # elements missing one
+        (ANY, {"items": [{"sku": "a1", "price": None}]}, False),  # a nested null
+        (ANY, {"items.sku": ["a1"], "items.price": [12]}, False),  # flat lists: no elements
+        ("not " + ANY, {}, True),
+        ("not " + ANY, {"items": []}, True),
+        ("not " + ANY, {"items": [{"sku": "a1", "price": 12}]}, False),
+        ("any items (price is null)", {"items": [{"sku": "a1"}]}, True),
+        ("any items (price is null)", {"items": [{"price": None}]}, True),
+        ("any items (price is null)", {"items": []}, False),
+        ("any items (not (price > 1))", {"items": [{"sku": "a1"}]}, True),
+        ("any items (true)", {"items": [{}]}, True),
+        ("any items (true)", {"items": []}, False),
+        ("any items (false)", {"items": [{"sku": "a1"}]}, False),
+        ("not any items (false)", {}, True),
+        ("any items (price = 9007199254740993)", {"items": [{"price": 9007199254740992.0}]}, False),
+        ("any items (price = 9007199254740993)", {"items": [{"price": 9007199254740993}]}, True),
+        ("any items (price = 0)", {"items": [{"price": -0.0}]}, True),
+        ("any items (tags is null)", {"items": [{"tags": ["a1"]}]}, True),  # an array in one
+        (
+            "any items (sku = 'a1') and 12 in items.price",
+            {"items": [{"sku": "a1"}, {"price": 12}]},
+            True,
+        ),
+        ("any order.items (sku = 'a1')", {"order": {"items": [{"sku": "a1"}]}}, True),
+        ("any order.items (sku = 'a1')", {"order.items": [{"sku": "a1"}]}, True),
+    ],
+)
+def test_any_truth_table(tmp_path: Path, text: str, event: dict[str, Any], want: bool) -> None:
+    schema = Schema.from_json(ANY_SCHEMA)
+    assert evaluate(compile_expr(text, schema), schema.validate_event(event)) is want
+    with Index.open(tmp_path / "s", schema=ANY_SCHEMA) as idx:  # the index too
+        idx.subscribe("s", text)
+        idx.check()
+        assert idx.match(event) == (["s"] if want else [])
+        assert idx.match_many([event]) == [["s"] if want else []]
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "reason"),
+    [
+        ("any items (skuu = 'a')", 12, 'unknown attribute "skuu"'),
+        ("any items (sku > 3)", 18, 'int literal compared to string attribute "items.sku"'),
+        ("any items (price one of (1))", 18, '"one of" does not apply to float attribute'),
+        ("any nope (sku = 'a')", 5, '"nope" is not an array of objects of the schema'),
+        ("any p (x = 1)", 5, '"p" is not an array of objects'),
+        ("any items sku = 'a'", 11, 'unexpected "sku", expected "(" after "any items"'),
+        ("any items (sku = 'a'", 11, '"(" is never closed'),
+        ("any items (any items (sku = 'a'))", 12, '"any" cannot nest inside "any"'),
+        ("any (sku = 'a')", 5, "the path of an array of objects"),
+        ("items = 1", 7, 'operator "=" does not apply to objects attribute "items"'),
+        ("any = 1", 1, '"any" is a reserved word'),
+        (
+            "any items (starts_with(price, 'a'))",
+            12,
+            'does not apply to float attribute "items.price"',
+        ),
+    ],
+)
+def test_any_errors(text: str, column: int, reason: str) -> None:
+    with pytest.raises(ExpressionError) as info:
+        compile_expr(text, Schema.from_json(ANY_SCHEMA))
+    assert info.value.column == column and reason in info.value.reason, str(info.value)
+
+
+def test_any_schema_paths_inference_and_text() -> None:
+    schema = Schema.from_json(ANY_SCHEMA)
+    arrays = {n for n, s in schema.attributes.items() if s.type == "objects"}
+    assert arrays == {"items", "order", "order.items", "user", "user.geo"} - {"user", "user.geo"}
+    assert schema.to_json() == ANY_SCHEMA  # derived, never written
+    assert Schema.from_json(schema.to_json()) == schema
+    values = schema.validate_event({"items": [{"sku": "a1", "price": 3, "other": 1}, {}]})
+    assert values["items"] == ({"sku": "a1", "price": 3}, {})
+    assert values["items.sku"] == ("a1",)
+    with pytest.raises(InvalidInput, match=r'attribute "items\.price": expected a number'):
+        schema.validate_event({"items": [{"price": "x"}]})
+    inferred = Schema.infer(
+        [(1, "any items (sku = 'a' and price > 2.5 and qty < 3)"), (2, "4 in items.qty")]
+    )
+    types = {n: s.type for n, s in inferred.attributes.items()}
+    assert types == {
+        "items": "objects",
+        "items.price": "float_list",
+        "items.qty": "int_list",
+        "items.sku": "string_list",
+    }
+    node = compile_expr("not any items (sku in ('a1', 'b2') and price > 10 or qty = 2)", schema)
+    clauses = to_clauses(node)
+    for clause in clauses:
+        for atom in clause:  # written back, each atom compiles to itself
+            assert to_clauses(compile_expr(atom.to_expr(), schema)) in ([(atom,)], clauses), atom
+
+
+def test_any_fold_case(tmp_path: Path) -> None:
+    doc = {"attributes": {"items.sku": {"type": "string_list", "fold_case": True}}}
+    with Index.open(tmp_path / "s", schema=doc) as idx:
+        idx.subscribe("s", "any items (sku = 'STRASSE')")
+        assert idx.match({"items": [{"sku": "Straße"}]}) == ["s"]
+        assert idx.match({"items": [{"sku": "Strase"}]}) == []

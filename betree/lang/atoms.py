@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from betree.lang import patterns, special
 from betree.lang.bounded import forget_older_half
@@ -88,6 +88,9 @@ TESTS[special.OUT_OF_RANGE] = "special"  # beside geo_within_radius only: never 
 #: (:mod:`betree.lang.patterns`): the argument is the pattern, which may be empty.
 for _kind in ("like", "matches"):
     TESTS[_kind] = TESTS["not_" + _kind] = "pattern"
+#: ``any PATH (…)`` and its negation on a defined array: the argument is the inner
+#: expression's clauses, each a tuple of :meth:`Atom.as_tuple` over an element's paths.
+TESTS["any"] = TESTS["not_any"] = "elements"
 _TEST_RANK = {t: i for i, t in enumerate(TESTS)}
 #: Each test's negation on a *defined* value (``defined`` has none: it is then false).
 DEFINED_NEGATION = {
@@ -106,7 +109,7 @@ DEFINED_NEGATION = {
     "contains": "not_contains",
     "not_contains": "contains",
 }
-for _func in (*special.FUNCTIONS, "like", "matches"):
+for _func in (*special.FUNCTIONS, "like", "matches", "any"):
     DEFINED_NEGATION[_func] = "not_" + _func
     DEFINED_NEGATION["not_" + _func] = _func
 _MAX_CHAR = "\U0010ffff"
@@ -459,6 +462,11 @@ class TestAtom(Atom):
             if not isinstance(arg, tuple):
                 raise ValueError(f"test {test!r} takes a tuple of constants")
             argkey = (2, repr(arg))
+        elif kind == "elements":
+            if not isinstance(arg, (tuple, list)):
+                raise ValueError(f"test {test!r} takes a tuple of clauses")
+            arg = _deep_tuple(arg)  # (msgpack gives lists back)
+            argkey = (3, repr(arg))
         else:
             if not isinstance(arg, str) or not arg:
                 raise ValueError(f"test {test!r} takes a non-empty string: use make_test()")
@@ -469,6 +477,8 @@ class TestAtom(Atom):
         self._set_key((attr, 1, _TEST_RANK[test], argkey))
 
     def _make_holds(self) -> Callable[[Event], bool]:
+        if TESTS[self.test] == "elements":
+            return _elements_holds(self.attr, self.test == "any", self.inner())
         if TESTS[self.test] == "special":
             return special.holds_factory(self.test, self.attr, self.arg)
         if TESTS[self.test] == "pattern":
@@ -478,6 +488,10 @@ class TestAtom(Atom):
     @property
     def requires_defined(self) -> bool:
         return self.test != "undefined"
+
+    def inner(self) -> list[Clause]:
+        """An ``any``/``not_any`` test's inner clauses, as atoms over an element's paths."""
+        return [tuple(atom_from_tuple(t) for t in clause) for clause in self.arg]  # type: ignore[attr-defined]
 
     def defined_negation(self) -> TestAtom | None:
         """The test that holds exactly where this one fails on a defined value (``None``:
@@ -516,6 +530,8 @@ class TestAtom(Atom):
             return f"{a} {t.replace('_', ' ')} {literal(arg)}"  # type: ignore[arg-type]
         if t in special.FUNCTIONS or t == special.OUT_OF_RANGE:
             return special.call_text(t, a, arg, literal)  # type: ignore[arg-type]
+        if t == "any":
+            return f"any {a} ({_clauses_text(self.inner())})"
         pos = self.defined_negation()
         if pos is None:  # cannot happen: every remaining test has a negation
             raise ValueError(t)
@@ -528,6 +544,46 @@ class TestAtom(Atom):
         if self.arg is None:
             return f"TestAtom({self.attr!r}, {self.test!r})"
         return f"TestAtom({self.attr!r}, {self.test!r}, {self.arg!r})"
+
+
+def _deep_tuple(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return tuple(_deep_tuple(v) for v in value)
+    return value
+
+
+def _clauses_text(clauses: list[Clause]) -> str:
+    if not clauses:
+        return "false"
+    texts = [" and ".join(a.to_expr() for a in c) if c else "true" for c in clauses]
+    if len(texts) == 1:
+        return texts[0]
+    return " or ".join(f"({t})" for t in texts)
+
+
+def _elements_holds(attr: str, positive: bool, inner: list[Clause]) -> Callable[[Event], bool]:
+    """``any attr (…)`` (or its negation on a defined array) from the inner clauses."""
+
+    def holds(e: Event) -> bool:
+        found: Any = e.get(attr)
+        if found is None:
+            return False
+        hit = any(all(a.holds(el) for a in c) for el in found for c in inner)
+        return hit if positive else not hit
+
+    return holds
+
+
+def any_clauses(attr: str, inner: list[Clause], pos: bool) -> list[Clause]:
+    """The clauses of ``any attr (…)`` (``pos``) or of its negation, from the inner
+    expression's clauses over an element's paths."""
+    arg = tuple(tuple(a.as_tuple() for a in c) for c in inner)
+    t = TestAtom(attr, "any", arg)
+    if pos:
+        return [(t,)] if inner else []
+    if not inner:
+        return [()]  # never true: its negation always is
+    return _negated(attr, t.defined_negation())
 
 
 def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:

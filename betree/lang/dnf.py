@@ -35,12 +35,14 @@ from betree.lang.atoms import (
     OrderAtom,
     TestAtom,
     Value,
+    any_clauses,
     atom_clauses,
     atom_key,
     order_atoms,
 )
 from betree.lang.expr import (
     And,
+    AnyOf,
     Between,
     BoolAttr,
     Compare,
@@ -153,7 +155,7 @@ def _size(node: Node) -> int:
         size += 1
         if isinstance(n, (And, Or)):
             stack.extend(n.children)
-        elif isinstance(n, Not):
+        elif isinstance(n, (Not, AnyOf)):
             stack.append(n.child)
         elif isinstance(n, (InList, ListOp)):
             size += len(n.values)
@@ -283,7 +285,12 @@ class _Normalizer:
             return self.dnf(node.child, not pos)
         if isinstance(node, Const):
             return {_TRUE} if node.value == pos else set()
-        clauses = atom_clauses(node, pos)
+        if isinstance(node, AnyOf):  # one test atom over the inner expression's clauses
+            inner = to_clauses(node.child, self.max_clauses)
+            self.spend(sum(map(len, inner)))
+            clauses = any_clauses(node.attr, inner, pos)
+        else:
+            clauses = atom_clauses(node, pos)
         if node.attr in self.always_defined:
             clauses = _assume_defined(clauses)
         out: _DNF = set()

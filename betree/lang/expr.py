@@ -209,6 +209,17 @@ class Special:
     args: tuple[Scalar | None, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """``any attr (child)``: ``attr`` names an array of objects; true when some element
+    satisfies ``child``, whose attributes are paths inside the element (``sku`` for
+    ``items.sku``).  A validated event holds the elements under ``attr`` as a tuple of
+    dicts, one per element, of its values by those paths (``Schema.validate_event``)."""
+
+    attr: str
+    child: Node
+
+
 def _slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...]:
     """The ``__set__`` of each field's slot descriptor (they bypass the frozen check)."""
     return tuple(cls.__dict__[f.name].__set__ for f in fields(cls))
@@ -221,7 +232,7 @@ _IN_LIST_SLOTS = _slot_setters(InList)
 
 Node = (
     Const | Not | And | Or | Compare | Between | InList | Contains | ListOp | IsNull | IsEmpty
-    | BoolAttr | StrFunc | Pattern | Special
+    | BoolAttr | StrFunc | Pattern | Special | AnyOf
 )  # fmt: skip
 
 
@@ -243,6 +254,9 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
         return any(evaluate(c, event) for c in node.children)
     if isinstance(node, Special):  # may read other attributes too (now, longitude)
         return special.truth(node.func, node.attr, node.args, event)
+    if isinstance(node, AnyOf):  # false when undefined or empty, else some element
+        elements = event.get(node.attr)
+        return elements is not None and any(evaluate(node.child, e) for e in elements)  # type: ignore[attr-defined]
     value = event.get(node.attr)
     if isinstance(node, IsNull):
         return (value is not None) if node.negated else (value is None)

@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from betree.lang import ipaddr, patterns, special
 from betree.lang.calls import Arg, special_call
+from betree.lang.elements import ElementAttrs
 from betree.lang.expr import (
     And,
+    AnyOf,
     Between,
     BoolAttr,
     Compare,
@@ -62,7 +64,15 @@ from betree.lang.expr import (
     StrFunc,
 )
 from betree.lang.fold import fold_constants
-from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
+from betree.lang.lexicon import (
+    COMPARE_OPS,
+    FLIP,
+    INT64_MAX,
+    INT64_MIN,
+    KEYWORDS,
+    MAX_NESTING,
+    OBJECTS,
+)
 from betree.lang.tokens import KIND_GET, token_columns, tokens
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
@@ -140,7 +150,7 @@ class _Parser:
     """One parse: token strings, their kinds (None for identifiers and literals), a cursor,
     and the schema's attributes when compiling."""
 
-    __slots__ = ("attrs", "depth", "i", "kinds", "text", "toks")
+    __slots__ = ("attrs", "depth", "i", "inside", "kinds", "text", "toks")
 
     def __init__(self, text: str, attrs: Mapping[str, AttrSpec] | None) -> None:
         if not isinstance(text, str):
@@ -155,6 +165,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.attrs = attrs
+        self.inside = False  # within "any PATH (…)": attrs are then the elements'
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -289,9 +300,51 @@ class _Parser:
             return Const(kind == "true")
         if kind in _STR_FUNCS and kinds[i + 1] == "(":
             return self._str_func()
+        if kind == "any" and kinds[i + 1] not in _AFTER_ATTR:
+            return self._any(i)
         if kind in KEYWORDS and kinds[i + 1] in _AFTER_ATTR:
             self._reserved(i)
         self._unexpected(i, 'an attribute, a literal, "not" or "("')
+
+    def _any(self, i: int) -> Node:
+        """``any PATH (EXPR)``; token ``i`` is "any".  Inside, identifiers are paths in an
+        element of PATH, typed by the schema's lists under PATH (:class:`ElementAttrs`)."""
+        kinds, toks = self.kinds, self.toks
+        if self.inside:
+            self._fail(i, '"any" cannot nest inside "any"')
+        j = i + 1
+        path = toks[j]
+        if kinds[j] is not None or path[0] not in _IDENT_START:
+            if kinds[j] in KEYWORDS:
+                self._reserved(j)
+            self._unexpected(j, 'the path of an array of objects after "any"')
+        if kinds[j + 1] != "(":
+            self._unexpected(j + 1, f'"(" after "any {_clip(path)}"')
+        outer = self.attrs
+        if outer is not None:
+            spec = outer.get(path)
+            if spec is None or spec.type != OBJECTS:
+                self._fail(
+                    j,
+                    f'"{path}" is not an array of objects of the schema',
+                    hint=f'declare the attributes of its elements as lists ("{path}.x": '
+                    "string_list, int_list or float_list)",
+                )
+            self.attrs = ElementAttrs(outer, path)
+        self.i = j + 2
+        self._nest(i)
+        self.inside = True
+        child = self._or()
+        self.inside = False
+        self.depth -= 1
+        self.attrs = outer
+        k = self.i
+        if kinds[k] != ")":
+            if kinds[k] == "eof":
+                self._fail(j + 1, '"(" is never closed')
+            self._unexpected(k, '")"')
+        self.i = k + 1
+        return AnyOf(path, child)
 
     def _nest(self, i: int) -> None:
         self.depth += 1
