@@ -23,6 +23,7 @@ ones listed before it:
 - :mod:`~betree.lang.schema`: attribute types, event validation, schema inference;
 - :mod:`~betree.lang.holds`: what each test atom checks on an event;
 - :mod:`~betree.lang.atoms`: the indexable atoms, and the atoms of each atomic form;
+- :mod:`~betree.lang.compound`: the clauses of the library's functions and of ``any``;
 - :mod:`~betree.lang.dnf`: a tree to clauses of atoms (:func:`~betree.lang.dnf.to_clauses`);
 - :mod:`~betree.lang.conjuncts`: the clause of a plain conjunction from its remembered
   pieces, the bulk load's fast path.

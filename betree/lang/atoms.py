@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from betree.lang import patterns, special
 from betree.lang.bounded import forget_older_half
@@ -43,10 +43,9 @@ from betree.lang.expr import (
     ListOp,
     Node,
     Pattern,
-    Special,
     StrFunc,
 )
-from betree.lang.holds import TEST_HOLDS, pattern_holds
+from betree.lang.holds import TEST_HOLDS, elements_holds, pattern_holds
 from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
 
 #: A constant of an order atom: a number or a string (never a bool).
@@ -478,7 +477,7 @@ class TestAtom(Atom):
 
     def _make_holds(self) -> Callable[[Event], bool]:
         if TESTS[self.test] == "elements":
-            return _elements_holds(self.attr, self.test == "any", self.inner())
+            return elements_holds(self.attr, self.test == "any", self.inner())
         if TESTS[self.test] == "special":
             return special.holds_factory(self.test, self.attr, self.arg)
         if TESTS[self.test] == "pattern":
@@ -559,31 +558,6 @@ def _clauses_text(clauses: list[Clause]) -> str:
     if len(texts) == 1:
         return texts[0]
     return " or ".join(f"({t})" for t in texts)
-
-
-def _elements_holds(attr: str, positive: bool, inner: list[Clause]) -> Callable[[Event], bool]:
-    """``any attr (…)`` (or its negation on a defined array) from the inner clauses."""
-
-    def holds(e: Event) -> bool:
-        found: Any = e.get(attr)
-        if found is None:
-            return False
-        hit = any(all(a.holds(el) for a in c) for el in found for c in inner)
-        return hit if positive else not hit
-
-    return holds
-
-
-def any_clauses(attr: str, inner: list[Clause], pos: bool) -> list[Clause]:
-    """The clauses of ``any attr (…)`` (``pos``) or of its negation, from the inner
-    expression's clauses over an element's paths."""
-    arg = tuple(tuple(a.as_tuple() for a in c) for c in inner)
-    t = TestAtom(attr, "any", arg)
-    if pos:
-        return [(t,)] if inner else []
-    if not inner:
-        return [()]  # never true: its negation always is
-    return _negated(attr, t.defined_negation())
 
 
 def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
@@ -741,8 +715,6 @@ def atom_clauses(node: Node, pos: bool) -> list[Clause]:
         return _str_func(node, pos)
     if isinstance(node, Pattern):
         return _pattern(node, pos)
-    if isinstance(node, Special):
-        return _special(node, pos)
     raise TypeError(f"not an atomic expression node: {node!r}")
 
 
@@ -815,34 +787,3 @@ def _pattern(node: Pattern, pos: bool) -> list[Clause]:
     succ = string_successor(prefix)
     ge = OrderAtom(a, ((">=", prefix),))
     return [(ge, t) if succ is None else (ge, OrderAtom(a, (("<", succ),)), t)]
-
-
-def _special(node: Special, pos: bool) -> list[Clause]:
-    """A be-tree library function: one test atom, and for ``geo_within_radius`` the box
-    around the radius as range atoms on ``latitude`` and ``longitude`` beside it (so that
-    the PB+trees and c-directories prune; the two attributes it names, or ``latitude`` and
-    ``longitude``), with the points beyond the coordinate ranges
-    (which the formula accepts too) in a second clause; one clause when the box is the
-    whole range."""
-    t = TestAtom(node.attr, node.func, node.args)
-    if not pos:
-        return _negated(node.attr, t.defined_negation())
-    if node.func != "geo_within_radius":
-        return [(t,)]
-    lat0, lon0, radius = node.args[:3]
-    box = special.geo_box(lat0, lon0, radius)  # type: ignore[arg-type]
-    if box is None:
-        return []
-    (lat_lo, lat_hi), (lon_lo, lon_hi) = box
-    if box == ((-90.0, 90.0), (-180.0, 180.0)):
-        return [(t,)]
-    lat, lon = node.attr, special.longitude_attr(node.args)
-    inside: Clause = (
-        t,
-        OrderAtom(lat, ((">=", lat_lo),)),
-        OrderAtom(lat, (("<=", lat_hi),)),
-        OrderAtom(lon, ((">=", lon_lo),)),
-        OrderAtom(lon, (("<=", lon_hi),)),
-    )
-    beyond = TestAtom(lat, special.OUT_OF_RANGE, () if lon == special.LONGITUDE else (lon,))
-    return [inside, (t, beyond)]
