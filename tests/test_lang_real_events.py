@@ -380,3 +380,45 @@ def test_any_fold_case(tmp_path: Path) -> None:
         idx.subscribe("s", "any items (sku = 'STRASSE')")
         assert idx.match({"items": [{"sku": "Straße"}]}) == ["s"]
         assert idx.match({"items": [{"sku": "Strase"}]}) == []
+
+
+@pytest.mark.spark
+def test_spark_load_plain_sharded_and_inferred(spark: Any, tmp_path: Path) -> None:
+    """The Spark load of every form (given the schema, and inferring it; plain and sharded)
+    answers as the brute force."""
+    from betree.sharded import open_index
+    from loaders.spark import driver
+
+    subs = rw.accepted(rw.workload(31, 400, FORMS))
+    path = rw.write_jsonl(tmp_path / "subs.jsonl", [{"id": i, "expr": e} for i, e in subs.items()])
+    kw: dict[str, Any] = {"spark": spark, "settings": rw.SETTINGS, "progress": None}
+    plain = driver.load(tmp_path / "plain", [path], rw.SCHEMA, split_bytes=8192, **kw)
+    sharded = driver.load(tmp_path / "sharded", [path], rw.SCHEMA, shards=2, **kw)
+    assert plain["loaded"] == sharded["loaded"] == len(subs)
+    schema = Schema.from_json(rw.SCHEMA)
+    rng = random.Random(32)
+    events = [rw.event(rng) for _ in range(150)]
+    want = [rw.brute(subs, schema, ev) for ev in events]
+    for store in ("plain", "sharded"):
+        with open_index(tmp_path / store) as idx:
+            assert len(idx) == len(subs)
+            for ev, w, res in zip(events, want, idx.match_many(events), strict=True):
+                assert set(idx.match(ev)) == w == set(res), (store, ev)  # type: ignore[arg-type]
+    with Index.open(tmp_path / "plain", readonly=True) as idx:
+        idx.check()
+    # inferred: only the any and float_list forms (the geo attributes' types come from it)
+    only = rw.accepted(rw.workload(33, 200, (rw.float_list_atom, rw.any_atom)))
+    path = rw.write_jsonl(tmp_path / "only.jsonl", [{"id": i, "expr": e} for i, e in only.items()])
+    inferred = driver.load(tmp_path / "inferred", [path], None, **kw)
+    with Index.open(tmp_path / "inferred", readonly=True) as idx:
+        idx.check()
+        got_schema = idx.schema
+        assert got_schema.attributes["items"].type == "objects"
+        assert got_schema.attributes["items.price"].type == "float_list"
+        for ev in events:
+            try:
+                expected = rw.brute(only, got_schema, ev)
+            except InvalidInput:
+                continue  # an event the inferred schema types otherwise
+            assert set(idx.match(ev)) == expected, ev
+    assert inferred["loaded"] == len(only)
