@@ -406,6 +406,19 @@ def test_spark_load_plain_sharded_and_inferred(spark: Any, tmp_path: Path) -> No
                 assert set(idx.match(ev)) == w == set(res), (store, ev)  # type: ignore[arg-type]
     with Index.open(tmp_path / "plain", readonly=True) as idx:
         idx.check()
+    # matching on Spark: nested events from JSON Lines, each line's answer
+    from loaders.spark.match import match_events
+
+    events_path = rw.write_jsonl(tmp_path / "events.jsonl", events)
+    match_events(tmp_path / "plain", [events_path], tmp_path / "out", spark=spark)
+    lines = [
+        json.loads(line)
+        for part in sorted((tmp_path / "out").glob("part-*"))
+        for line in part.read_text().splitlines()
+    ]
+    assert sorted(d["line"] for d in lines) == list(range(1, len(events) + 1))
+    for doc in lines:
+        assert set(doc["matches"]) == want[doc["line"] - 1], doc
     # inferred: only the any and float_list forms (the geo attributes' types come from it)
     only = rw.accepted(rw.workload(33, 200, (rw.float_list_atom, rw.any_atom)))
     path = rw.write_jsonl(tmp_path / "only.jsonl", [{"id": i, "expr": e} for i, e in only.items()])
@@ -422,3 +435,43 @@ def test_spark_load_plain_sharded_and_inferred(spark: Any, tmp_path: Path) -> No
                 continue  # an event the inferred schema types otherwise
             assert set(idx.match(ev)) == expected, ev
     assert inferred["loaded"] == len(only)
+
+
+def test_element_index_hits_are_the_any_atoms_that_hold() -> None:
+    """betree.sameelement finds exactly the any/not_any atoms that hold, and tests far
+    fewer inner clauses than atoms x elements when the clauses carry an equality."""
+    from betree.direct import DirectAtoms, counting
+    from betree.lang.atoms import TestAtom
+
+    rng = random.Random(41)
+    schema = Schema.from_json(rw.SCHEMA)
+    atoms: list[tuple[int, Any]] = []
+    for text in {rw.any_atom(rng) for _ in range(300)}:
+        for clause in to_clauses(compile_expr(text, schema)):
+            atoms += [
+                (len(atoms), a) for a in clause if isinstance(a, TestAtom) and a.attr == "items"
+            ]
+    group = DirectAtoms(atoms)
+    assert group.always == []
+    events = [schema.validate_event(rw.event(rng)) for _ in range(300)]
+    for values in events:
+        if "items" not in values:
+            continue
+        want = sorted(aid for aid, atom in atoms if atom.holds(values))
+        assert sorted(group.hits(values["items"], values).tolist()) == want, values
+    selective = [
+        (
+            k,
+            TestAtom(
+                "items",
+                "any",
+                ((("order", "sku", (("=", f"k{k}"),)), ("order", "price", ((">", 1),))),),
+            ),
+        )
+        for k in range(2000)
+    ]
+    group = DirectAtoms(selective)  # type: ignore[arg-type]
+    values = schema.validate_event({"items": [{"sku": f"k{k}", "price": 5} for k in range(5)]})
+    with counting() as counts:
+        assert sorted(group.hits(values["items"], values).tolist()) == [0, 1, 2, 3, 4]
+    assert counts["any"][1] == 5  # one exact test per element, not 2,000 x 5
