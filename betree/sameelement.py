@@ -23,7 +23,10 @@ per element is what this replaces.
 
 Cost: built in time linear in the inner atoms; per event, per element, one lookup per value
 plus the exact tests of the candidate clauses (and the loose clauses): not in proportion to
-the ``any`` atoms when their clauses carry an equality.
+the ``any`` atoms when their clauses carry an equality.  Measured (:func:`betree.direct.
+counting`): 10,000 atoms ``any items (sku = "kI" and price > N)`` over 2,000 skus, events
+of 5 items: 24 exact clause tests an event, where testing every atom would be 10,000 atoms
+on up to 5 elements each.
 """
 
 from __future__ import annotations
