@@ -10,6 +10,8 @@ ones listed before it:
 - :mod:`~betree.lang.patterns`: ``like`` and ``matches`` on RE2, and a pattern's literal
   prefix;
 - :mod:`~betree.lang.paths`: nested events flattened into dotted attribute paths;
+- :mod:`~betree.lang.elements`: arrays of objects for ``any PATH (…)``: the schema seen
+  from an element, an event's elements with their values;
 - :mod:`~betree.lang.ipaddr`: ``ip`` addresses and CIDR blocks as order-preserving keys;
 - :mod:`~betree.lang.special`: the be-tree library's functions (segments, frequency caps,
   geo radius): their meaning, the box a radius spans, their event values;
