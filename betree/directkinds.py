@@ -487,27 +487,46 @@ class Patterns:
         return joined([ids(out), self.negated.but(failed)]), 1
 
 
-class Presence:
-    """Tests of the value's presence, truth or length: grouped by test, one check of the
-    value each group (``undefined`` never holds on a defined value, ``defined`` always)."""
+#: Presence tests of which exactly one holds on a defined (validated) value.
+_PAIRS = {"bool_true": "bool_false", "empty": "not_empty", "defined": "undefined"}
 
-    __slots__ = ("by_test",)
+
+class Presence:
+    """Tests of the value's presence, truth or length, in pairs of which exactly one holds
+    on a defined value (``bool_true``/``bool_false``, ``empty``/``not_empty``,
+    ``defined``/``undefined``): one check of the value each pair (none for ``defined``);
+    the out-of-range test alone."""
+
+    __slots__ = ("pairs",)
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
-        listed: dict[tuple[str, object], tuple[list[int], TestAtom]] = {}
+        listed: dict[str, tuple[list[int], TestAtom]] = {}
+        beyond: dict[object, tuple[list[int], TestAtom]] = {}  # by the longitude they read
         for aid, atom in atoms:
-            # (by argument too: the geo test's out-of-range points name their longitude)
-            listed.setdefault((atom.test, atom.arg), ([], atom))[0].append(aid)
-        self.by_test = [(t, ids(found), atom) for (t, _), (found, atom) in listed.items()]
+            if atom.test == special.OUT_OF_RANGE:
+                beyond.setdefault(atom.arg, ([], atom))[0].append(aid)
+            else:
+                listed.setdefault(atom.test, ([], atom))[0].append(aid)
+        #: (the first test's atom, or None: it always holds; ids where it holds; where not)
+        self.pairs: list[tuple[TestAtom | None, np.ndarray, np.ndarray]] = []
+        for first, second in _PAIRS.items():
+            if first in listed or second in listed:
+                yes = listed[first][0] if first in listed else []
+                no = listed[second][0] if second in listed else []
+                check = None if first == "defined" else listed[first if yes else second][1]
+                self.pairs.append((check, ids(yes), ids(no)))
+        for found, atom in beyond.values():
+            self.pairs.append((atom, ids(found), ids([])))
 
     def hits(self, value: object, event: Event) -> Hits:
         parts = []
         tests = 0
-        for test, found, atom in self.by_test:
-            if test == "defined":
-                parts.append(found)
-            elif test != "undefined":
-                tests += 1
-                if atom.holds(event):
-                    parts.append(found)
+        for check, yes, no in self.pairs:
+            if check is None:
+                parts.append(yes)
+                continue
+            tests += 1
+            holds = check.holds(event)
+            first = check.test in _PAIRS or check.test == special.OUT_OF_RANGE
+            parts.append(yes if holds == first else no)
         return joined(parts), tests

@@ -60,6 +60,7 @@ def test_list_postings_are_exact() -> None:
         if atom is not None:
             atoms.append((aid, atom))
     atoms += [(600, TestAtom("il", "empty")), (601, TestAtom("il", "undefined"))]
+    atoms += [(602, TestAtom("il", "not_empty")), (603, TestAtom("il", "defined"))]
     events: list[dict[str, Any]] = [{}]
     events += [{"il": ()}, {"il": tuple(range(-5, 20))}, {"il": tuple(range(100_000))}]
     events += [{"il": tuple(rng.choices(pool, k=rng.randint(0, 9)))} for _ in range(300)]
@@ -78,6 +79,13 @@ def test_string_list_postings_with_unicode() -> None:
             atoms.append((aid, atom))
     events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 6)))} for _ in range(200)]
     assert _agree(atoms, events, "sl") > 500
+
+
+@pytest.mark.parametrize("tests", [["bool_true", "bool_false"], ["bool_false"], ["undefined"]])
+def test_presence_pairs_are_exact(tests: list[str]) -> None:
+    atoms: list[tuple[int, Atom]] = [(k, TestAtom("b", t)) for k, t in enumerate(tests)]
+    events: list[dict[str, Any]] = [{"b": True}, {"b": False}, {}]
+    _agree(atoms, events, "b")
 
 
 @pytest.mark.parametrize("test", ["ends_with", "contains"])

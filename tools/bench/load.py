@@ -529,7 +529,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workloads",
         type=_workloads,
         default=["begen"],
-        help="gen profiles, each loaded at every size: begen, wide (default begen)",
+        help="gen profiles, each loaded at every size: begen, wide, rich (default begen)",
     )
     parser.add_argument(
         "--shards",
