@@ -6,7 +6,8 @@ on each event: those of every attribute the event defines, and those true on an 
 attribute (``a is null``).  Testing each of them for every event made phase 1 cost in
 proportion to the subscriptions; instead each kind of test has an index
 (:mod:`betree.directkinds`: list postings, suffixes, trigrams, a geo grid, frequency-cap
-groups, segment bisection, one RE2 set of patterns) that finds the few atoms that may hold
+groups, segment bisection, one RE2 set of patterns; :mod:`betree.sameelement`: the ``any``
+atoms over an event's elements) that finds the few atoms that may hold
 and tests only those.  The rest (``defined``, ``bool``, ``empty`` and the like: a handful an
 attribute) are tested each event.
 
@@ -27,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from betree import directkinds
+from betree import directkinds, sameelement
 from betree.lang.atoms import Atom, TestAtom
 
 
@@ -46,6 +47,7 @@ _INDEXES: dict[str, type[_Index]] = {
     "segment": directkinds.SegmentTests,
     "pattern": directkinds.Patterns,
     "presence": directkinds.Presence,
+    "any": sameelement.ElementIndex,
 }
 
 #: Per kind, [events, exact tests, atoms held] while :func:`counting` is on, else ``None``.

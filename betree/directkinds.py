@@ -106,6 +106,7 @@ for _t in ("segment_within", "segment_before"):
     KIND_OF[_t] = KIND_OF["not_" + _t] = "segment"
 for _t in ("like", "matches"):
     KIND_OF[_t] = KIND_OF["not_" + _t] = "pattern"
+KIND_OF["any"] = KIND_OF["not_any"] = "any"  # betree.sameelement
 
 _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
 
@@ -276,11 +277,19 @@ _GeoEntry = tuple[int, bool, float, float, float, float, Callable[[Event], bool]
 
 
 class GeoGrid:
-    """``geo_within_radius`` through a multi-level grid of the radii's boxes."""
+    """``geo_within_radius`` through a multi-level grid of the radii's boxes (one grid per
+    longitude attribute the atoms read: ``parts`` when they read several)."""
 
-    __slots__ = ("atoms", "cells", "levels", "loose", "neg_all", "pos_atoms")
+    __slots__ = ("atoms", "cells", "levels", "lon", "loose", "neg_all", "parts", "pos_atoms")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
+        by_lon: dict[str, list[tuple[int, TestAtom]]] = {}
+        for aid, atom in atoms:
+            by_lon.setdefault(special.longitude_attr(atom.arg), []).append((aid, atom))  # type: ignore[arg-type]
+        self.lon = next(iter(by_lon), special.LONGITUDE)
+        self.parts = [GeoGrid(group) for group in by_lon.values()] if len(by_lon) > 1 else []
+        if self.parts:
+            atoms = []
         self.atoms: list[tuple[int, Atom]] = list(atoms)
         self.cells: dict[tuple[int, int, int], list[_GeoEntry]] = {}
         self.loose: list[_GeoEntry] = []  # boxes the grid cannot hold (never, for finite args)
@@ -288,7 +297,7 @@ class GeoGrid:
         used: set[int] = set()
         for aid, atom in atoms:
             negated = atom.test.startswith("not_")
-            args: tuple[float, float, float] = atom.arg  # type: ignore[assignment]
+            args: tuple[float, float, float] = atom.arg[:3]  # type: ignore[index]
             box = special.geo_box(*args)
             if box is None:  # a negative radius: the positive form holds nowhere
                 continue
@@ -309,8 +318,11 @@ class GeoGrid:
         self.levels = [(k, GEO_LEVELS[k]) for k in sorted(used)]
 
     def hits(self, value: object, event: Event) -> Hits:
+        if self.parts:
+            answers = [part.hits(value, event) for part in self.parts]
+            return joined([held for held, _ in answers]), sum(tests for _, tests in answers)
         lat = value
-        lon: Any = event.get(special.LONGITUDE)
+        lon: Any = event.get(self.lon)
         if lon is None:  # the haversine is false: every negation holds
             return self.neg_all.ids, 0
         if not (isinstance(lat, float) and -90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
@@ -489,16 +501,22 @@ class Presence:
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         listed: dict[str, tuple[list[int], TestAtom]] = {}
+        beyond: dict[object, tuple[list[int], TestAtom]] = {}  # by the longitude they read
         for aid, atom in atoms:
-            listed.setdefault(atom.test, ([], atom))[0].append(aid)
+            if atom.test == special.OUT_OF_RANGE:
+                beyond.setdefault(atom.arg, ([], atom))[0].append(aid)
+            else:
+                listed.setdefault(atom.test, ([], atom))[0].append(aid)
         #: (the first test's atom, or None: it always holds; ids where it holds; where not)
         self.pairs: list[tuple[TestAtom | None, np.ndarray, np.ndarray]] = []
-        for first, second in (*_PAIRS.items(), (special.OUT_OF_RANGE, "")):
+        for first, second in _PAIRS.items():
             if first in listed or second in listed:
                 yes = listed[first][0] if first in listed else []
                 no = listed[second][0] if second in listed else []
                 check = None if first == "defined" else listed[first if yes else second][1]
                 self.pairs.append((check, ids(yes), ids(no)))
+        for found, atom in beyond.values():
+            self.pairs.append((atom, ids(found), ids([])))
 
     def hits(self, value: object, event: Event) -> Hits:
         parts = []

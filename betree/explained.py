@@ -51,10 +51,11 @@ def shown_atom(
     if attr in ips and isinstance(shown["value"], str):
         shown["value"] = ipaddr.address_of_key(shown["value"])
     if isinstance(atom, TestAtom) and atom.test == "geo_within_radius":
-        args: tuple[float, float, float] = atom.arg  # type: ignore[assignment]
-        lat0, lon0, radius = args
-        lat, lon = values.get(special.LATITUDE), values.get(special.LONGITUDE)
-        shown["attribute"] = [special.LATITUDE, special.LONGITUDE]
+        args: tuple[Any, ...] = atom.arg  # type: ignore[assignment]
+        lat0, lon0, radius = args[:3]
+        lon_attr = special.longitude_attr(args)  # the five-argument form names its own
+        lat, lon = values.get(atom.attr), values.get(lon_attr)
+        shown["attribute"] = [atom.attr, lon_attr]
         shown["value"] = [lat, lon]
         shown["radius_km"] = radius
         if isinstance(lat, float) and isinstance(lon, float):

@@ -60,6 +60,8 @@ _GRID_KINDS = {
     "int_enum": "int",
     "segments": "int_list",
     "frequency_caps": "int_list",
+    "float_list": "int_list",  # placed as any list: under a p-node, "defined"
+    "objects": "int_list",  # an array of objects (any PATH (…)): as a list
     "ip": "string",  # addresses as order-preserving string keys (betree.lang.ipaddr)
 }
 

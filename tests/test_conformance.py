@@ -22,6 +22,7 @@ from storage.errors import InvalidInput
 CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "betree_c.jsonl"
 LOCAL = Path(__file__).resolve().parent / "data" / "betree_c.jsonl"
 SPECIAL = Path(__file__).resolve().parent / "data" / "betree_c_special.jsonl"
+REAL = Path(__file__).resolve().parent / "data" / "real_events.jsonl"
 
 
 def load_cases() -> list[dict[str, Any]]:
@@ -39,6 +40,15 @@ def test_all_cases_give_their_expected_outcome() -> None:
 def test_special_cases_give_their_expected_outcome() -> None:
     cases = [json.loads(line) for line in SPECIAL.read_text().splitlines() if line.strip()]
     assert len(cases) >= 91
+    assert {c["expected"] for c in cases} == {"match", "nomatch", "invalid"}
+    failures = run_cases(cases)
+    assert not failures, "\n".join(failures)
+
+
+def test_real_event_cases_give_their_expected_outcome() -> None:
+    """SPEC section 11's forms (float_list, named geo attributes, any), hand-checked."""
+    cases = [json.loads(line) for line in REAL.read_text().splitlines() if line.strip()]
+    assert len(cases) >= 40
     assert {c["expected"] for c in cases} == {"match", "nomatch", "invalid"}
     failures = run_cases(cases)
     assert not failures, "\n".join(failures)

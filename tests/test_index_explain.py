@@ -89,9 +89,17 @@ def test_explain_shows_nested_sent_values_addresses_and_geo_distance(tmp_path: P
             "src": {"type": "ip"},
             "latitude": {"type": "float"},
             "longitude": {"type": "float"},
+            "user.geo.lat": {"type": "float"},
+            "user.geo.lon": {"type": "float"},
         }
     }
     with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe("named", "geo_within_radius(user.geo.lat, user.geo.lon, 52.52, 13.40, 10)")
+        why = idx.explain("named", {"user": {"geo": {"lat": 52.53, "lon": 13.41}}})
+        geo = [a for c in why["clauses"] for a in c["atoms"] if a["atom"].startswith("geo_")]
+        assert why["matches"] and geo, why
+        assert all(a["attribute"] == ["user.geo.lat", "user.geo.lon"] for a in geo), geo
+        assert all(a["value"] == [52.53, 13.41] and a["distance_km"] < 10 for a in geo), geo
         idx.subscribe("city", 'user.city = "Berlin"')
         idx.subscribe("net", 'src in cidr("172.16.0.0/12") and not src in cidr("172.16.1.0/24")')
         idx.subscribe("near", "geo_within_radius(52.52, 13.40, 10)")

@@ -245,7 +245,7 @@ SYNTAX_ERRORS: list[tuple[str, int, str]] = [
     ('starts_with(a "x")', 15, 'unexpected ""x"", expected ","'),
     ('starts_with(a, "x"', 19, "unexpected end of expression"),
     ("starts_with", 1, 'unexpected "starts_with"'),
-    ("geo_within_radius(1, 2)", 1, "geo_within_radius takes 3 arguments, not 2"),
+    ("geo_within_radius(1, 2)", 1, "geo_within_radius takes 3 or 5 arguments, not 2"),
     ("nearby(1, 2, 3)", 1, 'unknown function "nearby"'),
     ("a = 1 and a (b)", 11, 'unknown function "a"'),
     ("true in a", 1, '"in" needs a number or a string before it'),

@@ -43,10 +43,9 @@ from betree.lang.expr import (
     ListOp,
     Node,
     Pattern,
-    Special,
     StrFunc,
 )
-from betree.lang.holds import TEST_HOLDS, pattern_holds
+from betree.lang.holds import TEST_HOLDS, elements_holds, pattern_holds
 from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
 
 #: A constant of an order atom: a number or a string (never a bool).
@@ -88,6 +87,9 @@ TESTS[special.OUT_OF_RANGE] = "special"  # beside geo_within_radius only: never 
 #: (:mod:`betree.lang.patterns`): the argument is the pattern, which may be empty.
 for _kind in ("like", "matches"):
     TESTS[_kind] = TESTS["not_" + _kind] = "pattern"
+#: ``any PATH (…)`` and its negation on a defined array: the argument is the inner
+#: expression's clauses, each a tuple of :meth:`Atom.as_tuple` over an element's paths.
+TESTS["any"] = TESTS["not_any"] = "elements"
 _TEST_RANK = {t: i for i, t in enumerate(TESTS)}
 #: Each test's negation on a *defined* value (``defined`` has none: it is then false).
 DEFINED_NEGATION = {
@@ -106,7 +108,7 @@ DEFINED_NEGATION = {
     "contains": "not_contains",
     "not_contains": "contains",
 }
-for _func in (*special.FUNCTIONS, "like", "matches"):
+for _func in (*special.FUNCTIONS, "like", "matches", "any"):
     DEFINED_NEGATION[_func] = "not_" + _func
     DEFINED_NEGATION["not_" + _func] = _func
 _MAX_CHAR = "\U0010ffff"
@@ -439,14 +441,14 @@ class TestAtom(Atom):
                 raise ValueError(f"test {test!r} takes no argument")
             argkey: tuple[object, ...] = ()
         elif kind == "value":
-            if isinstance(arg, bool) or not isinstance(arg, (int, str)):
-                raise ValueError(f"test {test!r} takes an int or a string")
+            if isinstance(arg, bool) or not isinstance(arg, (int, float, str)):
+                raise ValueError(f"test {test!r} takes a number or a string")
             argkey = (_ckey(arg),)
         elif kind == "list":
             if not isinstance(arg, tuple) or any(
-                isinstance(v, bool) or not isinstance(v, (int, str)) for v in arg
+                isinstance(v, bool) or not isinstance(v, (int, float, str)) for v in arg
             ):
-                raise ValueError(f"test {test!r} takes a tuple of ints or strings")
+                raise ValueError(f"test {test!r} takes a tuple of numbers or strings")
             arg = tuple(sorted(set(arg), key=_ckey))
             if len(arg) < 2:
                 raise ValueError(f"non-canonical {test!r} of {arg!r}: use make_test()")
@@ -459,6 +461,11 @@ class TestAtom(Atom):
             if not isinstance(arg, tuple):
                 raise ValueError(f"test {test!r} takes a tuple of constants")
             argkey = (2, repr(arg))
+        elif kind == "elements":
+            if not isinstance(arg, (tuple, list)):
+                raise ValueError(f"test {test!r} takes a tuple of clauses")
+            arg = _deep_tuple(arg)  # (msgpack gives lists back)
+            argkey = (3, repr(arg))
         else:
             if not isinstance(arg, str) or not arg:
                 raise ValueError(f"test {test!r} takes a non-empty string: use make_test()")
@@ -469,6 +476,8 @@ class TestAtom(Atom):
         self._set_key((attr, 1, _TEST_RANK[test], argkey))
 
     def _make_holds(self) -> Callable[[Event], bool]:
+        if TESTS[self.test] == "elements":
+            return elements_holds(self.attr, self.test == "any", self.inner())
         if TESTS[self.test] == "special":
             return special.holds_factory(self.test, self.attr, self.arg)
         if TESTS[self.test] == "pattern":
@@ -478,6 +487,10 @@ class TestAtom(Atom):
     @property
     def requires_defined(self) -> bool:
         return self.test != "undefined"
+
+    def inner(self) -> list[Clause]:
+        """An ``any``/``not_any`` test's inner clauses, as atoms over an element's paths."""
+        return [tuple(atom_from_tuple(t) for t in clause) for clause in self.arg]  # type: ignore[attr-defined]
 
     def defined_negation(self) -> TestAtom | None:
         """The test that holds exactly where this one fails on a defined value (``None``:
@@ -516,6 +529,8 @@ class TestAtom(Atom):
             return f"{a} {t.replace('_', ' ')} {literal(arg)}"  # type: ignore[arg-type]
         if t in special.FUNCTIONS or t == special.OUT_OF_RANGE:
             return special.call_text(t, a, arg, literal)  # type: ignore[arg-type]
+        if t == "any":
+            return f"any {a} ({_clauses_text(self.inner())})"
         pos = self.defined_negation()
         if pos is None:  # cannot happen: every remaining test has a negation
             raise ValueError(t)
@@ -528,6 +543,21 @@ class TestAtom(Atom):
         if self.arg is None:
             return f"TestAtom({self.attr!r}, {self.test!r})"
         return f"TestAtom({self.attr!r}, {self.test!r}, {self.arg!r})"
+
+
+def _deep_tuple(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return tuple(_deep_tuple(v) for v in value)
+    return value
+
+
+def _clauses_text(clauses: list[Clause]) -> str:
+    if not clauses:
+        return "false"
+    texts = [" and ".join(a.to_expr() for a in c) if c else "true" for c in clauses]
+    if len(texts) == 1:
+        return texts[0]
+    return " or ".join(f"({t})" for t in texts)
 
 
 def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
@@ -685,8 +715,6 @@ def atom_clauses(node: Node, pos: bool) -> list[Clause]:
         return _str_func(node, pos)
     if isinstance(node, Pattern):
         return _pattern(node, pos)
-    if isinstance(node, Special):
-        return _special(node, pos)
     raise TypeError(f"not an atomic expression node: {node!r}")
 
 
@@ -759,32 +787,3 @@ def _pattern(node: Pattern, pos: bool) -> list[Clause]:
     succ = string_successor(prefix)
     ge = OrderAtom(a, ((">=", prefix),))
     return [(ge, t) if succ is None else (ge, OrderAtom(a, (("<", succ),)), t)]
-
-
-def _special(node: Special, pos: bool) -> list[Clause]:
-    """A be-tree library function: one test atom, and for ``geo_within_radius`` the box
-    around the radius as range atoms on ``latitude`` and ``longitude`` beside it (so that
-    the PB+trees and c-directories prune), with the points beyond the coordinate ranges
-    (which the formula accepts too) in a second clause; one clause when the box is the
-    whole range."""
-    t = TestAtom(node.attr, node.func, node.args)
-    if not pos:
-        return _negated(node.attr, t.defined_negation())
-    if node.func != "geo_within_radius":
-        return [(t,)]
-    lat0, lon0, radius = node.args
-    box = special.geo_box(lat0, lon0, radius)  # type: ignore[arg-type]
-    if box is None:
-        return []
-    (lat_lo, lat_hi), (lon_lo, lon_hi) = box
-    if box == ((-90.0, 90.0), (-180.0, 180.0)):
-        return [(t,)]
-    lat, lon = special.LATITUDE, special.LONGITUDE
-    inside: Clause = (
-        t,
-        OrderAtom(lat, ((">=", lat_lo),)),
-        OrderAtom(lat, (("<=", lat_hi),)),
-        OrderAtom(lon, ((">=", lon_lo),)),
-        OrderAtom(lon, (("<=", lon_hi),)),
-    )
-    return [inside, (t, TestAtom(lat, special.OUT_OF_RANGE, ()))]

@@ -3,7 +3,8 @@
 Why: the BE-Tree indexes conjunctions.  A subscription becomes a set of *clauses* of
 :mod:`atoms <betree.lang.atoms>` (its expression is true iff some clause has all its atoms
 true): negation is pushed down to the atoms (each atomic node's clauses, positive or
-negated, come from :func:`~betree.lang.atoms.atom_clauses`), conjunctions multiply out,
+negated, come from :func:`~betree.lang.atoms.atom_clauses`, or for the library's functions
+and ``any`` from :mod:`betree.lang.compound`), conjunctions multiply out,
 disjunctions unite.
 
 Each clause is a sorted tuple of distinct atoms; obviously contradictory clauses are dropped
@@ -39,8 +40,10 @@ from betree.lang.atoms import (
     atom_key,
     order_atoms,
 )
+from betree.lang.compound import any_clauses, special_clauses
 from betree.lang.expr import (
     And,
+    AnyOf,
     Between,
     BoolAttr,
     Compare,
@@ -153,7 +156,7 @@ def _size(node: Node) -> int:
         size += 1
         if isinstance(n, (And, Or)):
             stack.extend(n.children)
-        elif isinstance(n, Not):
+        elif isinstance(n, (Not, AnyOf)):
             stack.append(n.child)
         elif isinstance(n, (InList, ListOp)):
             size += len(n.values)
@@ -201,7 +204,10 @@ def _conjunction_clauses(node: Node, always_defined: Collection[str]) -> list[Cl
                 false = True
             continue
         # Every other atom, as _Normalizer.dnf does it.
-        clauses = atom_clauses(child, True)
+        if type(child) is Special:
+            clauses = special_clauses(child, True)
+        else:
+            clauses = atom_clauses(child, True)
         if defined is None:
             defined = frozenset(always_defined)
         if a in defined:
@@ -303,7 +309,14 @@ class _Normalizer:
             return self.dnf(node.child, not pos)
         if isinstance(node, Const):
             return {_TRUE} if node.value == pos else set()
-        clauses = atom_clauses(node, pos)
+        if isinstance(node, AnyOf):  # one test atom over the inner expression's clauses
+            inner = to_clauses(node.child, self.max_clauses)
+            self.spend(sum(map(len, inner)))
+            clauses = any_clauses(node.attr, inner, pos)
+        elif isinstance(node, Special):
+            clauses = special_clauses(node, pos)
+        else:
+            clauses = atom_clauses(node, pos)
         if node.attr in self.always_defined:
             clauses = _assume_defined(clauses)
         out: _DNF = set()

@@ -199,13 +199,25 @@ class Pattern:
 class Special:
     """A function of the be-tree library (:mod:`betree.lang.special`): ``func`` is
     ``segment_within``, ``segment_before``, ``within_frequency_cap`` or
-    ``geo_within_radius``; ``attr`` the attribute it reads (``latitude`` for the geo one,
-    which reads ``longitude`` too); ``args`` its constants (the frequency cap's are
-    ``(type, id or None, namespace, value, length)``)."""
+    ``geo_within_radius``; ``attr`` the attribute it reads (for the geo one the latitude:
+    ``latitude`` unless named); ``args`` its constants (the frequency cap's are ``(type, id
+    or None, namespace, value, length)``, the geo one's ``(lat, lon, km)`` and the longitude
+    attribute when it is not ``longitude``: :func:`betree.lang.special.geo_constants`)."""
 
     func: str
     attr: str
     args: tuple[Scalar | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """``any attr (child)``: ``attr`` names an array of objects; true when some element
+    satisfies ``child``, whose attributes are paths inside the element (``sku`` for
+    ``items.sku``).  A validated event holds the elements under ``attr`` as a tuple of
+    dicts, one per element, of its values by those paths (``Schema.validate_event``)."""
+
+    attr: str
+    child: Node
 
 
 def _slot_setters(cls: type) -> tuple[Callable[[object, object], None], ...]:
@@ -220,7 +232,7 @@ _IN_LIST_SLOTS = _slot_setters(InList)
 
 Node = (
     Const | Not | And | Or | Compare | Between | InList | Contains | ListOp | IsNull | IsEmpty
-    | BoolAttr | StrFunc | Pattern | Special
+    | BoolAttr | StrFunc | Pattern | Special | AnyOf
 )  # fmt: skip
 
 
@@ -242,6 +254,9 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
         return any(evaluate(c, event) for c in node.children)
     if isinstance(node, Special):  # may read other attributes too (now, longitude)
         return special.truth(node.func, node.attr, node.args, event)
+    if isinstance(node, AnyOf):  # false when undefined or empty, else some element
+        elements = event.get(node.attr)
+        return elements is not None and any(evaluate(node.child, e) for e in elements)  # type: ignore[attr-defined]
     value = event.get(node.attr)
     if isinstance(node, IsNull):
         return (value is not None) if node.negated else (value is None)

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from betree.lang.expr import (
     And,
+    AnyOf,
     Between,
     Compare,
     Contains,
@@ -57,6 +58,10 @@ def fold_constants(node: Node, folded: Collection[str]) -> Node:
         return type(node)(tuple(fold_constants(c, folded) for c in node.children))
     if isinstance(node, Not):
         return Not(fold_constants(node.child, folded))
+    if isinstance(node, AnyOf):  # inside, attributes are paths in an element
+        prefix = node.attr + "."
+        inner = {a[len(prefix) :] for a in folded if a.startswith(prefix)}
+        return AnyOf(node.attr, fold_constants(node.child, inner)) if inner else node
     if getattr(node, "attr", None) not in folded:
         return node
     if isinstance(node, (Compare, Contains)):

@@ -8,12 +8,20 @@ atom is and how expressions become atoms.  Cost: one call and a dict lookup per 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from betree.lang import patterns
 from betree.lang.elements import members
 
 Event = Mapping[str, object]
+
+
+class Holds(Protocol):
+    """Anything with a ``holds`` test of an event (an atom)."""
+
+    @property
+    def holds(self) -> Callable[[Event], bool]: ...
 
 
 def _holds_factories() -> dict[str, Callable[[str, object], Callable[[Event], bool]]]:
@@ -101,3 +109,19 @@ def pattern_holds(attr: str, test: str, pattern: str) -> Callable[[Event], bool]
     if test == kind:
         return lambda e: (v := e.get(attr)) is not None and full(v)  # type: ignore[arg-type]
     return lambda e: (v := e.get(attr)) is not None and not full(v)  # type: ignore[arg-type]
+
+
+def elements_holds(
+    attr: str, positive: bool, inner: Sequence[Sequence[Holds]]
+) -> Callable[[Event], bool]:
+    """``any attr (…)`` (or, not ``positive``, its negation on a defined array) from the
+    inner clauses' atoms (each with a ``holds`` on one element's values)."""
+
+    def holds(e: Event) -> bool:
+        found: Any = e.get(attr)
+        if found is None:
+            return False
+        hit = any(all(a.holds(el) for a in c) for el in found for c in inner)
+        return hit if positive else not hit
+
+    return holds

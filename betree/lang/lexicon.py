@@ -23,7 +23,7 @@ from typing import Any
 KEYWORDS = frozenset(
     {
         "and", "or", "not", "in", "between", "one", "none", "all", "of", "is", "null", "empty",
-        "true", "false", "starts_with", "ends_with", "contains", "like", "matches",
+        "true", "false", "starts_with", "ends_with", "contains", "like", "matches", "any",
     }
 )  # fmt: skip
 
@@ -33,9 +33,16 @@ IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*\Z"
 
 #: The attribute types a schema declares.
 TYPES = (
-    "bool", "int", "float", "string", "int_list", "string_list",
+    "bool", "int", "float", "string", "int_list", "string_list", "float_list",
     "int_enum", "segments", "frequency_caps", "ip",
 )  # fmt: skip
+
+#: The list types, and the type each holds (inside ``any PATH (…)`` an attribute declared
+#: ``PATH.x`` with a list type is one element's value, of the element type).
+LIST_ELEMENT = {"int_list": "int", "string_list": "string", "float_list": "float"}
+#: The type of an array-of-objects path (``items`` when ``items.sku`` is a declared list):
+#: never declared, derived by the schema; ``any PATH (…)`` reads it.
+OBJECTS = "objects"
 
 #: The range of integer literals and of int attribute values (signed 64-bit).
 INT64_MIN = -(2**63)

@@ -40,8 +40,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from betree.lang import ipaddr, patterns, special
+from betree.lang.arrays import ElementAttrs
+from betree.lang.calls import Arg, special_call
 from betree.lang.expr import (
     And,
+    AnyOf,
     Between,
     BoolAttr,
     Compare,
@@ -58,11 +61,18 @@ from betree.lang.expr import (
     Or,
     Pattern,
     Scalar,
-    Special,
     StrFunc,
 )
 from betree.lang.fold import fold_constants
-from betree.lang.lexicon import COMPARE_OPS, FLIP, INT64_MAX, INT64_MIN, KEYWORDS, MAX_NESTING
+from betree.lang.lexicon import (
+    COMPARE_OPS,
+    FLIP,
+    INT64_MAX,
+    INT64_MIN,
+    KEYWORDS,
+    MAX_NESTING,
+    OBJECTS,
+)
 from betree.lang.tokens import KIND_GET, token_columns, tokens
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
@@ -95,13 +105,18 @@ _SCALAR_LITERALS = {
     "int_enum": frozenset(("int",)),
     "ip": frozenset(("str",)),
 }
-_ELEMENT_LITERALS = {"int_list": frozenset(("int",)), "string_list": frozenset(("str",))}
+_ELEMENT_LITERALS = {
+    "int_list": frozenset(("int",)),
+    "string_list": frozenset(("str",)),
+    "float_list": _NUMERIC,
+}
 _ORDERED_TYPES = frozenset(("int", "float", "string"))
 _EQUALITY_TYPES = frozenset(("int", "float", "string", "bool", "int_enum", "ip"))
 _IN_TYPES = _ORDERED_TYPES | {"int_enum", "ip"}  # the types "a in (…)" applies to
 _ENUM_HINT = 'an int_enum attribute takes only "=", "<>"/"!=", "in" and "not in"'
-_LIST_TYPES = frozenset(("int_list", "string_list"))
-_INT_TAKING_TYPES = frozenset(("int", "float", "int_list"))  # an int literal always fits these
+_LIST_TYPES = frozenset(("int_list", "string_list", "float_list"))
+#: the types an int literal always fits
+_INT_TAKING_TYPES = frozenset(("int", "float", "int_list", "float_list"))
 _KIND_NAMES = {"int": "int", "float": "float", "str": "string", "bool": "bool"}
 
 
@@ -135,7 +150,7 @@ class _Parser:
     """One parse: token strings, their kinds (None for identifiers and literals), a cursor,
     and the schema's attributes when compiling."""
 
-    __slots__ = ("attrs", "depth", "i", "kinds", "text", "toks")
+    __slots__ = ("attrs", "depth", "i", "inside", "kinds", "text", "toks")
 
     def __init__(self, text: str, attrs: Mapping[str, AttrSpec] | None) -> None:
         if not isinstance(text, str):
@@ -150,6 +165,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.attrs = attrs
+        self.inside = False  # within "any PATH (…)": attrs are then the elements'
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -284,9 +300,51 @@ class _Parser:
             return Const(kind == "true")
         if kind in _STR_FUNCS and kinds[i + 1] == "(":
             return self._str_func()
+        if kind == "any" and kinds[i + 1] not in _AFTER_ATTR:
+            return self._any(i)
         if kind in KEYWORDS and kinds[i + 1] in _AFTER_ATTR:
             self._reserved(i)
         self._unexpected(i, 'an attribute, a literal, "not" or "("')
+
+    def _any(self, i: int) -> Node:
+        """``any PATH (EXPR)``; token ``i`` is "any".  Inside, identifiers are paths in an
+        element of PATH, typed by the schema's lists under PATH (:class:`ElementAttrs`)."""
+        kinds, toks = self.kinds, self.toks
+        if self.inside:
+            self._fail(i, '"any" cannot nest inside "any"')
+        j = i + 1
+        path = toks[j]
+        if kinds[j] is not None or path[0] not in _IDENT_START:
+            if kinds[j] in KEYWORDS:
+                self._reserved(j)
+            self._unexpected(j, 'the path of an array of objects after "any"')
+        if kinds[j + 1] != "(":
+            self._unexpected(j + 1, f'"(" after "any {_clip(path)}"')
+        outer = self.attrs
+        if outer is not None:
+            spec = outer.get(path)
+            if spec is None or spec.type != OBJECTS:
+                self._fail(
+                    j,
+                    f'"{path}" is not an array of objects of the schema',
+                    hint=f'declare the attributes of its elements as lists ("{path}.x": '
+                    "string_list, int_list or float_list)",
+                )
+            self.attrs = ElementAttrs(outer, path)
+        self.i = j + 2
+        self._nest(i)
+        self.inside = True
+        child = self._or()
+        self.inside = False
+        self.depth -= 1
+        self.attrs = outer
+        k = self.i
+        if kinds[k] != ")":
+            if kinds[k] == "eof":
+                self._fail(j + 1, '"(" is never closed')
+            self._unexpected(k, '")"')
+        self.i = k + 1
+        return AnyOf(path, child)
 
     def _nest(self, i: int) -> None:
         self.depth += 1
@@ -526,11 +584,11 @@ class _Parser:
 
     def _special(self, func: str, fi: int) -> Node:
         """A function of the be-tree library (:mod:`betree.lang.special`); token ``fi`` is
-        its name, the cursor is on "(".  Arguments: literals, and for the segment functions
-        an optional leading attribute name."""
+        its name, the cursor is on "(".  Arguments: literals and attribute names, shaped and
+        checked by :func:`betree.lang.calls.special_call`."""
         kinds = self.kinds
         i = self.i + 1
-        args: list[tuple[object, str, int]] = []  # (value, kind, token index)
+        args: list[Arg] = []
         if kinds[i] != ")":
             while True:
                 s = self.toks[i]
@@ -548,71 +606,7 @@ class _Parser:
                     self._unexpected(i, '"," or ")"')
                 i += 1
         self.i = i + 1
-        counts = special.FUNCTIONS[func]
-        if len(args) not in counts:
-            want = " or ".join(map(str, counts))
-            self._fail(fi, f"{func} takes {want} arguments, not {len(args)}")
-        attr = ""
-        if func.startswith("segment_"):
-            if len(args) == 3:
-                name, kind, ai = args.pop(0)
-                if kind != "ident":
-                    self._unexpected(ai, "an attribute name")
-                attr = str(name)
-            else:
-                attr = special.DEFAULT_SEGMENTS
-            shape: tuple[str, ...] = ("int", "int")
-        elif func == "within_frequency_cap":
-            attr = special.FREQUENCY_CAPS
-            if len(args) == 4:
-                args.insert(1, (None, "none", -1))
-            shape = ("str", "int", "str", "int", "int")
-        else:
-            attr = special.LATITUDE
-            shape = ("number", "number", "number")
-        values: list[Scalar | None] = []
-        for (given, kind, ai), want in zip(args, shape, strict=True):
-            if kind == "none":
-                values.append(None)
-                continue
-            ok = kind in ("int", "float") if want == "number" else kind == want
-            if not ok:
-                if kind == "ident":
-                    self._unexpected(ai, f"{'a number' if want == 'number' else 'a literal'}")
-                self._fail(
-                    ai, f"{func} takes {'an integer' if want == 'int' else 'a ' + want} here"
-                )
-            values.append(float(given) if want == "number" else given)  # type: ignore[arg-type]
-        if func == "within_frequency_cap" and values[0] not in special.CAP_TYPES:
-            self._fail(
-                args[0][2],
-                f"unknown frequency cap type {values[0]!r}",
-                hint="the types are " + ", ".join(sorted(special.CAP_TYPES)),
-            )
-        if self.attrs is not None:
-            self._check_special(func, attr, fi)
-        return Special(func, attr, tuple(values))
-
-    def _check_special(self, func: str, attr: str, fi: int) -> None:
-        """The attributes a special function reads exist with the right types."""
-        if func == "geo_within_radius":
-            needs = {special.LATITUDE: ("float",), special.LONGITUDE: ("float",)}
-        else:
-            typ = "segments" if func.startswith("segment_") else "frequency_caps"
-            needs = {attr: (typ,), special.NOW: ("int",)}
-        for name, types in needs.items():
-            at = fi  # the function's name, or the attribute named as its first argument
-            if func.startswith("segment_") and name == attr and attr != special.DEFAULT_SEGMENTS:
-                at = fi + 2
-            spec = self.attrs.get(name) if self.attrs is not None else None
-            if spec is None:
-                self._fail(
-                    at,
-                    f'{func} reads attribute "{name}", which the schema does not declare',
-                    hint=f'declare "{name}" with type {types[0]}',
-                )
-            if spec.type not in types:
-                self._fail(at, f'{func} needs {types[0]} attribute "{name}", not {spec.type}')
+        return special_call(func, fi, args, self.attrs, self._fail)
 
     def _attr_name(self) -> str:
         i = self.i
@@ -778,7 +772,9 @@ class _Parser:
 
     def _check_element(self, spec: AttrSpec, lkind: str, i: int) -> None:
         if lkind not in _ELEMENT_LITERALS[spec.type]:
-            hint = "int_list attributes take integer literals only" if lkind == "float" else None
+            hint = None
+            if lkind == "float":
+                hint = "int_list attributes take integer literals only (float_list takes both)"
             self._fail(
                 i,
                 f'{_KIND_NAMES[lkind]} literal compared to {spec.type} attribute "{spec.name}"',

@@ -3,7 +3,8 @@
 Why: every expression is type-checked against the schema when it is inserted (so that
 ``genre > 3`` fails at insert time, not as a silent non-match), and every event is validated
 against it before matching, so that the index only ever sees values of the declared type:
-ints within signed 64-bit, finite floats, strings, bools, tuples of ints or strings.
+ints within signed 64-bit, finite floats, strings, bools, tuples of ints, of numbers
+(``float_list``: ints kept exact) or of strings.
 
 The schema is plain data, stored in the store as the JSON document the README's Language
 section describes (:meth:`Schema.to_json` / :meth:`Schema.from_json` round-trip).  When a
@@ -27,10 +28,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from betree.lang import ipaddr, special
+from betree.lang import arrays, ipaddr, special
 from betree.lang.elements import MAX_EVENT_ELEMENTS, Elements
 from betree.lang.expr import (
     And,
+    AnyOf,
     Between,
     BoolAttr,
     Compare,
@@ -49,7 +51,15 @@ from betree.lang.expr import (
     StrFunc,
 )
 from betree.lang.fold import fold_value
-from betree.lang.lexicon import IDENT_RE, INT64_MAX, INT64_MIN, KEYWORDS, TYPES
+from betree.lang.lexicon import (
+    IDENT_RE,
+    INT64_MAX,
+    INT64_MIN,
+    KEYWORDS,
+    LIST_ELEMENT,
+    OBJECTS,
+    TYPES,
+)
 from betree.lang.parser import parse
 from betree.lang.paths import flatten, is_nested
 from storage.errors import InvalidInput
@@ -110,7 +120,7 @@ class Schema:
     validate every attribute and raise :class:`~storage.errors.InvalidInput` naming it.
     """
 
-    __slots__ = ("_attrs", "_checkers", "_lists", "_required", "folded")
+    __slots__ = ("_arrays", "_attrs", "_checkers", "_declared", "_lists", "_required", "folded")
 
     def __init__(self, specs: Iterable[AttrSpec]) -> None:
         attrs: dict[str, AttrSpec] = {}
@@ -119,6 +129,19 @@ class Schema:
             if spec.name in attrs:
                 raise InvalidInput(f'schema: attribute "{spec.name}" is declared twice')
             attrs[spec.name] = spec
+        self._declared = tuple(attrs)
+        #: per array path (betree.lang.arrays), its members: path inside an element ->
+        #: (attribute name, the check of one value of the list's element type)
+        self._arrays: dict[str, dict[str, tuple[str, Callable[[str, object], object]]]] = {}
+        for path in arrays.array_paths({n: s.type for n, s in attrs.items()}):
+            prefix = path + "."
+            self._arrays[path] = {
+                n[len(prefix) :]: (n, _element_checker(s))
+                for n, s in attrs.items()
+                if n.startswith(prefix) and s.type in LIST_ELEMENT
+            }
+        for path in self._arrays:  # derived, never declared: to_json leaves them out
+            attrs[path] = AttrSpec(path, OBJECTS)
         self._attrs: Mapping[str, AttrSpec] = MappingProxyType(attrs)
         self._required = tuple(n for n, s in attrs.items() if not s.allow_undefined)
         self._lists = tuple(n for n, s in attrs.items() if s.type.endswith("_list"))
@@ -127,11 +150,13 @@ class Schema:
         self._checkers: dict[str, Callable[[str, object], object]] = {
             n: _folding(_CHECKERS[s.type]) if s.fold_case else _CHECKERS[s.type]
             for n, s in attrs.items()
+            if s.type != OBJECTS
         }
 
     @property
     def attributes(self) -> Mapping[str, AttrSpec]:
-        """Attribute name -> :class:`AttrSpec` (read-only)."""
+        """Attribute name -> :class:`AttrSpec` (read-only): those declared, and the array
+        paths derived from them (type ``objects``: :mod:`betree.lang.arrays`)."""
         return self._attrs
 
     def __eq__(self, other: object) -> bool:
@@ -189,7 +214,7 @@ class Schema:
 
     def to_json(self) -> dict[str, object]:
         """The schema document; ``Schema.from_json(s.to_json()) == s``."""
-        return {"attributes": {n: s.to_json() for n, s in self._attrs.items()}}
+        return {"attributes": {n: self._attrs[n].to_json() for n in self._declared}}
 
     # -- events ------------------------------------------------------------------------------
 
@@ -208,6 +233,7 @@ class Schema:
             raise InvalidInput(f"an event must be a JSON object, not {_describe(event)}")
         out: dict[str, object] = {}
         checkers = self._checkers
+        raw = event
         values = event.values()
         # (the types first: 0.4 µs for 15 plain values, where is_nested on each takes 3)
         if not _PLAIN.issuperset(map(type, values)) and any(map(is_nested, values)):
@@ -225,6 +251,12 @@ class Schema:
             total = sum(len(out[n]) for n in self._lists if n in out)  # type: ignore[arg-type, misc]
             if total > MAX_EVENT_ELEMENTS:
                 raise _too_many_elements("the event's lists", total)
+        for path, members in self._arrays.items():  # elements kept whole, for "any"
+            found = arrays.find(raw, path)
+            if found is not None:
+                kept = arrays.elements(found, members)
+                if kept is not None:
+                    out[path] = kept
         for name in self._required:
             if name not in out:
                 raise InvalidInput(
@@ -241,7 +273,8 @@ class Schema:
 
         Each attribute gets the type its literals reveal: int and float literals on one
         attribute give ``float``; a bare ``a`` or ``not a`` gives ``bool``; ``v in a``,
-        ``a one of (…)`` give ``int_list``/``string_list``.  Any other conflict, or an
+        ``a one of (…)`` give ``int_list``/``string_list``, and ``float_list`` when a float
+        literal is among the elements.  Any other conflict, or an
         attribute whose type no literal reveals (only ``is null``, ``is empty``,
         ``in ()``…), raises :class:`InferenceError` naming each such attribute and the
         offending subscription ids.  Records that do not parse are skipped: compiling them
@@ -307,7 +340,7 @@ def _check_spec(spec: AttrSpec) -> None:
         if spec.type in ("int", "int_list", "int_enum"):
             if not _is_int(bound) or not INT64_MIN <= bound <= INT64_MAX:
                 raise InvalidInput(f'{where}: "{key}" must be an integer in signed 64-bit range')
-        elif spec.type == "float":
+        elif spec.type in ("float", "float_list"):
             if not _is_number(bound) or not _finite(bound):
                 raise InvalidInput(f'{where}: "{key}" must be a finite number')
         elif not isinstance(bound, str):
@@ -396,6 +429,15 @@ def _check_float(name: str, v: object) -> float:
     return f
 
 
+def _check_number(name: str, v: object) -> int | float:
+    """A ``float_list`` element: a finite float, or an integer kept exact (never rounded to
+    a double: ``9007199254740993`` stays unequal to ``9007199254740992.0``)."""
+    if type(v) is int or _is_int(v):
+        _check_float(name, v)  # within the double range
+        return int(v)  # type: ignore[call-overload]
+    return _check_float(name, v)
+
+
 def _check_bool(name: str, v: object) -> bool:
     if v is True or v is False:
         return v
@@ -453,6 +495,12 @@ def _check_ip(name: str, v: object) -> str:
         raise InvalidInput(f'attribute "{name}": {exc}') from None
 
 
+def _element_checker(spec: AttrSpec) -> Callable[[str, object], object]:
+    """The check of one value of a list attribute's element type (folded if declared)."""
+    check = _check_number if spec.type == "float_list" else _CHECKERS[LIST_ELEMENT[spec.type]]
+    return _folding(check) if spec.fold_case else check
+
+
 def _folding(check: Callable[[str, object], object]) -> Callable[[str, object], object]:
     """``check``, then the value case-folded (an attribute declared ``fold_case``)."""
     return lambda name, v: fold_value(check(name, v))
@@ -465,6 +513,7 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
     "string": _check_string,
     "int_list": _list_checker(_check_int, "integers"),
     "string_list": _list_checker(_check_string, "strings"),
+    "float_list": _list_checker(_check_number, "numbers"),
     "int_enum": _check_int,
     "segments": special.check_segments,
     "frequency_caps": special.check_frequency_caps,
@@ -474,9 +523,9 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
 
 # -- inference ------------------------------------------------------------------------------------
 
-# Evidence kinds: a scalar type, a list type, "float_list" (a float literal where a list element
-# is expected: no such type), "list" (some list, element type unknown) and "scalar"/"any"
-# (mentioned, type unknown).
+# Evidence kinds: a scalar type, a list type ("float_list": a float literal where a list element
+# is expected), "list" (some list, element type unknown) and "scalar"/"any" (mentioned, type
+# unknown).
 _SCALARS = ("int", "float", "string", "bool")
 _LISTS = ("int_list", "string_list", "float_list")
 
@@ -504,6 +553,9 @@ def type_evidence(node: Node) -> Iterable[tuple[str, str]]:
             stack.append(n.child)
         elif isinstance(n, Const):
             continue
+        elif isinstance(n, AnyOf):  # one element's values: the lists under the path
+            for attr, kind in type_evidence(n.child):
+                yield f"{n.attr}.{attr}", _AS_LIST.get(kind, "list")
         elif isinstance(n, Compare):
             yield n.attr, _literal_kind(n.value)
         elif isinstance(n, Between):
@@ -529,8 +581,8 @@ def type_evidence(node: Node) -> Iterable[tuple[str, str]]:
             yield n.attr, "string"
         elif isinstance(n, Special):
             if n.func == "geo_within_radius":
-                yield special.LATITUDE, "float"
-                yield special.LONGITUDE, "float"
+                yield n.attr, "float"
+                yield special.longitude_attr(n.args), "float"
             else:
                 yield n.attr, "segments" if n.func.startswith("segment_") else "frequency_caps"
                 yield special.NOW, "int"
@@ -563,9 +615,8 @@ def _resolve(kinds: Mapping[str, Mapping[SubId, None]]) -> tuple[str | None, str
         if len(scalars) == 1:
             return scalars[0], "", []
         return None, _conflict(scalars, kinds), scalars
-    if lists == ["float_list"]:
-        reason = "a float literal used as a list element (lists hold integers or strings) "
-        return None, reason + _ids_text(kinds["float_list"]), lists
+    if set(lists) == {"int_list", "float_list"}:  # int and float literals: numbers
+        return "float_list", "", []
     if len(lists) == 1:
         return lists[0], "", []
     if lists:
@@ -574,6 +625,9 @@ def _resolve(kinds: Mapping[str, Mapping[SubId, None]]) -> tuple[str | None, str
     ids = dict.fromkeys(i for k in every for i in kinds[k])
     return None, "no literal reveals its type " + _ids_text(ids), every
 
+
+#: Evidence inside ``any PATH (…)`` for the attribute's list type.
+_AS_LIST = {"int": "int_list", "float": "float_list", "string": "string_list", "any": "any"}
 
 _KIND_WORDS = {"list": "a list", "float_list": "a list of floats", "scalar": "a scalar"}
 

@@ -19,9 +19,12 @@ instead of repeating the arithmetic.  The semantics mirror FrankBro/be-tree's
   timestamp is more than ``length`` seconds before ``now``, or ``value > count``.  True when
   no cap applies or the list is empty; false when the attribute is undefined, or (for a
   non-empty list) ``now`` is.
-- ``geo_within_radius(lat, lon, km)``: the haversine distance from the event's ``latitude``
-  and ``longitude`` to the point is at most ``km`` (Earth radius 6372.8 km, the library's
-  constant for pi).  False when either is undefined.
+- ``geo_within_radius([lat_attr, lon_attr,] lat, lon, km)``: the haversine distance from
+  the event's point (``latitude`` and ``longitude`` unless two float attributes are named) to
+  (lat, lon) is at most ``km`` (Earth radius 6372.8 km, the library's constant for pi).
+  False when either attribute is undefined.  Its node and atoms read the latitude from their
+  ``attr`` and the longitude from :func:`longitude_attr` of their constants (a fourth
+  constant when it is not ``longitude``).
 
 :func:`geo_box` gives the latitude/longitude box that encloses a radius, so that the index
 prunes through the two attributes' PB+trees and c-directories before the exact test.
@@ -43,7 +46,7 @@ FUNCTIONS = {
     "segment_within": (2, 3),
     "segment_before": (2, 3),
     "within_frequency_cap": (4, 5),
-    "geo_within_radius": (3,),
+    "geo_within_radius": (3, 5),
 }
 #: The index's test beside ``geo_within_radius`` for points beyond the coordinate ranges
 #: (which its box leaves out): ``latitude`` beyond ±90 or ``longitude`` beyond ±180.
@@ -91,10 +94,25 @@ def _now(event: Event) -> int | None:
     return now if isinstance(now, int) and not isinstance(now, bool) else None
 
 
+def longitude_attr(args: tuple[Any, ...]) -> str:
+    """The longitude attribute of a geo test's constants ``(lat, lon, km[, lon_attr])``."""
+    return args[3] if len(args) > 3 else LONGITUDE  # type: ignore[no-any-return]
+
+
+def geo_constants(
+    lat_attr: str, lon_attr: str, lat: float, lon: float, km: float
+) -> tuple[float | str, ...]:
+    """The canonical constants of a geo test: the three-argument form's when it reads
+    ``latitude`` and ``longitude`` (one atom for both spellings), else with ``lon_attr``."""
+    if lat_attr == LATITUDE and lon_attr == LONGITUDE:
+        return (lat, lon, km)
+    return (lat, lon, km, lon_attr)
+
+
 def truth(func: str, attr: str, args: tuple[Any, ...], event: Event) -> bool:
     """Whether ``func(args)`` on attribute ``attr`` holds for the validated ``event``."""
     if func == "geo_within_radius":
-        lat, lon = event.get(LATITUDE), event.get(LONGITUDE)
+        lat, lon = event.get(attr), event.get(longitude_attr(args))
         if lat is None or lon is None:
             return False
         return geo_within(args[0], args[1], lat, lon, args[2])  # type: ignore[arg-type]
@@ -142,20 +160,23 @@ def holds_factory(test: str, attr: str, arg: object) -> Callable[[Event], bool]:
         holds = holds_factory(test[4:], attr, arg)
         return lambda e: e.get(attr) is not None and not holds(e)
     if test == OUT_OF_RANGE:
-        return _out_of_range
+        return _out_of_range(attr, args[0] if args else LONGITUDE)
     if test.startswith("segment_"):
         return _segment_holds(test == "segment_within", attr, args[0], args[1])
     if test == "geo_within_radius":
-        return _geo_holds(*args)
+        return _geo_holds(attr, longitude_attr(args), *args[:3])
     return lambda e: truth(test, attr, args, e)
 
 
-def _out_of_range(e: Event) -> bool:
-    lat: Any = e.get(LATITUDE)
-    lon: Any = e.get(LONGITUDE)
-    if lat is None or lon is None:
-        return False
-    return not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0)
+def _out_of_range(lat_attr: str, lon_attr: str) -> Callable[[Event], bool]:
+    def holds(e: Event) -> bool:
+        lat: Any = e.get(lat_attr)
+        lon: Any = e.get(lon_attr)
+        if lat is None or lon is None:
+            return False
+        return not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0)
+
+    return holds
 
 
 def _segment_holds(within: bool, attr: str, sid: int, secs: int) -> Callable[[Event], bool]:
@@ -176,14 +197,16 @@ def _segment_holds(within: bool, attr: str, sid: int, secs: int) -> Callable[[Ev
     return holds
 
 
-def _geo_holds(lat0: float, lon0: float, radius: float) -> Callable[[Event], bool]:
+def _geo_holds(
+    lat_attr: str, lon_attr: str, lat0: float, lon0: float, radius: float
+) -> Callable[[Event], bool]:
     la2 = lat0 * _TO_RAD
     sin2, cos2 = math.sin(la2), math.cos(la2)
     sin, cos, sqrt, asin = math.sin, math.cos, math.sqrt, math.asin
 
     def holds(e: Event) -> bool:
-        lat: Any = e.get(LATITUDE)
-        lon: Any = e.get(LONGITUDE)
+        lat: Any = e.get(lat_attr)
+        lon: Any = e.get(lon_attr)
         if lat is None or lon is None:
             return False
         dlon = (lon - lon0) * _TO_RAD
@@ -201,15 +224,18 @@ def _geo_holds(lat0: float, lon0: float, radius: float) -> Callable[[Event], boo
 def call_text(func: str, attr: str, args: tuple[Any, ...], lit: Callable[[Any], str]) -> str:
     """The call in the expression language (``lit`` writes a literal)."""
     if func == OUT_OF_RANGE:
-        return f"({LATITUDE} not between -90 and 90 or {LONGITUDE} not between -180 and 180)"
+        lon = args[0] if args else LONGITUDE
+        return f"({attr} not between -90 and 90 or {lon} not between -180 and 180)"
     if func.startswith("segment_"):
         shown = [attr, *map(lit, args)] if attr != DEFAULT_SEGMENTS else list(map(lit, args))
     elif func == "within_frequency_cap":
         kind, cap_id, namespace, limit, length = args
         parts = [kind] if cap_id is None else [kind, cap_id]
         shown = [lit(v) for v in (*parts, namespace, limit, length)]
-    else:
-        shown = [lit(v) for v in args]
+    else:  # geo: the attributes named unless they are latitude and longitude
+        lon = longitude_attr(args)
+        named = [attr, lon] if (attr, lon) != (LATITUDE, LONGITUDE) else []
+        shown = [*named, *(lit(v) for v in args[:3])]
     return f"{func}({', '.join(shown)})"
 
 
