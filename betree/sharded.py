@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree import flatbatch, shardwrite
+from betree import flatbatch, schemaedit, shardwrite
 from betree.batch import match_batch
 from betree.catalog import EXT, SubId, subscriptions_by_id
 from betree.index import Index, gc_paused
@@ -155,7 +155,9 @@ def store_paths(path: str | os.PathLike[str]) -> list[tuple[str | None, Path]]:
 class AnyIndex(Protocol):
     """What the commands and the service need from a store, plain or sharded."""
 
-    schema: Schema
+    @property
+    def schema(self) -> Schema: ...  # as of the last snapshot (Index.schema_in)
+
     #: The open :class:`Index` of each plain store inside (one for a plain store).
     indexes: list[Index]
     #: Whether the write methods work (a store opened writable; a sharded one also
@@ -229,8 +231,14 @@ class PlainIndex:
 
     def __init__(self, index: Index) -> None:
         self.indexes = [index]
-        self.schema = index.schema
         self.writable = not index.store.readonly
+
+    @property
+    def schema(self) -> Schema:
+        return self.indexes[0].schema
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        return schemaedit.add_to_schema(self.index, doc)
 
     @property
     def index(self) -> Index:
@@ -240,6 +248,7 @@ class PlainIndex:
     def snapshot(self) -> Iterator[Matcher]:
         index = self.index
         with index.store.read() as txn:
+            index.schema_in(txn)
             yield lambda values: index.match_validated(txn, values)
         index.adjust_if_due()  # self-adjustment, when the store has it on (a write)
 
@@ -321,7 +330,6 @@ class ShardedIndex:
         self.manifest = manifest
         self.indexes = shards
         self.names: list[str] = [entry["path"] for entry in manifest["shards"]]
-        self.schema = shards[0].schema
         self.readonly = readonly
         self.options = dict(options or {})
         self.routed = manifest.get("partitioning", {}).get("hash") == HASH
@@ -370,6 +378,27 @@ class ShardedIndex:
     def index(self) -> Index:
         raise ShardedStore(str(self.root))
 
+    @property
+    def schema(self) -> Schema:
+        return self.indexes[0].schema
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        """Add attributes or change hints in all shards or none (betree.schemaedit)."""
+        with self._write_locked():
+            return shardwrite.change_schema(self.root, self._shard, len(self.indexes), doc)
+
+    @contextmanager
+    def _write_locked(self) -> Iterator[None]:
+        """Steps 1-2 of betree.shardwrite, and every shard's schema as now committed."""
+        self._writable()
+        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
+            self._still_here()
+            self._refresh()
+            self._recover()
+            for index in self.indexes:
+                index.refresh_schema()
+            yield
+
     # -- writing (betree.shardwrite) ------------------------------------------------------
 
     def subscribe(self, ident: SubId, expr: str) -> bool:
@@ -383,11 +412,7 @@ class ShardedIndex:
         subscription id and changes nothing.
         """
         items = list(items)
-        self._writable()
-        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
-            self._still_here()
-            self._refresh()
-            self._recover()
+        with self._write_locked():
             with gc_paused():  # step 2: every expression compiled, in its shard
                 clauses = [
                     self._shard(self._route(ident), False).compile(ident, expr)
@@ -409,11 +434,7 @@ class ShardedIndex:
         :class:`InvalidInput` names every absent one.
         """
         idents = list(idents)
-        self._writable()
-        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
-            self._still_here()
-            self._refresh()
-            self._recover()
+        with self._write_locked():
             for ident in idents:
                 encode_id(ident)  # validates it
             if strict:
@@ -506,7 +527,8 @@ class ShardedIndex:
         with ExitStack() as stack:
             with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
-
+            for index, txn in txns:
+                index.schema_in(txn)
             joined = self._joined(txns)
 
             def match(values: Mapping[str, object]) -> list[SubId]:
@@ -529,17 +551,18 @@ class ShardedIndex:
         return self.join
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
-        values = self.schema.validate_event(event)
         with self.snapshot() as match:
-            return match(values)
+            return match(self.schema.validate_event(event))
 
     def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
-        Events are validated once."""
+        Events are validated once, in the schema of a snapshot begun just before."""
+        self.indexes[0].refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, True))
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
+        self.indexes[0].refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
 
     def _match_valid(self, lists: bool, valid: list[Mapping[str, object]]) -> list[Any]:
