@@ -247,8 +247,10 @@ idx = Index.open(sys.argv[1])
 print(json.dumps(sorted(idx.schema.attributes)), flush=True)
 for line in sys.stdin:
     ev = json.loads(line)
+    first = sorted(idx.match(ev), key=str)  # validated in the new schema: k and t seen
     idx.subscribe("child", 'k = 7 and t = "x"')
-    print(json.dumps([sorted(idx.match(ev), key=str), sorted(idx.schema.attributes)]), flush=True)
+    found = [first, sorted(idx.match(ev), key=str), sorted(idx.schema.attributes)]
+    print(json.dumps(found), flush=True)
 """
 
 
@@ -274,14 +276,17 @@ def test_a_process_open_before_the_change_sees_it_from_its_next_snapshot(tmp_pat
         change.write_text(json.dumps({"attributes": ADDED}))
         done = bexdb("schema", str(path), "--add", str(change))
         assert done.returncode == 0, done.stderr
+        records = tmp_path / "subs.jsonl"
+        records.write_text(json.dumps({"id": "p", "expr": "k = 7"}) + "\n")
+        assert bexdb("subscribe", str(path), str(records)).returncode == 0
         child.stdin.write(json.dumps({"i": 1, "k": 7, "t": "X"}) + "\n")
         child.stdin.flush()
-        found, attributes = json.loads(child.stdout.readline())
-        assert found == [1, "child"] and "k" in attributes
+        first, then, attributes = json.loads(child.stdout.readline())
+        assert first == [1, "p"] and then == [1, "child", "p"] and "k" in attributes
     finally:
         child.kill()
         child.wait(30)
-    assert verify(path)["subscriptions"] == 3
+    assert verify(path)["subscriptions"] == 4
 
 
 def bexdb(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -438,6 +443,16 @@ def test_put_schema_over_http_seen_by_every_worker(tmp_path: Path, kind: str) ->
         status, answer = call(url, "PUT", "/schema", {"attributes": ADDED})
         assert status == 200 and answer["added"] == list(ADDED), answer
         assert answer["schema"]["attributes"]["t"] == {"type": "string", "fold_case": True}
+        for n in range(6):  # first requests of the worker that did not change it
+            records = b"".join(
+                json.dumps({"id": f"b{n}-{m}", "expr": mixed(rng)}).encode() + b"\n"
+                for m in range(3)
+            )
+            status, answer = call(url, "POST", "/validate", records)
+            assert status == 200 and answer["invalid"] == 0, answer
+            status, answer = call(url, "POST", "/subscriptions?atomic=true", records)
+            assert status == 200 and answer["written"] == 3, answer
+            model.update((r["id"], r["expr"]) for r in map(json.loads, records.splitlines()))
         new = {f"n{n}": mixed(rng) for n in range(30)}
         for ident, expr in new.items():
             status, answer = call(url, "PUT", f"/subscriptions/{ident}", {"expr": expr})
