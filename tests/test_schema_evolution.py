@@ -471,3 +471,37 @@ def test_put_schema_over_http_seen_by_every_worker(tmp_path: Path, kind: str) ->
         proc.terminate()
         proc.wait(60)
     assert verify(path)["subscriptions"] == len(model)
+
+
+def test_put_schema_is_a_write_for_access_control(tmp_path: Path) -> None:
+    """With ``--auth-file``, ``PUT /schema`` needs a write token (403 for a read one, 401
+    without), ``GET /schema`` a read one; nothing changed by the refused ones."""
+    path = tmp_path / "s"
+    with Index.open(path, schema=SCHEMA) as idx:
+        idx.subscribe(1, "i = 1")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("reader-token-1 read\nwriter-token-1 write\n")
+    proc, url = spawn(path, "--workers", "1", "--auth-file", str(tokens))
+    change = json.dumps({"attributes": {"k": {"type": "int"}}}).encode()
+    try:
+        where = urlsplit(url)
+
+        def ask(method: str, token: str | None, body: bytes | None = None) -> int:
+            conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+            headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+            conn.request(method, "/schema", body=body, headers=headers)
+            status = conn.getresponse().status
+            conn.close()
+            return status
+
+        assert ask("PUT", None, change) == 401
+        assert ask("PUT", "reader-token-1", change) == 403
+        assert ask("GET", "reader-token-1") == 200
+        with Index.open(path, readonly=True) as idx:
+            assert "k" not in idx.schema.attributes
+        assert ask("PUT", "writer-token-1", change) == 200
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    with Index.open(path) as idx:
+        assert "k" in idx.schema.attributes
