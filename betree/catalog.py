@@ -153,12 +153,25 @@ def subscription_record(txn: ReadTxn, ident: SubId, sid_key: bytes) -> Any:
     return found
 
 
-def subscriptions(txn: ReadTxn) -> Iterator[tuple[SubId, str]]:
+def subscriptions(txn: ReadTxn, expected: int | None = None) -> Iterator[tuple[SubId, str]]:
     """Every ``(id, expression)``, in insertion order: one cursor step and one small
-    decode per subscription."""
-    for _, value in txn.scan(SUB):
+    decode per subscription.
+
+    A backup must be whole (``bexdb export``): a key out of order, or with ``expected``
+    (the root record's count) a different number of records, raises
+    :class:`~storage.errors.StoreDamaged` naming what was found (a flipped bit in a record
+    key can end the scan early, or move a record out of its place)."""
+    last, count = b"", 0
+    for key, value in txn.scan(SUB):
+        if key <= last and count:
+            raise StoreDamaged(f"subscription records out of key order at {key.hex()}")
+        last, count = key, count + 1
         ident, expr = codec.decode_value(value)[:2]
         yield ident, expr
+    if expected is not None and count != expected:
+        raise StoreDamaged(
+            f"{count:,} subscription records found where the store counts {expected:,}"
+        )
 
 
 def subscriptions_by_id(txn: ReadTxn, after: SubId | None = None) -> Iterator[tuple[SubId, str]]:

@@ -37,6 +37,7 @@ from betree.catalog import (
 from betree.check import check_index
 from betree.compiler import Compiler
 from betree.direct import DirectAtoms, holding
+from betree.explained import sent_values, shown_atom
 from betree.lang.atoms import Atom, Clause, atom_from_tuple
 from betree.lang.bounded import forget_older_half
 from betree.lang.dnf import MAX_CLAUSES
@@ -284,7 +285,7 @@ class Index:
         snapshot (held until the iterator is exhausted or closed): what ``bexdb export``
         writes.  Cost: one cursor step and one small decode per subscription."""
         with self.store.read() as txn:
-            yield from catalog.subscriptions(txn)
+            yield from catalog.subscriptions(txn, int(root_record(txn)["subs"]))
 
     def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
@@ -604,13 +605,16 @@ class Index:
         """Why subscription ``ident`` does or does not match ``event``.
 
         For each clause: every atom with the event value it saw (and, on an attribute
-        declared ``fold_case`` or of type ``ip``, the value as sent) and its truth value; then
+        declared ``fold_case`` or of type ``ip``, the value as sent; on ``geo_within_radius``
+        the distance and the radius: :mod:`betree.explained`) and its truth value; then
         the index path — from the root, each p-node and c-directory bucket down to the
         c-node whose l-node holds the clause — and where this event's traversal would be
         pruned (an attribute the event does not define, or a value outside the bucket).
         """
+        sent = sent_values(event)  # (betree.explained: what each atom shows)
         with self.store.read() as txn:
             values = self.schema_in(txn).validate_event(event)
+            ips = {n for n, spec in self.schema.attributes.items() if spec.type == "ip"}
             sid = catalog.subscription_key(txn, ident)
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
@@ -625,15 +629,7 @@ class Index:
                         atoms.append({"atom": "true", "holds": True})
                         continue
                     atom = load_atom(txn, aid)
-                    shown = {
-                        "atom": atom.to_expr(),
-                        "attribute": atom.attr,
-                        "value": values.get(atom.attr),
-                        "holds": atom.holds(values),
-                    }
-                    if atom.attr in self._keyed and event.get(atom.attr) is not None:
-                        shown["sent"] = event[atom.attr]  # as sent; "value": as matched
-                    atoms.append(shown)
+                    atoms.append(shown_atom(atom, values, sent, self._keyed, ips))
                 home = load_home(txn, clause_id(codec.decode_u64(sid), k))
                 path = self._path(tree, home, values)
                 clauses.append(

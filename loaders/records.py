@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from betree.jsonl import input_lines, loads_line
 from betree.maintain import retiring
+from loaders.header import is_header
 from storage.errors import BexdbError, InvalidInput
 from storage.staging import staging
 from storage.swap import swap_in
@@ -56,7 +57,8 @@ def parse_lines(lines: Iterable[bytes | str], first: int = 1) -> Iterator[Record
 
 
 def parse_line(text: bytes | str, n: int = 1) -> Record | None:
-    """The record of line ``n`` (its error, if it is not usable), or None if it is blank.
+    """The record of line ``n`` (its error, if it is not usable), or None if it is blank
+    or a schema header (:mod:`loaders.header`).
 
     Every error is the record's own, whatever the bytes.  The record's ``id`` is what
     the rejects file shows: an id that JSON cannot show (NaN, infinities, a lone
@@ -68,6 +70,8 @@ def parse_line(text: bytes | str, n: int = 1) -> Record | None:
         doc = loads_line(text)
     except InvalidInput as exc:
         return Record(n, None, None, exc.message)
+    if is_header(doc):
+        return None  # an export's schema header (loaders.header), not a record
     if type(doc) is not dict or "id" not in doc or "expr" not in doc:
         shown, _ = shown_id(doc.get("id") if isinstance(doc, dict) else None)
         return Record(n, shown, None, 'a record must be an object with "id" and "expr"')
@@ -165,8 +169,17 @@ def publishing(
                 shutil.rmtree(old, ignore_errors=True)
 
 
+class TooManyRejects(BexdbError):
+    """A load rejected more records than allowed and published nothing (exit 1, SPEC
+    section 11: not 3, which says that a store was published with rejects)."""
+
+    def __init__(self, rejected: int, limit: int) -> None:
+        super().__init__(
+            f"{rejected} records rejected, more than --max-rejects {limit}; nothing published"
+        )
+        self.rejected = rejected
+
+
 def check_rejects(rejected: int, max_rejects: int | None) -> None:
     if max_rejects is not None and rejected > max_rejects:
-        raise InvalidInput(
-            f"{rejected} records rejected, more than --max-rejects {max_rejects}; nothing published"
-        )
+        raise TooManyRejects(rejected, max_rejects)

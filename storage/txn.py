@@ -256,10 +256,9 @@ class ReadTxn:
             reason = "stored key does not lead back to the record"
         else:
             return key, raw[_LEN.size + size :]
-        raise StoreError(
-            f"store {self.store.path} is damaged: {ns.decode(errors='replace')} record "
-            f"{where[len(ns) + 1 : len(ns) + 25]!r}… (a long key): {reason}",
-            "run `bexdb verify`; restore the store from a copy or rebuild it from its input",
+        raise StoreDamaged(
+            f"{self.store.path}: {ns.decode(errors='replace')} record "
+            f"{where[len(ns) + 1 : len(ns) + 25]!r}… (a long key): {reason}"
         )
 
     def scan(self, ns: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
@@ -353,29 +352,45 @@ class ReadTxn:
 
     def check_records(self) -> list[str]:
         """Violations of the record layout: every long-key record whose stored key does
-        not lead back to where it is stored (module docstring), or whose key names no
-        namespace.
+        not lead back to where it is stored (module docstring), whose key names no
+        namespace, or which is out of key order.
+
+        Every step must move the cursor to a strictly greater key: a damaged LMDB branch
+        key can send ``set_range`` back to where it started (it spun forever before), so
+        a step that does not advance is reported and the walk goes on key by key
+        (``next``, which follows the pages, not the keys), skipping what is not above
+        the last key seen.  The walk ends after at most every stored key once.
 
         Cost: one cursor seek per namespace plus a read and a digest of each long-key
-        record (short keys are skipped by ranges, not visited).
+        record (short keys are skipped by ranges, not visited); on damage, one visit a key.
         """
         errors: list[str] = []
         cursor = self._txn.cursor(db=self._records)
-        found = cursor.first()
+        found, last, skip = cursor.first(), b"", True
         while found:
             where = bytes(cursor.key())
+            if where <= last and last:
+                errors.append(
+                    f"record {where[:40]!r}: out of key order (after {last[:40]!r}); "
+                    "a damaged key in the LMDB file"
+                )
+                skip = False  # walk key by key from here on
+                found = cursor.next()
+                continue
+            last = where
             sep = _SEPARATOR.search(where)
             if sep is None:
                 errors.append(f"record {where[:40]!r}: its key names no namespace")
-                found = cursor.next()
             elif where[sep.start()] == 0:
-                found = cursor.set_range(where[: sep.start()] + b"\1")
+                if skip:
+                    found = cursor.set_range(where[: sep.start()] + b"\1")
+                    continue
             else:
                 try:
                     self._long_record(where[: sep.start()], where, cursor.value())
                 except StoreError as exc:
                     errors.append(exc.message)
-                found = cursor.next()
+            found = cursor.next()
         return errors
 
 

@@ -101,7 +101,7 @@ def test_load_python_rejects_and_publishes_atomically(
     rejects = tmp_path / "rejects.jsonl"
     argv = ["load", str(store), subs, "--engine", "python", "--schema", str(schema)]
     code, _, _ = run(capsys, *argv, "--rejects", str(rejects), "--max-rejects", "1")
-    assert code == 3 and not store.exists()
+    assert code == 1 and not store.exists()  # nothing published: 1 (SPEC section 11)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".s.")]
     code, out, _ = run(capsys, *argv, "--rejects", str(rejects))
     assert code == 3 and json.loads(out)["loaded"] == 1
@@ -111,7 +111,8 @@ def test_load_python_rejects_and_publishes_atomically(
     assert "duplicate id 3" in rows[1]["error"]
     code, _, err = run(capsys, *argv)
     assert code == 1 and "--replace" in err
-    assert run(capsys, *argv, "--replace")[0] == 3
+    assert run(capsys, *argv, "--replace")[0] == 1  # rejects: the store is kept
+    assert run(capsys, *argv, "--replace", "--allow-rejects")[0] == 3
     assert run(capsys, "verify", str(store))[0] == 0
 
 

@@ -37,7 +37,8 @@ def test_export_load_export_is_identical(
         idx.subscribe(7, "i = 7")  # a replacement is exported as it now reads
     code, first, err = run(capsys, "export", str(tmp_path / "a"))
     assert code == 0 and err == f"exported {len(subs) - 2} subscriptions\n"
-    records = [json.loads(line) for line in first.splitlines()]
+    header, *records = [json.loads(line) for line in first.splitlines()]
+    assert header == {"schema": SCHEMA}  # the schema header first (loaders.header)
     expected = {ident: expr for ident, expr in subs if ident not in (3, 4)} | {7: "i = 7"}
     assert {(type(r["id"]), r["id"]): r["expr"] for r in records} == {
         (type(k), k): v for k, v in expected.items()
@@ -59,8 +60,10 @@ def test_export_of_a_sharded_store(tmp_path: Path, capsys: pytest.CaptureFixture
     root = build_sharded(tmp_path / "sh", subs)
     code, out, _ = run(capsys, "export", root)
     assert code == 0
-    got = {json.loads(line)["id"]: json.loads(line)["expr"] for line in out.splitlines()}
-    assert got == subs and len(out.splitlines()) == 60
+    header, *lines = out.splitlines()
+    assert "schema" in json.loads(header)
+    got = {json.loads(line)["id"]: json.loads(line)["expr"] for line in lines}
+    assert got == subs and len(lines) == 60
 
 
 def test_export_of_a_missing_store_writes_nothing(

@@ -77,3 +77,38 @@ def test_grid_values_invert_coordinates(case: tuple[str, object]) -> None:
     else:
         assert grid.coord(kind, shown) == c
         assert shown == x  # (-0.0 == 0.0: the grid has one zero)
+
+
+def test_explain_shows_nested_sent_values_addresses_and_geo_distance(tmp_path: Path) -> None:
+    """Issue 28, item 6: a nested event's ``sent``; ``ip`` atoms as addresses and CIDR
+    blocks (they showed the index's keys); ``geo_within_radius`` with the distance and the
+    radius (it showed only the latitude)."""
+    schema = {
+        "attributes": {
+            "user.city": {"type": "string", "fold_case": True},
+            "src": {"type": "ip"},
+            "latitude": {"type": "float"},
+            "longitude": {"type": "float"},
+        }
+    }
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe("city", 'user.city = "Berlin"')
+        idx.subscribe("net", 'src in cidr("172.16.0.0/12") and not src in cidr("172.16.1.0/24")')
+        idx.subscribe("near", "geo_within_radius(52.52, 13.40, 10)")
+        (atom,) = idx.explain("city", {"user": {"city": "BERLIN"}})["clauses"][0]["atoms"]
+        assert atom["sent"] == "BERLIN" and atom["value"] == "berlin" and atom["holds"]
+        why = idx.explain("net", {"src": "172.16.1.9"})
+        atoms = why["clauses"][0]["atoms"]
+        shown = {a["atom"] for a in atoms}
+        assert 'src not in cidr("172.16.1.0/24")' in shown, shown
+        assert 'src >= "172.16.0.0"' in shown and 'src <= "172.31.255.255"' in shown, shown
+        assert all(a["value"] == "172.16.1.9" for a in atoms) and not why["matches"]
+        for point, inside in (((52.53, 13.41), True), ((52.70, 13.40), False)):
+            event = {"latitude": point[0], "longitude": point[1]}
+            why = idx.explain("near", event)
+            assert why["matches"] == inside == bool(idx.match(event))
+            geo = [a for c in why["clauses"] for a in c["atoms"] if a["atom"].startswith("geo_")]
+            assert geo and all(a["radius_km"] == 10 for a in geo)
+            assert all(a["value"] == list(point) for a in geo)
+            assert all((a["distance_km"] <= 10) == inside for a in geo), geo
+            assert 1 < geo[0]["distance_km"] < 25

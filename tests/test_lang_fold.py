@@ -167,6 +167,8 @@ def test_load_explain_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["explain", store, "1", '{"city": "Straße"}']) == 0
     assert 'saw "strasse", sent "Straße"' in capsys.readouterr().out
     assert main(["export", store]) == 0
-    exported = {json.loads(line)["expr"] for line in capsys.readouterr().out.splitlines()}
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert json.loads(header)["schema"]["attributes"]["city"]["fold_case"] is True
+    exported = {json.loads(line)["expr"] for line in lines}
     assert exported == {'city = "STRASSE"', '"rock" in tags'}
     assert main(["verify", store]) == 0

@@ -145,3 +145,27 @@ def test_ip_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["explain", store, '"lan"', '{"src": "10.1.2.3"}']) == 0
     assert 'sent "10.1.2.3"' in capsys.readouterr().out
     assert main(["verify", store]) == 0
+
+
+def test_zone_ids_are_refused_in_literals_and_events(tmp_path: Path) -> None:
+    """``fe80::1%eth0`` equalled ``fe80::1`` (ipaddress ignores the zone in comparisons):
+    now an error with the column in an expression, a per-event error naming the attribute."""
+    schema = Schema.from_json(SCHEMA)
+    for text, column in (
+        ('src = "fe80::1%eth0"', 7),
+        ('src in ("::1", "fe80::1%1")', 16),
+        ('src in cidr("fe80::%eth0/64")', 13),
+        ('src not in cidr("fe80::/64%eth0")', 17),
+    ):
+        with pytest.raises(ExpressionError) as err:
+            compile_expr(text, schema)
+        assert err.value.column == column and "zone id" in str(err.value), text
+    with Index.open(tmp_path / "s", schema=SCHEMA) as idx:
+        idx.subscribe("one", 'src = "fe80::1"')
+        assert idx.match({"src": "fe80::1"}) == ["one"]
+        for event in ({"src": "fe80::1%eth0"}, {"src": "fe80::1%0", "n": 1}):
+            with pytest.raises(InvalidInput) as found:
+                idx.match(event)
+            assert '"src"' in found.value.message and "zone id" in found.value.message
+            (result,) = idx.match_many([event])
+            assert isinstance(result, InvalidInput) and "zone id" in str(result)

@@ -25,7 +25,7 @@ from betree.lang.parser import compile_expr
 from betree.lang.schema import InferenceError, Schema
 from betree.sharded import open_index, read_manifest, shard_name, shard_of, verify
 from loaders import python_load
-from loaders.records import read_jsonl
+from loaders.records import TooManyRejects, read_jsonl
 from loaders.spark import driver
 from loaders.spark.compile import compile_partition, compiler
 from loaders.spark.extract import JSONL
@@ -322,7 +322,7 @@ def test_failed_loads_publish_nothing(spark: Any, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "subs.jsonl", subs)
     target = tmp_path / "store"
     rejects = io.StringIO()
-    with pytest.raises(InvalidInput, match="max-rejects"):
+    with pytest.raises(TooManyRejects, match="max-rejects"):
         load(spark, target, [path], rejects=rejects, max_rejects=0, shards=2)
     assert json.loads(rejects.getvalue())["id"] == 99  # the rejects are still reported
     assert leftovers(target) == []

@@ -39,6 +39,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("load", "bulk loads of BEGen: Spark, sharded Spark, the python engine"),
     ("forms", "matching with a fifth of the predicates in the new language forms, against BEGen"),
     ("store", "matching on an existing store: first pass, warm, batched, memory, --jobs"),
+    ("stream", "bexdb stream fed files at a fixed rate: events/s and latency, beside match --jobs"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "
@@ -79,9 +80,13 @@ def schema_file(path: str) -> Any:
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
-    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction."""
+    """Insert or replace the subscriptions of a JSON Lines file, all in one transaction.
+
+    A store it creates takes ``--schema``, else the schema header of an export
+    (:mod:`loaders.header`), else one inferred from the records."""
     from betree.jsonl import input_lines
     from betree.live import write_subscriptions
+    from loaders.header import input_schema
     from loaders.records import mark_duplicates, parse_lines
 
     with _binary_input(args.input) as fh:
@@ -93,7 +98,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             print(f"bexdb: line {r.line}: {r.error}", file=sys.stderr)
         print("bexdb: nothing was subscribed", file=sys.stderr)
         return EXIT_INVALID
-    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], args.schema)
+    schema = args.schema
+    if schema is None and args.input not in (None, "-") and not os.path.exists(args.store):
+        schema = input_schema([args.input])
+    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
@@ -181,14 +189,17 @@ def _binary_input(path: str | None) -> Iterator[BinaryIO]:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write every subscription of a store (plain or sharded) as JSON Lines records.
 
+    First the schema header ``{"schema": DOC}`` (:mod:`loaders.header`), then
     ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, so that ``bexdb load``
-    reads the file back into an equal store.  A file is written beside ``OUT`` and renamed
-    into place when complete (a failed export leaves no partial file).
+    reads the file back into an equal store without ``--schema``.  A file is written beside
+    ``OUT`` and renamed into place when complete (a failed export leaves no partial file).
     """
     from betree.sharded import open_index
+    from loaders.header import schema_header
 
     with open_index(args.store) as store, _output(args.out) as out:
         count = 0
+        out.write(schema_header(store.schema.to_json()) + "\n")
         for ident, expr in store.subscriptions():
             out.write(json.dumps({"id": ident, "expr": expr}, ensure_ascii=False) + "\n")
             count += 1
@@ -214,12 +225,67 @@ def _output(path: str | None) -> Iterator[TextIO]:
         partial.unlink(missing_ok=True)
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the store's schema document (what ``--schema`` takes; an export's header).
+
+    With ``--add FILE``, first add attributes or change hints (:mod:`betree.schemaedit`), all
+    shards or none; a change that would alter what a stored subscription means is refused:
+    exit 2, nothing changed.
+    """
+    from betree.sharded import open_index
+
+    with open_index(args.store, readonly=args.add is None) as store:
+        if args.add is not None:
+            try:
+                done = store.add_to_schema(args.add)
+            except InvalidInput as exc:
+                print(f"bexdb: {exc}", file=sys.stderr)
+                print("bexdb: the schema was not changed", file=sys.stderr)
+                return EXIT_USAGE
+            added, hints = ", ".join(done["added"]) or "none", ", ".join(done["hints"]) or "none"
+            print(f"schema: added {added}; hints changed: {hints}", file=sys.stderr)
+        print(json.dumps(store.schema.to_json(), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
 def cmd_load(args: argparse.Namespace) -> int:
-    """Offline bulk load into a new store (published atomically)."""
-    if args.engine == "python" and (args.shards is not None or args.master is not None):
-        print("bexdb: --shards and --master need --engine spark", file=sys.stderr)
+    """Offline bulk load into a new store (published atomically).
+
+    Exit 3 when it published a store and rejected some records; 1 when it published
+    nothing (``--max-rejects`` passed, or a failure: SPEC section 11).  Without
+    ``--schema``, the schema header of an export (:mod:`loaders.header`) is used.  With
+    ``--replace``, an existing store is not replaced by one that rejected records unless
+    ``--allow-rejects`` or ``--max-rejects`` says how many may be.
+    """
+    from loaders.header import input_schema
+    from loaders.records import TooManyRejects
+
+    if args.master is not None and args.engine == "python":
+        print("bexdb: --master needs --engine spark", file=sys.stderr)
         return EXIT_USAGE
-    schema = args.schema
+    guarded = args.replace and args.max_rejects is None and not args.allow_rejects
+    guarded = guarded and os.path.exists(args.store)
+    try:
+        schema = args.schema if args.schema is not None else input_schema(args.inputs)
+        summary = _load(args, schema, 0 if guarded else args.max_rejects)
+    except TooManyRejects as exc:
+        if guarded:
+            print(
+                f"bexdb: {exc.rejected} records rejected; --replace keeps {args.store} as it "
+                "is (hint: pass --allow-rejects, or --max-rejects N, to replace it anyway)",
+                file=sys.stderr,
+            )
+        else:
+            print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except InvalidInput as exc:  # nothing published: 1, not 3 (SPEC section 11)
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(json.dumps(summary))
+    return EXIT_INVALID if summary["rejected"] else EXIT_OK
+
+
+def _load(args: argparse.Namespace, schema: Any, max_rejects: int | None) -> dict[str, Any]:
     rejects = open(args.rejects, "w", encoding="utf-8") if args.rejects else None  # noqa: SIM115
     try:
         if args.engine == "spark":
@@ -234,7 +300,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                     shards=args.shards,
                     replace=args.replace,
                     rejects=rejects,
-                    max_rejects=args.max_rejects,
+                    max_rejects=max_rejects,
                     progress=sys.stderr,
                     verbose=args.verbose,
                 )
@@ -251,14 +317,14 @@ def cmd_load(args: argparse.Namespace) -> int:
                 schema,
                 replace=args.replace,
                 rejects=rejects,
-                max_rejects=args.max_rejects,
+                max_rejects=max_rejects,
                 progress=sys.stderr,
+                shards=args.shards,
             )
     finally:
         if rejects is not None:
             rejects.close()
-    print(json.dumps(summary))
-    return EXIT_INVALID if summary["rejected"] else EXIT_OK
+    return summary
 
 
 @contextmanager
@@ -311,23 +377,47 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_INVALID if invalid else EXIT_OK
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
-    """Print the store's schema document; with ``--add FILE`` first add attributes or change
-    hints (:mod:`betree.schemaedit`), all shards or none.  A change that would alter what a
-    stored subscription means is refused: exit 2, nothing changed."""
-    from betree.sharded import open_index
+def cmd_stream(args: argparse.Namespace) -> int:
+    """Match the events of files dropped into ``--source`` (or a Kafka topic) on Spark
+    Structured Streaming, exactly once into ``--out`` (:mod:`loaders.spark.stream`).
 
-    with open_index(args.store, readonly=args.add is None) as store:
-        if args.add is not None:
-            try:
-                done = store.add_to_schema(args.add)
-            except InvalidInput as exc:
-                print(f"bexdb: {exc}", file=sys.stderr)
-                print("bexdb: the schema was not changed", file=sys.stderr)
-                return EXIT_USAGE
-            added, hints = ", ".join(done["added"]) or "none", ", ".join(done["hints"]) or "none"
-            print(f"schema: added {added}; hints changed: {hints}", file=sys.stderr)
-        print(json.dumps(store.schema.to_json(), indent=1, ensure_ascii=False))
+    SIGTERM stops the query after the micro-batch in hand (exit 0; a second one stops it
+    at once); a restart from the same ``--checkpoint`` carries on where it stopped.
+    """
+    from loaders.spark.stream import endpoint, stream
+
+    try:
+        source, out = endpoint(args.source, "--source"), endpoint(args.out, "--out")
+    except InvalidInput as exc:
+        print(f"bexdb: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    stop = threading.Event()
+
+    def finish(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt(f"signal {signum}")
+        stop.set()
+        print("bexdb: stopping after the micro-batch in hand", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGTERM, finish)
+    try:
+        summary = stream(
+            args.store,
+            source,
+            out,
+            args.checkpoint,
+            fmt=args.format,
+            trigger=args.trigger,
+            max_files=args.max_files_per_trigger,
+            available_now=args.available_now,
+            master=args.master,
+            progress=sys.stderr,
+            progress_json=sys.stdout if args.progress_json else None,
+            stop=stop,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(json.dumps(summary))
     return EXIT_OK
 
 
@@ -430,6 +520,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_match)
 
+    p = sub.add_parser(
+        "stream", help="match events dropped into a directory on Spark Streaming, exactly once"
+    )
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument(
+        "--source",
+        required=True,
+        help="directory watched for event files, or kafka://HOST:PORT/TOPIC",
+    )
+    p.add_argument(
+        "--out",
+        "--sink",
+        required=True,
+        help="directory of JSON Lines result parts (read through its _spark_metadata log), "
+        "or kafka://HOST:PORT/TOPIC",
+    )
+    p.add_argument("--checkpoint", required=True, help="the query's checkpoint directory")
+    p.add_argument(
+        "--format",
+        choices=["json", "parquet", "csv"],
+        default="json",
+        help="the event files' format (json: JSON Lines)",
+    )
+    p.add_argument(
+        "--trigger", type=float, default=1.0, metavar="SECONDS", help="micro-batch interval"
+    )
+    p.add_argument(
+        "--max-files-per-trigger",
+        type=positive,
+        metavar="N",
+        help="the most files a micro-batch reads (default: all that arrived)",
+    )
+    p.add_argument(
+        "--available-now", action="store_true", help="match the files there now, then stop"
+    )
+    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--progress-json", action="store_true", help="a JSON line per micro-batch on stdout"
+    )
+    p.set_defaults(func=cmd_stream)
+
     p = sub.add_parser("export", help="write every subscription as JSON Lines (backup, re-shard)")
     p.add_argument("store", help=STORE_HELP)
     p.add_argument("out", nargs="?", help="output file (default: stdout)")
@@ -453,13 +584,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument(
-        "--shards", type=positive, help="build K independent stores in parallel, plus a manifest"
+        "--shards",
+        type=positive,
+        help="build K independent stores (Spark: in parallel), plus a manifest",
     )
     p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
     p.add_argument("--max-rejects", type=non_negative, help="fail (publish nothing) past N rejects")
     p.add_argument("--replace", action="store_true", help="replace an existing store")
+    p.add_argument(
+        "--allow-rejects",
+        action="store_true",
+        help="with --replace: replace the store even if some records are rejected",
+    )
     p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser(
+        "schema",
+        help="print the store's schema; --add FILE adds attributes or changes min/max hints",
+        description="Prints the schema document (JSON): what --schema takes, an export's "
+        "header. --add FILE (a schema document) adds its new attributes and takes its min/max "
+        "for existing ones, on a live store (every reader sees it from its next snapshot); "
+        "another type, fold_case or allow_undefined for an existing attribute is refused "
+        "(exit 2, nothing changed).",
+    )
+    p.add_argument("store", help=STORE_HELP)
+    p.add_argument("--add", metavar="FILE", type=schema_file, help="the schema change (JSON)")
+    p.set_defaults(func=cmd_schema)
 
     from tools import ops
 
@@ -480,18 +631,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store", help=STORE_HELP)
     p.add_argument("input", nargs="?", help="JSON Lines file (default: stdin)")
     p.set_defaults(func=cmd_validate)
-
-    p = sub.add_parser(
-        "schema",
-        help="print the store's schema; --add FILE adds attributes or changes min/max hints",
-        description="Prints the schema document (JSON). --add FILE (a schema document) adds "
-        "its new attributes and takes its min/max for existing ones, on a live store (every "
-        "reader sees it from its next snapshot); another type, fold_case or allow_undefined "
-        "for an existing attribute is refused (exit 2, nothing changed).",
-    )
-    p.add_argument("store", help=STORE_HELP)
-    p.add_argument("--add", metavar="FILE", type=schema_file, help="the schema change (JSON)")
-    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("serve", help="the matcher service: JSON over HTTP")
     from tools import serve

@@ -79,6 +79,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
             seen = f" (saw {_shown(atom['value'])})" if "value" in atom else ""
             if "sent" in atom:
                 seen = f" (saw {_shown(atom['value'])}, sent {_shown(atom['sent'])})"
+            if "radius_km" in atom:  # geo_within_radius (betree.explained)
+                away = atom.get("distance_km")
+                far = "no distance" if away is None else f"{away:.3f} km away"
+                seen = f" (saw {_shown(atom['value'])}: {far}, radius {atom['radius_km']} km)"
             print(f"  {'true ' if atom['holds'] else 'false'}  {atom['atom']}{seen}")
         where = " -> ".join(
             f"{s['attribute']}:{s['bucket'] if s['bucket'] == 'top' else tuple(s['bucket'])}"

@@ -42,8 +42,8 @@ def fold_value(value: object) -> object:
     """A validated string, or tuple of strings, folded; anything else as it is."""
     if isinstance(value, str):
         return value.casefold()
-    if isinstance(value, tuple):
-        return tuple(x.casefold() if isinstance(x, str) else x for x in value)
+    if isinstance(value, tuple):  # (a list value keeps its type: betree.lang.elements)
+        return type(value)(x.casefold() if isinstance(x, str) else x for x in value)
     return value
 
 

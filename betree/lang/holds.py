@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from betree.lang import patterns
+from betree.lang.elements import members
 
 Event = Mapping[str, object]
 
@@ -35,26 +36,29 @@ def _holds_factories() -> dict[str, Callable[[str, object], Callable[[Event], bo
         return lambda e: (v := e.get(a)) is not None and len(v) > 0  # type: ignore[arg-type]
 
     def has(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and x in v  # type: ignore[operator]
+        return lambda e: (v := e.get(a)) is not None and x in members(v)  # type: ignore[arg-type]
 
     def lacks(a: str, x: object) -> Callable[[Event], bool]:
-        return lambda e: (v := e.get(a)) is not None and x not in v  # type: ignore[operator]
+        return lambda e: (v := e.get(a)) is not None and x not in members(v)  # type: ignore[arg-type]
 
+    # the list tests read the event's set of elements (betree.lang.elements: built once per
+    # event and attribute); isdisjoint walks the smaller of the two sets, issubset the
+    # atom's constants: neither walks a long list once per atom
     def one_of(a: str, xs: object) -> Callable[[Event], bool]:
         s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and not s.isdisjoint(v)
+        return lambda e: (v := e.get(a)) is not None and not s.isdisjoint(members(v))  # type: ignore[arg-type]
 
     def none_of(a: str, xs: object) -> Callable[[Event], bool]:
         s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and s.isdisjoint(v)
+        return lambda e: (v := e.get(a)) is not None and s.isdisjoint(members(v))  # type: ignore[arg-type]
 
     def all_of(a: str, xs: object) -> Callable[[Event], bool]:
         s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and s.issubset(v)
+        return lambda e: (v := e.get(a)) is not None and s <= members(v)  # type: ignore[arg-type]
 
     def not_all_of(a: str, xs: object) -> Callable[[Event], bool]:
         s = frozenset(xs)  # type: ignore[call-overload]
-        return lambda e: (v := e.get(a)) is not None and not s.issubset(v)
+        return lambda e: (v := e.get(a)) is not None and not s <= members(v)  # type: ignore[arg-type]
 
     def ends_with(a: str, x: object) -> Callable[[Event], bool]:
         return lambda e: (v := e.get(a)) is not None and v.endswith(x)  # type: ignore[attr-defined]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from betree.lang import ipaddr, special
+from betree.lang.elements import MAX_EVENT_ELEMENTS, Elements
 from betree.lang.expr import (
     And,
     Between,
@@ -109,7 +110,7 @@ class Schema:
     validate every attribute and raise :class:`~storage.errors.InvalidInput` naming it.
     """
 
-    __slots__ = ("_attrs", "_checkers", "_required", "folded")
+    __slots__ = ("_attrs", "_checkers", "_lists", "_required", "folded")
 
     def __init__(self, specs: Iterable[AttrSpec]) -> None:
         attrs: dict[str, AttrSpec] = {}
@@ -120,6 +121,7 @@ class Schema:
             attrs[spec.name] = spec
         self._attrs: Mapping[str, AttrSpec] = MappingProxyType(attrs)
         self._required = tuple(n for n, s in attrs.items() if not s.allow_undefined)
+        self._lists = tuple(n for n, s in attrs.items() if s.type.endswith("_list"))
         #: The attributes that compare case-folded (:mod:`betree.lang.fold`).
         self.folded = frozenset(n for n, s in attrs.items() if s.fold_case)
         self._checkers: dict[str, Callable[[str, object], object]] = {
@@ -219,6 +221,10 @@ class Schema:
             check = checkers.get(name)
             if check is not None:
                 out[name] = check(name, value)
+        if self._lists:
+            total = sum(len(out[n]) for n in self._lists if n in out)  # type: ignore[arg-type, misc]
+            if total > MAX_EVENT_ELEMENTS:
+                raise _too_many_elements("the event's lists", total)
         for name in self._required:
             if name not in out:
                 raise InvalidInput(
@@ -415,6 +421,8 @@ def _list_checker(
     def check(name: str, v: object) -> tuple[object, ...]:
         if not isinstance(v, (list, tuple)):
             raise _bad(name, f"a list of {what}", v)
+        if len(v) > MAX_EVENT_ELEMENTS:
+            raise _too_many_elements(f'attribute "{name}"', len(v))
         out = []
         for i, x in enumerate(v):
             if x is None:
@@ -423,9 +431,16 @@ def _list_checker(
                 out.append(element(name, x))
             except InvalidInput as e:
                 raise InvalidInput(f"{e.message} (list element {i})") from None
-        return tuple(out)
+        return Elements(out)  # membership from a set built once (betree.lang.elements)
 
     return check
+
+
+def _too_many_elements(what: str, count: int) -> InvalidInput:
+    return InvalidInput(
+        f"{what}: {count:,} list elements, more than the {MAX_EVENT_ELEMENTS:,} an event "
+        "may hold in all (betree.lang.elements)"
+    )
 
 
 def _check_ip(name: str, v: object) -> str:

@@ -218,15 +218,22 @@ def call_text(func: str, attr: str, args: tuple[Any, ...], lit: Callable[[Any], 
 
 def geo_within(lat0: float, lon0: float, lat: float, lon: float, radius: float) -> bool:
     """The library's haversine test: the point (lat, lon) is within ``radius`` km."""
+    distance = geo_distance(lat0, lon0, lat, lon)
+    return distance is not None and distance <= radius
+
+
+def geo_distance(lat0: float, lon0: float, lat: float, lon: float) -> float | None:
+    """The library's haversine distance (km) between two points; None where it has none
+    (coordinates beyond their ranges: asin is NaN in C, every comparison false)."""
     dlon = (lon - lon0) * _TO_RAD
     la1, la2 = lat * _TO_RAD, lat0 * _TO_RAD
     dz = math.sin(la1) - math.sin(la2)
     dx = math.cos(dlon) * math.cos(la1) - math.cos(la2)
     dy = math.sin(dlon) * math.cos(la1)
     half_chord = math.sqrt(dx * dx + dy * dy + dz * dz) / 2
-    if half_chord > 1.0:  # asin is NaN in C: the comparison is false
-        return False
-    return math.asin(half_chord) * 2 * EARTH_RADIUS_KM <= radius
+    if half_chord > 1.0:
+        return None
+    return math.asin(half_chord) * 2 * EARTH_RADIUS_KM
 
 
 def geo_box(

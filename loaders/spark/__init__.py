@@ -17,7 +17,9 @@ One module per stage, in the order a load runs them:
 * :mod:`.jobs`: running a Spark job from the driver: progress, cancellation, signals.
 
 :mod:`.match` is ``bexdb match --engine spark``: events read by :mod:`.extract`, matched
-by tasks that open the store read-only, written as JSON Lines parts.
+by tasks that open the store read-only, written as JSON Lines parts.  :mod:`.stream` is
+``bexdb stream``: the same reading and matching in a Structured Streaming query, written
+exactly once by Spark's file sink, whose log :mod:`.streamlog` reads.
 
 Transforms take Arrow batches in and out (``mapInArrow``; never Rows), and compiled
 records go from the compile tasks to the shard tasks through run files rather than a

@@ -114,12 +114,7 @@ def load(
                 fail_at=fail_at,
             )
             driver.check()  # the last moment a signal stops the load
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    summary["stages"] = driver.stages
-    driver.report.say(
-        f"done: {summary['loaded']:,} loaded, {summary['rejected']:,} rejected "
-        f"in {summary['seconds']:,.1f} s"
-    )
+    driver.finish(summary, started, "loaded", "loaded")
     return summary
 
 
@@ -207,7 +202,7 @@ def _load_job(
             ],
             {
                 "by": "id",
-                "hash": "crc32(storage.codec.encode_id(id)) mod shards",
+                "hash": sharding.HASH,
                 "shards": k,
             },
         )

@@ -93,34 +93,45 @@ def extract(
     CSV frame and its path -> the JSON text column) replaces that for rows that are not
     subscription records (``bexdb match --engine spark`` reads events this way).
     """
+    frames = [read_input(spark.read, path, arg, row_json) for arg, path in enumerate(inputs)]
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def read_input(
+    reader: Any,
+    path: str,
+    arg: int = 0,
+    row_json: Callable[[DataFrame, str], Any] | None = None,
+    fmt: str | None = None,
+) -> DataFrame:
+    """One input as :func:`extract`'s columns, read by ``reader``: ``spark.read``, or a
+    configured ``spark.readStream`` (``bexdb stream``: the same reading of every format).
+
+    ``fmt`` (``jsonl``, ``parquet``, ``csv``) overrides :func:`source_format`.
+    """
     from pyspark.sql import functions as F
 
-    frames = []
-    for arg, path in enumerate(inputs):
-        fmt = source_format(path)
-        if fmt == "jsonl":
-            # lines end at "\n" only, as betree.jsonl.input_lines (a "\r" is JSON white
-            # space); Hadoop's line reader drops a BOM at the start of a file, as it does
-            df = spark.read.text(path, lineSep="\n")
-            kind, text = JSONL, F.col("value")
+    fmt = fmt or source_format(path)
+    if fmt == "jsonl":
+        # lines end at "\n" only, as betree.jsonl.input_lines (a "\r" is JSON white
+        # space); Hadoop's line reader drops a BOM at the start of a file, as it does
+        df = reader.text(path, lineSep="\n")
+        kind, text = JSONL, F.col("value")
+    else:
+        if fmt == "parquet":
+            df = reader.parquet(path)
+            kind = PARQUET
         else:
-            if fmt == "parquet":
-                df = spark.read.parquet(path)
-                kind = PARQUET
-            else:
-                df = spark.read.options(header=True, inferSchema=False, escape='"').csv(path)
-                kind = CSV
-            text = (row_json or _row_json)(df, path)
-        frames.append(
-            df.select(
-                F.lit(arg).cast("int").alias("arg"),
-                F.col("_metadata.file_path").alias("path"),
-                F.col("_metadata.file_block_start").alias("block"),
-                F.lit(kind).cast("tinyint").alias("kind"),
-                text.cast("binary").alias("text"),  # the line's bytes, decoded per record
-            )
-        )
-    return reduce(lambda a, b: a.unionByName(b), frames)
+            df = reader.options(header=True, inferSchema=False, escape='"').csv(path)
+            kind = CSV
+        text = (row_json or _row_json)(df, path)
+    return df.select(
+        F.lit(arg).cast("int").alias("arg"),
+        F.col("_metadata.file_path").alias("path"),
+        F.col("_metadata.file_block_start").alias("block"),
+        F.lit(kind).cast("tinyint").alias("kind"),
+        text.cast("binary").alias("text"),  # the line's bytes, decoded per record
+    )
 
 
 _ID_TYPES = ("byte", "short", "integer", "long", "string")

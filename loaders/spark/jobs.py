@@ -43,6 +43,16 @@ class Driver:
         self.fired: list[int] = []
         self.job: tuple[SparkContext, str] | None = None
 
+    def finish(self, summary: dict[str, Any], started: float, key: str, label: str) -> None:
+        """Add the run's seconds (since ``started``, a ``time.monotonic``) and stage
+        timings to ``summary`` and report it done: ``summary[key]`` ``label``, the rejects."""
+        summary["seconds"] = round(time.monotonic() - started, 3)
+        summary["stages"] = self.stages
+        self.report.say(
+            f"done: {summary[key]:,} {label}, {summary['rejected']:,} rejected "
+            f"in {summary['seconds']:,.1f} s"
+        )
+
     @contextmanager
     def interruptible(self) -> Iterator[None]:
         """Handle SIGINT and SIGTERM meanwhile (main thread only: else nothing changes)."""
@@ -95,7 +105,7 @@ class Driver:
             _wait_idle(sc, group)
             self.check()
             if isinstance(exc, Exception) and not isinstance(exc, BexdbError):
-                raise BexdbError(f"the Spark job failed: {_short(exc)}") from exc
+                raise BexdbError(f"the Spark job failed: {short_error(exc)}") from exc
             raise
         finally:
             self.job = None
@@ -132,7 +142,7 @@ def session(
             spark.stop()
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
     """The useful last line of a Spark error (a Python worker's traceback ends with it)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     tail = [line for line in lines if not line.startswith(("at ", "File ", "JVM stacktrace"))]

@@ -38,7 +38,6 @@ from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
@@ -46,13 +45,14 @@ from betree.heap import keep_freed_memory
 from betree.jsonl import dump_result, loads_line
 from betree.lang.schema import Schema
 from betree.live import LiveIndex
-from betree.sharded import open_index
+from betree.sharded import AnyIndex, open_index
 from betree.stream import match_lines
 from loaders.records import publishing
 from loaders.spark.driver import tune_splits
 from loaders.spark.extract import CSV, SplitRows, batch_rows, check_inputs, extract
 from loaders.spark.jobs import Driver, Progress, session
 from loaders.spark.session import map_arrow
+from loaders.spark.streamlog import local
 from storage.errors import BexdbError, InvalidInput
 from storage.swap import fsync_dir
 
@@ -140,12 +140,7 @@ def match_events(
             summary = _publish(result, staging / "store")
             driver.check()  # the last moment a signal stops the run
     summary["out"] = str(target)
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    summary["stages"] = driver.stages
-    driver.report.say(
-        f"done: {summary['events']:,} events, {summary['rejected']:,} rejected "
-        f"in {summary['seconds']:,.1f} s"
-    )
+    driver.finish(summary, started, "events", "events")
     return summary
 
 
@@ -184,10 +179,19 @@ def _places(
     for arg, path in splits:
         given = inputs[arg]
         single = per_arg[arg] == 1 and os.path.isfile(given)
-        url = urlparse(path)
-        local = unquote(url.path) if url.scheme == "file" else path
-        names[(arg, path)] = given if single else local
+        names[(arg, path)] = given if single else local(path)
     return offsets, names
+
+
+def warm_index(store: str) -> AnyIndex:
+    """The store at ``store``, open read-only in this Python worker (:data:`WARM`),
+    reopened if it was replaced; each match on it takes a new snapshot, so commits made
+    since the last task are seen.  Cost: one ``stat`` while the store stays the same."""
+    live = WARM.get(store)
+    if live is None:
+        keep_freed_memory()
+        live = WARM[store] = LiveIndex(store, readonly=True)
+    return live.current()
 
 
 def _publish(result: pa.Table, out: Path) -> dict[str, Any]:
@@ -231,11 +235,7 @@ def match_partition(
     path = Path(attempts) / f"part-{part:05d}.{attempt}"
     splits = SplitRows()
     events = rejected = 0
-    live = WARM.get(store)
-    if live is None:
-        keep_freed_memory()
-        live = WARM[store] = LiveIndex(store, readonly=True)
-    index = live.current()
+    index = warm_index(store)
     with open(path, "wb") as fh:
         for batch in batches:
             where: list[tuple[int, str | None]] = []
