@@ -72,21 +72,8 @@ class Index:
 
     def __init__(self, store: Store, schema: Schema) -> None:
         self.store = store
-        self.schema = schema
-        self._types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
-        self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
-        #: Attributes whose event values are matched transformed (folded, or ip keys).
-        self._keyed = schema.folded | {n for n, s in schema.attributes.items() if s.type == "ip"}
-        #: per attribute, the grid range the children of a p-node's top bucket halve
-        #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
-        self.hints = {
-            name: grid.hint_range(grid.kind_of(spec.type), spec.min, spec.max)
-            for name, spec in schema.attributes.items()
-        }
-        self._always_defined = tuple(
-            name for name, spec in schema.attributes.items() if not spec.allow_undefined
-        )
-        self._compiler: Compiler | None = None  # made with the store's max_clauses
+        self._use_schema(schema, None)
+        self._schema_gen = -1  # the generation whose schema version was last compared
         self._snapshot: tuple[int, dict[str, Any]] | None = None
         #: the per-attribute records of the last snapshot, reused while unchanged
         self._records = Records(self._attribute)
@@ -104,6 +91,38 @@ class Index:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
+
+    # -- the schema (betree.schemaedit changes it on a live store) -------------------------
+
+    def schema_in(self, txn: ReadTxn) -> Schema:
+        """The schema of ``txn``'s snapshot, everything derived from it rebuilt when another
+        process or call changed it since (the root record's ``schema_version``, which
+        :mod:`betree.schemaedit` counts).  Cost: one root-record read per new generation."""
+        if txn.gen != self._schema_gen:
+            version = root_record(txn).get("schema_version", 0)
+            if version != self._schema_version:
+                self._use_schema(Schema.from_json(catalog.load_schema(txn)), version)
+            self._schema_gen = txn.gen
+        return self.schema
+
+    def refresh_schema(self) -> Schema:  # before compiling outside a snapshot: ~10 µs
+        with self.store.read() as txn:
+            return self.schema_in(txn)
+
+    def _use_schema(self, schema: Schema, version: int | None) -> None:
+        self.schema = schema
+        self._schema_version = version
+        self._types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
+        self._scalar = frozenset(name for name, kind in self._types.items() if kind in _SCALAR)
+        #: Attributes whose event values are matched transformed (folded, or ip keys).
+        self._keyed = schema.folded | {n for n, s in schema.attributes.items() if s.type == "ip"}
+        #: per attribute, the grid range the children of a new p-node's top bucket halve
+        #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
+        self.hints = {
+            name: grid.hint_range(grid.kind_of(spec.type), spec.min, spec.max)
+            for name, spec in schema.attributes.items()
+        }
+        self._compiler: Compiler | None = None  # made with the store's max_clauses
 
     # -- opening -------------------------------------------------------------------------
 
@@ -208,6 +227,7 @@ class Index:
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
         """
+        self.refresh_schema()
         with gc_paused():
             compiled = [(ident, expr, self.compile(ident, expr)) for ident, expr in items]
             created = []
@@ -341,9 +361,8 @@ class Index:
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         """Ids of every subscription ``event`` satisfies, each once, in no promised order."""
-        values = self.schema.validate_event(event)
         with self.store.read() as txn:
-            found = self.match_validated(txn, values)
+            found = self.match_validated(txn, self.schema_in(txn).validate_event(event))
         self.adjust_if_due()
         return found
 
@@ -363,11 +382,11 @@ class Index:
         return self._match_many(events, False)
 
     def _match_many(self, events: Sequence[object], lists: bool) -> list[Any]:
-        def matched(valid: list[Mapping[str, object]]) -> list[Any]:
-            with self.store.read() as txn:
-                return self.match_many_validated(txn, valid, lists)
-
-        results = batching.match_batch(events, self.validate, matched)
+        with self.store.read() as txn:  # (validated in the schema of the snapshot matched)
+            self.schema_in(txn)
+            results = batching.match_batch(
+                events, self.validate, lambda valid: self.match_many_validated(txn, valid, lists)
+            )
         self.adjust_if_due()
         return results
 
@@ -559,6 +578,7 @@ class Index:
             if "trees" in snap or not records:
                 return snap
         rec = root_record(txn)
+        self.schema_in(txn)
         # read-only, statistics could never be flushed: collect only when asked to
         collect = bool(rec.get("adjust")) and not self.store.readonly
         snap = {"rec": rec, "next_atom": rec["next_atom"], "collect": collect}
@@ -597,10 +617,10 @@ class Index:
         c-node whose l-node holds the clause — and where this event's traversal would be
         pruned (an attribute the event does not define, or a value outside the bucket).
         """
-        values = self.schema.validate_event(event)
         sent = sent_values(event)  # (betree.explained: what each atom shows)
-        ips = {n for n, spec in self.schema.attributes.items() if spec.type == "ip"}
         with self.store.read() as txn:
+            values = self.schema_in(txn).validate_event(event)
+            ips = {n for n, spec in self.schema.attributes.items() if spec.type == "ip"}
             sid = catalog.subscription_key(txn, ident)
             if sid is None:
                 raise InvalidInput(f"no subscription {ident!r}")
@@ -761,6 +781,7 @@ class Index:
     def check(self) -> None:
         """Every invariant of the BE-Tree, the catalog and the PB+trees; raises CheckFailed."""
         with self.store.read() as txn:
+            self.schema_in(txn)
             check_index(self, txn)
 
 

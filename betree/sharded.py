@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import fcntl
 import heapq
-import json
 import os
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from functools import partial
@@ -44,13 +42,25 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree import flatbatch, shardwrite
+from betree import flatbatch, schemaedit, shardwrite
 from betree.batch import match_batch
 from betree.catalog import EXT, SubId, subscriptions_by_id
 from betree.delta import Delta, settle
 from betree.index import Index, gc_paused
 from betree.joined import Joined
 from betree.lang.schema import Schema
+from betree.manifest import (  # re-exported: the routing of sharded stores' callers
+    FORMAT as FORMAT,
+)
+from betree.manifest import HASH as HASH
+from betree.manifest import MANIFEST as MANIFEST
+from betree.manifest import VERSION as VERSION
+from betree.manifest import is_sharded as is_sharded
+from betree.manifest import read_manifest as read_manifest
+from betree.manifest import shard_name as shard_name
+from betree.manifest import shard_of as shard_of
+from betree.manifest import store_paths as store_paths
+from betree.manifest import write_manifest as write_manifest
 from betree.nodes import listed
 from storage.codec import encode_id
 from storage.errors import (
@@ -61,102 +71,21 @@ from storage.errors import (
     StoreDamaged,
     StoreError,
     StoreReplaced,
-    VersionMismatch,
 )
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
-from storage.store import DEFAULT_CACHE_BYTES, SHARD_MANIFEST
+from storage.store import DEFAULT_CACHE_BYTES
 from storage.txn import ReadTxn
 
-MANIFEST = SHARD_MANIFEST
-FORMAT = "bexdb-shards"
-VERSION = 1
-#: The manifest's ``partitioning.hash`` of stores whose ids sit where :func:`shard_of` says.
-HASH = "crc32(storage.codec.encode_id(id)) mod shards"
-
 Matcher = Callable[[Mapping[str, object]], list[SubId]]
-
-
-def shard_name(i: int) -> str:
-    """The directory of shard ``i`` inside a sharded store."""
-    return f"shard-{i:04d}"
-
-
-def shard_of(key: bytes | None, shards: int) -> int:
-    """The shard of a record by its id key: ``crc32(key) mod shards`` (0 for no key).
-
-    Stable across processes and runs (unlike Python's ``hash``), so every occurrence of
-    an id meets in one shard task, where duplicates are found.
-    """
-    return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
-
-
-def is_sharded(path: str | os.PathLike[str]) -> bool:
-    return (Path(path) / MANIFEST).is_file()
-
-
-def write_manifest(
-    root: str | os.PathLike[str], shards: list[dict[str, Any]], partitioning: dict[str, Any]
-) -> None:
-    """Write ``manifest.json`` into ``root`` (the shard directories must be there), synced."""
-    doc = {
-        "format": FORMAT,
-        "version": VERSION,
-        "shards": shards,
-        "subscriptions": sum(int(s["subscriptions"]) for s in shards),
-        "partitioning": partitioning,
-    }
-    path = Path(root) / MANIFEST
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of a sharded store; raises StoreError if it is not one this code reads."""
-    path = Path(root) / MANIFEST
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read the shard manifest ({exc})") from exc
-    except ValueError as exc:  # not JSON, not UTF-8: the file bexdb wrote was damaged
-        raise StoreDamaged(f"{path}: the shard manifest is not JSON ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise StoreDamaged(f"{path} is not a bexdb shard manifest")
-    if doc.get("version") != VERSION:
-        raise VersionMismatch(
-            f"{path}: shard manifest version {doc.get('version')!r}, this bexdb reads {VERSION}",
-            "rebuild the store with this version's `bexdb load`",
-        )
-    shards = doc.get("shards")
-    if (
-        not isinstance(shards, list)
-        or not shards
-        or not all(isinstance(s, dict) and isinstance(s.get("path"), str) for s in shards)
-    ):
-        raise StoreDamaged(f"{path}: the manifest lists no shards")
-    for s in shards:
-        rel = Path(s["path"])
-        if rel.is_absolute() or ".." in rel.parts:
-            raise StoreDamaged(f"{path}: shard path {s['path']!r} leaves the store directory")
-        if not data_file(Path(root) / rel).is_file():
-            raise StoreDamaged(f"{path}: shard {s['path']!r} it lists holds no store")
-    return doc
-
-
-def store_paths(path: str | os.PathLike[str]) -> list[tuple[str | None, Path]]:
-    """The plain stores that make up ``path``: itself, or each shard with its name."""
-    if not is_sharded(path):
-        return [(None, Path(path))]
-    return [(s["path"], Path(path) / s["path"]) for s in read_manifest(path)["shards"]]
 
 
 class AnyIndex(Protocol):
     """What the commands and the service need from a store, plain or sharded."""
 
-    schema: Schema
+    @property
+    def schema(self) -> Schema: ...  # as of the last snapshot (Index.schema_in)
+
     #: The open :class:`Index` of each plain store inside (one for a plain store).
     indexes: list[Index]
     #: Whether the write methods work (a store opened writable; a sharded one also
@@ -230,8 +159,14 @@ class PlainIndex:
 
     def __init__(self, index: Index) -> None:
         self.indexes = [index]
-        self.schema = index.schema
         self.writable = not index.store.readonly
+
+    @property
+    def schema(self) -> Schema:
+        return self.indexes[0].schema
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        return schemaedit.add_to_schema(self.index, doc)
 
     @property
     def index(self) -> Index:
@@ -241,6 +176,7 @@ class PlainIndex:
     def snapshot(self) -> Iterator[Matcher]:
         index = self.index
         with index.store.read() as txn:
+            index.schema_in(txn)
             yield lambda values: index.match_validated(txn, values)
         index.adjust_if_due()  # self-adjustment, when the store has it on (a write)
 
@@ -322,7 +258,6 @@ class ShardedIndex:
         self.manifest = manifest
         self.indexes = shards
         self.names: list[str] = [entry["path"] for entry in manifest["shards"]]
-        self.schema = shards[0].schema
         self.readonly = readonly
         self.options = dict(options or {})
         self.routed = manifest.get("partitioning", {}).get("hash") == HASH
@@ -371,6 +306,27 @@ class ShardedIndex:
     def index(self) -> Index:
         raise ShardedStore(str(self.root))
 
+    @property
+    def schema(self) -> Schema:
+        return self.indexes[0].schema
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        """Add attributes or change hints in all shards or none (betree.schemaedit)."""
+        with self._write_locked():
+            return shardwrite.change_schema(self.root, self._shard, len(self.indexes), doc)
+
+    @contextmanager
+    def _write_locked(self) -> Iterator[None]:
+        """Steps 1-2 of betree.shardwrite, and every shard's schema as now committed."""
+        self._writable()
+        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
+            self._still_here()
+            self._refresh()
+            self._recover()
+            for index in self.indexes:
+                index.refresh_schema()
+            yield
+
     # -- writing (betree.shardwrite) ------------------------------------------------------
 
     def subscribe(self, ident: SubId, expr: str) -> bool:
@@ -384,11 +340,7 @@ class ShardedIndex:
         subscription id and changes nothing.
         """
         items = list(items)
-        self._writable()
-        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
-            self._still_here()
-            self._refresh()
-            self._recover()
+        with self._write_locked():
             with gc_paused():  # step 2: every expression compiled, in its shard
                 clauses = [
                     self._shard(self._route(ident), False).compile(ident, expr)
@@ -410,11 +362,7 @@ class ShardedIndex:
         :class:`InvalidInput` names every absent one.
         """
         idents = list(idents)
-        self._writable()
-        with shardwrite.locked(self.root, shardwrite.WRITE_LOCK, fcntl.LOCK_EX):
-            self._still_here()
-            self._refresh()
-            self._recover()
+        with self._write_locked():
             for ident in idents:
                 encode_id(ident)  # validates it
             if strict:
@@ -507,7 +455,8 @@ class ShardedIndex:
         with ExitStack() as stack:
             with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
-
+            for index, txn in txns:
+                index.schema_in(txn)
             joined, deltas = self._joined(txns)
 
             def match(values: Mapping[str, object]) -> list[SubId]:
@@ -533,17 +482,18 @@ class ShardedIndex:
         return self.join, [p.delta for p in held]
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
-        values = self.schema.validate_event(event)
         with self.snapshot() as match:
-            return match(values)
+            return match(self.schema.validate_event(event))
 
     def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
-        Events are validated once."""
+        Events are validated once, in the schema of a snapshot begun just before."""
+        self.indexes[0].refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, True))
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
+        self.indexes[0].refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
 
     def _match_valid(self, lists: bool, valid: list[Mapping[str, object]]) -> list[Any]:

@@ -67,8 +67,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from betree import schemaedit
 from betree.catalog import SubId
 from betree.index import Index, gc_paused
+from betree.lang.schema import Schema
 from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
 from storage.swap import fsync_dir
 
@@ -82,7 +84,8 @@ READ_LOCK = ".read.lock"
 BATCH_NS = b"shardwrite"
 BATCH_KEY = b"batch"
 
-#: One operation of a batch: ``["put", id, expression]`` or ``["delete", id]``.
+#: One operation of a batch: ``["put", id, expression]`` or ``["delete", id]``; or, alone
+#: in its batch, ``["schema", document]`` (:func:`change_schema`).
 Op = list[Any]
 
 
@@ -183,6 +186,12 @@ def apply_part(
     """Step 4 for one shard: its operations and the batch record in one transaction
     (committed with fsync); per operation, whether the id was new (put) or found (delete).
     ``clauses``: each put's compiled clauses, when step 2 has them (else compiled here)."""
+    if ops and ops[0][0] == "schema":  # a batch of its own: ["schema", document]
+        with index.store.write() as txn:
+            schemaedit.write(txn, Schema.from_json(ops[0][1]))
+            txn.put(BATCH_NS, BATCH_KEY, batch.encode())
+        index.refresh_schema()
+        return [True]
     with gc_paused():
         if clauses is None:
             clauses = [index.compile(op[1], op[2]) if op[0] == "put" else None for op in ops]
@@ -266,6 +275,28 @@ def _apply(
         return apply_part(shards(i, False), batch, ops, clauses)
     except StoreReplaced:  # compacted since it was opened; nothing was written
         return apply_part(shards(i, True), batch, ops, clauses)
+
+
+def change_schema(
+    root: Path, shards: Callable[[int, bool], Index], count: int, doc: Any
+) -> dict[str, list[str]]:
+    """A schema change (:mod:`betree.schemaedit`) in all ``count`` shards or none: steps
+    3-5 with the batch ``["schema", new document]`` in every shard's part.  The caller
+    holds the writer lock and has completed any killed writer's batch (step 2)."""
+    current = [shards(i, False).refresh_schema() for i in range(count)]
+    if any(schema != current[0] for schema in current):
+        raise StoreDamaged(f"{root}: the shards' schemas differ", "run `bexdb verify`")
+    new, summary = schemaedit.merged(current[0], doc)
+    if not (summary["added"] or summary["hints"]):
+        return summary
+    batch = new_batch()
+    parts = {i: [["schema", new.to_json()]] for i in range(count)}
+    write_journal(root, batch, parts)
+    with locked(root, READ_LOCK, fcntl.LOCK_EX):
+        for i, ops in sorted(parts.items()):
+            _apply(shards, i, batch, ops)
+    remove_journal(root)
+    return summary
 
 
 def missing(ids: Sequence[SubId], holder: Callable[[SubId], str | None]) -> None:

@@ -227,10 +227,24 @@ def _output(path: str | None) -> Iterator[TextIO]:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Print the store's schema document (what ``--schema`` takes; an export's header)."""
+    """Print the store's schema document (what ``--schema`` takes; an export's header).
+
+    With ``--add FILE``, first add attributes or change hints (:mod:`betree.schemaedit`), all
+    shards or none; a change that would alter what a stored subscription means is refused:
+    exit 2, nothing changed.
+    """
     from betree.sharded import open_index
 
-    with open_index(args.store) as store:
+    with open_index(args.store, readonly=args.add is None) as store:
+        if args.add is not None:
+            try:
+                done = store.add_to_schema(args.add)
+            except InvalidInput as exc:
+                print(f"bexdb: {exc}", file=sys.stderr)
+                print("bexdb: the schema was not changed", file=sys.stderr)
+                return EXIT_USAGE
+            added, hints = ", ".join(done["added"]) or "none", ", ".join(done["hints"]) or "none"
+            print(f"schema: added {added}; hints changed: {hints}", file=sys.stderr)
         print(json.dumps(store.schema.to_json(), indent=2, ensure_ascii=False))
     return EXIT_OK
 
@@ -586,8 +600,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_load)
 
-    p = sub.add_parser("schema", help="print the store's schema document (JSON)")
+    p = sub.add_parser(
+        "schema",
+        help="print the store's schema; --add FILE adds attributes or changes min/max hints",
+        description="Prints the schema document (JSON): what --schema takes, an export's "
+        "header. --add FILE (a schema document) adds its new attributes and takes its min/max "
+        "for existing ones, on a live store (every reader sees it from its next snapshot); "
+        "another type, fold_case or allow_undefined for an existing attribute is refused "
+        "(exit 2, nothing changed).",
+    )
     p.add_argument("store", help=STORE_HELP)
+    p.add_argument("--add", metavar="FILE", type=schema_file, help="the schema change (JSON)")
     p.set_defaults(func=cmd_schema)
 
     from tools import ops

@@ -198,6 +198,8 @@ class Service:
             return self.validate(body)
         if route == "/explain":
             return self.explain(_json(body))
+        if route == "/schema":
+            return self.schema(_json(body) if method == "PUT" else None)
         if route == "/subscriptions" and method == "POST":
             _only(query, "atomic")
             return self.put_many(body, _flag(query, "atomic"))
@@ -246,8 +248,8 @@ class Service:
         indexes = store.indexes
         if batch:
             return 200, {"results": self._match_batch(store, body["events"])}
-        values = event_values(store.schema, body)
-        with store.snapshot() as match:
+        with store.snapshot() as match:  # (validated in the snapshot's schema)
+            values = event_values(store.schema, body)
             start = time.perf_counter()
             found = match(values)
             metrics.LATENCY.observe(time.perf_counter() - start)
@@ -333,6 +335,20 @@ class Service:
         if store.expression(ident) is None:
             raise HTTPError(404, f"no subscription {ident!r}")
         return 200, store.explain(ident, event)
+
+    def schema(self, change: Any) -> Answer:
+        """``GET /schema``: the schema document; ``PUT /schema`` (a write) first adds
+        attributes or changes hints (:mod:`betree.schemaedit`): 409 naming the attribute if
+        that would alter what a stored subscription means, nothing changed."""
+        from betree.schemaedit import SchemaConflict
+
+        if change is None:
+            return 200, self.current().schema.to_json()
+        try:
+            done = self._write(lambda store: store.add_to_schema(change))
+        except SchemaConflict as exc:
+            raise HTTPError(409, exc.message, hint=exc.hint) from exc
+        return 200, {**done, "schema": self.current().schema.to_json()}
 
     def get(self, ident: Any) -> Answer:
         expr = self.current().expression(ident)
@@ -514,6 +530,7 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/stats": ("GET",),
     "/healthz": ("GET",),
     "/metrics": ("GET",),
+    "/schema": ("GET", "PUT"),
 }
 
 
