@@ -531,6 +531,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--events", type=positive, default=1000, help="events (default 1000)")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    parser.add_argument(
+        "--workload",
+        choices=("begen", "dense"),
+        default="begen",
+        help="begen (the BEGen options below), or dense (gen_dense's defaults: 20 attributes, "
+        "10 ranges of 40%% a subscription)",
+    )
     parser.add_argument("--dims", type=int, default=400, help="BEGen attributes (400)")
     parser.add_argument("--card", type=int, default=48, help="BEGen values per attribute (48)")
     parser.add_argument("--bases", type=int, default=25, help="BEGen base events (25)")
@@ -584,20 +591,18 @@ def main(args: argparse.Namespace) -> int:
     settings = {"max_cap": args.max_cap, "min_size": args.min_size}
     profile_size = PROFILE_SIZE if PROFILE_SIZE in sizes else max(sizes)
     _log(f"generating the BEGen workload ({max(sizes):,} subscriptions, {args.events} events)")
+    begen = {"dims": args.dims, "card": args.card, "bases": args.bases, "zipf": args.zipf}
     w = make_workload(
         subs=max(sizes),
         events=args.events,
         seed=args.seed,
-        dims=args.dims,
-        card=args.card,
-        bases=args.bases,
-        zipf=args.zipf,
-        eq_share=args.eq_share,
+        profile=args.workload,
+        **({"eq_share": args.eq_share, **begen} if args.workload == "begen" else {}),
     )
     s = w.summary
     _log(
-        f"workload: scale {s['scale']:.4f}, match rate {s.get('sample_rate', float('nan')):.3%} "
-        f"on a {s.get('sample')} sample"
+        f"workload: scale {s.get('scale', float('nan')):.4f}, match rate "
+        f"{s.get('sample_rate', float('nan')):.3%} on a {s.get('sample')} sample"
     )
     results: dict[str, Any] = {
         "benchmark": "match",
@@ -656,8 +661,9 @@ def main(args: argparse.Namespace) -> int:
     print(format_table(rows))
     print("\nmatch_many (same matcher process, same events):\n" + batched_breakdown(rows))
     print(
-        f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events, "
-        f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
+        f"\n{args.workload}: {s['attributes']} attributes"
+        + (f", {args.bases} base events, " if args.workload == "begen" else ", ")
+        + f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
         f"bexdb: warm pass in a read-only matcher process (1st pass: empty page cache); "
         f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean.  "
         f"Results and plot in {out}/"
