@@ -50,9 +50,20 @@ class AtomSpans:
         self.entries: dict[int, Any] = {}  # order atoms: their (operator, constant) pairs
         self.built: dict[int, Atom] = {}
         aids, attrs, los, his = [], [], [], []
+        ranges: dict[str, tuple[list[int], list[str], list[int], list[Any]]] = {}
         for aid, key in keys.items():
             t = self.tuples[aid] = codec.decode_value(key)
             kind = kinds.get(t[1]) if t[0] == "order" else None
+            code = _one_comparison(kind, t[2]) if kind is not None else None
+            if code is not None:  # one comparison with a number: spanned below, in numpy
+                attr = self.attr_of[aid] = t[1]
+                self.entries[aid] = t[2]
+                held = ranges.setdefault(kind, ([], [], [], []))  # type: ignore[arg-type]
+                held[0].append(aid)
+                held[1].append(attr)
+                held[2].append(code)
+                held[3].append(t[2][0][1])
+                continue
             consts = _ints_in(t[2]) if kind == "int" else None
             if consts is not None:  # (the grid coordinate of an int: clamped, offset)
                 attr = t[1]
@@ -83,6 +94,9 @@ class AtomSpans:
         self.attr[aids] = list(map(self.rank.__getitem__, attrs))
         self.lo[aids] = np.array(los, dtype=np.uint64)
         self.hi[aids] = np.array(his, dtype=np.uint64)
+        for kind, (ids, names, codes, consts) in ranges.items():
+            self.attr[ids] = list(map(self.rank.__getitem__, names))
+            self.lo[ids], self.hi[ids] = _comparison_spans(kind, codes, consts)
 
     def atom(self, aid: int) -> Atom:
         """Atom ``aid`` as an object (built once)."""
@@ -131,6 +145,45 @@ class AtomSpans:
 
 _SIGN = 1 << 63
 _INT = frozenset((int,))
+#: operator codes of :func:`_one_comparison`
+_CODES = {"=": 0, ">=": 1, ">": 2, "<=": 3, "<": 4}
+
+
+def _one_comparison(kind: str | None, entries: Any) -> int | None:
+    """The operator's code if an order atom's decoded entries are one comparison (not
+    ``!=``) with a number its attribute's grid takes exactly in numpy (an int of int64 on an
+    int attribute, short of the ends a strict bound steps past; an int or a float on a
+    float one); else None."""
+    if type(entries) is not list or len(entries) != 1:
+        return None
+    entry = entries[0]
+    if type(entry) is not list or len(entry) != 2:
+        return None
+    op, c = entry
+    code = _CODES.get(op) if type(op) is str else None
+    if code is None:
+        return None
+    if kind == "int":
+        return code if type(c) is int and -_SIGN < c < _SIGN - 1 else None
+    if kind == "float":
+        return code if type(c) is float or (type(c) is int and -_SIGN <= c < _SIGN) else None
+    return None
+
+
+def _comparison_spans(
+    kind: str, codes: list[int], consts: list[Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grid.atom_span` of one-comparison atoms (:func:`_one_comparison`), in numpy:
+    the constant's coordinate, one step inwards for a strict bound on ints, to an end of
+    the grid on the open side."""
+    at = grid.coords(kind, consts)
+    op = np.array(codes, dtype=np.int64)
+    step = np.uint64(1 if kind == "int" else 0)
+    lo = np.where(op <= 2, at, np.uint64(0))
+    hi = np.where((op == 0) | (op >= 3), at, np.uint64(grid.GRID_MAX))
+    lo = np.where(op == 2, lo + step, lo)
+    hi = np.where(op == 4, hi - step, hi)
+    return lo, hi
 _NUMERIC = frozenset(("int", "float"))
 _NUMBER = frozenset((int, float))
 
