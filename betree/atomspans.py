@@ -184,6 +184,8 @@ def _comparison_spans(
     lo = np.where(op == 2, lo + step, lo)
     hi = np.where(op == 4, hi - step, hi)
     return lo, hi
+
+
 _NUMERIC = frozenset(("int", "float"))
 _NUMBER = frozenset((int, float))
 
