@@ -14,8 +14,9 @@ of numbers on int and float attributes (the dense workload's ranges, two atoms a
 ``between``: :func:`grid.entries_span` of their entries, ~2 µs an atom against ~7
 rebuilt).  Any other key is rebuilt as an :class:`Atom` and spanned.  Cost, measured on a
 wide shard (421K atoms, 334K of them read off, 3.9M clause atoms): ~2.5 µs an atom read
-off, ~5 rebuilt; :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: the decoded keys and three
-arrays of 8 bytes per atom id.
+off, ~5 rebuilt; :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: per atom its
+entries and attribute (its tuple is decoded again when asked for) and three arrays of 8
+bytes per atom id.
 """
 
 from __future__ import annotations
@@ -45,14 +46,17 @@ class AtomSpans:
 
     def __init__(self, schema: Schema, keys: dict[int, bytes]) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
-        self.tuples: dict[int, Any] = {}
+        self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
         self.attr_of: dict[int, str] = {}
         self.entries: dict[int, Any] = {}  # order atoms: their (operator, constant) pairs
         self.built: dict[int, Atom] = {}
         aids, attrs, los, his = [], [], [], []
         ranges: dict[str, tuple[list[int], list[str], list[int], list[Any]]] = {}
+        seen: dict[Any, Any] = {}
         for aid, key in keys.items():
-            t = self.tuples[aid] = codec.decode_value(key)
+            t = codec.decode_value(key)
+            if type(t) is list and len(t) > 1 and type(t[1]) is str:  # (else damage: below)
+                t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom
             kind = kinds.get(t[1]) if t[0] == "order" else None
             code = _one_comparison(kind, t[2]) if kind is not None else None
             if code is not None:  # one comparison with a number: spanned below, in numpy
@@ -98,11 +102,15 @@ class AtomSpans:
             self.attr[ids] = list(map(self.rank.__getitem__, names))
             self.lo[ids], self.hi[ids] = _comparison_spans(kind, codes, consts)
 
+    def decoded(self, aid: int) -> Any:
+        """Atom ``aid``'s tuple, decoded from its key (each call decodes it)."""
+        return codec.decode_value(self.keys[aid])
+
     def atom(self, aid: int) -> Atom:
         """Atom ``aid`` as an object (built once)."""
         atom = self.built.get(aid)
         if atom is None:
-            atom = self.built[aid] = atom_from_tuple(self.tuples[aid])
+            atom = self.built[aid] = atom_from_tuple(self.decoded(aid))
         return atom
 
     def of(self, ids: np.ndarray) -> np.ndarray:

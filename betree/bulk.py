@@ -230,7 +230,7 @@ def build_from_parts(
         if places is None:
             spans = AtomSpans(index.schema, dict(atoms))
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
-            decoded = spans.tuples
+            decoded = {}  # (each key decoded again: what keeping them cost in memory)
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
         next_atom = max(atoms, default=0) + 1
