@@ -116,6 +116,32 @@ def test_failed_write_leaves_last_commit(path: str) -> None:
             assert list(txn.scan(b"r")) == [(b"k", b"1")]
 
 
+def test_a_page_put_packed_reads_back_in_and_after_its_transaction(path: str) -> None:
+    """``put_packed`` (bulk builds): the page is readable and mutable in its transaction,
+    written at commit, and read from the store afterwards (never published as an object)."""
+    fields = LeafNode(0, 0, 0, [1, 2], [[5], []], [[], [6, 7]], [1, 1], [2, 2], [3, 3])
+    with open_store(path) as store:
+        with store.write() as txn:
+            space, a, b = txn.new_space(), txn.alloc(), txn.alloc()
+            txn.put_packed(space, a, LeafNode.KIND, fields.to_fields())
+            txn.put_packed(space, b, LeafNode.KIND, fields.to_fields())
+            assert txn.load(space, a, LeafNode).bound == [[], [6, 7]]
+            txn.load_mut(space, b, LeafNode).keys[1] = 9  # decoded, then kept as the node
+            c = txn.alloc()
+            txn.put_new(space, c, LeafNode(c))
+            assert list(txn.space_pages(space)) == [a, b, c]
+        with store.read() as txn:
+            leaf = txn.load(space, a, LeafNode)
+            assert (leaf.keys, leaf.eq, leaf.bound, leaf.nep) == (
+                [1, 2],
+                [[5], []],
+                [[], [6, 7]],
+                [3, 3],
+            )
+            assert txn.load_uncached(space, b, LeafNode).keys == [1, 9]
+            assert txn.page_gen(space, a) == txn.page_gen(space, c) == txn.gen
+
+
 def writer(path: str, body: str) -> None:
     """Run ``body`` in a separate process with ``store`` open on ``path``."""
     code = "from storage import open_store\nfrom pbtree import PBTree\n"
