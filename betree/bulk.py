@@ -211,7 +211,7 @@ def build_from_parts(
         for place in places:
             table.add(place)
         places = table
-    with index.store.write() as txn:
+    with index.store.write(replay=False) as txn:  # (no copy of every record write)
         rec = root_record(txn)
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")

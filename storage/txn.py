@@ -394,11 +394,12 @@ class WriteTxn(ReadTxn):
 
     writable = True
 
-    def __init__(self, store: Store, txn: lmdb.Transaction) -> None:
+    def __init__(self, store: Store, txn: lmdb.Transaction, *, replay: bool = True) -> None:
         super().__init__(store, txn)
         self._dirty: dict[int, tuple[int, Any]] = {}  # page -> (space, node)
         self._freed: dict[int, int] = {}  # page -> space
-        self._log: list[tuple[bytes, bytes | None]] = []  # record writes, for replay
+        # record writes, for replay when the map grows (None: not kept, see Store.write)
+        self._log: list[tuple[bytes, bytes | None]] | None = [] if replay else None
         self._next_page = _counter(txn, store, b"next_page")
         self._next_space = _counter(txn, store, b"next_space")
 
@@ -503,7 +504,8 @@ class WriteTxn(ReadTxn):
             pairs = list(zip(map((ns + b"\0").__add__, keys), values, strict=True))
         else:
             pairs = [_stored(ns, k, v) for k, v in zip(keys, values, strict=True)]
-        self._log.extend(pairs)
+        if self._log is not None:
+            self._log.extend(pairs)
         try:
             self._txn.cursor(db=self._records).putmulti(pairs)
         except lmdb.MapFullError:
@@ -519,7 +521,7 @@ class WriteTxn(ReadTxn):
             self._apply(_long_key(ns, key), None)
 
     def _apply(self, key: bytes, value: bytes | None, log: bool = True) -> None:
-        if log:
+        if log and self._log is not None:
             self._log.append((key, value))
         try:
             if value is None:
@@ -534,6 +536,13 @@ class WriteTxn(ReadTxn):
     def _grow_and_replay(self) -> None:
         """Abort, double the map, and redo every record write of this transaction."""
         self._txn.abort()
+        if self._log is None:
+            size = self.store.env.info()["map_size"]
+            raise StoreFull(
+                f"store {self.store.path}: a write that keeps no replay log filled the map "
+                f"({size} bytes); nothing was written",
+                "open the store with a larger map_size",
+            )
         self._txn = self.store.grow()
         for key, value in self._log:
             self._apply(key, value, log=False)

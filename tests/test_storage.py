@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pbtree import PBTree
 from pbtree.nodes import LeafNode
 from storage import InvalidInput, StoreDamaged, StoreError, VersionMismatch, codec, open_store
+from storage.errors import StoreFull
 from storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +103,21 @@ def test_the_map_grows_when_full(path: str) -> None:
             assert txn.count(b"r") == 3000
             assert len(PBTree(txn, "a").search(-1)) == 3000
             PBTree(txn, "a").check()
+
+
+def test_a_write_without_replay_log_refuses_a_full_map(path: str) -> None:
+    """``write(replay=False)`` keeps no copy of its record writes: a map too small is a
+    StoreFull error, nothing written; the same writes with the log grow the map."""
+    with open_store(path, map_size=64 * 1024) as store:
+        keys = [b"%06d" % i for i in range(200)]
+        with pytest.raises(StoreFull, match="no replay log"), store.write(replay=False) as txn:
+            txn.put_many(b"r", keys, [b"x" * 1000] * len(keys))
+        with store.read() as txn:
+            assert txn.count(b"r") == 0
+        with store.write() as txn:
+            txn.put_many(b"r", keys, [b"x" * 1000] * len(keys))
+        with store.read() as txn:
+            assert txn.count(b"r") == len(keys)
 
 
 def test_failed_write_leaves_last_commit(path: str) -> None:
