@@ -9,11 +9,14 @@ bucket against them.
 Why from the keys: a workload of few repeated predicates (``bexdb gen --profile wide``)
 has ~0.8 atoms a subscription, most of them ``=`` or ``in`` atoms of ints; their entries
 and spans are read off the decoded keys (the span is the least constant's grid
-coordinate to the greatest's, as :func:`grid.atom_span` gives it).  Any other key is
-rebuilt as an :class:`Atom` and spanned.  Cost, measured on a wide shard (421K atoms,
-334K of them read off, 3.9M clause atoms): ~2.5 µs an atom read off, ~5 rebuilt;
-:meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: the decoded keys and three
-arrays of 8 bytes per atom id.
+coordinate to the greatest's, as :func:`grid.atom_span` gives it).  So are the order atoms
+of numbers on int and float attributes (the dense workload's ranges, two atoms a
+``between``: :func:`grid.entries_span` of their entries, ~2 µs an atom against ~7
+rebuilt).  Any other key is rebuilt as an :class:`Atom` and spanned.  Cost, measured on a
+wide shard (421K atoms, 334K of them read off, 3.9M clause atoms): ~2.5 µs an atom read
+off, ~5 rebuilt; :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: per atom its
+entries and attribute (its tuple is decoded again when asked for) and three arrays of 8
+bytes per atom id.
 """
 
 from __future__ import annotations
@@ -43,18 +46,37 @@ class AtomSpans:
 
     def __init__(self, schema: Schema, keys: dict[int, bytes]) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
-        self.tuples: dict[int, Any] = {}
+        self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
         self.attr_of: dict[int, str] = {}
         self.entries: dict[int, Any] = {}  # order atoms: their (operator, constant) pairs
         self.built: dict[int, Atom] = {}
         aids, attrs, los, his = [], [], [], []
+        ranges: dict[str, tuple[list[int], list[str], list[int], list[Any]]] = {}
+        seen: dict[Any, Any] = {}
         for aid, key in keys.items():
-            t = self.tuples[aid] = codec.decode_value(key)
-            consts = _ints_in(t[2]) if t[0] == "order" and kinds.get(t[1]) == "int" else None
+            t = codec.decode_value(key)
+            if type(t) is list and len(t) > 1 and type(t[1]) is str:  # (else damage: below)
+                t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom
+            kind = kinds.get(t[1]) if t[0] == "order" else None
+            code = _one_comparison(kind, t[2]) if kind is not None else None
+            if code is not None:  # one comparison with a number: spanned below, in numpy
+                attr = self.attr_of[aid] = t[1]
+                self.entries[aid] = t[2]
+                held = ranges.setdefault(kind, ([], [], [], []))  # type: ignore[arg-type]
+                held[0].append(aid)
+                held[1].append(attr)
+                held[2].append(code)
+                held[3].append(t[2][0][1])
+                continue
+            consts = _ints_in(t[2]) if kind == "int" else None
             if consts is not None:  # (the grid coordinate of an int: clamped, offset)
                 attr = t[1]
                 lo, hi = _SIGN + max(min(consts), -_SIGN), _SIGN + min(max(consts), _SIGN - 1)
                 self.attr_of[aid], self.entries[aid] = attr, t[2]
+            elif kind in _NUMERIC and _numbers_in(t[2]):  # ranges: spanned from the entries
+                attr = self.attr_of[aid] = t[1]
+                self.entries[aid] = t[2]
+                lo, hi = grid.entries_span(kind, t[2])
             else:
                 atom = self.atom(aid)
                 attr = self.attr_of[aid] = atom.attr
@@ -76,12 +98,19 @@ class AtomSpans:
         self.attr[aids] = list(map(self.rank.__getitem__, attrs))
         self.lo[aids] = np.array(los, dtype=np.uint64)
         self.hi[aids] = np.array(his, dtype=np.uint64)
+        for kind, (ids, names, codes, consts) in ranges.items():
+            self.attr[ids] = list(map(self.rank.__getitem__, names))
+            self.lo[ids], self.hi[ids] = _comparison_spans(kind, codes, consts)
+
+    def decoded(self, aid: int) -> Any:
+        """Atom ``aid``'s tuple, decoded from its key (each call decodes it)."""
+        return codec.decode_value(self.keys[aid])
 
     def atom(self, aid: int) -> Atom:
         """Atom ``aid`` as an object (built once)."""
         atom = self.built.get(aid)
         if atom is None:
-            atom = self.built[aid] = atom_from_tuple(self.tuples[aid])
+            atom = self.built[aid] = atom_from_tuple(self.decoded(aid))
         return atom
 
     def of(self, ids: np.ndarray) -> np.ndarray:
@@ -124,6 +153,65 @@ class AtomSpans:
 
 _SIGN = 1 << 63
 _INT = frozenset((int,))
+#: operator codes of :func:`_one_comparison`
+_CODES = {"=": 0, ">=": 1, ">": 2, "<=": 3, "<": 4}
+
+
+def _one_comparison(kind: str | None, entries: Any) -> int | None:
+    """The operator's code if an order atom's decoded entries are one comparison (not
+    ``!=``) with a number its attribute's grid takes exactly in numpy (an int of int64 on an
+    int attribute, short of the ends a strict bound steps past; an int or a float on a
+    float one); else None."""
+    if type(entries) is not list or len(entries) != 1:
+        return None
+    entry = entries[0]
+    if type(entry) is not list or len(entry) != 2:
+        return None
+    op, c = entry
+    code = _CODES.get(op) if type(op) is str else None
+    if code is None:
+        return None
+    if kind == "int":
+        return code if type(c) is int and -_SIGN < c < _SIGN - 1 else None
+    if kind == "float":
+        return code if type(c) is float or (type(c) is int and -_SIGN <= c < _SIGN) else None
+    return None
+
+
+def _comparison_spans(
+    kind: str, codes: list[int], consts: list[Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grid.atom_span` of one-comparison atoms (:func:`_one_comparison`), in numpy:
+    the constant's coordinate, one step inwards for a strict bound on ints, to an end of
+    the grid on the open side."""
+    at = grid.coords(kind, consts)
+    op = np.array(codes, dtype=np.int64)
+    step = np.uint64(1 if kind == "int" else 0)
+    lo = np.where(op <= 2, at, np.uint64(0))
+    hi = np.where((op == 0) | (op >= 3), at, np.uint64(grid.GRID_MAX))
+    lo = np.where(op == 2, lo + step, lo)
+    hi = np.where(op == 4, hi - step, hi)
+    return lo, hi
+
+
+_NUMERIC = frozenset(("int", "float"))
+_NUMBER = frozenset((int, float))
+
+
+def _numbers_in(entries: Any) -> bool:
+    """Whether an order atom's decoded entries are ``(operator, number)`` pairs (not
+    bools), which :func:`grid.entries_span` spans as the atom would be."""
+    if type(entries) is not list or not entries:
+        return False
+    for entry in entries:
+        if type(entry) is not list or len(entry) != 2 or type(entry[1]) not in _NUMBER:
+            return False
+        if entry[0] not in _OPERATORS:
+            return False
+    return True
+
+
+_OPERATORS = frozenset(("=", "!=", "<", "<=", ">", ">="))
 
 
 def _ints_in(entries: Any) -> list[int] | None:

@@ -107,8 +107,13 @@ class Store:
             txn.abort()
 
     @contextmanager
-    def write(self) -> Iterator[WriteTxn]:
+    def write(self, *, replay: bool = True) -> Iterator[WriteTxn]:
         """The write transaction; committed (durably) when the block exits normally.
+
+        ``replay`` False (bulk builds into a fresh store): the transaction keeps no copy of
+        its record writes (as many as the store has records) to redo them when the map must
+        grow; a full map is then :class:`~storage.errors.StoreFull`, having written nothing
+        (the default map, 1 TiB of address space, is not filled by a load this machine holds).
 
         Waits for LMDB's writer lock (held by any other writer, in any process, and by a
         compaction for its whole copy).  Raises :class:`~storage.errors.StoreReplaced`,
@@ -118,7 +123,7 @@ class Store:
         """
         if self.readonly:
             raise StoreError(f"store {self.path} was opened read-only", "open it writable")
-        wtxn = WriteTxn(self, self._begin(write=True))
+        wtxn = WriteTxn(self, self._begin(write=True), replay=replay)
         try:
             yield wtxn
         except lmdb.Error as exc:

@@ -394,16 +394,27 @@ class ReadTxn:
         return errors
 
 
+class _Packed:
+    """A dirty page given encoded (:meth:`WriteTxn.put_packed`)."""
+
+    __slots__ = ("KIND", "value")
+
+    def __init__(self, kind: int, value: bytes) -> None:
+        self.KIND = kind
+        self.value = value
+
+
 class WriteTxn(ReadTxn):
     """The one writer.  Use through :meth:`Store.write`; commits when the block ends."""
 
     writable = True
 
-    def __init__(self, store: Store, txn: lmdb.Transaction) -> None:
+    def __init__(self, store: Store, txn: lmdb.Transaction, *, replay: bool = True) -> None:
         super().__init__(store, txn)
         self._dirty: dict[int, tuple[int, Any]] = {}  # page -> (space, node)
         self._freed: dict[int, int] = {}  # page -> space
-        self._log: list[tuple[bytes, bytes | None]] = []  # record writes, for replay
+        # record writes, for replay when the map grows (None: not kept, see Store.write)
+        self._log: list[tuple[bytes, bytes | None]] | None = [] if replay else None
         self._next_page = _counter(txn, store, b"next_page")
         self._next_space = _counter(txn, store, b"next_space")
 
@@ -412,7 +423,7 @@ class WriteTxn(ReadTxn):
     def load(self, space: int, page: int, cls: type[N]) -> N:
         dirty = self._dirty.get(page)
         if dirty is not None:
-            return dirty[1]  # type: ignore[no-any-return]
+            return self._unpacked(page, dirty, cls)
         if page in self._freed:
             raise CorruptPage(page, "used after it was freed in this transaction")
         return super().load(space, page, cls)
@@ -420,16 +431,25 @@ class WriteTxn(ReadTxn):
     def load_uncached(self, space: int, page: int, cls: type[N]) -> N:
         dirty = self._dirty.get(page)
         if dirty is not None:
-            return dirty[1]  # type: ignore[no-any-return]
+            return self._unpacked(page, dirty, cls)
         return super().load_uncached(space, page, cls)
 
     def load_mut(self, space: int, page: int, cls: type[N]) -> N:
         """A private, writable copy of a page, written back at commit."""
         dirty = self._dirty.get(page)
         if dirty is not None:
-            return dirty[1]  # type: ignore[no-any-return]
+            return self._unpacked(page, dirty, cls)
         node = super().load_uncached(space, page, cls)
         self._dirty[page] = (space, node)
+        return node  # type: ignore[no-any-return]
+
+    def _unpacked(self, page: int, dirty: tuple[int, Any], cls: type[N]) -> N:
+        """A dirty page's node; one given packed (:meth:`put_packed`) is decoded and kept as
+        a node from now on."""
+        node = dirty[1]
+        if type(node) is _Packed:
+            node = _decode(page, node.value, cls)
+            self._dirty[page] = (dirty[0], node)
         return node  # type: ignore[no-any-return]
 
     def space_pages(self, space: int) -> Iterator[int]:
@@ -447,6 +467,15 @@ class WriteTxn(ReadTxn):
     def put_new(self, space: int, page: int, node: PageNode) -> None:
         """Register a new node for ``page`` (from :meth:`alloc`), written at commit."""
         self._dirty[page] = (space, node)
+
+    def put_packed(self, space: int, page: int, kind: int, fields: list[Any]) -> None:
+        """Register a new page (from :meth:`alloc`) given as its fields, encoded now.
+
+        For bulk builds: the transaction holds the page's bytes (about what it takes on
+        disk) instead of a node object of several times that, and does not publish it to
+        the page cache at commit.  Reading it back in this transaction decodes it.
+        """
+        self._dirty[page] = (space, _Packed(kind, codec.encode_page(self.gen + 1, kind, fields)))
 
     def mark_dirty(self, space: int, page: int, node: PageNode) -> None:
         """Make sure ``node`` (a private copy) is written back at commit."""
@@ -490,7 +519,8 @@ class WriteTxn(ReadTxn):
             pairs = list(zip(map((ns + b"\0").__add__, keys), values, strict=True))
         else:
             pairs = [_stored(ns, k, v) for k, v in zip(keys, values, strict=True)]
-        self._log.extend(pairs)
+        if self._log is not None:
+            self._log.extend(pairs)
         try:
             self._txn.cursor(db=self._records).putmulti(pairs)
         except lmdb.MapFullError:
@@ -506,7 +536,7 @@ class WriteTxn(ReadTxn):
             self._apply(_long_key(ns, key), None)
 
     def _apply(self, key: bytes, value: bytes | None, log: bool = True) -> None:
-        if log:
+        if log and self._log is not None:
             self._log.append((key, value))
         try:
             if value is None:
@@ -521,6 +551,13 @@ class WriteTxn(ReadTxn):
     def _grow_and_replay(self) -> None:
         """Abort, double the map, and redo every record write of this transaction."""
         self._txn.abort()
+        if self._log is None:
+            size = self.store.env.info()["map_size"]
+            raise StoreFull(
+                f"store {self.store.path}: a write that keeps no replay log filled the map "
+                f"({size} bytes); nothing was written",
+                "open the store with a larger map_size",
+            )
         self._txn = self.store.grow()
         for key, value in self._log:
             self._apply(key, value, log=False)
@@ -537,7 +574,10 @@ class WriteTxn(ReadTxn):
         gen = self.gen + 1
         encode, key = codec.encode_page, codec.page_key
         encoded = [
-            (key(space, page), encode(gen, node.KIND, node.to_fields()))
+            (
+                key(space, page),
+                node.value if type(node) is _Packed else encode(gen, node.KIND, node.to_fields()),
+            )
             for page, (space, node) in self._dirty.items()
         ]  # once: a map that must grow retries the writes, not the encoding
         while True:
@@ -557,5 +597,6 @@ class WriteTxn(ReadTxn):
                 raise lmdb_error(exc, self.store.path) from exc
         cache = self._cache
         for (page, (_, node)), (_, value) in zip(self._dirty.items(), encoded, strict=True):
-            cache.publish(page, node, gen, gen, len(value))
+            if type(node) is not _Packed:
+                cache.publish(page, node, gen, gen, len(value))
         self.gen = gen

@@ -17,6 +17,7 @@ from storage import codec
 from storage.errors import InvalidInput
 from tests.support import edges
 from tests.support.workload import SCHEMA, expression
+from tools.bench import gen_dense
 
 
 def same_places(idx: Index, texts: list[str]) -> int:
@@ -71,3 +72,22 @@ def test_atoms_that_place_nothing(tmp_path: Path) -> None:
         assert spans.of(np.array([0, 1, 2, -1])).tolist() == [SKIP] * 4
         sizes, attr, lo, hi = spans.places(np.array([1, 1]), np.array([0, 1]))
         assert sizes.tolist() == [0, 0] and len(attr) == len(lo) == len(hi) == 0
+
+
+def test_places_of_dense_ranges(tmp_path: Path) -> None:
+    """The dense workload's one-comparison atoms (spanned in numpy), int and float, with
+    strict and non-strict bounds, ``=``, and constants of either type on a float attribute."""
+    rng = random.Random(5)
+    for domain in ("int", "float"):
+        _, schema, subs, _, _ = gen_dense.make_workload(
+            400, 1, seed=3, attributes=8, preds=4, domain=domain, card=1000, check=False
+        )
+        consts: list[Any] = [0, 1, -1, 999, 2**62, -(2**62)]
+        if domain == "float":
+            consts += [0.5, -0.0, 1.7e308, -1.7e308, 2.0]
+        ops = ["<", "<=", "=", ">=", ">"]
+        texts = [t for _, t in subs] + [
+            f"a{rng.randrange(8)} {rng.choice(ops)} {rng.choice(consts)!r}" for _ in range(500)
+        ]
+        with Index.open(tmp_path / domain, schema=schema) as idx:
+            assert same_places(idx, texts) == len(texts)

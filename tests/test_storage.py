@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pbtree import PBTree
 from pbtree.nodes import LeafNode
 from storage import InvalidInput, StoreDamaged, StoreError, VersionMismatch, codec, open_store
+from storage.errors import StoreFull
 from storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,6 +105,21 @@ def test_the_map_grows_when_full(path: str) -> None:
             PBTree(txn, "a").check()
 
 
+def test_a_write_without_replay_log_refuses_a_full_map(path: str) -> None:
+    """``write(replay=False)`` keeps no copy of its record writes: a map too small is a
+    StoreFull error, nothing written; the same writes with the log grow the map."""
+    with open_store(path, map_size=64 * 1024) as store:
+        keys = [b"%06d" % i for i in range(200)]
+        with pytest.raises(StoreFull, match="no replay log"), store.write(replay=False) as txn:
+            txn.put_many(b"r", keys, [b"x" * 1000] * len(keys))
+        with store.read() as txn:
+            assert txn.count(b"r") == 0
+        with store.write() as txn:
+            txn.put_many(b"r", keys, [b"x" * 1000] * len(keys))
+        with store.read() as txn:
+            assert txn.count(b"r") == len(keys)
+
+
 def test_failed_write_leaves_last_commit(path: str) -> None:
     with open_store(path) as store:
         with store.write() as txn:
@@ -114,6 +130,32 @@ def test_failed_write_leaves_last_commit(path: str) -> None:
             1 / 0  # noqa: B018
         with store.read() as txn:
             assert list(txn.scan(b"r")) == [(b"k", b"1")]
+
+
+def test_a_page_put_packed_reads_back_in_and_after_its_transaction(path: str) -> None:
+    """``put_packed`` (bulk builds): the page is readable and mutable in its transaction,
+    written at commit, and read from the store afterwards (never published as an object)."""
+    fields = LeafNode(0, 0, 0, [1, 2], [[5], []], [[], [6, 7]], [1, 1], [2, 2], [3, 3])
+    with open_store(path) as store:
+        with store.write() as txn:
+            space, a, b = txn.new_space(), txn.alloc(), txn.alloc()
+            txn.put_packed(space, a, LeafNode.KIND, fields.to_fields())
+            txn.put_packed(space, b, LeafNode.KIND, fields.to_fields())
+            assert txn.load(space, a, LeafNode).bound == [[], [6, 7]]
+            txn.load_mut(space, b, LeafNode).keys[1] = 9  # decoded, then kept as the node
+            c = txn.alloc()
+            txn.put_new(space, c, LeafNode(c))
+            assert list(txn.space_pages(space)) == [a, b, c]
+        with store.read() as txn:
+            leaf = txn.load(space, a, LeafNode)
+            assert (leaf.keys, leaf.eq, leaf.bound, leaf.nep) == (
+                [1, 2],
+                [[5], []],
+                [[], [6, 7]],
+                [3, 3],
+            )
+            assert txn.load_uncached(space, b, LeafNode).keys == [1, 9]
+            assert txn.page_gen(space, a) == txn.page_gen(space, c) == txn.gen
 
 
 def writer(path: str, body: str) -> None:

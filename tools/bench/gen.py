@@ -85,12 +85,13 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import BexdbError, InvalidInput
-from tools.bench import gen_rich
+from tools.bench import gen_dense, gen_rich
 from tools.bench.harness import logger
 
 #: Workload profiles and what each sets unless given: ``wide`` is BEGen over a domain ten
 #: times wider (module docstring, "Profiles").
 PROFILES: dict[str, dict[str, Any]] = {"begen": {}, "wide": {"card": 480}, "rich": {}}
+PROFILES.update({name: {"card": 1_000_000} for name in gen_dense.PROFILES})  # gen_dense.py
 DEFAULT_CARD = 48
 #: Operator codes; ``=`` has probability ``eq_share``, the other six share the rest.
 OPS = ("=", "<", "<=", ">", ">=", "between", "in")
@@ -504,7 +505,7 @@ def _calibrate(p: Params, bases: Bases) -> tuple[float, float, tuple[float, floa
 class Workload:
     """A generated workload in memory: schema, ``(id, expr)`` subscriptions, events."""
 
-    params: Params
+    params: Any  # Params, or the profile module's own (gen_dense.DenseParams)
     schema: dict[str, Any]
     subs: list[tuple[int, str]]
     events: list[Event]
@@ -598,6 +599,9 @@ def make_workload(
         return Workload(
             Params(subs=subs, events=events, profile="rich"), schema, sub_list, ev_list, summary
         )
+    if params.get("profile") in gen_dense.PROFILES:  # its own knobs: gen_dense.DenseParams
+        knobs = {k: v for k, v in params.items() if k != "profile"}
+        return Workload(*gen_dense.make_workload(subs, events, check=check, **knobs))
     params.setdefault("card", profile_card(params.get("profile", "begen")))
     p = Params(subs=subs, events=events, **params)
     gen = BEGen(p)
@@ -660,6 +664,8 @@ def generate(
         return gen_rich.generate(
             out_dir, subs, events, seed=seed, target_rate=target_rate, check=check
         )
+    if profile in gen_dense.PROFILES:  # its width sets the rate; knobs: gen_dense.generate
+        return gen_dense.generate(out_dir, subs, events, seed=seed, card=card, check=check)
     p = Params(
         subs=subs,
         events=events,

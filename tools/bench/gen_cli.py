@@ -7,13 +7,15 @@ import argparse
 from typing import Any
 
 from tools.args import at_least, non_negative
-from tools.bench import gen, gen_rich
+from tools.bench import gen, gen_dense, gen_rich
 from tools.bench.harness import script
 
 
 def format_summary(s: dict[str, Any]) -> str:
     if s["profile"] == "rich":
         return gen_rich.format_summary(s)
+    if s["profile"] in gen_dense.PROFILES:
+        return gen_dense.format_summary(s)
     lines = [
         f"profile {s['profile']}: {s['subs']:,} subscriptions, {s['events']:,} events over "
         f"{s['attributes']} int attributes (domain [0, {s['params']['card'] - 1}]), "
@@ -73,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(gen.PROFILES),
         default="begen",
         help="workload profile: begen, wide (BEGen over 480 values: few repeated predicates), "
-        "or rich (ad-targeting rules over nested events: tools/bench/gen_rich.py)",
+        "rich (ad-targeting rules over nested events: tools/bench/gen_rich.py), "
+        "or dense (every event defines every attribute, subscriptions of between ranges)",
     )
     parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
     parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")
@@ -92,10 +95,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-rate", type=_rate, default=0.01, help="match rate to calibrate to (0.01)"
     )
+    gen_dense.add_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
     """Run ``bexdb gen``; prints the summary, returns 0."""
+    if args.profile in gen_dense.PROFILES:
+        dense = gen_dense.generate(args.out_dir, args.subs, args.events, **gen_dense.knobs(args))
+        print(gen_dense.format_summary(dense))
+        return 0
     summary = gen.generate(
         args.out_dir,
         subs=args.subs,

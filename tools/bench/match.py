@@ -718,8 +718,9 @@ def main(args: argparse.Namespace) -> int:
     print("\nmatch_many (same matcher process, same events):\n" + batched_breakdown(rows))
     print("\ndirect atoms an event (exact tests run, atoms that held):\n" + direct_table(rows))
     print(
-        f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events, "
-        f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
+        f"\n{args.workload}: {s['attributes']} attributes"
+        + (f", {args.bases} base events, " if args.workload == "begen" else ", ")
+        + f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
         f"bexdb: warm pass in a read-only matcher process (1st pass: empty page cache); "
         f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean.  "
         f"Results and plot in {out}/"
