@@ -23,7 +23,7 @@ import numpy as np
 
 from betree import adjust as adjusting
 from betree import batch as batching
-from betree import catalog, flat, flatbatch, grid
+from betree import catalog, flat, flatbatch, grid, ranging
 from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.catalog import (
     SubId,
@@ -101,6 +101,8 @@ class Index:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
+        #: whether that view is matched by intervals instead (betree.ranging)
+        self.ranging = ranging.Ranging()
 
     # -- opening -------------------------------------------------------------------------
 
@@ -455,7 +457,13 @@ class Index:
         """A validated batch matched on packed views (:mod:`betree.flatbatch`), each
         event's ids an array or a list; ``last_timings`` holds the seconds it took."""
         t0 = time.perf_counter()
-        found, candidates = flatbatch.match(whole, shards, batch, self._types, lists)
+        ranges = self.ranging.chosen(shards, self._types)
+        if ranges is not None:
+            found, candidates = ranges.match(batch)
+            found = listed(found, lists)
+        else:
+            found, candidates = flatbatch.match(whole, shards, batch, self._types, lists)
+            self.ranging.observe(len(batch), candidates)
         self.last_stats = {"candidates": candidates, "pages": 0}
         self.last_timings = {"views": time.perf_counter() - t0}
         return found
@@ -516,8 +524,14 @@ class Index:
         self, txn: ReadTxn, snap: dict[str, Any], view: flat.FlatTree, values: Mapping[str, object]
     ) -> np.ndarray:
         """The ids an event matches, from a view (:func:`betree.nodes.id_array` form)."""
-        sat, coords, _ = self._phase1(txn, snap, values, view)
-        found, candidates = view.match(coords, sat)
+        shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])
+        ranges = self.ranging.chosen([shard], self._types)
+        if ranges is not None:
+            (found,), candidates = ranges.match([values])
+        else:
+            sat, coords, _ = self._phase1(txn, snap, values, view)
+            found, candidates = view.match(coords, sat)
+            self.ranging.observe(1, candidates)
         self.last_stats = {"candidates": candidates, "pages": 0}
         return found
 
