@@ -118,10 +118,12 @@ def atom_intervals(
         return simple, lo, hi, search.domain is not None
     gt, lt, ne = search.gt, search.lt, search.ne
     eq_keys = list(search.eq)
-    eq_ids = np.concatenate([np.empty(0, dtype=np.uint32), *search.eq.values()])
-    eq_key = np.repeat(
-        np.arange(len(eq_keys), dtype=np.int64), [len(v) for v in search.eq.values()]
-    )
+    if search.eq_ints is not None:  # (the runs end to end, in the keys' order)
+        eq_ids, eq_key = search.eq_ids, _key_index(search.eq_at)
+    else:
+        eq_ids = np.concatenate([np.empty(0, dtype=np.uint32), *search.eq.values()])
+        sizes = [len(v) for v in search.eq.values()]
+        eq_key = np.repeat(np.arange(len(eq_keys), dtype=np.int64), sizes)
     n_gt, n_lt, n_ne = _counts(gt.ids, size), _counts(lt.ids, size), _counts(ne.ids, size)
     n_eq = _counts(eq_ids, size)
     once = (n_gt + n_lt + n_ne <= 1) & (n_eq <= 1) & (n_ne == 0)

@@ -102,7 +102,7 @@ class Index:
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
         #: whether that view is matched by intervals instead (betree.ranging)
-        self.ranging = ranging.Ranging()
+        self.ranging = ranging.Ranging(self._types)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -457,13 +457,9 @@ class Index:
         """A validated batch matched on packed views (:mod:`betree.flatbatch`), each
         event's ids an array or a list; ``last_timings`` holds the seconds it took."""
         t0 = time.perf_counter()
-        ranges = self.ranging.chosen(shards, self._types)
-        if ranges is not None:
-            found, candidates = ranges.match(batch)
-            found = listed(found, lists)
-        else:
-            found, candidates = flatbatch.match(whole, shards, batch, self._types, lists)
-            self.ranging.observe(len(batch), candidates)
+        found, candidates = self.ranging.match(
+            shards, batch, lambda: flatbatch.match(whole, shards, batch, self._types, lists), lists
+        )
         self.last_stats = {"candidates": candidates, "pages": 0}
         self.last_timings = {"views": time.perf_counter() - t0}
         return found
@@ -524,14 +520,14 @@ class Index:
         self, txn: ReadTxn, snap: dict[str, Any], view: flat.FlatTree, values: Mapping[str, object]
     ) -> np.ndarray:
         """The ids an event matches, from a view (:func:`betree.nodes.id_array` form)."""
-        shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])
-        ranges = self.ranging.chosen([shard], self._types)
-        if ranges is not None:
-            (found,), candidates = ranges.match([values])
-        else:
+
+        def tree() -> tuple[list[np.ndarray], int]:
             sat, coords, _ = self._phase1(txn, snap, values, view)
             found, candidates = view.match(coords, sat)
-            self.ranging.observe(1, candidates)
+            return [found], candidates
+
+        shard = flatbatch.Shard(view, snap["grouped"], 0, 0, snap["next_atom"])
+        (found,), candidates = self.ranging.match([shard], [values], tree)
         self.last_stats = {"candidates": candidates, "pages": 0}
         return found
 

@@ -319,7 +319,7 @@ def _clause_atoms(shards: Sequence[Shard], sizes: Sequence[int]) -> tuple[np.nda
     base = 0
     for s, size in zip(shards, sizes, strict=True):
         view = s.view
-        per = np.diff(view.row_at.astype(np.int64)) * WIDTH
+        per: np.ndarray = np.diff(view.row_at.astype(np.int64)) * WIDTH
         ids = view.rows.reshape(-1).astype(np.int64)
         clause = np.repeat(np.arange(size, dtype=np.int64) + base, per)
         keep = ids != 0

@@ -33,6 +33,8 @@ class Joined:
 
     def __init__(self, parts: Sequence[Part]) -> None:
         self.views = [view for view, _, _ in parts]
+        #: the candidate clauses the last :meth:`match` checked
+        self.candidates = 0
         self.direct = [direct for _, direct, _ in parts]
         self.bases = np.cumsum([0] + [n for _, _, n in parts])  # shard k's first atom
         names = [sorted(view.attrs, key=view.attrs.__getitem__) for view in self.views]
@@ -99,8 +101,10 @@ class Joined:
         nodes = reach(self, coords)  # ascending: by shard
         cuts = np.searchsorted(nodes, self.node_at).tolist()
         ids = []
+        self.candidates = 0
         for k, view in enumerate(self.views):
             local = nodes[cuts[k] : cuts[k + 1]] - self.node_at[k]
-            got, _ = view.check(local, sat[self.bases[k] : self.bases[k + 1]])
+            got, candidates = view.check(local, sat[self.bases[k] : self.bases[k + 1]])
             ids.append(got)
+            self.candidates += candidates
         return np.concatenate(ids)

@@ -18,12 +18,21 @@ time (~1 s for 1M clauses).
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from betree.flat import WIDTH
+import numpy as np
+
+from betree.flat import WIDTH, FlatTree
 from betree.flatbatch import Shard
 from betree.intervals import Intervals
+from betree.joined import Joined
+from betree.nodes import listed
+
+#: an event's grid coordinates (:meth:`betree.index.Index.coords`)
+Coords = Callable[[Mapping[str, object]], dict[str, int]]
 
 #: events matched on the tree before choosing
 OBSERVE = 16
@@ -34,15 +43,53 @@ MARGIN = 0.5
 class Ranging:
     """The choice for one store's views (a plain store's one, or a sharded store's all)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kinds: Mapping[str, str]) -> None:
+        self.kinds = kinds  # each attribute's grid kind
         self._lock = threading.Lock()
-        self._views: list[object] = []
+        self._views: list[FlatTree] = []
         self._events = 0
         self._candidates = 0
         self._chosen: Intervals | None = None
         self._decided = False
+        #: events watched before choosing, and the share of the tree's estimated work
+        #: under which intervals are chosen (tests: 0 and ``math.inf``: always intervals)
+        self.after = OBSERVE
+        self.margin = MARGIN
 
-    def chosen(self, shards: Sequence[Shard], kinds: Mapping[str, str]) -> Intervals | None:
+    def match(
+        self,
+        shards: Sequence[Shard],
+        batch: Sequence[Mapping[str, object]],
+        tree: Callable[[], tuple[list[Any], int]],
+        lists: bool = False,
+    ) -> tuple[list[Any], int]:
+        """Each validated event's ids (arrays, or lists when ``lists``) and the candidate
+        clauses checked: by intervals when chosen for these views, else by ``tree`` (which
+        answers in the same form), whose cost is then counted."""
+        chosen = self.chosen(shards)
+        if chosen is not None:
+            found, candidates = chosen.match(batch)
+            return listed(found, lists), candidates
+        found, candidates = tree()
+        self.observe(len(batch), candidates)
+        return found, candidates
+
+    def match_joined(
+        self, joined: Joined, batch: Sequence[Mapping[str, object]], coords: Coords
+    ) -> list[np.ndarray]:
+        """:meth:`match` on a sharded store's joined views, the tree event by event
+        (:meth:`betree.joined.Joined.match`; ``coords``: an event's grid coordinates)."""
+
+        def tree() -> tuple[list[Any], int]:
+            found, candidates = [], 0
+            for values in batch:
+                found.append(joined.match(coords(values), values))
+                candidates += joined.candidates
+            return found, candidates
+
+        return self.match(joined.shards(), batch, tree)[0]
+
+    def chosen(self, shards: Sequence[Shard]) -> Intervals | None:
         """The interval matcher for these views if it is the cheaper, else None (then
         match on the tree and :meth:`observe` what it cost)."""
         views = [s.view for s in shards]
@@ -52,11 +99,11 @@ class Ranging:
             with self._lock:
                 self._views, self._events, self._candidates = views, 0, 0
                 self._chosen, self._decided = None, False
-        if self._decided or self._events < OBSERVE:
+        if self._decided or self._events < self.after:
             return self._chosen
         with self._lock:
             if not self._decided:
-                self._decide(shards, kinds)
+                self._decide(shards, self.kinds)
         return self._chosen
 
     def observe(self, events: int, candidates: int) -> None:
@@ -65,14 +112,17 @@ class Ranging:
         self._candidates += candidates
 
     def _decide(self, shards: Sequence[Shard], kinds: Mapping[str, str]) -> None:
+        self._decided = True
+        if self.margin == math.inf:
+            self._chosen = Intervals(shards, kinds)
+            return
         tree = self._candidates / max(self._events, 1) * WIDTH
         clauses = sum(len(s.view.exts) for s in shards)
         attrs = {a for s in shards for a in s.view.searches if kinds.get(a) in ("int", "float")}
-        self._decided = True
-        if len(attrs) * (clauses + 63) // 64 >= MARGIN * tree:  # the bitsets alone lose
+        if len(attrs) * (clauses + 63) // 64 >= self.margin * tree:  # the bitsets alone lose
             return
         built = Intervals(shards, kinds)
-        if built.cost() < MARGIN * tree:
+        if built.cost() < self.margin * tree:
             self._chosen = built
 
     def describe(self) -> dict[str, object]:

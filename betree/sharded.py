@@ -500,7 +500,8 @@ class ShardedIndex:
 
             def match(values: Mapping[str, object]) -> list[SubId]:
                 if joined is not None:
-                    found = joined.match(self.indexes[0].coords(values), values)
+                    first = self.indexes[0]
+                    found = first.ranging.match_joined(joined, [values], first.coords)[0]
                     return found.tolist()  # type: ignore[no-any-return]
                 out: list[SubId] = []
                 for index, txn in txns:
@@ -541,8 +542,7 @@ class ShardedIndex:
                 first = self.indexes[0]
                 if len(valid) >= flatbatch.LEAST:
                     return first.match_on_views(joined, joined.shards(), valid, lists)
-                found = [joined.match(first.coords(values), values) for values in valid]
-                return listed(found, lists)
+                return listed(first.ranging.match_joined(joined, valid, first.coords), lists)
             parts = [index.match_many_validated(txn, valid) for index, txn in txns]
         found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
         return listed(found, lists)
