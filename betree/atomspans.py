@@ -9,10 +9,12 @@ bucket against them.
 Why from the keys: a workload of few repeated predicates (``bexdb gen --profile wide``)
 has ~0.8 atoms a subscription, most of them ``=`` or ``in`` atoms of ints; their entries
 and spans are read off the decoded keys (the span is the least constant's grid
-coordinate to the greatest's, as :func:`grid.atom_span` gives it).  Any other key is
-rebuilt as an :class:`Atom` and spanned.  Cost, measured on a wide shard (421K atoms,
-334K of them read off, 3.9M clause atoms): ~2.5 µs an atom read off, ~5 rebuilt;
-:meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: the decoded keys and three
+coordinate to the greatest's, as :func:`grid.atom_span` gives it).  So are the order atoms
+of numbers on int and float attributes (the dense workload's ranges, two atoms a
+``between``: :func:`grid.entries_span` of their entries, ~2 µs an atom against ~7
+rebuilt).  Any other key is rebuilt as an :class:`Atom` and spanned.  Cost, measured on a
+wide shard (421K atoms, 334K of them read off, 3.9M clause atoms): ~2.5 µs an atom read
+off, ~5 rebuilt; :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: the decoded keys and three
 arrays of 8 bytes per atom id.
 """
 
@@ -50,11 +52,16 @@ class AtomSpans:
         aids, attrs, los, his = [], [], [], []
         for aid, key in keys.items():
             t = self.tuples[aid] = codec.decode_value(key)
-            consts = _ints_in(t[2]) if t[0] == "order" and kinds.get(t[1]) == "int" else None
+            kind = kinds.get(t[1]) if t[0] == "order" else None
+            consts = _ints_in(t[2]) if kind == "int" else None
             if consts is not None:  # (the grid coordinate of an int: clamped, offset)
                 attr = t[1]
                 lo, hi = _SIGN + max(min(consts), -_SIGN), _SIGN + min(max(consts), _SIGN - 1)
                 self.attr_of[aid], self.entries[aid] = attr, t[2]
+            elif kind in _NUMERIC and _numbers_in(t[2]):  # ranges: spanned from the entries
+                attr = self.attr_of[aid] = t[1]
+                self.entries[aid] = t[2]
+                lo, hi = grid.entries_span(kind, t[2])
             else:
                 atom = self.atom(aid)
                 attr = self.attr_of[aid] = atom.attr
@@ -124,6 +131,24 @@ class AtomSpans:
 
 _SIGN = 1 << 63
 _INT = frozenset((int,))
+_NUMERIC = frozenset(("int", "float"))
+_NUMBER = frozenset((int, float))
+
+
+def _numbers_in(entries: Any) -> bool:
+    """Whether an order atom's decoded entries are ``(operator, number)`` pairs (not
+    bools), which :func:`grid.entries_span` spans as the atom would be."""
+    if type(entries) is not list or not entries:
+        return False
+    for entry in entries:
+        if type(entry) is not list or len(entry) != 2 or type(entry[1]) not in _NUMBER:
+            return False
+        if entry[0] not in _OPERATORS:
+            return False
+    return True
+
+
+_OPERATORS = frozenset(("=", "!=", "<", "<=", ">", ">="))
 
 
 def _ints_in(entries: Any) -> list[int] | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -199,7 +199,12 @@ def atom_span(kind: str, atom: Atom) -> tuple[int, int]:
             return 0, 0
     if not isinstance(atom, OrderAtom):
         return interval(kind, None, False, None, False)
-    entries = atom.entries
+    return entries_span(kind, atom.entries)
+
+
+def entries_span(kind: str, entries: Sequence[Sequence[Any]]) -> tuple[int, int]:
+    """:func:`atom_span` of an order atom given by its canonical ``(operator, constant)``
+    entries (as its store key holds them: no atom object to build)."""
     if all(op == "=" for op, _ in entries):
         # "a = c" or "a in (…)": entries sort by constant and the grid is monotone,
         # so the hull is the first constant's interval to the last's.

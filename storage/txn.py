@@ -379,6 +379,16 @@ class ReadTxn:
         return errors
 
 
+class _Packed:
+    """A dirty page given encoded (:meth:`WriteTxn.put_packed`)."""
+
+    __slots__ = ("KIND", "value")
+
+    def __init__(self, kind: int, value: bytes) -> None:
+        self.KIND = kind
+        self.value = value
+
+
 class WriteTxn(ReadTxn):
     """The one writer.  Use through :meth:`Store.write`; commits when the block ends."""
 
@@ -397,7 +407,7 @@ class WriteTxn(ReadTxn):
     def load(self, space: int, page: int, cls: type[N]) -> N:
         dirty = self._dirty.get(page)
         if dirty is not None:
-            return dirty[1]  # type: ignore[no-any-return]
+            return self._unpacked(page, dirty, cls)
         if page in self._freed:
             raise CorruptPage(page, "used after it was freed in this transaction")
         return super().load(space, page, cls)
@@ -405,16 +415,25 @@ class WriteTxn(ReadTxn):
     def load_uncached(self, space: int, page: int, cls: type[N]) -> N:
         dirty = self._dirty.get(page)
         if dirty is not None:
-            return dirty[1]  # type: ignore[no-any-return]
+            return self._unpacked(page, dirty, cls)
         return super().load_uncached(space, page, cls)
 
     def load_mut(self, space: int, page: int, cls: type[N]) -> N:
         """A private, writable copy of a page, written back at commit."""
         dirty = self._dirty.get(page)
         if dirty is not None:
-            return dirty[1]  # type: ignore[no-any-return]
+            return self._unpacked(page, dirty, cls)
         node = super().load_uncached(space, page, cls)
         self._dirty[page] = (space, node)
+        return node  # type: ignore[no-any-return]
+
+    def _unpacked(self, page: int, dirty: tuple[int, Any], cls: type[N]) -> N:
+        """A dirty page's node; one given packed (:meth:`put_packed`) is decoded and kept as
+        a node from now on."""
+        node = dirty[1]
+        if type(node) is _Packed:
+            node = _decode(page, node.value, cls)
+            self._dirty[page] = (dirty[0], node)
         return node  # type: ignore[no-any-return]
 
     def space_pages(self, space: int) -> Iterator[int]:
@@ -432,6 +451,15 @@ class WriteTxn(ReadTxn):
     def put_new(self, space: int, page: int, node: PageNode) -> None:
         """Register a new node for ``page`` (from :meth:`alloc`), written at commit."""
         self._dirty[page] = (space, node)
+
+    def put_packed(self, space: int, page: int, kind: int, fields: list[Any]) -> None:
+        """Register a new page (from :meth:`alloc`) given as its fields, encoded now.
+
+        For bulk builds: the transaction holds the page's bytes (about what it takes on
+        disk) instead of a node object of several times that, and does not publish it to
+        the page cache at commit.  Reading it back in this transaction decodes it.
+        """
+        self._dirty[page] = (space, _Packed(kind, codec.encode_page(self.gen + 1, kind, fields)))
 
     def mark_dirty(self, space: int, page: int, node: PageNode) -> None:
         """Make sure ``node`` (a private copy) is written back at commit."""
@@ -522,7 +550,10 @@ class WriteTxn(ReadTxn):
         gen = self.gen + 1
         encode, key = codec.encode_page, codec.page_key
         encoded = [
-            (key(space, page), encode(gen, node.KIND, node.to_fields()))
+            (
+                key(space, page),
+                node.value if type(node) is _Packed else encode(gen, node.KIND, node.to_fields()),
+            )
             for page, (space, node) in self._dirty.items()
         ]  # once: a map that must grow retries the writes, not the encoding
         while True:
@@ -542,5 +573,6 @@ class WriteTxn(ReadTxn):
                 raise lmdb_error(exc, self.store.path) from exc
         cache = self._cache
         for (page, (_, node)), (_, value) in zip(self._dirty.items(), encoded, strict=True):
-            cache.publish(page, node, gen, gen, len(value))
+            if type(node) is not _Packed:
+                cache.publish(page, node, gen, gen, len(value))
         self.gen = gen

@@ -382,7 +382,7 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
             clauses, atoms = [], iter(row["atoms"])
             for n in row["lens"]:
                 ids = [next(atoms) for _ in range(n)]
-                clauses.append([atom_keys[i - 1] for i in ids if i])
+                clauses.append([atom_keys[i - 1].as_py() for i in ids if i])
             found[row["id"]] = clauses
         return [found[str(k)] for k in range(len(texts))]
 

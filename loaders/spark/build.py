@@ -127,7 +127,7 @@ def _idents(shown: pa.ChunkedArray) -> list[Any]:
 
 def build_store(
     good: pa.Table,
-    atom_keys: list[bytes],
+    atom_keys: pa.Array,
     schema_doc: dict[str, Any],
     settings: dict[str, int] | None,
     raw: Path,
@@ -163,7 +163,9 @@ def build_store(
                 lens=flat["lens"],
                 atoms=dense[atoms],
             )
-            catalog = {aid: atom_keys[g - 1] for aid, g in enumerate(used.tolist(), 1)}
+            mine = atom_keys.take(pa.array(used - 1)).to_pylist()  # this shard's keys only
+            catalog = dict(zip(range(1, len(mine) + 1), mine, strict=True))
+            del mine
             del flat, atoms, dense
             t1 = time.perf_counter()
             counts = build_from_parts(idx, subs, None, catalog)  # (places from the atoms)

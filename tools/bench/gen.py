@@ -85,11 +85,13 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import BexdbError, InvalidInput
+from tools.bench import gen_dense
 from tools.bench.harness import logger
 
 #: Workload profiles and what each sets unless given: ``wide`` is BEGen over a domain ten
 #: times wider (module docstring, "Profiles").
 PROFILES: dict[str, dict[str, Any]] = {"begen": {}, "wide": {"card": 480}}
+PROFILES.update({name: {"card": 1_000_000} for name in gen_dense.PROFILES})  # gen_dense.py
 DEFAULT_CARD = 48
 #: Operator codes; ``=`` has probability ``eq_share``, the other six share the rest.
 OPS = ("=", "<", "<=", ">", ">=", "between", "in")
@@ -503,7 +505,7 @@ def _calibrate(p: Params, bases: Bases) -> tuple[float, float, tuple[float, floa
 class Workload:
     """A generated workload in memory: schema, ``(id, expr)`` subscriptions, events."""
 
-    params: Params
+    params: Any  # Params, or the profile module's own (gen_dense.DenseParams)
     schema: dict[str, Any]
     subs: list[tuple[int, str]]
     events: list[Event]
@@ -592,6 +594,9 @@ def make_workload(
 
     ``check`` adds the measured match rates to ``summary`` (vectorised and brute force).
     """
+    if params.get("profile") in gen_dense.PROFILES:  # its own knobs: gen_dense.DenseParams
+        knobs = {k: v for k, v in params.items() if k != "profile"}
+        return Workload(*gen_dense.make_workload(subs, events, check=check, **knobs))
     params.setdefault("card", profile_card(params.get("profile", "begen")))
     p = Params(subs=subs, events=events, **params)
     gen = BEGen(p)
@@ -650,6 +655,8 @@ def generate(
     """
     if profile not in PROFILES:
         raise InvalidInput(f"unknown profile {profile!r}", hint=f"one of {tuple(PROFILES)}")
+    if profile in gen_dense.PROFILES:  # its width sets the rate; knobs: gen_dense.generate
+        return gen_dense.generate(out_dir, subs, events, seed=seed, card=card, check=check)
     p = Params(
         subs=subs,
         events=events,

@@ -7,11 +7,13 @@ import argparse
 from typing import Any
 
 from tools.args import at_least, non_negative
-from tools.bench import gen
+from tools.bench import gen, gen_dense
 from tools.bench.harness import script
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    if s["profile"] in gen_dense.PROFILES:
+        return gen_dense.format_summary(s)
     lines = [
         f"profile {s['profile']}: {s['subs']:,} subscriptions, {s['events']:,} events over "
         f"{s['attributes']} int attributes (domain [0, {s['params']['card'] - 1}]), "
@@ -70,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--profile",
         choices=tuple(gen.PROFILES),
         default="begen",
-        help="workload profile: begen, or wide (BEGen over 480 values: few repeated predicates)",
+        help="workload profile: begen, wide (BEGen over 480 values: few repeated predicates), "
+        "or dense (every event defines every attribute, subscriptions of between ranges)",
     )
     parser.add_argument("--subs", type=non_negative, default=100_000, help="subscriptions (100000)")
     parser.add_argument("--events", type=non_negative, default=1_000, help="events (1000)")
@@ -89,10 +92,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-rate", type=_rate, default=0.01, help="match rate to calibrate to (0.01)"
     )
+    gen_dense.add_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
     """Run ``bexdb gen``; prints the summary, returns 0."""
+    if args.profile in gen_dense.PROFILES:
+        dense = gen_dense.generate(args.out_dir, args.subs, args.events, **gen_dense.knobs(args))
+        print(gen_dense.format_summary(dense))
+        return 0
     summary = gen.generate(
         args.out_dir,
         subs=args.subs,
