@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -130,13 +131,14 @@ def atom_intervals(
     # the leaf key each atom sits under (-1: none)
     under = np.full(size, -1, dtype=np.int64)
     under[eq_ids.astype(np.int64)] = eq_key
-    where = {key: k for k, key in enumerate(eq_keys)}
+    ints_only = search.eq_ints is not None and gt.ints is not None and lt.ints is not None
+    where = {} if ints_only else {key: k for k, key in enumerate(eq_keys)}
     for lst, is_lower in ((gt, True), (lt, False)):
         ids = lst.ids.astype(np.int64)
         keep = once[ids]
         ids = ids[keep]
         item = _key_index(lst.at)[keep]
-        same = np.array([where.get(key, -2) for key in lst.keys], dtype=np.int64)
+        same = _leaf_index(lst.ints, search.eq_ints, lst.keys, where)
         inclusive = under[ids] == same[item]
         plain = inclusive | (under[ids] < 0)  # (under another key: "= c or > d", not one)
         ids, item, inclusive = ids[plain], item[plain], inclusive[plain]
@@ -159,6 +161,19 @@ def atom_intervals(
     return simple, lo, hi, bool((present & ~simple).any())
 
 
+def _leaf_index(
+    ints: np.ndarray | None, leaf: np.ndarray | None, keys: Sequence[Any], where: dict[Any, int]
+) -> np.ndarray:
+    """Per key of a list, the index of the same key among the leaf keys (-2: none): one
+    ``searchsorted`` when both are int64, else a dict lookup a key."""
+    if ints is None or leaf is None:
+        return np.array([where.get(key, -2) for key in keys], dtype=np.int64)
+    at = np.searchsorted(leaf, ints)
+    found = at < len(leaf)
+    found[found] = leaf[at[found]] == ints[found]
+    return np.where(found, at, -2).astype(np.int64)
+
+
 def _ints(ints: np.ndarray | None, keys: list[Any]) -> np.ndarray | None:
     """The leaf keys as int64 in the dict's order (the dict follows ``eq_ints``' order
     when every key is an int64), or None."""
@@ -167,7 +182,7 @@ def _ints(ints: np.ndarray | None, keys: list[Any]) -> np.ndarray | None:
 
 def _bounds(
     kind: str,
-    keys: list[Any],
+    keys: Sequence[Any],
     ints: np.ndarray | None,
     item: np.ndarray,
     inclusive: np.ndarray,
