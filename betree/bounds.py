@@ -97,8 +97,8 @@ def event_coords(kind: str, values: np.ndarray | list[Any]) -> np.ndarray:
     return np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(_SIGN))
 
 
-def _counts(ids: np.ndarray, size: int) -> np.ndarray:
-    return np.bincount(ids.astype(np.int64), minlength=size)[:size]
+def _counts(at: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(at, minlength=size)
 
 
 def _key_index(at: np.ndarray) -> np.ndarray:
@@ -107,16 +107,14 @@ def _key_index(at: np.ndarray) -> np.ndarray:
 
 
 def atom_intervals(
-    search: SearchView, kind: str, size: int
+    search: SearchView, kind: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """Per atom id below ``size``: whether it is one interval of this attribute, and its
-    ``lo`` and ``hi`` coordinates (``lo > hi``: an atom that admits no value); and whether
-    the tree holds atoms that are not intervals."""
-    simple = np.zeros(size, dtype=bool)
-    lo = np.zeros(size, dtype=np.uint64)
-    hi = np.full(size, _TOP, dtype=np.uint64)
+    """The atom ids of this tree that are one interval each, with their ``lo`` and ``hi``
+    coordinates (``lo > hi``: an atom that admits no value); and whether the tree holds
+    atoms that are not intervals.  Memory: a few arrays over the tree's own atoms."""
+    none_found = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
     if search.domain != "num":
-        return simple, lo, hi, search.domain is not None
+        return none_found[0], none_found[1], none_found[1], search.domain is not None
     gt, lt, ne = search.gt, search.lt, search.ne
     eq_keys = list(search.eq)
     if search.eq_ints is not None:  # (the runs end to end, in the keys' order)
@@ -125,16 +123,26 @@ def atom_intervals(
         eq_ids = np.concatenate([np.empty(0, dtype=np.uint32), *search.eq.values()])
         sizes = [len(v) for v in search.eq.values()]
         eq_key = np.repeat(np.arange(len(eq_keys), dtype=np.int64), sizes)
-    n_gt, n_lt, n_ne = _counts(gt.ids, size), _counts(lt.ids, size), _counts(ne.ids, size)
-    n_eq = _counts(eq_ids, size)
-    once = (n_gt + n_lt + n_ne <= 1) & (n_eq <= 1) & (n_ne == 0)
+    # the tree's atoms numbered 0.. (``local``: their ids ascending)
+    local = np.unique(np.concatenate([gt.ids, lt.ids, ne.ids, eq_ids]))
+    size = len(local)
+
+    def at(ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(local, ids).astype(np.int64)
+
+    simple = np.zeros(size, dtype=bool)
+    lo = np.zeros(size, dtype=np.uint64)
+    hi = np.full(size, _TOP, dtype=np.uint64)
+    n_gt, n_lt = _counts(at(gt.ids), size), _counts(at(lt.ids), size)
+    n_ne, n_eq = _counts(at(ne.ids), size), _counts(at(eq_ids), size)
+    once = (n_gt + n_lt <= 1) & (n_eq <= 1) & (n_ne == 0)
     # the leaf key each atom sits under (-1: none)
     under = np.full(size, -1, dtype=np.int64)
-    under[eq_ids.astype(np.int64)] = eq_key
+    under[at(eq_ids)] = eq_key
     ints_only = search.eq_ints is not None and gt.ints is not None and lt.ints is not None
     where = {} if ints_only else {key: k for k, key in enumerate(eq_keys)}
     for lst, is_lower in ((gt, True), (lt, False)):
-        ids = lst.ids.astype(np.int64)
+        ids = at(lst.ids)
         keep = once[ids]
         ids = ids[keep]
         item = _key_index(lst.at)[keep]
@@ -157,8 +165,7 @@ def atom_intervals(
         none = ids[nlo | nhi]
         lo[none], hi[none] = EMPTY
         simple[ids] = True
-    present = (n_gt + n_lt + n_ne + n_eq) > 0
-    return simple, lo, hi, bool((present & ~simple).any())
+    return local[simple].astype(np.int64), lo[simple], hi[simple], not simple.all()
 
 
 def _leaf_index(

@@ -78,11 +78,9 @@ class Intervals:
                 if name not in code:
                     self.searched.add(name)
                     continue
-                ok, alo, ahi, others = atom_intervals(search, kinds[name], s.size)
-                at = np.flatnonzero(ok)
-                simple[at + s.atoms] = True
-                attr[at + s.atoms] = code[name]
-                lo[at + s.atoms], hi[at + s.atoms] = alo[at], ahi[at]
+                at, alo, ahi, others = atom_intervals(search, kinds[name])
+                at += s.atoms
+                simple[at], attr[at], lo[at], hi[at] = True, code[name], alo, ahi
                 if others:
                     self.searched.add(name)
         aid, clause = _clause_atoms(self.shards, sizes)

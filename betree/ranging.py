@@ -27,6 +27,7 @@ import numpy as np
 
 from betree.flat import WIDTH, FlatTree
 from betree.flatbatch import Shard
+from betree.heap import return_freed_memory
 from betree.intervals import Intervals
 from betree.joined import Joined
 from betree.nodes import listed
@@ -115,6 +116,7 @@ class Ranging:
         self._decided = True
         if self.margin == math.inf:
             self._chosen = Intervals(shards, kinds)
+            return_freed_memory()
             return
         tree = self._candidates / max(self._events, 1) * WIDTH
         clauses = sum(len(s.view.exts) for s in shards)
@@ -124,6 +126,7 @@ class Ranging:
         built = Intervals(shards, kinds)
         if built.cost() < self.margin * tree:
             self._chosen = built
+        return_freed_memory()  # (the build's temporaries, not kept by the allocator)
 
     def describe(self) -> dict[str, object]:
         """The choice, for tests and diagnostics."""
