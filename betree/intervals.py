@@ -312,16 +312,21 @@ class Intervals:
 
 def _clause_atoms(shards: Sequence[Shard], sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Every clause's atom ids (numbered across the shards; the true atoms 0 left out)
-    and its clause number, in clause order."""
+    and its clause number, in clause order (int32 when every number fits: half the
+    build's memory)."""
     aids, clauses = [], []
     base = 0
+    last = shards[-1]
+    small = last.atoms + last.size < 1 << 31 and sum(sizes) < 1 << 31
+    kind = np.int32 if small else np.int64
     for s, size in zip(shards, sizes, strict=True):
         view = s.view
         per: np.ndarray = np.diff(view.row_at.astype(np.int64)) * WIDTH
-        ids = view.rows.reshape(-1).astype(np.int64)
-        clause = np.repeat(np.arange(size, dtype=np.int64) + base, per)
+        ids = view.rows.reshape(-1)
         keep = ids != 0
-        aids.append(ids[keep] + s.atoms)
+        mine: np.ndarray = ids[keep].astype(kind)
+        aids.append(mine + s.atoms)
+        clause = np.repeat(np.arange(base, base + size, dtype=kind), per)
         clauses.append(clause[keep])
         base += size
     return np.concatenate(aids), np.concatenate(clauses)
