@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -204,8 +205,7 @@ class Intervals:
         per = (stops - starts).sum(axis=1)
         at = ranges(starts.ravel(), stops.ravel())
         if len(at):  # the failing ends of the events' buckets: scattered, then packed
-            ids = self.ends_clause[at].astype(np.int64)
-            ids += np.repeat(np.arange(e_count, dtype=np.int64) * (w * 64), per)
+            ids = self.ends_clause[at] + np.repeat(np.arange(e_count, dtype=np.int64) * w * 64, per)
             hit = np.zeros(e_count * w * 64, dtype=bool)
             hit[ids] = True
             fail |= np.packbits(hit, bitorder="little").view(np.uint64).reshape(e_count, w)
@@ -254,13 +254,18 @@ class Intervals:
         rows = np.empty((e_count, a_count), dtype=np.int64)
         starts = np.zeros((e_count, 2 * a_count), dtype=np.int64)
         stops = np.zeros((e_count, 2 * a_count), dtype=np.int64)
+        every = self._defined(batch)  # (every event defining every attribute: no masks)
         for a, name in enumerate(self.names):
-            values = [v.get(name) for v in batch]
-            has = np.array([x is not None for x in values], dtype=bool)
-            rows[:, a] = self.row0[a] + len(self.edges[a])  # undefined: fails all
-            if not has.any():
-                continue
-            x = event_coords(self.kinds[a], [v for v in values if v is not None])
+            if every is not None:
+                has: Any = slice(None)
+                x = every[:, a]
+            else:
+                values = [v.get(name) for v in batch]
+                has = np.array([x is not None for x in values], dtype=bool)
+                rows[:, a] = self.row0[a] + len(self.edges[a])  # undefined: fails all
+                if not has.any():
+                    continue
+                x = event_coords(self.kinds[a], [v for v in values if v is not None])
             b = np.searchsorted(self.edges[a], x, "right") - 1
             rows[has, a] = self.row0[a] + b
             starts[has, 2 * a] = self.lo_at[a] + np.searchsorted(self.lo_vals[a], x, "right")
@@ -269,6 +274,22 @@ class Intervals:
             starts[has, 2 * a + 1] = base + self.hcut[a][b]
             stops[has, 2 * a + 1] = base + np.searchsorted(self.hi_vals[a], x, "left")
         return rows, starts, stops
+
+    def _defined(self, batch: Sequence[Mapping[str, object]]) -> np.ndarray | None:
+        """The events' coordinates (events x attributes) when every event defines every
+        attribute (the dense workloads), in two array conversions; else None."""
+        coords = np.empty((len(batch), len(self.names)), dtype=np.uint64)
+        for kind in _KINDS:
+            cols = [a for a, k in enumerate(self.kinds) if k == kind]
+            if not cols:
+                continue
+            names = [self.names[a] for a in cols]
+            try:
+                table = [[v[n] for n in names] for v in batch]
+            except KeyError:
+                return None
+            coords[:, cols] = event_coords(kind, table)
+        return coords
 
     def _results(
         self, batch: Sequence[Mapping[str, object]], event: np.ndarray, clause: np.ndarray
