@@ -22,7 +22,7 @@ of the attributes that hold such atoms, and the direct tests.
 Cost per event: one OR of ``attributes x clauses / 8`` bytes, two ``searchsorted`` an
 attribute, the ends of one bucket an attribute, and per candidate its other atoms.
 Memory: at most :data:`ROWS` bitsets of ``clauses / 8`` bytes (160 bytes a clause), and
-per interval 20 bytes (its two ends and clause numbers).  Built from packed views
+per interval 24 bytes (its two ends and their clause numbers).  Built from packed views
 (:mod:`betree.flat`; a sharded store's shards together), it describes their snapshot(s).
 :mod:`betree.ranging` decides, by cost, when it is used instead of the BE-Tree.
 """

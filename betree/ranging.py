@@ -13,7 +13,7 @@ drops a view: the next snapshot is watched afresh).
 
 Cost: nothing on a snapshot that keeps the tree (one comparison an event while
 watching); building, a few numpy passes over the clauses' atoms and one bitset row at a
-time (~1 s for 1M clauses).
+time (measured with its first event: 1.8 s for 20K dense clauses on a loaded machine).
 """
 
 from __future__ import annotations
