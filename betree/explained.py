@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from betree import grid
 from betree.lang import ipaddr, special
 from betree.lang.atoms import Atom, TestAtom
 from betree.lang.paths import flatten, is_nested
+from betree.tree import BETree
 
 
 def sent_values(event: Mapping[str, object]) -> Mapping[str, object]:
@@ -61,3 +63,38 @@ def shown_atom(
         if isinstance(lat, float) and isinstance(lon, float):
             shown["distance_km"] = special.geo_distance(lat0, lon0, lat, lon)
     return shown
+
+
+def bucket_path(
+    tree: BETree, home: int, values: Mapping[str, object], kinds: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The c-directory buckets from the root down to ``home`` (an l-node), each reached
+    by the event ``values`` or not, and why not (``kinds``: each attribute's grid kind)."""
+    steps = []
+    page = home
+    while True:
+        node = tree.node(page)
+        if node.attr is None:
+            break
+        kind = kinds[node.attr]
+        defined = node.attr in values
+        x = grid.event_coord(kind, values[node.attr]) if defined else None
+        reached = defined and (node.top or node.lo <= x <= node.hi)  # type: ignore[operator]
+        why = None if reached else ("undefined" if not defined else "value outside bucket")
+        steps.append(
+            {
+                "attribute": node.attr,
+                # the bucket as values (an attribute's values from lo to hi), and on the
+                # grid (betree.grid: where the c-directory halves it)
+                "bucket": "top"
+                if node.top
+                else [grid.shown(kind, node.lo), grid.shown(kind, node.hi)],
+                "grid": None if node.top else [node.lo, node.hi],
+                "c_node": node.page,
+                "reached": reached,
+                "pruned": why,
+            }
+        )
+        page = node.parent
+    steps.reverse()
+    return steps

@@ -71,7 +71,8 @@ def kind_of(schema_type: str) -> str:
     return _GRID_KINDS.get(schema_type, schema_type)
 
 
-def _float_coord(x: float) -> int:
+def float_coord(x: float) -> int:
+    """A double's grid coordinate: its IEEE bits made order-preserving (-0.0 as 0.0)."""
     if x == 0.0:
         x = 0.0
     bits = int(_U64.unpack(_DOUBLE.pack(x))[0])
@@ -90,12 +91,20 @@ def coord(kind: str, value: Any, *, upper: bool = False) -> int:
             value = math.floor(value) if upper else math.ceil(value)
         return min(max(int(value), -_SIGN), _SIGN - 1) + _SIGN
     if kind == "float":
-        return _float_coord(float(value)) if not isinstance(value, float) else _float_coord(value)
+        return float_coord(float(value)) if not isinstance(value, float) else float_coord(value)
     if kind == "string":
         return int(_U64.unpack(value.encode("utf-8")[:8].ljust(8, b"\0"))[0])
     if kind == "bool":
         return int(bool(value))
     return 0
+
+
+def event_coord(kind: str, value: Any) -> int:
+    """A validated event value's coordinate on an attribute of grid ``kind``: a scalar's
+    :func:`coord`, a bool's 0 or 1, any other kind's 0 (its one bucket)."""
+    if kind in ("int", "float", "string"):
+        return coord(kind, value)
+    return int(bool(value)) if kind == "bool" else 0
 
 
 def coords(kind: str, values: list[Any]) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 
 from betree import adjust as adjusting
 from betree import batch as batching
-from betree import catalog, flat, flatbatch, grid
+from betree import catalog, flat, flatbatch, grid, ranging
 from betree.adjust import ADJUST_DEFAULTS, Collector
 from betree.catalog import (
     SubId,
@@ -39,7 +39,7 @@ from betree.check import check_index
 from betree.compiler import Compiler
 from betree.delta import Based, Delta, settle
 from betree.direct import holding
-from betree.explained import sent_values, shown_atom
+from betree.explained import bucket_path, sent_values, shown_atom
 from betree.lang.atoms import Atom, Clause
 from betree.lang.bounded import forget_older_half
 from betree.lang.dnf import MAX_CLAUSES
@@ -91,6 +91,8 @@ class Index:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
+        #: whether that view is matched by intervals instead (betree.ranging)
+        self.ranging = ranging.Ranging(self._types)
 
     # -- the schema (betree.schemaedit changes it on a live store) -------------------------
 
@@ -433,7 +435,7 @@ class Index:
         )
         t1 = clock()
         coords = [
-            {attr: self._coord(types[attr], value) for attr, value in values.items()}
+            {attr: grid.event_coord(types[attr], value) for attr, value in values.items()}
             for values in batch
         ]
         tree = BETree(txn, snap["rec"])
@@ -464,7 +466,9 @@ class Index:
         """A validated batch matched on packed views (:mod:`betree.flatbatch`), each
         event's ids an array or a list; ``last_timings`` holds the seconds it took."""
         t0 = time.perf_counter()
-        found, candidates = flatbatch.match(whole, shards, batch, self._types, lists)
+        found, candidates = self.ranging.match(
+            shards, batch, lambda: flatbatch.match(whole, shards, batch, self._types, lists), lists
+        )
         self.last_stats = {"candidates": candidates, "pages": 0}
         self.last_timings = {"views": time.perf_counter() - t0}
         return found
@@ -533,10 +537,20 @@ class Index:
     def _match_view(self, txn: ReadTxn, based: Based, values: Mapping[str, object]) -> np.ndarray:
         """The ids an event matches, from a view (:func:`betree.nodes.id_array` form)."""
         fields = {"trees": based.view.searches, "grouped": based.grouped, "next_atom": based.atoms}
-        sat, coords, _ = self._phase1(txn, fields, values, True)
-        found, candidates = based.view.match(coords, sat)
+        truths: list[np.ndarray] = []
+
+        def tree() -> tuple[list[np.ndarray], int]:
+            sat, coords, _ = self._phase1(txn, fields, values, True)
+            truths.append(sat)
+            found, candidates = based.view.match(coords, sat)
+            return [found], candidates
+
+        shard = flatbatch.Shard(based.view, based.grouped, 0, 0, based.atoms)
+        (found,), candidates = self.ranging.match([shard], [values], tree)
         self.last_stats = {"candidates": candidates, "pages": 0}
-        return based.delta.matched(found, sat, values)
+        if truths:  # the tree's phase 1 serves the delta's older atoms
+            return based.delta.matched(found, truths[0], values)
+        return settle([found], [based.delta], [values], [txn])[0]  # matched by intervals
 
     def _phase1(
         self, txn: ReadTxn, snap: Mapping[str, Any], values: Mapping[str, object], based: bool
@@ -553,7 +567,7 @@ class Index:
         found: list[np.ndarray] = []  # from the view: set at once
         for attr, value in values.items():
             kind = types[attr]
-            coords[attr] = self._coord(kind, value)
+            coords[attr] = grid.event_coord(kind, value)
             if kind not in _SCALAR or attr not in trees:
                 continue
             if based:
@@ -637,7 +651,7 @@ class Index:
                     atom = load_atom(txn, aid)
                     atoms.append(shown_atom(atom, values, sent, self._keyed, ips))
                 home = load_home(txn, clause_id(codec.decode_u64(sid), k))
-                path = self._path(tree, home, values)
+                path = bucket_path(tree, home, values, self._types)
                 clauses.append(
                     {
                         "atoms": atoms,
@@ -654,45 +668,9 @@ class Index:
             "clauses": clauses,
         }
 
-    def _path(self, tree: BETree, home: int, values: Mapping[str, object]) -> list[dict[str, Any]]:
-        """The c-directory buckets from the root down to ``home``, each reached or not."""
-        steps = []
-        page = home
-        while True:
-            node = tree.node(page)
-            if node.attr is None:
-                break
-            kind = self._types[node.attr]
-            defined = node.attr in values
-            x = self._coord(kind, values[node.attr]) if defined else None
-            reached = defined and (node.top or node.lo <= x <= node.hi)  # type: ignore[operator]
-            why = None if reached else ("undefined" if not defined else "value outside bucket")
-            steps.append(
-                {
-                    "attribute": node.attr,
-                    # the bucket as values (an attribute's values from lo to hi), and on the
-                    # grid (betree.grid: where the c-directory halves it)
-                    "bucket": "top"
-                    if node.top
-                    else [grid.shown(kind, node.lo), grid.shown(kind, node.hi)],
-                    "grid": None if node.top else [node.lo, node.hi],
-                    "c_node": node.page,
-                    "reached": reached,
-                    "pruned": why,
-                }
-            )
-            page = node.parent
-        steps.reverse()
-        return steps
-
     def coords(self, values: Mapping[str, object]) -> dict[str, int]:
         """A validated event's grid coordinate on each attribute it defines."""
-        return {attr: self._coord(self._types[attr], value) for attr, value in values.items()}
-
-    def _coord(self, kind: str, value: object) -> int:
-        if kind in _SCALAR:
-            return grid.coord(kind, value)
-        return int(bool(value)) if kind == "bool" else 0
+        return {attr: grid.event_coord(self._types[attr], value) for attr, value in values.items()}
 
     # -- places ---------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ class Joined:
 
     def __init__(self, parts: Sequence[Based]) -> None:
         self.views = [part.view for part in parts]
+        #: the candidate clauses the last :meth:`match` checked
+        self.candidates = 0
         self.direct = [part.grouped for part in parts]
         self.bases = np.cumsum([0] + [part.atoms for part in parts])  # shard k's first atom
         names = [sorted(view.attrs, key=view.attrs.__getitem__) for view in self.views]
@@ -83,11 +85,15 @@ class Joined:
         )
 
     def match(
-        self, coords: Mapping[str, int], values: Mapping[str, object], deltas: Sequence[Delta]
+        self,
+        coords: Mapping[str, int],
+        values: Mapping[str, object],
+        deltas: Sequence[Delta] = (),
     ) -> np.ndarray:
         """The external ids of every subscription an event satisfies, each once, across
         the shards (``coords``: its grid coordinates; ``values``: it validated), each
-        shard's base view brought to its snapshot by its delta (:mod:`betree.delta`)."""
+        shard's base view brought to its snapshot by its delta (:mod:`betree.delta`), or
+        the base views' answers alone without ``deltas``."""
         sat = np.zeros(int(self.bases[-1]), dtype=bool)
         sat[self.bases[:-1]] = True  # every shard's atom 0
         found: list[np.ndarray] = []
@@ -102,11 +108,16 @@ class Joined:
         nodes = reach(self, coords)  # ascending: by shard
         cuts = np.searchsorted(nodes, self.node_at).tolist()
         ids = []
+        self.candidates = 0
         added = []  # after every shard's base answer, as a batch gives them (delta.settle)
         for k, view in enumerate(self.views):
             local = nodes[cuts[k] : cuts[k + 1]] - self.node_at[k]
             part = sat[self.bases[k] : self.bases[k + 1]]
-            got, _ = view.check(local, part)
-            ids.append(deltas[k].mask(got))
-            added.append(deltas[k].added_hits(part, values))
+            got, candidates = view.check(local, part)
+            self.candidates += candidates
+            if deltas:
+                ids.append(deltas[k].mask(got))
+                added.append(deltas[k].added_hits(part, values))
+            else:
+                ids.append(got)
         return np.concatenate(ids + added)

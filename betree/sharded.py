@@ -458,10 +458,13 @@ class ShardedIndex:
             for index, txn in txns:
                 index.schema_in(txn)
             joined, deltas = self._joined(txns)
+            shard_txns = [txn for _, txn in txns]
 
             def match(values: Mapping[str, object]) -> list[SubId]:
                 if joined is not None:
-                    found = joined.match(self.indexes[0].coords(values), values, deltas)
+                    first = self.indexes[0]
+                    base = first.ranging.match_joined(joined, [values], first.coords)
+                    found = settle(base, deltas, [values], shard_txns)[0]
                     return found.tolist()  # type: ignore[no-any-return]
                 out: list[SubId] = []
                 for index, txn in txns:
@@ -502,14 +505,14 @@ class ShardedIndex:
             with self._reading():  # begun while no batch is being applied, as snapshot()
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
             joined, deltas = self._joined(txns)
+            shard_txns = [txn for _, txn in txns]
             if joined is not None:
                 first = self.indexes[0]
                 if len(valid) >= flatbatch.LEAST:
                     found = first.match_on_views(joined, joined.shards(), valid)
-                    shard_txns = [txn for _, txn in txns]
                     return listed(settle(found, deltas, valid, shard_txns), lists)
-                found = [joined.match(first.coords(values), values, deltas) for values in valid]
-                return listed(found, lists)
+                base = first.ranging.match_joined(joined, valid, first.coords)
+                return listed(settle(base, deltas, valid, shard_txns), lists)
             parts = [index.match_many_validated(txn, valid) for index, txn in txns]
         found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
         return listed(found, lists)

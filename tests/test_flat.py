@@ -46,7 +46,9 @@ def _wide_event(rng: random.Random) -> dict[str, Any]:
 
 
 def _both(idx: Index, ev: dict[str, Any]) -> tuple[tuple[list[Any], int], tuple[list[Any], int]]:
-    """(ids, candidates) from the walk, then from a view."""
+    """(ids, candidates) from the walk, then from a view (its tree: never by intervals,
+    which tests/test_intervals.py checks)."""
+    idx.ranging.margin = 0
     idx.flat.after = 1 << 40
     walked = sorted(idx.match(ev), key=repr), idx.last_stats["candidates"]
     idx.flat.after = 0

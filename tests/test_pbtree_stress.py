@@ -18,7 +18,7 @@ import pytest
 
 from pbtree import PBTree
 from pbtree.tree import OPERATORS
-from pbtree.view import SearchView
+from pbtree.view import RUNS_DICT, IntKeys, Runs, SearchView
 from storage import open_store
 from storage.errors import InvalidInput
 from tests.support.pbtree_model import OPS, brute_search, float_key, int_key, probe, str_key
@@ -202,3 +202,35 @@ def test_merged_views_find_what_each_tree_finds(make: Callable[[random.Random], 
                     return [r + np.uint32(b) for r, b in zip(runs, bases, strict=True)]
 
                 assert same_runs(each, merged.collect, value), value
+
+
+def test_view_of_a_long_int_tree() -> None:
+    """More int64 keys than a view keeps as Python objects (pbtree.view.RUNS_DICT): keys and
+    leaf runs read off arrays find what the tree finds, for ints, floats between and on
+    them, and values past both ends, alone and merged with a short tree."""
+    rng = random.Random(7)
+    count = 4 * RUNS_DICT  # (a third of them in the GreaterThan list, a half in leaves)
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a")
+            for n in range(count):
+                key = rng.randint(-(2**40), 2**40)
+                key = rng.choice([2**63 - 1, -(2**63), 0]) if n % 100 == 0 else key
+                tree.insert(rng.choice(OPS), key, n)
+            short = PBTree(txn, "b")
+            for n in range(50):
+                short.insert(rng.choice(OPS), rng.randint(-5, 5), n)
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            view = SearchView(txn, "a", tree.record)
+            assert isinstance(view.gt.keys, IntKeys) and isinstance(view.eq, Runs)
+            merged = SearchView.merged([view, SearchView(txn, "b", short.record)], [0, count])
+            keys = list(view.eq)
+            probes = [*rng.sample(keys, 50), 2**63 - 1, -(2**63), 0, 0.0, -0.0, 2.5, 1e300]
+            probes += [float(k) for k in rng.sample(keys, 20)] + [-1e300, 2**62 + 0.5]
+            for value in probes:
+                assert same_runs(tree.collect, view.collect, value), value
+                assert (value in view.eq) == any(value == k for k in keys), value
+                ours = np.concatenate([*merged.collect(value), np.empty(0, np.uint32)])
+                mine = np.concatenate([*tree.collect(value), np.empty(0, np.uint32)])
+                assert set(mine.tolist()) <= set(ours.tolist()), value

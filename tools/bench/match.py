@@ -83,6 +83,9 @@ from betree.direct import counting as direct_counts
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.tree import DEFAULTS
+from loaders import python_load
+from loaders.records import Record
+from storage.errors import InvalidInput
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive, sizes
 from tools.bench.baselines.counting import Counting
@@ -320,6 +323,27 @@ def _build(
     return row
 
 
+def _load(path: str, w: Workload, n: int, settings: dict[str, int]) -> dict[str, Any]:
+    """Bulk-load the first n subscriptions with the python engine (``--build load``)."""
+    t0 = time.perf_counter()
+    records = (Record(k + 1, ident, expr) for k, (ident, expr) in enumerate(w.subs[:n]))
+    python_load.load(path, records, w.schema, replace=True, settings=settings)
+    seconds = time.perf_counter() - t0
+    with Index.open(path, readonly=True) as idx:
+        size, built = idx.store.size_on_disk(), len(idx)
+    if built != n:
+        raise AgreementError(f"n={n}: the store holds {built} subscriptions, {n} were loaded")
+    return {
+        "n_built": n,
+        "build_complete": True,
+        "build_s": seconds,
+        "subs_per_s": n / seconds,
+        "bytes_on_disk": size,
+        "bytes_per_sub": size / n,
+        "build_s_extrapolated": None,
+    }
+
+
 def run_size(
     n: int,
     w: Workload,
@@ -329,7 +353,7 @@ def run_size(
     profile: bool,
 ) -> tuple[dict[str, Any], str | None]:
     """Every measurement of one size: the result row and the profile text (if asked)."""
-    row: dict[str, Any] = {"n": n}
+    row: dict[str, Any] = {"n": n, "workload": w.summary.get("profile", "begen")}
     schema = compiled.schema
     events = w.events
     values = [schema.validate_event(e) for e in events]
@@ -337,8 +361,13 @@ def run_size(
     if args.store_dir is not None:
         os.makedirs(args.store_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bexdb-bench-match-", dir=args.store_dir) as path:
-        _log(f"n={n:,}: building the store online ({args.batch} per subscribe_many)")
-        row.update(_build(path, w, n, args, settings))
+        if args.build == "load":
+            _log(f"n={n:,}: bulk-loading the store (python engine)")
+            row.update(_load(os.path.join(path, "store"), w, n, settings))
+            path = os.path.join(path, "store")
+        else:
+            _log(f"n={n:,}: building the store online ({args.batch} per subscribe_many)")
+            row.update(_build(path, w, n, args, settings))
         nb = row["n_built"]
 
         _log(f"n={n:,}: matching {len(events)} events x2 in a read-only matcher process")
@@ -464,6 +493,22 @@ def run_size(
 # -- reporting -----------------------------------------------------------------------------------
 
 
+def _workload(name: str, subs: int, args: argparse.Namespace) -> Workload:
+    """The workload of profile ``name`` (``bexdb gen``): BEGen's knobs for begen and wide."""
+    _log(f"generating the {name} workload ({subs:,} subscriptions, {args.events} events)")
+    if name not in PROFILES:
+        raise InvalidInput(f"unknown workload {name!r}", hint=f"one of {', '.join(PROFILES)}")
+    knobs: dict[str, Any] = {"seed": args.seed, "profile": name}
+    if name in ("begen", "wide"):
+        knobs.update(dims=args.dims, bases=args.bases, zipf=args.zipf, eq_share=args.eq_share)
+        knobs.update(card=args.card if name == "begen" else None)
+        knobs = {k: v for k, v in knobs.items() if v is not None}
+    w = make_workload(subs=subs, events=args.events, **knobs)
+    rate = w.summary.get("sample_rate", w.summary.get("rate", float("nan")))
+    _log(f"{name} workload: match rate {rate:.3%}")
+    return w
+
+
 def _n_cell(r: dict[str, Any]) -> str:
     return f"{r['n']:,}" if r["build_complete"] else f"{r['n_built']:,} of {r['n']:,}*"
 
@@ -571,12 +616,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--events", type=positive, default=1000, help="events (default 1000)")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
-    parser.add_argument(
-        "--workloads",
-        type=lambda t: t.split(","),
-        default=["begen"],
-        help=f"comma-separated gen profiles, each at every size: {', '.join(PROFILES)} (begen)",
-    )
     parser.add_argument("--dims", type=int, default=400, help="BEGen attributes (400)")
     parser.add_argument("--card", type=int, default=48, help="BEGen values per attribute (48)")
     parser.add_argument("--bases", type=int, default=25, help="BEGen base events (25)")
@@ -624,6 +663,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--store-dir", default=None, help="where the temporary stores go")
     parser.add_argument(
+        "--workloads",
+        type=lambda text: text.split(","),
+        default=["begen"],
+        help=f"comma-separated profiles of bexdb gen, each measured at every size (one of "
+        f"{', '.join(PROFILES)}; default begen; the BEGen knobs apply to begen and wide)",
+    )
+    parser.add_argument(
+        "--build",
+        choices=("online", "load"),
+        default="online",
+        help="online: subscribe_many batches (default); load: the python bulk load",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help=f"cProfile bexdb matching at n={PROFILE_SIZE} (else the largest size)",
@@ -639,22 +691,9 @@ def main(args: argparse.Namespace) -> int:
     sizes: list[int] = sorted(args.sizes)
     settings = {"max_cap": args.max_cap, "min_size": args.min_size}
     profile_size = PROFILE_SIZE if PROFILE_SIZE in sizes else max(sizes)
-    loads = {}
-    for profile in args.workloads:
-        _log(f"generating {profile} ({max(sizes):,} subscriptions, {args.events} events)")
-        loads[profile] = make_workload(
-            subs=max(sizes),
-            events=args.events,
-            seed=args.seed,
-            dims=args.dims,
-            card=args.card,
-            bases=args.bases,
-            zipf=args.zipf,
-            eq_share=args.eq_share,
-            profile=profile,
-        )
-        s = loads[profile].summary
-        _log(f"{profile}: match rate {s.get('sample_rate', float('nan')):.3%} on {s.get('sample')}")
+    loads = {name: _workload(name, max(sizes), args) for name in args.workloads}
+    w = next(iter(loads.values()))
+    s = w.summary
     results: dict[str, Any] = {
         "benchmark": "match",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -670,10 +709,12 @@ def main(args: argparse.Namespace) -> int:
             "scan_seconds": args.scan_seconds,
             "checked_events": CHECKED_EVENTS,
         },
-        "workload": {k: v for k, v in s.items() if k != "seconds"},  # the last one's
+        "workload": {k: v for k, v in s.items() if k != "seconds"},
         "workloads": {
-            p: {k: v for k, v in w.summary.items() if k != "seconds"} for p, w in loads.items()
+            name: {k: v for k, v in wl.summary.items() if k != "seconds"}
+            for name, wl in loads.items()
         },
+        "build": args.build,
         "notes": [
             "bexdb: own process (spawn), store opened read-only, Index.match per event incl. "
             "validation; figures from the second (warm) pass; first pass: empty page cache, "
@@ -692,11 +733,11 @@ def main(args: argparse.Namespace) -> int:
         "agreement": {"passed": None, "events_checked": 0},
     }
     rows: list[dict[str, Any]] = results["rows"]
-    for (profile, w), n in ((pw, n) for pw in loads.items() for n in sizes):
-        if n == sizes[0]:
-            compiled = Compiled(Schema.from_json(w.schema))
-        row, report = run_size(n, w, compiled, args, settings, args.profile and n == profile_size)
-        row["workload"] = profile
+    compiled = {name: Compiled(Schema.from_json(wl.schema)) for name, wl in loads.items()}
+    for n, name in [(n, name) for n in sizes for name in loads]:
+        wl, profiled = loads[name], args.profile and n == profile_size and name == args.workloads[0]
+        row, report = run_size(n, wl, compiled[name], args, settings, profiled)
+        row["workload"] = name
         rows.append(row)
         results["agreement"] = {
             "passed": all(r["agreement_passed"] for r in rows),
@@ -718,9 +759,8 @@ def main(args: argparse.Namespace) -> int:
     print("\nmatch_many (same matcher process, same events):\n" + batched_breakdown(rows))
     print("\ndirect atoms an event (exact tests run, atoms that held):\n" + direct_table(rows))
     print(
-        f"\n{args.workload}: {s['attributes']} attributes"
-        + (f", {args.bases} base events, " if args.workload == "begen" else ", ")
-        + f"{args.events} events, measured match rate {s.get('sample_rate', float('nan')):.2%}.  "
+        f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events; "
+        f"{args.events} events; workloads {', '.join(loads)}, built by {args.build}.  "
         f"bexdb: warm pass in a read-only matcher process (1st pass: empty page cache); "
         f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean.  "
         f"Results and plot in {out}/"
