@@ -263,7 +263,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--serve-warmup", type=positive, default=1500, help="matches before timing (1500)"
     )
     parser.add_argument("--serve-only", action="store_true", help="only the serve rows")
-    parser.add_argument("--out", default="bench-results/live")
+    parser.add_argument("--out", default="bench-results/live", help="results directory")
 
 
 def main(args: argparse.Namespace) -> int:
