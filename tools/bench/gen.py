@@ -44,7 +44,7 @@ scale ~0.14; 10 bases give 1.7%..3.8%.  A target outside the reachable band is r
 
 The summary then reports the rate on the generated workload itself: vectorised on a sample,
 and with the reference evaluator (:func:`betree.lang.expr.evaluate` on ``compile_expr`` output)
-on a smaller one.  The two must agree pair for pair, else :class:`GeneratorError`.
+on a smaller one.  The two must agree pair for pair (:func:`tools.bench.reference.agree`).
 
 **Determinism.**  Output depends only on the parameters.  Subscriptions are drawn in chunks
 of 65,536 from per-chunk streams and events sequentially from one stream, and the scale
@@ -81,12 +81,10 @@ from typing import Any
 
 import numpy as np
 
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
-from betree.lang.schema import Schema
-from storage.errors import BexdbError, InvalidInput
+from storage.errors import InvalidInput
 from tools.bench import gen_dense, gen_rich
 from tools.bench.harness import logger
+from tools.bench.reference import agree
 
 #: Workload profiles and what each sets unless given: ``wide`` is BEGen over a domain ten
 #: times wider (module docstring, "Profiles").
@@ -110,10 +108,6 @@ _PAD = -100  # padding of an ``in`` value set (never equal to an event value)
 _S_BASES, _S_SUBS, _S_EVENTS, _S_CAL_SUBS, _S_CAL_EVENTS = range(5)
 
 Event = dict[str, int]
-
-
-class GeneratorError(BexdbError):
-    """The generator's own brute-force checks disagree (a bug, never a user error)."""
 
 
 _log = logger("bexdb gen")
@@ -567,19 +561,8 @@ class BEGen:
         out["sample_rate"] = float(mm.mean())
         out["sample"] = [n_s, n_e]
         b_s, b_e = min(n_s, brute_subs), min(n_e, brute_events)
-        schema = Schema.from_json(self.p.schema())
-        nodes = [compile_expr(text, schema) for _, text in subs[:b_s]]
-        events = [schema.validate_event(e) for e in event_dicts(ev_attrs[:b_e], ev_values[:b_e])]
-        brute = np.array([[evaluate(node, e) for node in nodes] for e in events], dtype=bool)
-        wrong = np.argwhere(brute != mm[:b_e, :b_s])
-        if len(wrong):
-            i, j = wrong[0].tolist()
-            raise GeneratorError(
-                f"event {i} vs subscription {j} ({subs[j][1]!r}): the reference evaluator "
-                f"says {bool(brute[i, j])}, the vectorised model {bool(mm[i, j])}"
-            )
-        out["brute_rate"] = float(brute.mean())
-        out["brute_sample"] = [b_s, b_e]
+        sample = event_dicts(ev_attrs[:b_e], ev_values[:b_e])
+        out.update(agree(self.p.schema(), subs[:b_s], sample, mm))
         return out
 
 

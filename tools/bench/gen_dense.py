@@ -44,12 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
-from betree.lang.schema import Schema
-from storage.errors import BexdbError, InvalidInput
+from storage.errors import InvalidInput
 from tools.args import at_least, positive
 from tools.bench.harness import logger
+from tools.bench.reference import agree
 
 #: The profile this module generates, and its knobs' defaults.
 PROFILES = ("dense",)
@@ -61,10 +59,6 @@ BRUTE_SUBS, BRUTE_EVENTS = 1_000, 100  # reference evaluator on the workload
 _S_SUBS, _S_EVENTS = 101, 102  # random streams (apart from gen's)
 
 _log = logger("bexdb gen")
-
-
-class GeneratorError(BexdbError):
-    """The generator's own brute-force checks disagree (a bug, never a user error)."""
 
 
 @dataclass(frozen=True)
@@ -213,19 +207,7 @@ class Dense:
         mm = match_matrix(next(self.chunks(n_s)), events[:n_e])
         out: dict[str, Any] = {"sample_rate": float(mm.mean()), "sample": [n_s, n_e]}
         b_s, b_e = min(n_s, BRUTE_SUBS), min(n_e, BRUTE_EVENTS)
-        schema = Schema.from_json(self.p.schema())
-        nodes = [compile_expr(text, schema) for _, text in subs[:b_s]]
-        evs = [schema.validate_event(e) for e in event_dicts(events[:b_e])]
-        brute = np.array([[evaluate(node, e) for node in nodes] for e in evs], dtype=bool)
-        wrong = np.argwhere(brute != mm[:b_e, :b_s])
-        if len(wrong):
-            i, j = wrong[0].tolist()
-            raise GeneratorError(
-                f"event {i} vs subscription {j} ({subs[j][1]!r}): the reference evaluator "
-                f"says {bool(brute[i, j])}, the vectorised model {bool(mm[i, j])}"
-            )
-        out["brute_rate"] = float(brute.mean())
-        out["brute_sample"] = [b_s, b_e]
+        out.update(agree(self.p.schema(), subs[:b_s], event_dicts(events[:b_e]), mm))
         return out
 
     def summary(self, subs: int, events: int) -> dict[str, Any]:
