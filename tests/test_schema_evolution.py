@@ -28,6 +28,7 @@ from betree.schemaedit import SchemaConflict, add_to_schema
 from betree.sharded import ShardedIndex, open_index, shard_name, verify
 from storage.errors import CheckFailed, InvalidInput
 from tests.support.brute import brute
+from tests.support.http import request as call
 from tests.support.workload import SCHEMA, build_hashed, event, expression
 from tools.serve import spawn
 
@@ -400,17 +401,6 @@ def test_sharded_changes_killed_at_random_moments_are_whole(tmp_path: Path) -> N
             agree(store, model, rng, 5)
         verify(root)
     assert acked >= 0
-
-
-def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    where = urlsplit(url)
-    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    conn.request(method, path, body=data)
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    return resp.status, json.loads(raw) if raw else None
 
 
 @pytest.mark.parametrize("kind", ["plain", "sharded"])

@@ -11,7 +11,6 @@ and the store passes its checks.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
 import subprocess
@@ -19,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
 
@@ -28,22 +27,12 @@ from betree.lang.schema import Schema
 from betree.sharded import open_index
 from storage.codec import encode_id
 from tests.support.brute import brute
+from tests.support.http import request as call
 from tests.support.workload import SCHEMA, build_hashed, event, expression
 from tools.serve import PAGE_MAX, spawn
 
 LONG = "long-" + "é" * 700  # a long key: stored apart from the short ones (storage.txn)
 EDGE_IDS: list[Any] = [-(2**63), 2**63 - 1, 0, -1, "", "5", "Ünï", "😀", "a b/c?d", LONG]
-
-
-def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    where = urlsplit(url)
-    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
-    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    conn.request(method, path, body=data)
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    return resp.status, json.loads(raw) if raw else None
 
 
 def jsonl(*records: Any) -> bytes:

@@ -21,3 +21,9 @@ def call(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any, 
     if headers.get("Content-Type", "").startswith("application/json") and raw:
         return resp.status, json.loads(raw), headers
     return resp.status, raw.decode(), headers
+
+
+def request(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """:func:`call` without the headers, an empty body as None."""
+    status, doc, _ = call(url, method, path, body)
+    return status, None if doc == "" else doc
