@@ -44,6 +44,7 @@ from betree.lang.atoms import Atom, Clause
 from betree.lang.bounded import forget_older_half
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
+from betree.metadata import item_meta, with_metas
 from betree.nodes import id_array, listed
 from betree.snapshot import Records
 from betree.tree import DEFAULTS, BETree, Places
@@ -219,23 +220,24 @@ class Index:
 
     # -- writing -------------------------------------------------------------------------
 
-    def subscribe(self, ident: SubId, expr: str) -> bool:
+    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
         """Insert (or replace) one subscription, atomically.  True if it was new."""
-        return self.subscribe_many([(ident, expr)])[0]
+        return self.subscribe_many([(ident, expr, meta)])[0]
 
-    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
-        """Insert or replace many subscriptions in one transaction (all or nothing).
+    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
+        """Insert or replace many subscriptions in one transaction (all or nothing): items
+        ``(id, expr)`` or ``(id, expr, meta)`` (a JSON object: :mod:`betree.metadata`).
 
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
         """
         self.refresh_schema()
         with gc_paused():
-            compiled = [(ident, expr, self.compile(ident, expr)) for ident, expr in items]
+            compiled = [(i[0], i[1], self.compile(i[0], i[1]), item_meta(i)) for i in items]
             created = []
             with self.store.write() as txn, self.writer(txn) as w:
-                for ident, expr, clauses in compiled:
-                    created.append(w.insert(ident, expr, clauses))
+                for ident, expr, clauses, meta in compiled:
+                    created.append(w.insert(ident, expr, clauses, meta))
         return created
 
     def compile(self, ident: SubId, expr: str) -> list[Clause]:
@@ -292,6 +294,11 @@ class Index:
         writes.  Cost: one cursor step and one small decode per subscription."""
         with self.store.read() as txn:
             yield from catalog.subscriptions(txn, int(root_record(txn)["subs"]))
+
+    def iter_records(self) -> Iterator[tuple[SubId, str, str | None]]:
+        """:meth:`iter_subscriptions` with each one's metadata text (None: none)."""
+        with self.store.read() as txn:
+            yield from catalog.subscription_records(txn, int(root_record(txn)["subs"]))
 
     def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
@@ -351,6 +358,11 @@ class Index:
         with self.store.read() as txn:
             return adjusting.summary(txn, root_record(txn))
 
+    def record(self, ident: SubId) -> tuple[str, str | None] | None:
+        """The expression and metadata text of a subscription (one snapshot), or None."""
+        with self.store.read() as txn:
+            return catalog.subscription_of(txn, ident)
+
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
         with self.store.read() as txn:
@@ -383,12 +395,19 @@ class Index:
         object per id."""
         return self._match_many(events, False)
 
-    def _match_many(self, events: Sequence[object], lists: bool) -> list[Any]:
+    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
+        """:meth:`match_many` with ``(id, metadata text or None)`` for each id, read in
+        the snapshot matched (:func:`betree.metadata.with_metas`)."""
+        return self._match_many(events, True, True)
+
+    def _match_many(self, events: Sequence[object], lists: bool, meta: bool = False) -> list[Any]:
         with self.store.read() as txn:  # (validated in the schema of the snapshot matched)
             self.schema_in(txn)
             results = batching.match_batch(
                 events, self.validate, lambda valid: self.match_many_validated(txn, valid, lists)
             )
+            if meta:
+                results = with_metas([txn], None, results)
         self.adjust_if_due()
         return results
 
