@@ -599,6 +599,9 @@ def test_service_metadata(served: tuple[str, str, dict[Any, Any]]) -> None:
         {"id": "b4", "expr": "i = 5", "meta": sized(MAX_BYTES)},
     ]
     body = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in bulk)
+    status, doc = request(url, "POST", "/validate", body)  # writes nothing
+    assert status == 200 and doc["invalid"] == 1
+    assert doc["results"][1]["error"] == "meta must be a JSON object, not a string"
     status, doc = request(url, "POST", "/subscriptions?atomic=true", body)
     assert status == 400 and doc["written"] == 0
     status, doc = request(url, "POST", "/subscriptions", body)
