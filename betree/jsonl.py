@@ -166,11 +166,21 @@ def dump_result(result: dict[str, Any]) -> bytes:
     return head + b'"matches": [' + body[1:-1].replace(b",", b", ") + b"]}\n"
 
 
-def meta_matches(pairs: Iterable[tuple[Any, str | None]]) -> bytes:
+def meta_matches(
+    pairs: Iterable[tuple[Any, str | None]], shown: dict[Any, str] | None = None
+) -> bytes:
     """A result's ``"matches"`` with metadata, ``[{"id": ID, "meta": META}, ...]``, for
     :func:`dump_result`: each metadata text as stored (compact JSON, :mod:`betree.metadata`;
-    ``null`` for none), the rest spaced as ``json.dumps`` spaces it."""
-    items = (f'{{"id": {json.dumps(i)}, "meta": {"null" if t is None else t}}}' for i, t in pairs)
+    ``null`` for none), the rest spaced as ``json.dumps`` spaces it.  ``shown``: the items
+    written so far by id, reused (a batch's events often match the same subscriptions)."""
+    shown = {} if shown is None else shown
+    items = []
+    for ident, text in pairs:
+        item = shown.get(ident)
+        if item is None:
+            key = str(ident) if type(ident) is int else json.dumps(ident)
+            item = shown[ident] = f'{{"id": {key}, "meta": {"null" if text is None else text}}}'
+        items.append(item)
     return ("[" + ", ".join(items) + "]").encode()
 
 

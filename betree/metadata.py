@@ -121,8 +121,10 @@ def with_metas(
 ) -> list[Any]:
     """Each matched result (a list of ids; an error is kept) as ``(id, metadata text or
     None)`` pairs, read in ``txns`` (one per shard: ``route`` names an id's, None: any
-    may hold it).  Cost: one get per id (none per id when no store holds metadata)."""
+    may hold it).  Cost: one get per distinct id of the batch (none when no store holds
+    metadata): events of a batch often match the same subscriptions."""
     held = any(map(catalog.has_metas, txns))
+    found: dict[SubId, str | None] = {}  # (ids are never bools: 1 and "1" are two keys)
     out: list[Any] = []
     for ids in results:
         if not isinstance(ids, list):
@@ -130,11 +132,15 @@ def with_metas(
             continue
         pairs = []
         for ident in ids:
+            if ident in found:
+                pairs.append((ident, found[ident]))
+                continue
             text = None
             for txn in (txns if route is None else [txns[route(ident)]]) if held else ():
                 text = catalog.load_meta(txn, ident)
                 if text is not None:
                     break
+            found[ident] = text
             pairs.append((ident, text))
         out.append(pairs)
     return out

@@ -51,6 +51,7 @@ def match_lines(
             except InvalidInput as exc:
                 results.append({"error": exc.message})
         found = iter(store.match_many_meta(decoded) if meta else store.match_many_arrays(decoded))
+        shown: dict[Any, str] = {}  # (the batch's matches with metadata, as written)
         out: list[Result] = []
         for result in results:
             if result is None:
@@ -58,7 +59,7 @@ def match_lines(
                 if isinstance(ids, InvalidInput):
                     result = {"error": ids.message}
                 else:
-                    result = {"matches": meta_matches(ids) if meta else ids}
+                    result = {"matches": meta_matches(ids, shown) if meta else ids}
             out.append(result)
         yield out
 

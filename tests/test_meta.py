@@ -66,6 +66,7 @@ TRICKY: list[Any] = [
     {},
 ]
 SCHEMA_OBJ = Schema.from_json(SCHEMA)
+LONG = "long-" + "é" * 700  # an id key past LMDB's key size: stored apart (storage.txn)
 
 
 def lines_of(text: str) -> list[str]:
@@ -156,7 +157,7 @@ def test_index_keeps_replaces_and_drops_metadata(tmp_path: Path) -> None:
     with Index.open(path, schema=SCHEMA) as idx:
         assert list(idx.iter_records()) == []
         for step in range(120):
-            ident = rng.choice([*range(15), "a", "é", "😀", 2**63 - 1, -(2**63)])
+            ident = rng.choice([*range(15), "a", "é", "😀", 2**63 - 1, -(2**63), LONG])
             if rng.random() < 0.2 and model:
                 gone = rng.choice(list(model))
                 assert idx.unsubscribe(gone)
@@ -283,6 +284,23 @@ def test_record_lines_with_bad_metadata(tmp_path: Path, capsys: pytest.CaptureFi
     assert found[5].error is None and json.loads(found[5].meta or "") == nested(MAX_NESTING)
     assert found[6].error == "malformed JSON: nested too deeply (more than 128 levels)"
     assert found[7].error == "meta must be a JSON object, not an array"
+
+
+def test_a_store_without_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A store written as before metadata existed (no ``meta`` record at all) reads as it
+    did: export without ``"meta"``, ``--with-meta`` answers null beside each id."""
+    path = str(tmp_path / "store")
+    with Index.open(path, schema=SCHEMA) as idx:
+        idx.subscribe_many([(1, "i = 1"), ("a", "i < 5"), (LONG, "i > 0")])
+        with idx.store.read() as txn:
+            assert not catalog.has_metas(txn)
+    assert stored(path) == {1: ("i = 1", None), "a": ("i < 5", None), LONG: ("i > 0", None)}
+    code, out, _ = run(capsys, "export", path)
+    assert code == 0 and all("meta" not in json.loads(line) for line in lines_of(out)[1:])
+    events = write_lines(tmp_path / "events.jsonl", [{"i": 1}])
+    code, out, _ = run(capsys, "match", path, events, "--with-meta", "--jobs", "1")
+    assert code == 0
+    assert as_found(json.loads(out)["matches"]) == {canon(i): "null" for i in (1, "a", LONG)}
 
 
 # -- damage ---------------------------------------------------------------------------------
