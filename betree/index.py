@@ -221,7 +221,7 @@ class Index:
     # -- writing -------------------------------------------------------------------------
 
     def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
-        """Insert (or replace) one subscription, atomically.  True if it was new."""
+        """Insert (or replace) one subscription and its metadata, atomically.  True if new."""
         return self.subscribe_many([(ident, expr, meta)])[0]
 
     def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
