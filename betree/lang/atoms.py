@@ -46,7 +46,8 @@ from betree.lang.expr import (
     StrFunc,
 )
 from betree.lang.holds import TEST_HOLDS, elements_holds, pattern_holds
-from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
+from betree.lang.lexicon import INT64_MAX, INT64_MIN, literal
+from pbtree.operators import BY_SYMBOL, OPS, bounds
 
 #: A constant of an order atom: a number or a string (never a bool).
 Value = int | float | str
@@ -55,9 +56,7 @@ Interval = tuple[Value | None, bool, Value | None, bool]
 Event = Mapping[str, object]
 Clause = tuple["Atom", ...]
 
-_OP_RANK = {op: i for i, op in enumerate(COMPARE_OPS)}
-#: The operator that holds exactly where ``op`` does not (on a defined value).
-NEGATE_OP = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">=": "<", ">": "<="}
+_OP_RANK = {op: i for i, op in enumerate(OPS)}
 
 #: Test names of :class:`TestAtom`, with the kind of argument each takes.
 TESTS: dict[str, str] = {
@@ -274,21 +273,12 @@ class OrderAtom(Atom):
         if len(self.entries) != 1:
             return None
         op, c = self.entries[0]
-        if op == "=":
-            return (c, True, c, True)
-        if op == "<":
-            return (None, False, c, False)
-        if op == "<=":
-            return (None, False, c, True)
-        if op == ">":
-            return (c, False, None, False)
-        if op == ">=":
-            return (c, True, None, False)
-        return None
+        return bounds(op, c)
 
     def negate(self) -> list[Clause]:
         """``a is null`` OR the conjunction of the negated entries."""
-        negs = tuple(sorted(OrderAtom(self.attr, ((NEGATE_OP[op], c),)) for op, c in self.entries))
+        a = self.attr
+        negs = tuple(sorted(OrderAtom(a, ((BY_SYMBOL[op].negation, c),)) for op, c in self.entries))
         return [(TestAtom(self.attr, "undefined"),), negs]
 
     def to_expr(self) -> str:
@@ -389,7 +379,7 @@ _EQ_RANK = _OP_RANK["="]
 def _order_holds(attr: str, entries: tuple[tuple[str, Value], ...]) -> Callable[[Event], bool]:
     if len(entries) == 1:
         op, c = entries[0]
-        fn = OP_FUNCS[op]
+        fn = BY_SYMBOL[op].holds
 
         def holds_one(event: Event) -> bool:
             v = event.get(attr)
@@ -405,7 +395,7 @@ def _order_holds(attr: str, entries: tuple[tuple[str, Value], ...]) -> Callable[
             return v is not None and v in consts
 
         return holds_in
-    pairs = tuple((OP_FUNCS[op], c) for op, c in entries)
+    pairs = tuple((BY_SYMBOL[op].holds, c) for op, c in entries)
 
     def holds_any(event: Event) -> bool:
         v = event.get(attr)
@@ -659,7 +649,7 @@ def order_atoms(node: Node) -> tuple[Atom, ...] | None:
 
 
 def compare_atoms(attr: str, op: str, c: Value) -> tuple[Atom, ...]:
-    """The atoms of ``attr op c`` (``op`` one of :data:`COMPARE_OPS`, ``c`` canonical)."""
+    """The atoms of ``attr op c`` (``op`` one of :data:`pbtree.operators.OPS`, ``c`` canonical)."""
     return (_order_atom(attr, op, c),)
 
 

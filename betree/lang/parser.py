@@ -65,8 +65,6 @@ from betree.lang.expr import (
 )
 from betree.lang.fold import fold_constants
 from betree.lang.lexicon import (
-    COMPARE_OPS,
-    FLIP,
     INT64_MAX,
     INT64_MIN,
     KEYWORDS,
@@ -74,6 +72,7 @@ from betree.lang.lexicon import (
     OBJECTS,
 )
 from betree.lang.tokens import KIND_GET, token_columns, tokens
+from pbtree.operators import BY_SYMBOL, OPS, ORDER_OPS
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
     from betree.lang.schema import AttrSpec, Schema
@@ -83,7 +82,8 @@ _FLOAT_RE = re.compile(r"-?[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+
 
 _IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NUMBER_START = frozenset("-0123456789")
-_COMPARE_KINDS = frozenset(COMPARE_OPS)
+_COMPARE_KINDS = frozenset(OPS)
+_EQUALITY_OPS = frozenset(op.symbol for op in ORDER_OPS if op.equality)  # "=", "!="
 _LIST_OPS = {"one": "one_of", "none": "none_of", "all": "all_of"}
 _STR_FUNCS = frozenset(("starts_with", "ends_with", "contains"))
 # After a reserved word, these tokens show that it was meant as an attribute name.
@@ -540,7 +540,7 @@ class _Parser:
             if spec is not None:
                 self._check_compare(spec, i, lkind, li)
                 value = self._ip(spec, value, li)
-            return Compare(name, FLIP[kind], value)
+            return Compare(name, BY_SYMBOL[kind].flip, value)
         negated = kind == "not"
         if negated:
             if kinds[i + 1] != "in":
@@ -754,10 +754,11 @@ class _Parser:
 
     def _check_compare(self, spec: AttrSpec, op_i: int, lkind: str, lit_i: int) -> None:
         op = self.kinds[op_i]
-        allowed = _EQUALITY_TYPES if op == "=" or op == "!=" else _ORDERED_TYPES
+        equality = op in _EQUALITY_OPS
+        allowed = _EQUALITY_TYPES if equality else _ORDERED_TYPES
         if spec.type not in allowed:
             hint = None
-            if spec.type in _LIST_TYPES and (op == "=" or op == "!="):
+            if spec.type in _LIST_TYPES and equality:
                 hint = f'use "v in {spec.name}" or "{spec.name} one of (…)"'
             elif spec.type == "int_enum":
                 hint = _ENUM_HINT
