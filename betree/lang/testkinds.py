@@ -24,9 +24,12 @@ from functools import partial
 from typing import Any, ClassVar
 
 from betree.lang import holds, special
-from betree.lang.lexicon import literal
+from betree.lang.lexicon import LIST_ELEMENT, literal
 
 Event = Mapping[str, object]
+#: The attribute types of the list tests and of the string tests.
+LISTS = frozenset(LIST_ELEMENT)
+STRINGS = frozenset(("string",))
 
 #: What each kind of argument is (``TestKind.arg``).
 ARG_KINDS = {
@@ -58,8 +61,13 @@ class TestKind:
     #: ``(attr, arg) -> text`` in the language; ``None``: the negation's text, as
     #: ``(a is not null and not (…))``
     text: Callable[[str, Any], str] | None
-    #: the kind of direct index that finds it per event (:data:`betree.direct.INDEXES`)
+    #: the kind of direct index that finds it per event (:mod:`betree.direct`)
     direct: str
+    #: the attribute types the parser lets it test (``None``: its syntax checks them, as
+    #: the functions' :mod:`betree.lang.calls`, or any type: ``is null``)
+    types: frozenset[str] | None = None
+    #: the word that introduces it, where the parser reads it from here (``one of``)
+    keyword: str | None = None
 
     __test__: ClassVar[bool] = False  # not a pytest test class
 
@@ -87,12 +95,14 @@ def _pair(
     text: Callable[[str, Any], str] | None,
     neg_name: str | None = None,
     neg_text: Callable[[str, Any], str] | None = None,
+    types: frozenset[str] | None = None,
+    keywords: tuple[str | None, str | None] = (None, None),
 ) -> tuple[TestKind, TestKind]:
     """A kind and its negation on a defined value (``not_`` the name unless given)."""
     neg = neg_name or "not_" + name
     return (
-        TestKind(name, arg, neg, positive, text, direct),
-        TestKind(neg, arg, name, negative, neg_text, direct),
+        TestKind(name, arg, neg, positive, text, direct, types, keywords[0]),
+        TestKind(neg, arg, name, negative, neg_text, direct, types, keywords[1]),
     )
 
 
@@ -125,6 +135,7 @@ def _pattern(kind: str) -> tuple[TestKind, TestKind]:
         holds.pattern(kind, False),
         text,
         neg_text=neg_text,
+        types=STRINGS,
     )
 
 
@@ -138,27 +149,31 @@ TEST_KINDS: tuple[TestKind, ...] = (
         "bool_true", "none", "presence", holds.bool_true, holds.bool_false,
         lambda a, _: a, "bool_false", lambda a, _: f"{a} = false",
     ),
-    *_pair("empty", "none", "presence", holds.empty, holds.not_empty, lambda a, _: f"{a} is empty"),
+    *_pair(
+        "empty", "none", "presence", holds.empty, holds.not_empty, lambda a, _: f"{a} is empty",
+        types=LISTS,
+    ),
     *_pair(
         "has", "value", "list", holds.has, holds.lacks,
         lambda a, x: f"{literal(x)} in {a}", "lacks", lambda a, x: f"{literal(x)} not in {a}",
+        types=LISTS,
     ),
     *_pair(
         "one_of", "list", "list", holds.one_of, holds.none_of,
         lambda a, xs: f"{a} one of ({_values(xs)})", "none_of",
-        lambda a, xs: f"{a} none of ({_values(xs)})",
+        lambda a, xs: f"{a} none of ({_values(xs)})", LISTS, ("one", "none"),
     ),
     *_pair(
         "all_of", "list", "list", holds.all_of, holds.not_all_of,
-        lambda a, xs: f"{a} all of ({_values(xs)})",
+        lambda a, xs: f"{a} all of ({_values(xs)})", types=LISTS, keywords=("all", None),
     ),
     *_pair(
         "ends_with", "string", "suffix", holds.ends_with, holds.not_ends_with,
-        lambda a, x: f"ends_with({a}, {literal(x)})",
+        lambda a, x: f"ends_with({a}, {literal(x)})", types=STRINGS,
     ),
     *_pair(
         "contains", "string", "contains", holds.contains, holds.not_contains,
-        lambda a, x: f"contains({a}, {literal(x)})",
+        lambda a, x: f"contains({a}, {literal(x)})", types=STRINGS,
     ),
     *_special("segment_within", "segment"),
     *_special("segment_before", "segment"),
