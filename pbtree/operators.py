@@ -6,10 +6,12 @@ with it and every layer above (the language's parser and atoms, the grid, the bu
 the checks) reads it instead of listing the operators again (``tests/test_architecture.py``
 refuses another literal collection of them).  The rows are in the order the language ranks
 operators (an order atom sorts its entries by it); ``code`` is the operator's slot in the
-bulk build's columns and :meth:`pbtree.tree.PBTree.predicate_columns`; ``list_kind`` and
-``part`` are where its predicates lie on disk (:mod:`pbtree.nodes`).  Changing any of
-``code``, ``list_kind``, ``part`` or the row order changes stored bytes: existing stores
-would no longer read (``tests/test_pbtree_operators.py`` pins them).
+bulk build's columns and :meth:`pbtree.tree.PBTree.predicate_columns` (in memory only,
+but the build takes a list's parts as consecutive codes); ``list_kind`` and ``part`` are
+where its predicates lie on disk (:mod:`pbtree.nodes`).  The places and the row order are
+stored (in the pages, and in the order of an order atom's entries in the catalog): changed,
+existing stores would no longer read (``tests/test_pbtree_operators.py`` and
+``tests/test_lang_testkinds.py`` pin them).
 
 It imports nothing of bexdb, and the package loads its other modules only when asked
 (``pbtree/__init__.py``), so the language (:mod:`betree.lang`) reads this table without
