@@ -28,6 +28,7 @@ import numpy as np
 from betree import grid
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
+from pbtree.operators import BY_CODE, BY_SYMBOL
 from storage import codec
 
 #: attribute ranks that are not an attribute's: no attribute (a c-node's that partitions
@@ -153,8 +154,13 @@ class AtomSpans:
 
 _SIGN = 1 << 63
 _INT = frozenset((int,))
-#: operator codes of :func:`_one_comparison`
-_CODES = {"=": 0, ">=": 1, ">": 2, "<=": 3, "<": 4}
+#: operator codes (:data:`pbtree.operators.SLOT`) of :func:`_one_comparison`: all but ``!=``
+_CODES = {op.symbol: op.code for op in BY_CODE if op.lower or op.upper}
+#: per code, whether the operator bounds from below, from above, strictly
+_LOWER, _UPPER, _STRICT = (
+    np.array([getattr(op, side) for op in BY_CODE], dtype=bool)
+    for side in ("lower", "upper", "strict")
+)
 
 
 def _one_comparison(kind: str | None, entries: Any) -> int | None:
@@ -186,11 +192,12 @@ def _comparison_spans(
     the grid on the open side."""
     at = grid.coords(kind, consts)
     op = np.array(codes, dtype=np.int64)
+    lower, upper, strict = _LOWER[op], _UPPER[op], _STRICT[op]
     step = np.uint64(1 if kind == "int" else 0)
-    lo = np.where(op <= 2, at, np.uint64(0))
-    hi = np.where((op == 0) | (op >= 3), at, np.uint64(grid.GRID_MAX))
-    lo = np.where(op == 2, lo + step, lo)
-    hi = np.where(op == 4, hi - step, hi)
+    lo = np.where(lower, at, np.uint64(0))
+    hi = np.where(upper, at, np.uint64(grid.GRID_MAX))
+    lo = np.where(lower & strict, lo + step, lo)
+    hi = np.where(upper & strict, hi - step, hi)
     return lo, hi
 
 
@@ -206,12 +213,9 @@ def _numbers_in(entries: Any) -> bool:
     for entry in entries:
         if type(entry) is not list or len(entry) != 2 or type(entry[1]) not in _NUMBER:
             return False
-        if entry[0] not in _OPERATORS:
+        if entry[0] not in BY_SYMBOL:
             return False
     return True
-
-
-_OPERATORS = frozenset(("=", "!=", "<", "<=", ">", ">="))
 
 
 def _ints_in(entries: Any) -> list[int] | None:

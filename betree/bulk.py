@@ -42,9 +42,10 @@ from betree.grid import halves
 from betree.lang.atoms import Atom, Clause
 from betree.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
 from betree.tree import BETree, Places
-from pbtree.bulk import SLOT, build_columns
 from pbtree.bulk import build as build_pbtree
+from pbtree.bulk import build_columns
 from pbtree.keys import int64_array
+from pbtree.operators import SLOT
 from storage import codec
 from storage.errors import InvalidInput
 from storage.txn import WriteTxn

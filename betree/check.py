@@ -54,8 +54,8 @@ from betree.metadata import check_metas
 from betree.nodes import CNode, LNodePage
 from pbtree import PBTree
 from pbtree.keys import int64_array
+from pbtree.operators import OPERATORS, SLOT
 from pbtree.tree import NS as PBTREE_NS
-from pbtree.tree import OPERATORS
 from storage import codec
 from storage.errors import BexdbError, CheckFailed
 from storage.txn import ReadTxn
@@ -574,7 +574,7 @@ def _check_catalog(
         columns = want.get(attr)
         if columns is None:
             columns = want[attr] = ([], [], [])
-        columns[0].extend([_OP_CODES.get(op, -1) for op, _ in held])
+        columns[0].extend([SLOT.get(op, -1) for op, _ in held])
         columns[1].extend([const for _, const in held])
         columns[2].extend([aid] * len(held))
     listed = {
@@ -588,9 +588,6 @@ def _check_catalog(
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
     for name in sorted(set(trees) | want.keys()):
         _check_predicates(name, PBTree(txn, name).predicate_columns(), want.get(name), errors)
-
-
-_OP_CODES = {op: code for code, op in enumerate(OPERATORS)}
 
 
 def _check_predicates(

@@ -47,6 +47,7 @@ import numpy as np
 
 from betree.lang import patterns, special
 from betree.lang.atoms import Atom, TestAtom
+from betree.lang.testkinds import TEST_KINDS
 
 Event = Mapping[str, object]
 #: (the ids of the atoms that hold: int64, read-only; the exact tests run)
@@ -91,22 +92,9 @@ def joined(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-#: The kind (counter name) of each test name handled by an index here.
-KIND_OF: dict[str, str] = {}
-for _t in ("has", "lacks", "one_of", "none_of", "all_of", "not_all_of"):
-    KIND_OF[_t] = "list"
-for _t in ("defined", "undefined", "bool_true", "bool_false", "empty", "not_empty"):
-    KIND_OF[_t] = "presence"
-KIND_OF[special.OUT_OF_RANGE] = "presence"
-KIND_OF["ends_with"] = KIND_OF["not_ends_with"] = "suffix"
-KIND_OF["contains"] = KIND_OF["not_contains"] = "contains"
-KIND_OF["geo_within_radius"] = KIND_OF["not_geo_within_radius"] = "geo"
-KIND_OF["within_frequency_cap"] = KIND_OF["not_within_frequency_cap"] = "cap"
-for _t in ("segment_within", "segment_before"):
-    KIND_OF[_t] = KIND_OF["not_" + _t] = "segment"
-for _t in ("like", "matches"):
-    KIND_OF[_t] = KIND_OF["not_" + _t] = "pattern"
-KIND_OF["any"] = KIND_OF["not_any"] = "any"  # betree.sameelement
+#: The kind (counter name) of the index serving each test name (declared with the test
+#: kind: :mod:`betree.lang.testkinds`; ``any`` is :mod:`betree.sameelement`'s).
+KIND_OF = {kind.name: kind.direct for kind in TEST_KINDS}
 
 _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from betree.lang.atoms import Atom, OrderAtom, TestAtom
+from pbtree.operators import bounds
 
 GRID_MAX = (1 << 64) - 1
 #: the interval that holds no value, in u64 (any ``lo > hi`` means the same)
@@ -44,14 +45,6 @@ EMPTY = (GRID_MAX, 0)
 _SIGN = 1 << 63
 _DOUBLE = struct.Struct(">d")
 _U64 = struct.Struct(">Q")
-# operator -> the interval (lo, lo inclusive, hi, hi inclusive) of `value op c`
-_BOUNDS = {
-    "=": lambda c: (c, True, c, True),
-    "<": lambda c: (None, False, c, False),
-    "<=": lambda c: (None, False, c, True),
-    ">": lambda c: (c, False, None, False),
-    ">=": lambda c: (c, True, None, False),
-}
 
 
 #: Schema types placed on the grid as another type: an ``int_enum`` as an ``int`` (its
@@ -225,8 +218,9 @@ def entries_span(kind: str, entries: Sequence[Sequence[Any]]) -> tuple[int, int]
         return hull([interval(kind, first, True, last, True)])
     spans = []
     for op, c in entries:
-        if op == "!=":
+        between = bounds(op, c)
+        if between is None:  # "!=": not an interval, the whole line
             return interval(kind, None, False, None, False)
-        lo, lo_incl, hi, hi_incl = _BOUNDS[op](c)
+        lo, lo_incl, hi, hi_incl = between
         spans.append(interval(kind, lo, lo_incl, hi, hi_incl))
     return hull(spans)

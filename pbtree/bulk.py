@@ -24,14 +24,15 @@ from typing import Any
 import numpy as np
 
 from pbtree.keys import key_domain
-from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.nodes import HEAD, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.operators import GT, LIST_CODES, LT, NE, SLOT
 from pbtree.tree import DEFAULT_CAPS, NS, PBTree
 from storage.codec import pack_u64
 from storage.errors import InvalidInput
 from storage.txn import WriteTxn
 
-SLOT = {"=": 0, ">=": 1, ">": 2, "<=": 3, "<": 4, "!=": 5}
-_SLOTS = 6
+_SLOTS = len(SLOT)
+_EQ, _GE, _LE = SLOT["="], SLOT[">="], SLOT["<="]
 
 
 def _chunks(n: int, cap: int, low: int) -> list[tuple[int, int]]:
@@ -107,7 +108,8 @@ def build_columns(
 ) -> PBTree:
     """Create the tree ``name`` from its distinct constants ``keys`` (ascending, of one
     ``domain``, checked by the caller) and per predicate the number of its constant in
-    ``keys``, its operator's :data:`SLOT` and its id (any order; duplicates harmless).
+    ``keys``, its operator's code (:data:`pbtree.operators.SLOT`) and its id (any order;
+    duplicates harmless).
     ``caps``: node capacities (None: the store's)."""
     if txn.get(NS, name.encode()) is not None:
         raise InvalidInput(f"PB+tree {name!r} already exists; bulk build needs a new one")
@@ -139,8 +141,8 @@ def build_columns(
     # drop the empty root leaf the constructor made; rebuild everything below the record
     txn.free(space, rec["root"])
     where = {
-        kind: _write_list(txn, space, rec, kind, first, last, keys, offs, ids32)
-        for kind, (first, last) in ((GT, (1, 2)), (LT, (3, 4)), (NE, (5, 5)))
+        kind: _write_list(txn, space, rec, kind, codes[0], codes[-1], keys, offs, ids32)
+        for kind, codes in LIST_CODES.items()
     }
     leaves = _write_leaves(txn, space, rec, keys, kid, slot, ids, offs, where)
     level: list[tuple[Any, int]] = [(keys[a] if b > a else None, page) for (a, b), page in leaves]
@@ -236,14 +238,14 @@ def _write_leaves(
     gtp = _pointer(where[GT], every, "right", rec["lists"][GT][0])
     nep = _pointer(where[NE], every, "right", rec["lists"][NE][0])
     ltp = _pointer(where[LT], every, "left", rec["lists"][LT][1])
-    bound = (slot == 1) | (slot == 3)
+    bound = (slot == _GE) | (slot == _LE)
     bk, bi = kid[bound], ids[bound]
     o = np.lexsort((bi, bk))
     bk, bi = bk[o], bi[o]
     if len(bk):
         keep = np.concatenate(([True], (bk[1:] != bk[:-1]) | (bi[1:] != bi[:-1])))
         bk, bi = bk[keep], bi[keep]
-    eq = slot == 0
+    eq = slot == _EQ
     part = np.concatenate((kid[eq] * 2, bk * 2 + 1))  # item k: part 2k its =, 2k+1 its bound
     o = np.argsort(part, kind="stable")  # each part's ids stay ascending
     pids = np.concatenate((ids[eq], bi))[o].astype(np.uint32)

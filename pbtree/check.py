@@ -16,7 +16,8 @@ from bisect import bisect_left, bisect_right
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from pbtree.nodes import GT, HEAD, LIST_NAMES, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.nodes import HEAD, LIST_NAMES, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.operators import GT, LT, NE
 from storage.errors import BexdbError, CheckFailed
 
 if TYPE_CHECKING:

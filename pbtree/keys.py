@@ -1,4 +1,5 @@
-"""What a PB+tree takes: its operators, its constants (one domain per tree) and its ids.
+"""What a PB+tree takes: its operators (:mod:`pbtree.operators`), its constants (one domain
+per tree) and its ids.
 
 Checked at the tree's edge (:class:`pbtree.tree.PBTree`), so that nothing malformed ever
 reaches a page.  Cost: a few type tests per call.
@@ -12,19 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from pbtree.nodes import GT, LT, NE
+from pbtree.operators import OPS, PLACE
 from storage.errors import InvalidInput
 
-OPS = ("<", "<=", "=", "!=", ">=", ">")
-# operator -> (list kind or None for the leaf's `=` run, part within the list item)
-PLACE: dict[str, tuple[int | None, int]] = {
-    "=": (None, 0),
-    ">=": (GT, 0),
-    ">": (GT, 1),
-    "<=": (LT, 0),
-    "<": (LT, 1),
-    "!=": (NE, 0),
-}
 _INT64 = (-(1 << 63), 1 << 63)
 _INT = frozenset((int,))
 

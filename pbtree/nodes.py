@@ -45,9 +45,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pbtree.operators import NE
 from storage.codec import pack_u32, pack_u64, unpack_u32, unpack_u64
 
-GT, LT, NE = 0, 1, 2
 LIST_NAMES = ("GreaterThan", "LessThan", "Inequality")
 HEAD, REAL, TAIL = -1, 0, 1
 _EMPTY = np.zeros(0, dtype=np.uint32)

@@ -28,12 +28,10 @@ import numpy as np
 from pyroaring import BitMap
 
 from pbtree.keys import check_id, check_op, key_domain
-from pbtree.nodes import GT, HEAD, LT, NE, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.nodes import HEAD, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.operators import GT, LIST_CODES, LT, NE, SLOT
 from storage.errors import InvalidInput, StoreError
 from storage.txn import ReadTxn, WriteTxn
-
-#: the operators of :meth:`PBTree.predicate_columns`, by code
-OPERATORS = ("=", ">=", ">", "<=", "<", "!=")
 
 _PTR = ("gtp", "ltp", "nep")  # leaf pointer column of each list kind
 NS = b"pbtree"
@@ -709,7 +707,7 @@ class PBTree:
 
     def predicate_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every stored ``(operator, constant, id)`` as three columns: operator codes
-        (indices into :data:`OPERATORS`), constants (an object array) and ids; the leaves'
+        (:data:`pbtree.operators.SLOT`), constants (an object array) and ids; the leaves'
         ``=`` runs, then each list (for checks and rebuilds).
 
         Cost: reads every leaf and list page once; numpy per page, none per id.
@@ -724,11 +722,11 @@ class PBTree:
         while page:
             leaf = self._load(page, LeafNode)
             keys.extend(leaf.keys)
-            codes.extend([0] * len(leaf.keys))
+            codes.extend([SLOT["="]] * len(leaf.keys))
             counts.append(np.fromiter(map(len, leaf.eq), dtype=np.int64, count=len(leaf.eq)))
             ids.append(np.fromiter(chain.from_iterable(leaf.eq), dtype=np.int64))
             page = leaf.next
-        for kind, ops in ((GT, (1, 2)), (LT, (3, 4)), (NE, (5,))):
+        for kind, ops in LIST_CODES.items():
             page = self._load(self.record["lists"][kind][0], ListNode).next
             while page:
                 node = self._load(page, ListNode)

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from pbtree.keys import int64_array, key_domain
-from pbtree.nodes import GT, LT, NE, TAIL, LeafNode, ListNode
+from pbtree.nodes import TAIL, LeafNode, ListNode
+from pbtree.operators import GT, LT, NE
 from storage.errors import InvalidInput
 from storage.txn import ReadTxn
 

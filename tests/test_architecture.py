@@ -2,8 +2,8 @@
 -local imports count, ``TYPE_CHECKING``-only ones do not), no private name imported from
 another module, no product module over 800 lines, the benchmarks in their own room, the
 LMDB file name known to ``storage/`` alone, every module named in ``docs/ARCHITECTURE.md``'s
-table of modules, and no test module importing another (shared helpers live in
-``tests/support/``).
+table of modules, no test module importing another (shared helpers live in
+``tests/support/``), and the order operators and the test kinds each listed in one module.
 
 Read from the source with :mod:`ast`, so a violation is reported with its module and line.
 """
@@ -186,3 +186,68 @@ def _test_module_imports(root: Path) -> list[str]:
                     line = getattr(node, "lineno", 0)
                     found.append(f"{path.relative_to(root)}:{line} imports {name}")
     return found
+
+
+def _name_tables(tree: ast.Module, names: frozenset[str], sequences: bool) -> list[int]:
+    """Lines of the literal dicts keyed by two or more of ``names`` alone, of the assignments to
+    ``table["name"]``, and (``sequences``) of the literal sets, tuples and lists holding two
+    or more of them."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            items: list[ast.expr | None] = list(node.keys)
+        elif sequences and isinstance(node, (ast.Set, ast.Tuple, ast.List)):
+            items = list(node.elts)
+        elif isinstance(node, ast.Assign):
+            items = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
+            items *= 2  # one assignment to table["name"] is a table already
+        else:
+            continue
+        listed = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+        if isinstance(node, ast.Dict) and len(listed) < len(items):
+            continue  # keyed by other names too (betree.direct's index kinds: "list", "any")
+        if len(listed) >= 2:
+            found.append(node.lineno)
+    return found
+
+
+#: Tables keyed by test-kind names outside the registry, each with its reason.
+NAME_TABLES_ALLOWED = {
+    # the functions' call syntax (argument counts), which the registry's rows name; that
+    # they agree is tests/test_lang_testkinds.py's
+    "betree.lang.special": "FUNCTIONS",
+    # which presence tests one check of a value decides, defined/undefined among them
+    # (not a negation on a defined value): the presence index's own pairing
+    "betree.directkinds": "_PAIRS",
+}
+
+
+def test_operators_and_test_kinds_are_declared_once() -> None:
+    """The order operators are listed in ``pbtree/operators.py`` alone (no other literal
+    collection of two or more of them) and the test kinds in ``betree/lang/testkinds.py``
+    alone (no other table keyed by them, but the two of :data:`NAME_TABLES_ALLOWED`): every
+    other product module reads those tables (docs/ARCHITECTURE.md, "How to add an operator
+    or a test kind").  ``tools/bench`` is left out: its baselines re-implement other papers'
+    indexes and share no code with what they are measured against."""
+    from betree.lang.testkinds import KINDS
+    from pbtree.operators import OPS
+
+    homes = {
+        "pbtree.operators": (frozenset(OPS), True),
+        "betree.lang.testkinds": (frozenset(KINDS), False),
+    }
+    found = []
+    for module, path in MODULES.items():
+        if module.startswith("tools."):
+            continue
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        lines = text.splitlines()
+        for home, (names, sequences) in homes.items():
+            if module == home:
+                continue
+            for line in _name_tables(tree, names, sequences):
+                allowed = NAME_TABLES_ALLOWED.get(module)
+                if allowed is None or not lines[line - 1].startswith(f"{allowed} = "):
+                    found.append(f"{module}:{line} lists names of {home}")
+    assert found == []

@@ -9,7 +9,7 @@ from betree.index import Index
 from betree.nodes import CNode
 from betree.tree import BETree
 from pbtree import PBTree
-from pbtree.tree import OPERATORS
+from pbtree.operators import OPERATORS
 from storage import codec
 from tests.support.index_check import idx, violations
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pbtree import PBTree
-from pbtree.nodes import GT, LT, NE, InternalNode, LeafNode, ListNode
+from pbtree.nodes import InternalNode, LeafNode, ListNode
+from pbtree.operators import GT, LT, NE
 from storage import CheckFailed, CorruptPage, Store, VersionMismatch, WriteTxn, codec, open_store
 
 

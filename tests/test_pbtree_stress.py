@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pbtree import PBTree
-from pbtree.tree import OPERATORS
+from pbtree.operators import OPERATORS
 from pbtree.view import RUNS_DICT, IntKeys, Runs, SearchView
 from storage import open_store
 from storage.errors import InvalidInput

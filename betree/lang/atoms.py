@@ -30,7 +30,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from betree.lang import patterns, special
+from betree.lang import patterns
 from betree.lang.bounded import forget_older_half
 from betree.lang.expr import (
     Between,
@@ -45,8 +45,9 @@ from betree.lang.expr import (
     Pattern,
     StrFunc,
 )
-from betree.lang.holds import TEST_HOLDS, elements_holds, pattern_holds
-from betree.lang.lexicon import COMPARE_OPS, INT64_MAX, INT64_MIN, OP_FUNCS, literal
+from betree.lang.lexicon import INT64_MAX, INT64_MIN, literal
+from betree.lang.testkinds import KINDS, RANK
+from pbtree.operators import BY_SYMBOL, OPS, bounds
 
 #: A constant of an order atom: a number or a string (never a bool).
 Value = int | float | str
@@ -55,62 +56,8 @@ Interval = tuple[Value | None, bool, Value | None, bool]
 Event = Mapping[str, object]
 Clause = tuple["Atom", ...]
 
-_OP_RANK = {op: i for i, op in enumerate(COMPARE_OPS)}
-#: The operator that holds exactly where ``op`` does not (on a defined value).
-NEGATE_OP = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">=": "<", ">": "<="}
+_OP_RANK = {op: i for i, op in enumerate(OPS)}
 
-#: Test names of :class:`TestAtom`, with the kind of argument each takes.
-TESTS: dict[str, str] = {
-    "undefined": "none",
-    "defined": "none",
-    "bool_true": "none",
-    "bool_false": "none",
-    "empty": "none",
-    "not_empty": "none",
-    "has": "value",
-    "lacks": "value",
-    "one_of": "list",
-    "none_of": "list",
-    "all_of": "list",
-    "not_all_of": "list",
-    "ends_with": "string",
-    "not_ends_with": "string",
-    "contains": "string",
-    "not_contains": "string",
-}
-#: The be-tree library's functions (:mod:`betree.lang.special`) as tests, each with its
-#: negation on a defined attribute (``not_…``); their argument is the function's constants.
-for _func in special.FUNCTIONS:
-    TESTS[_func] = TESTS["not_" + _func] = "special"
-TESTS[special.OUT_OF_RANGE] = "special"  # beside geo_within_radius only: never negated
-#: ``a like "p"`` / ``a matches "re"`` and their negations on a defined value
-#: (:mod:`betree.lang.patterns`): the argument is the pattern, which may be empty.
-for _kind in ("like", "matches"):
-    TESTS[_kind] = TESTS["not_" + _kind] = "pattern"
-#: ``any PATH (…)`` and its negation on a defined array: the argument is the inner
-#: expression's clauses, each a tuple of :meth:`Atom.as_tuple` over an element's paths.
-TESTS["any"] = TESTS["not_any"] = "elements"
-_TEST_RANK = {t: i for i, t in enumerate(TESTS)}
-#: Each test's negation on a *defined* value (``defined`` has none: it is then false).
-DEFINED_NEGATION = {
-    "bool_true": "bool_false",
-    "bool_false": "bool_true",
-    "empty": "not_empty",
-    "not_empty": "empty",
-    "has": "lacks",
-    "lacks": "has",
-    "one_of": "none_of",
-    "none_of": "one_of",
-    "all_of": "not_all_of",
-    "not_all_of": "all_of",
-    "ends_with": "not_ends_with",
-    "not_ends_with": "ends_with",
-    "contains": "not_contains",
-    "not_contains": "contains",
-}
-for _func in (*special.FUNCTIONS, "like", "matches", "any"):
-    DEFINED_NEGATION[_func] = "not_" + _func
-    DEFINED_NEGATION["not_" + _func] = _func
 _MAX_CHAR = "\U0010ffff"
 
 
@@ -274,21 +221,12 @@ class OrderAtom(Atom):
         if len(self.entries) != 1:
             return None
         op, c = self.entries[0]
-        if op == "=":
-            return (c, True, c, True)
-        if op == "<":
-            return (None, False, c, False)
-        if op == "<=":
-            return (None, False, c, True)
-        if op == ">":
-            return (c, False, None, False)
-        if op == ">=":
-            return (c, True, None, False)
-        return None
+        return bounds(op, c)
 
     def negate(self) -> list[Clause]:
         """``a is null`` OR the conjunction of the negated entries."""
-        negs = tuple(sorted(OrderAtom(self.attr, ((NEGATE_OP[op], c),)) for op, c in self.entries))
+        a = self.attr
+        negs = tuple(sorted(OrderAtom(a, ((BY_SYMBOL[op].negation, c),)) for op, c in self.entries))
         return [(TestAtom(self.attr, "undefined"),), negs]
 
     def to_expr(self) -> str:
@@ -389,7 +327,7 @@ _EQ_RANK = _OP_RANK["="]
 def _order_holds(attr: str, entries: tuple[tuple[str, Value], ...]) -> Callable[[Event], bool]:
     if len(entries) == 1:
         op, c = entries[0]
-        fn = OP_FUNCS[op]
+        fn = BY_SYMBOL[op].holds
 
         def holds_one(event: Event) -> bool:
             v = event.get(attr)
@@ -405,7 +343,7 @@ def _order_holds(attr: str, entries: tuple[tuple[str, Value], ...]) -> Callable[
             return v is not None and v in consts
 
         return holds_in
-    pairs = tuple((OP_FUNCS[op], c) for op, c in entries)
+    pairs = tuple((BY_SYMBOL[op].holds, c) for op, c in entries)
 
     def holds_any(event: Event) -> bool:
         v = event.get(attr)
@@ -415,7 +353,7 @@ def _order_holds(attr: str, entries: tuple[tuple[str, Value], ...]) -> Callable[
 
 
 class TestAtom(Atom):
-    """A test evaluated directly per event; ``test`` is one of :data:`TESTS`.
+    """A test evaluated directly per event; ``test`` names a kind of :mod:`betree.lang.testkinds`.
 
     ``undefined`` (``a is null``) is the only atom true on an undefined attribute; every
     other test requires ``attr`` defined.  ``defined``, ``bool_true``, ``bool_false``
@@ -433,9 +371,10 @@ class TestAtom(Atom):
     arg: object
 
     def __init__(self, attr: str, test: str, arg: object = None) -> None:
-        kind = TESTS.get(test)
-        if kind is None:
+        row = KINDS.get(test)
+        if row is None:
             raise ValueError(f"unknown test {test!r}")
+        kind = row.arg
         if kind == "none":
             if arg is not None:
                 raise ValueError(f"test {test!r} takes no argument")
@@ -473,16 +412,14 @@ class TestAtom(Atom):
         self.attr = attr
         self.test = test
         self.arg = arg
-        self._set_key((attr, 1, _TEST_RANK[test], argkey))
+        self._set_key((attr, 1, RANK[test], argkey))
 
     def _make_holds(self) -> Callable[[Event], bool]:
-        if TESTS[self.test] == "elements":
-            return elements_holds(self.attr, self.test == "any", self.inner())
-        if TESTS[self.test] == "special":
-            return special.holds_factory(self.test, self.attr, self.arg)
-        if TESTS[self.test] == "pattern":
-            return pattern_holds(self.attr, self.test, self.arg)  # type: ignore[arg-type]
-        return TEST_HOLDS[self.test](self.attr, self.arg)
+        return KINDS[self.test].holds(self.attr, self._held_arg())
+
+    def _held_arg(self) -> object:
+        """The argument the kind's truth function and text take: for ``any``, atoms."""
+        return self.inner() if KINDS[self.test].arg == "elements" else self.arg
 
     @property
     def requires_defined(self) -> bool:
@@ -495,12 +432,8 @@ class TestAtom(Atom):
     def defined_negation(self) -> TestAtom | None:
         """The test that holds exactly where this one fails on a defined value (``None``:
         nowhere; for ``undefined``, ``defined``)."""
-        if self.test == "undefined":
-            return TestAtom(self.attr, "defined")
-        neg = DEFINED_NEGATION.get(self.test)
-        if neg is None:
-            return None
-        return TestAtom(self.attr, neg, self.arg)
+        neg = KINDS[self.test].negation
+        return None if neg is None else TestAtom(self.attr, neg, self.arg)
 
     def negate(self) -> list[Clause]:
         if self.test == "undefined":
@@ -508,33 +441,13 @@ class TestAtom(Atom):
         return _negated(self.attr, self.defined_negation())
 
     def to_expr(self) -> str:
-        a, t, arg = self.attr, self.test, self.arg
-        if t == "undefined":
-            return f"{a} is null"
-        if t == "defined":
-            return f"{a} is not null"
-        if t == "bool_true":
-            return a
-        if t == "bool_false":
-            return f"{a} = false"
-        if t == "empty":
-            return f"{a} is empty"
-        if t in ("has", "lacks"):
-            return f"{literal(arg)} {'in' if t == 'has' else 'not in'} {a}"  # type: ignore[arg-type]
-        if t in ("one_of", "none_of", "all_of"):
-            return f"{a} {t[:-3]} of ({', '.join(literal(v) for v in arg)})"  # type: ignore[attr-defined]
-        if t in ("ends_with", "contains"):
-            return f"{t}({a}, {literal(arg)})"  # type: ignore[arg-type]
-        if TESTS[t] == "pattern":
-            return f"{a} {t.replace('_', ' ')} {literal(arg)}"  # type: ignore[arg-type]
-        if t in special.FUNCTIONS or t == special.OUT_OF_RANGE:
-            return special.call_text(t, a, arg, literal)  # type: ignore[arg-type]
-        if t == "any":
-            return f"any {a} ({_clauses_text(self.inner())})"
+        text = KINDS[self.test].text
+        if text is not None:
+            return text(self.attr, self._held_arg())
         pos = self.defined_negation()
-        if pos is None:  # cannot happen: every remaining test has a negation
-            raise ValueError(t)
-        return f"({a} is not null and not ({pos.to_expr()}))"
+        if pos is None:  # cannot happen: a kind without text has a negation (testkinds)
+            raise ValueError(self.test)
+        return f"({self.attr} is not null and not ({pos.to_expr()}))"
 
     def as_tuple(self) -> tuple[object, ...]:
         return ("test", self.attr, self.test, self.arg)
@@ -551,15 +464,6 @@ def _deep_tuple(value: object) -> object:
     return value
 
 
-def _clauses_text(clauses: list[Clause]) -> str:
-    if not clauses:
-        return "false"
-    texts = [" and ".join(a.to_expr() for a in c) if c else "true" for c in clauses]
-    if len(texts) == 1:
-        return texts[0]
-    return " or ".join(f"({t})" for t in texts)
-
-
 def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
     """The canonical atom for a test, rewriting degenerate arguments; ``None`` if the test
     holds on no event at all.
@@ -569,7 +473,8 @@ def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
     ``not_contains ""`` hold nowhere; a one-value ``one_of``/``all_of`` is ``has`` and a
     one-value ``none_of``/``not_all_of`` is ``lacks``.
     """
-    kind = TESTS.get(test)
+    row = KINDS.get(test)
+    kind = row.arg if row is not None else None
     if kind == "list":
         values = tuple(sorted(set(arg), key=_ckey))  # type: ignore[call-overload]
         if not values:
@@ -611,6 +516,12 @@ def atom_from_tuple(t: Sequence[object]) -> Atom:
             arg = tuple(arg)
         return TestAtom(str(t[1]), str(t[2]), arg)
     raise ValueError(f"not an atom tuple: {t!r}")
+
+
+def _made_negation(attr: str, test: str, arg: object) -> TestAtom | None:
+    """:func:`make_test` of the negation on a defined value of ``test`` with ``arg``."""
+    neg = KINDS[test].negation
+    return None if neg is None else make_test(attr, neg, arg)
 
 
 def _negated(attr: str, neg: Atom | None) -> list[Clause]:
@@ -659,7 +570,7 @@ def order_atoms(node: Node) -> tuple[Atom, ...] | None:
 
 
 def compare_atoms(attr: str, op: str, c: Value) -> tuple[Atom, ...]:
-    """The atoms of ``attr op c`` (``op`` one of :data:`COMPARE_OPS`, ``c`` canonical)."""
+    """The atoms of ``attr op c`` (``op`` one of :data:`pbtree.operators.OPS`, ``c`` canonical)."""
     return (_order_atom(attr, op, c),)
 
 
@@ -701,7 +612,7 @@ def atom_clauses(node: Node, pos: bool) -> list[Clause]:
         t2 = make_test(node.attr, node.op, values)
         if pos:
             return [(t2,)] if t2 is not None else []
-        return _negated(node.attr, make_test(node.attr, DEFINED_NEGATION[node.op], values))
+        return _negated(node.attr, _made_negation(node.attr, node.op, values))
     if isinstance(node, IsNull):
         test = "undefined" if node.negated != pos else "defined"
         return [(TestAtom(node.attr, test),)]
@@ -767,7 +678,7 @@ def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
     t = make_test(a, node.func, p)
     if pos:
         return [(t,)] if t is not None else []
-    return _negated(a, make_test(a, "not_" + node.func, p))
+    return _negated(a, _made_negation(a, node.func, p))
 
 
 def _pattern(node: Pattern, pos: bool) -> list[Clause]:

@@ -60,6 +60,7 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
+from pbtree.operators import BY_SYMBOL
 from storage.errors import InvalidInput
 
 #: Default bound on the number of clauses of one subscription.
@@ -617,14 +618,15 @@ def _entry_meets(
     hi_inc: bool,
 ) -> bool:
     """Whether some value of the interval satisfies ``value op c`` (conservatively True)."""
-    if op == "=":
+    o = BY_SYMBOL[op]
+    if o.lower and o.upper:  # "="
         return inside(c)
-    if op in ("<", "<="):  # some value below (or at) c: the interval's low end must allow it
+    if o.upper:  # some value below (or at) c: the interval's low end must allow it
         if lo is None:
             return True
-        return lo < c or (lo == c and lo_inc and op == "<=")  # type: ignore[operator]
-    if op in (">", ">="):
+        return lo < c or (lo == c and lo_inc and not o.strict)  # type: ignore[operator]
+    if o.lower:
         if hi is None:
             return True
-        return hi > c or (hi == c and hi_inc and op == ">=")  # type: ignore[operator]
+        return hi > c or (hi == c and hi_inc and not o.strict)  # type: ignore[operator]
     return True  # "!=": the interval is not a single point here

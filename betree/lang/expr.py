@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 import re2
 
 from betree.lang import special
-from betree.lang.lexicon import OP_FUNCS
+from pbtree.operators import BY_SYMBOL
 from storage.errors import InvalidInput
 
 #: A literal value: int (signed 64-bit), float (finite), str or bool.
@@ -88,7 +88,7 @@ class Or:
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``attr op value``, ``op`` one of :data:`~betree.lang.lexicon.COMPARE_OPS`; ``3 < a``
+    """``attr op value``, ``op`` one of :data:`~pbtree.operators.OPS`; ``3 < a``
     is stored as ``a > 3``."""
 
     attr: str
@@ -263,7 +263,7 @@ def evaluate(node: Node, event: Mapping[str, object]) -> bool:
     if value is None:
         return False  # every other atom is false on an undefined attribute
     if isinstance(node, Compare):
-        return bool(OP_FUNCS[node.op](value, node.value))
+        return bool(BY_SYMBOL[node.op].holds(value, node.value))
     if isinstance(node, Between):
         inside: bool = node.lo <= value <= node.hi  # type: ignore[operator]
         return not inside if node.negated else inside

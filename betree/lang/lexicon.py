@@ -1,8 +1,9 @@
 """The words, symbols and value ranges of bexdb's expression language, in one place.
 
 Why one module: the parser reads these words, the schema refuses them as attribute names
-and knows the same type names and integer range, the syntax tree and the atoms compare with
-the same operators, and the atoms write their constants back as literals.  Kept here, each
+and knows the same type names and integer range, and the atoms write their constants back as
+literals.  (The comparison operators are declared in :mod:`pbtree.operators`, the test
+kinds in :mod:`betree.lang.testkinds`.)  Kept here, each
 of those modules imports this one and none of them imports another for a constant.
 
 It holds only constants and one small function (:func:`literal`), and imports nothing of
@@ -14,10 +15,7 @@ bexdb: importing it costs nothing worth mentioning.
 
 from __future__ import annotations
 
-import operator
 import re
-from collections.abc import Callable
-from typing import Any
 
 #: Reserved words (case-insensitive); none of them can name an attribute.
 KEYWORDS = frozenset(
@@ -51,23 +49,6 @@ INT64_MAX = 2**63 - 1
 #: Deepest nesting of parentheses and "not" accepted (the parser, the normalizer and the
 #: evaluator recurse once per level; Python's stack allows about a thousand frames).
 MAX_NESTING = 100
-
-#: Comparison operators after parsing (``<>`` is stored as ``!=``), in the order atoms rank
-#: them.
-COMPARE_OPS = ("<", "<=", "=", "!=", ">=", ">")
-
-#: ``v op a`` is the same test as ``a FLIP[op] v``.
-FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">=": "<=", ">": "<"}
-
-#: Each comparison operator as a function of (value, constant).
-OP_FUNCS: dict[str, Callable[[Any, Any], Any]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    "=": operator.eq,
-    "!=": operator.ne,
-    ">=": operator.ge,
-    ">": operator.gt,
-}
 
 
 def literal(v: int | float | str) -> str:

@@ -65,15 +65,15 @@ from betree.lang.expr import (
 )
 from betree.lang.fold import fold_constants
 from betree.lang.lexicon import (
-    COMPARE_OPS,
-    FLIP,
     INT64_MAX,
     INT64_MIN,
     KEYWORDS,
     MAX_NESTING,
     OBJECTS,
 )
+from betree.lang.testkinds import KINDS, STRINGS, TEST_KINDS
 from betree.lang.tokens import KIND_GET, token_columns, tokens
+from pbtree.operators import BY_SYMBOL, OPS, ORDER_OPS
 
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
     from betree.lang.schema import AttrSpec, Schema
@@ -83,9 +83,12 @@ _FLOAT_RE = re.compile(r"-?[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+
 
 _IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NUMBER_START = frozenset("-0123456789")
-_COMPARE_KINDS = frozenset(COMPARE_OPS)
-_LIST_OPS = {"one": "one_of", "none": "none_of", "all": "all_of"}
+_COMPARE_KINDS = frozenset(OPS)
+_EQUALITY_OPS = frozenset(op.symbol for op in ORDER_OPS if op.equality)  # "=", "!="
+_LIST_OPS = {k.keyword: k.name for k in TEST_KINDS if k.arg == "list" and k.keyword}
 _STR_FUNCS = frozenset(("starts_with", "ends_with", "contains"))
+#: the attribute types each test kind applies to (betree.lang.testkinds)
+_TYPES = {name: kind.types for name, kind in KINDS.items() if kind.types is not None}
 # After a reserved word, these tokens show that it was meant as an attribute name.
 _AFTER_ATTR = _COMPARE_KINDS | {"in", "is", "between", "one", "none", "all", "like", "matches"}
 _AFTER_NOT = frozenset(("in", "between", "like", "matches"))  # "a not …"
@@ -399,7 +402,7 @@ class _Parser:
             if kinds[i + 1] != "of":
                 self._unexpected(i + 1, '"of"')
             self.i = i + 2
-            if spec is not None and spec.type not in _LIST_TYPES:
+            if spec is not None and spec.type not in _TYPES[_LIST_OPS[kind]]:
                 self._type_error(spec, i, f'"{self.toks[i]} of"')
             return ListOp(name, _LIST_OPS[kind], self._list(spec))
         if kind == "is":
@@ -452,7 +455,7 @@ class _Parser:
 
     def _pattern(self, name: str, spec: AttrSpec | None, i: int, kind: str, negated: bool) -> Node:
         """``name [not] like "p"`` / ``matches "re"``; token ``i`` is the operator."""
-        if spec is not None and spec.type != "string":
+        if spec is not None and spec.type not in _TYPES[kind]:
             self._type_error(spec, i, f'"{kind}"')
         self.i = i + 1
         value, lkind = self._literal()
@@ -518,7 +521,7 @@ class _Parser:
             self.i = i + 3 if negated else i + 2
             return IsNull(name, negated)
         if kind == "empty":
-            if spec is not None and spec.type not in _LIST_TYPES:
+            if spec is not None and spec.type not in _TYPES["empty"]:
                 self._type_error(spec, i, '"is empty"')
             self.i = i + 2
             return IsEmpty(name)
@@ -540,7 +543,7 @@ class _Parser:
             if spec is not None:
                 self._check_compare(spec, i, lkind, li)
                 value = self._ip(spec, value, li)
-            return Compare(name, FLIP[kind], value)
+            return Compare(name, BY_SYMBOL[kind].flip, value)
         negated = kind == "not"
         if negated:
             if kinds[i + 1] != "in":
@@ -554,7 +557,7 @@ class _Parser:
         if lkind == "bool":
             self._fail(li, '"in" needs a number or a string before it')
         if spec is not None:
-            if spec.type not in _LIST_TYPES:
+            if spec.type not in _TYPES["has"]:
                 hint = f'use "{name} in (…)"' if spec.type in _ORDERED_TYPES else None
                 self._type_error(spec, i, '"v in a"', hint)
             self._check_element(spec, lkind, li)
@@ -562,12 +565,12 @@ class _Parser:
 
     def _str_func(self) -> Node:
         fi = self.i
-        func = self.kinds[fi]
+        func = str(self.kinds[fi])
         self.i = fi + 2  # the function name and "("
         ai = self.i
         name = self._attr_name()
         spec = self._lookup(name, ai) if self.attrs is not None else None
-        if spec is not None and spec.type != "string":
+        if spec is not None and spec.type not in _TYPES.get(func, STRINGS):  # (starts_with: ranges)
             self._type_error(spec, fi, f'"{self.toks[fi]}"')
         i = self.i
         if self.kinds[i] != ",":
@@ -754,10 +757,11 @@ class _Parser:
 
     def _check_compare(self, spec: AttrSpec, op_i: int, lkind: str, lit_i: int) -> None:
         op = self.kinds[op_i]
-        allowed = _EQUALITY_TYPES if op == "=" or op == "!=" else _ORDERED_TYPES
+        equality = op in _EQUALITY_OPS
+        allowed = _EQUALITY_TYPES if equality else _ORDERED_TYPES
         if spec.type not in allowed:
             hint = None
-            if spec.type in _LIST_TYPES and (op == "=" or op == "!="):
+            if spec.type in _LIST_TYPES and equality:
                 hint = f'use "v in {spec.name}" or "{spec.name} one of (…)"'
             elif spec.type == "int_enum":
                 hint = _ENUM_HINT

@@ -11,6 +11,7 @@ import itertools
 import re
 
 from betree.lang.lexicon import KEYWORDS
+from pbtree.operators import OPS
 
 # One token per match (leading whitespace skipped): an identifier or keyword, an operator, a
 # number-like run (a number followed by letters, digits or dots is one malformed token, not
@@ -50,7 +51,7 @@ def _case_variants(word: str) -> list[str]:
 
 # Token text -> kind, for keywords (every spelling) and operators; other tokens map to None.
 _KIND_OF: dict[str, str] = {
-    "<": "<", "<=": "<=", ">": ">", ">=": ">=", "=": "=", "!=": "!=", "<>": "!=",
+    **{op: op for op in OPS}, "<>": "!=",
     "&&": "and", "||": "or", "(": "(", ")": ")", ",": ",",
 }  # fmt: skip
 for _kw in KEYWORDS:

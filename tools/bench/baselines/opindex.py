@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from betree.lang.lexicon import COMPARE_OPS
+from pbtree.operators import OPS
 from tools.bench.baselines.flat import Flat
 from tools.bench.baselines.scan import Compiled
 
@@ -74,7 +74,7 @@ class _Pivot:
         self.unit_clause = np.array(b.unit_clause, dtype=np.int64)
         self.lists = [
             (op, [_Segment(op, pairs) if pairs else None for pairs in b.lists[op]])
-            for op in COMPARE_OPS
+            for op in OPS
             if op in b.lists
         ]
         self.dedupe = b.dedupe
