@@ -83,6 +83,9 @@ class BETree:
         self._feedback = feedback or {}
         self._dissolve = dissolve
         self.freed: set[int] = set()  # c-nodes freed by this object's writes
+        # c-node -> (first, last page of its l-node) as this object's appends left them,
+        # so that an append does not walk the chain (removal and rewriting forget it)
+        self._tails: dict[int, tuple[int, int]] = {}
         # a cut stops at half an l-node: below that, the pages a deeper directory adds
         # cost an event more than the candidates it saves (bench adapt)
         self.cut_floor = max(self.min_size, self.max_cap // 2)
@@ -235,12 +238,18 @@ class BETree:
         txn = self._writer()
         node = self._mut(page)
         last = None
-        cur = node.lnode
-        while cur:
-            last = self.txn.load(self.space, cur, LNodePage)
-            cur = last.next
-        if last is not None:
-            last = txn.load_mut(self.space, last.page, LNodePage)
+        known = self._tails.get(page)
+        if known is not None and node.lnode and known[0] == node.lnode:
+            last = txn.load_mut(self.space, known[1], LNodePage)
+            if last.next:  # not the tail after all: walk
+                last = None
+        if last is None:
+            cur = node.lnode
+            while cur:
+                last = self.txn.load(self.space, cur, LNodePage)
+                cur = last.next
+            if last is not None:
+                last = txn.load_mut(self.space, last.page, LNodePage)
         for entry in entries:
             if last is None or not last.has_room(entry):
                 new = txn.alloc()
@@ -253,11 +262,13 @@ class BETree:
                 last = fresh
             last.add(entry)
         node.size += len(entries)
+        self._tails[page] = (node.lnode, last.page)
 
     def _rewrite(self, page: int, entries: list[Entry]) -> None:
         """Replace a c-node's l-node by tightly packed pages holding ``entries``."""
         txn = self._writer()
         node = self._mut(page)
+        self._tails.pop(page, None)
         cur = node.lnode
         while cur:
             nxt = self.txn.load(self.space, cur, LNodePage).next
@@ -387,6 +398,7 @@ class BETree:
         """Remove a clause from its home c-node; then merge and prune upwards."""
         txn = self._writer()
         node = self._mut(home)
+        self._tails.pop(home, None)
         cur, prev = node.lnode, None
         while cur:
             lpage = txn.load(self.space, cur, LNodePage)
@@ -476,6 +488,7 @@ class BETree:
             page = stack.pop()
             node = self.node(page)
             entries.extend(self.entries(node))
+            self._tails.pop(page, None)
             cur = node.lnode
             while cur:
                 nxt = self.txn.load(self.space, cur, LNodePage).next

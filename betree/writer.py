@@ -64,7 +64,8 @@ class Writer:
         #: None once dropped), written once by :meth:`finish`: a batch's repeated atoms
         #: cost one get and one put each, not one per use
         self.counts: dict[bytes, list[int] | None] = {}
-        #: places of the clauses this transaction inserted, for clustering's re-reads
+        #: places of the clauses this transaction inserted or clustered (a clause's atoms,
+        #: hence its places, never change), for clustering's re-reads
         self.placed: dict[int, Places] = {}
         #: what this transaction removed and added, for the change log (betree.changelog)
         self.removed: changelog.Removed = []
@@ -73,9 +74,10 @@ class Writer:
     def _places(self, entry: Entry) -> Places:
         """A stored clause's places, from the atom ids its l-node entry carries."""
         cid, _, ids = entry
-        if cid in self.placed:
-            return self.placed[cid]
-        return self.places(tuple(self.atom(aid) for aid in ids if aid))
+        places = self.placed.get(cid)
+        if places is None:
+            places = self.placed[cid] = self.places(tuple(self.atom(aid) for aid in ids if aid))
+        return places
 
     def _moved(self, cid: int, page: int) -> None:
         catalog.put_home(self.txn, cid, page)
