@@ -262,7 +262,8 @@ class BETree:
                 last = fresh
             last.add(entry)
         node.size += len(entries)
-        self._tails[page] = (node.lnode, last.page)
+        if last is not None:  # always, as entries is not empty
+            self._tails[page] = (node.lnode, last.page)
 
     def _rewrite(self, page: int, entries: list[Entry]) -> None:
         """Replace a c-node's l-node by tightly packed pages holding ``entries``."""
