@@ -83,9 +83,6 @@ class BETree:
         self._feedback = feedback or {}
         self._dissolve = dissolve
         self.freed: set[int] = set()  # c-nodes freed by this object's writes
-        # c-node -> (first, last page of its l-node) as this object's appends left them,
-        # so that an append does not walk the chain (removal and rewriting forget it)
-        self._tails: dict[int, tuple[int, int]] = {}
         # a cut stops at half an l-node: below that, the pages a deeper directory adds
         # cost an event more than the candidates it saves (bench adapt)
         self.cut_floor = max(self.min_size, self.max_cap // 2)
@@ -232,44 +229,26 @@ class BETree:
                 return page
 
     def _append(self, page: int, entries: list[Entry]) -> None:
-        """Add clauses to a c-node's l-node, filling the last chain page first."""
+        """Add clauses to a c-node's l-node, filling its first page, then putting fresh
+        pages in front: one page touched however long the chain (no walk to its end)."""
         if not entries:
             return
         txn = self._writer()
         node = self._mut(page)
-        last = None
-        known = self._tails.get(page)
-        if known is not None and node.lnode and known[0] == node.lnode:
-            last = txn.load_mut(self.space, known[1], LNodePage)
-            if last.next:  # not the tail after all: walk
-                last = None
-        if last is None:
-            cur = node.lnode
-            while cur:
-                last = self.txn.load(self.space, cur, LNodePage)
-                cur = last.next
-            if last is not None:
-                last = txn.load_mut(self.space, last.page, LNodePage)
+        head = txn.load_mut(self.space, node.lnode, LNodePage) if node.lnode else None
         for entry in entries:
-            if last is None or not last.has_room(entry):
+            if head is None or not head.has_room(entry):
                 new = txn.alloc()
-                fresh = LNodePage(new)
-                txn.put_new(self.space, new, fresh)
-                if last is None:
-                    node.lnode = new
-                else:
-                    last.next = new
-                last = fresh
-            last.add(entry)
+                head = LNodePage(new, node.lnode)
+                txn.put_new(self.space, new, head)
+                node.lnode = new
+            head.add(entry)
         node.size += len(entries)
-        if last is not None:  # always, as entries is not empty
-            self._tails[page] = (node.lnode, last.page)
 
     def _rewrite(self, page: int, entries: list[Entry]) -> None:
         """Replace a c-node's l-node by tightly packed pages holding ``entries``."""
         txn = self._writer()
         node = self._mut(page)
-        self._tails.pop(page, None)
         cur = node.lnode
         while cur:
             nxt = self.txn.load(self.space, cur, LNodePage).next
@@ -399,7 +378,6 @@ class BETree:
         """Remove a clause from its home c-node; then merge and prune upwards."""
         txn = self._writer()
         node = self._mut(home)
-        self._tails.pop(home, None)
         cur, prev = node.lnode, None
         while cur:
             lpage = txn.load(self.space, cur, LNodePage)
@@ -489,7 +467,6 @@ class BETree:
             page = stack.pop()
             node = self.node(page)
             entries.extend(self.entries(node))
-            self._tails.pop(page, None)
             cur = node.lnode
             while cur:
                 nxt = self.txn.load(self.space, cur, LNodePage).next
