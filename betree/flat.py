@@ -431,6 +431,23 @@ class FlatSlot:
             self._held = (gen, based)
             return based
 
+    def held_gen(self) -> int:
+        """The generation of the view held (-1: none)."""
+        held = self._held
+        return held[0] if held is not None else -1
+
+    def advance(self, gen: int, catch_up: Callable[[Based], Based | None]) -> None:
+        """The held view caught up to ``gen`` by ``catch_up`` (as :meth:`get` would), unless
+        the delta would be due for folding or the log cannot say: then :meth:`get` does it
+        (and folds) at the next match.  Never builds a view."""
+        with self._lock:
+            held = self._held
+            if held is None or gen <= held[0]:
+                return
+            newer = catch_up(held[1])
+            if newer is not None and not newer.delta.due():
+                self._held, self._quiet = (gen, newer), 0.0
+
     def drop(self) -> None:
         """Forget the view, giving its share back to the page cache."""
         if self._held is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import Any
@@ -59,6 +59,9 @@ _SCALAR = ("int", "float", "string")
 #: Atoms whose grid span :meth:`Index.places` keeps (~200 bytes each); when full, the older
 #: half is forgotten.
 SPANS_LIMIT = 1 << 19
+#: writes (subscriptions) up to which a write of this process catches its held view up
+#: (:meth:`Index.caught_up`)
+CATCH_UP_WRITES = 64
 
 
 class Index:
@@ -236,6 +239,7 @@ class Index:
             with self.store.write() as txn, self.writer(txn) as w:
                 for ident, expr, clauses in compiled:
                     created.append(w.insert(ident, expr, clauses))
+        self.caught_up(len(created))
         return created
 
     def compile(self, ident: SubId, expr: str) -> list[Clause]:
@@ -269,7 +273,8 @@ class Index:
                 raise InvalidInput(
                     "no subscription " + ", ".join(map(repr, missing)) + ": nothing was deleted"
                 )
-            return found
+        self.caught_up(len(found))
+        return found
 
     @contextmanager
     def writer(self, txn: WriteTxn) -> Iterator[Writer]:
@@ -528,11 +533,28 @@ class Index:
             view = flat.build(BETree(txn, rec), full["trees"])
             return Based(view, full["grouped"], rec["next_atom"], Delta.empty(rec))
 
+        return self.flat.get(txn.gen, make, rec["subs"], events, self._catch_up(txn, rec))
+
+    @staticmethod
+    def _catch_up(txn: ReadTxn, rec: dict[str, Any]) -> Callable[[Based], Based | None]:
         def catch_up(held: Based) -> Based | None:
             delta = held.delta.advance(txn, rec)
             return None if delta is None else replace(held, delta=delta)
 
-        return self.flat.get(txn.gen, make, rec["subs"], events, catch_up)  # clauses >= subs
+        return catch_up
+
+    def caught_up(self, changed: int) -> None:
+        """After a write of ``changed`` subscriptions by this process: the held view caught
+        up to it now, so that the next match does not pay for it
+        (:meth:`betree.flat.FlatSlot.advance`; other processes catch up at their next
+        match).  Cost: what that match saves (~0.2 ms a commit at 100K).  Not past
+        :data:`CATCH_UP_WRITES` subscriptions: a batch's delta may be due for folding
+        (then the catch-up is wasted) and its writes/s are what counts."""
+        if self.flat.held_gen() < 0 or changed > CATCH_UP_WRITES:
+            return
+        with self.store.read() as txn:
+            rec = self._snap(txn, records=False)["rec"]
+            self.flat.advance(txn.gen, self._catch_up(txn, rec))
 
     def _match_view(self, txn: ReadTxn, based: Based, values: Mapping[str, object]) -> np.ndarray:
         """The ids an event matches, from a view (:func:`betree.nodes.id_array` form)."""
