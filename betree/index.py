@@ -47,7 +47,7 @@ from betree.lang.schema import Schema
 from betree.nodes import id_array, listed
 from betree.snapshot import Records
 from betree.tree import DEFAULTS, BETree, Places
-from betree.writer import Writer, gc_paused
+from betree.writer import Memo, Writer, gc_paused
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -81,6 +81,7 @@ class Index:
         #: the per-attribute records of the last snapshot, reused while unchanged
         self._records = Records(self._attribute)
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
+        self._memo = Memo()  # what writes read before (betree.writer.Memo)
         self.last_stats: dict[str, int] = {}
         #: where the last batched match's time went (:meth:`match_many_validated`)
         self.last_timings: dict[str, float] = {}
@@ -280,7 +281,7 @@ class Index:
     def writer(self, txn: WriteTxn) -> Iterator[Writer]:
         """A :class:`betree.writer.Writer` inserting and deleting in ``txn``, which writes
         the root record when the block ends without an error."""
-        writer = Writer(txn, self.places, self.hints)
+        writer = Writer(txn, self.places, self.hints, self._memo)
         yield writer
         writer.finish()
 

@@ -23,6 +23,7 @@ from betree import catalog, changelog
 from betree.adjust import feedback
 from betree.catalog import SubId, clause_id
 from betree.lang.atoms import Atom, Clause, OrderAtom, atom_from_tuple
+from betree.lang.bounded import forget_older_half
 from betree.nodes import Entry
 from betree.tree import BETree, Places
 from pbtree import PBTree
@@ -35,7 +36,10 @@ class Writer:
     """Inserting and deleting subscriptions in ``txn``.
 
     ``places`` gives a clause's places (:meth:`betree.index.Index.places`); ``hints`` the
-    grid range a new p-node's top bucket halves, per attribute.
+    grid range a new p-node's top bucket halves, per attribute.  ``memo``: the atoms (by
+    id) and stored clauses' places (by clause id) that earlier transactions of this store
+    read, kept by the caller across them (bounded): ids are never reused and a clause's
+    atoms never change, so only what was committed before this transaction goes in.
     """
 
     def __init__(
@@ -43,11 +47,15 @@ class Writer:
         txn: WriteTxn,
         places: Callable[[Clause], Places],
         hints: Mapping[str, tuple[int, int]],
+        memo: Memo | None = None,
     ) -> None:
         self.txn = txn
         self.places = places
         self.hints = hints
+        self.memo = memo if memo is not None else Memo()
         self.rec = catalog.root_record(txn)
+        self.first_atom = self.rec["next_atom"]  # ids from here on are this transaction's
+        self.first_sid = self.rec["next_sid"]
         self.trees: dict[str, PBTree] = {}
         self.tree = BETree(
             txn,
@@ -76,7 +84,11 @@ class Writer:
         cid, _, ids = entry
         places = self.placed.get(cid)
         if places is None:
+            places = self.memo.placed.get(cid)
+        if places is None:
             places = self.placed[cid] = self.places(tuple(self.atom(aid) for aid in ids if aid))
+            if catalog.clause_parts(cid)[0] < self.first_sid:
+                remember(self.memo.placed, cid, places)
         return places
 
     def _moved(self, cid: int, page: int) -> None:
@@ -86,7 +98,11 @@ class Writer:
         """The atom with id ``aid`` (cached for the transaction)."""
         atom = self.atoms.get(aid)
         if atom is None:
+            atom = self.memo.atoms.get(aid)
+        if atom is None:
             atom = self.atoms[aid] = catalog.load_atom(self.txn, aid)
+            if aid < self.first_atom:
+                remember(self.memo.atoms, aid, atom)
         return atom
 
     def _pbtree(self, attr: str) -> PBTree:
@@ -209,6 +225,27 @@ class Writer:
             changelog.append(self.txn, self.rec, self.removed, self.added)
         self.rec["attributes"] = catalog.record_attributes(self.txn)
         catalog.put_root(self.txn, self.rec)
+
+
+#: entries a :class:`Memo` keeps of each kind (when full, the older half is forgotten)
+MEMO_LIMIT = 1 << 18
+
+
+class Memo:
+    """What writes of one store read before, by id (:class:`Writer`): atoms (~300 bytes
+    each) and stored clauses' places (~200), at most :data:`MEMO_LIMIT` of each.  It saves
+    clustering (which takes every clause of an overflowing l-node again) a catalog read
+    and decode per atom."""
+
+    def __init__(self) -> None:
+        self.atoms: dict[int, Atom] = {}
+        self.placed: dict[int, Places] = {}
+
+
+def remember(memo: dict[int, Any], key: int, value: Any) -> None:
+    if len(memo) >= MEMO_LIMIT:
+        forget_older_half(memo)
+    memo[key] = value
 
 
 @contextmanager
