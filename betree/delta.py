@@ -121,9 +121,13 @@ class Delta:
         """Whether some subscription was added since the base and is still here."""
         return bool(self.where)
 
-    def advance(self, txn: ReadTxn, rec: Mapping[str, Any]) -> Delta | None:
+    def advance(
+        self, txn: ReadTxn, rec: Mapping[str, Any], known: Mapping[int, Atom] | None = None
+    ) -> Delta | None:
         """This delta caught up to ``txn``'s snapshot (root record ``rec``), or None when
-        the log cannot say (entries dropped, counters that disagree: rebuild)."""
+        the log cannot say (entries dropped, counters that disagree: rebuild).  ``known``:
+        atoms by id that this process's writes committed (not read again)."""
+        known = known if known is not None else {}
         end = int(rec.get("log_next", 0))
         if end < self.seq:
             return None
@@ -171,6 +175,8 @@ class Delta:
                         if at is None:
                             at = new_ids[aid] = len(new_atoms)
                             atom = atoms.get(aid)
+                            if atom is None:
+                                atom = known.get(aid)
                             new_atoms.append(atom if atom is not None else load_atom(txn, aid))
                             atoms[aid] = new_atoms[-1]
                         aid = base + at

@@ -59,9 +59,7 @@ _SCALAR = ("int", "float", "string")
 #: Atoms whose grid span :meth:`Index.places` keeps (~200 bytes each); when full, the older
 #: half is forgotten.
 SPANS_LIMIT = 1 << 19
-#: writes (subscriptions) up to which a write of this process catches its held view up
-#: (:meth:`Index.caught_up`)
-CATCH_UP_WRITES = 64
+CATCH_UP_WRITES = 64  #: subscriptions a write catches the held view up to (caught_up)
 
 
 class Index:
@@ -95,6 +93,7 @@ class Index:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
+        self.flat.background = self._fresh_base  # folds out of the match path
         #: whether that view is matched by intervals instead (betree.ranging)
         self.ranging = ranging.Ranging(self._types)
 
@@ -208,6 +207,7 @@ class Index:
         except StoreReplaced:
             pass
         finally:
+            self.flat.wait()
             self.flat.drop()
             self.store.close()
 
@@ -240,6 +240,7 @@ class Index:
             with self.store.write() as txn, self.writer(txn) as w:
                 for ident, expr, clauses in compiled:
                     created.append(w.insert(ident, expr, clauses))
+        w.committed()
         self.caught_up(len(created))
         return created
 
@@ -536,21 +537,26 @@ class Index:
 
         return self.flat.get(txn.gen, make, rec["subs"], events, self._catch_up(txn, rec))
 
-    @staticmethod
-    def _catch_up(txn: ReadTxn, rec: dict[str, Any]) -> Callable[[Based], Based | None]:
+    def _fresh_base(self) -> tuple[int, Based]:
+        """A base view in a snapshot of its own (a fold in the background: FlatSlot)."""
+        with self.store.read() as txn:  # (records read afresh: self._records is matching's)
+            rec = root_record(txn)
+            trees, grouped = Records(self._attribute).read(txn)
+            view = flat.build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
+            return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
+
+    def _catch_up(self, txn: ReadTxn, rec: dict[str, Any]) -> Callable[[Based], Based | None]:
         def catch_up(held: Based) -> Based | None:
-            delta = held.delta.advance(txn, rec)
+            delta = held.delta.advance(txn, rec, self._memo.atoms)
             return None if delta is None else replace(held, delta=delta)
 
         return catch_up
 
     def caught_up(self, changed: int) -> None:
         """After a write of ``changed`` subscriptions by this process: the held view caught
-        up to it now, so that the next match does not pay for it
-        (:meth:`betree.flat.FlatSlot.advance`; other processes catch up at their next
-        match).  Cost: what that match saves (~0.2 ms a commit at 100K).  Not past
-        :data:`CATCH_UP_WRITES` subscriptions: a batch's delta may be due for folding
-        (then the catch-up is wasted) and its writes/s are what counts."""
+        up to it now, not at the next match (:meth:`betree.flat.FlatSlot.advance`; other
+        processes catch up at theirs).  Cost: what that match saves (~0.2 ms a commit at
+        100K); not past :data:`CATCH_UP_WRITES` (a batch's writes/s count)."""
         if self.flat.held_gen() < 0 or changed > CATCH_UP_WRITES:
             return
         with self.store.read() as txn:

@@ -211,6 +211,13 @@ class Writer:
         self.rec["subs"] -= 1
         return True
 
+    def committed(self) -> None:
+        """After the commit: the atoms this transaction made go into the memo too (for the
+        catch-up of this process's views: :meth:`betree.delta.Delta.advance`)."""
+        for aid, atom in self.atoms.items():
+            if aid >= self.first_atom:
+                remember(self.memo.atoms, aid, atom)
+
     def finish(self) -> None:
         """Write the direct-atom lists touched, the change log's entry (if subscriptions
         changed), the atom records changed and the root record."""
@@ -232,9 +239,10 @@ MEMO_LIMIT = 1 << 18
 
 
 class Memo:
-    """What writes of one store read before, by id (:class:`Writer`): atoms (~300 bytes
-    each) and stored clauses' places (~200), at most :data:`MEMO_LIMIT` of each.  It saves
-    clustering (which takes every clause of an overflowing l-node again) a catalog read
+    """What writes of one store read or made before, by id (:class:`Writer`): atoms (~300
+    bytes each) and stored clauses' places (~200), at most :data:`MEMO_LIMIT` of each.  It
+    saves clustering (which takes every clause of an overflowing l-node again), and the
+    catch-up of this process's views (:meth:`betree.delta.Delta.advance`), a catalog read
     and decode per atom."""
 
     def __init__(self) -> None:

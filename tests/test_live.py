@@ -96,6 +96,41 @@ def test_a_small_write_catches_the_view_up_itself(
         idx.check()
 
 
+def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta due for folding is matched (exactly) while a new base is built in a thread,
+    which the next match takes in; one far past its bound is folded at once."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    rng = random.Random(6)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
+    with Index.open(tmp_path, schema=WORKLOAD) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+
+        def check(where: str) -> None:
+            ev = event(rng)
+            _check_answers(idx.match(ev), subs, ev, where)
+
+        check("first")
+        assert idx.flat.builds == 1
+        batch = [(100 + k, expression(rng)) for k in range(12)]
+        idx.subscribe_many(batch)
+        subs.update(batch)
+        check("due")  # starts the fold, answers from the held view and its delta
+        idx.flat.wait()
+        assert idx.flat.builds == 1 and idx.flat.describe()["added"] > 8
+        check("taken in")
+        assert idx.flat.builds == 2 and idx.flat.describe()["added"] == 0
+        for k in range(5):  # past BEHIND times the bound, no match between: folded at once
+            batch = [(200 + 20 * k + j, expression(rng)) for j in range(16)]
+            idx.subscribe_many(batch)
+            subs.update(batch)
+        idx.flat.wait()
+        check("far behind")
+        assert idx.flat.builds == 3 and idx.flat.describe()["added"] == 0
+        idx.check()
+
+
 # -- differential: random interleavings of writes, matches and maintenance -----------------
 
 
