@@ -27,7 +27,7 @@ atom ids) plus ~40 bytes per clause attribute, and the write transaction.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -156,13 +156,19 @@ class Batch:
         self.index = index
         self.atoms: dict[Atom, int] = {}
         self.subs: list[tuple[Any, str, list[list[int]]]] = []
+        self.metas: list[tuple[Any, str]] = []  # (id, metadata text) of those that have it
         self.places = PlaceTable()
 
     def __len__(self) -> int:
         return len(self.subs)
 
-    def add(self, ident: Any, expr: str, clauses: Sequence[Clause]) -> None:
+    def add(
+        self, ident: Any, expr: str, clauses: Sequence[Clause], meta: str | None = None
+    ) -> None:
+        """One subscription, with its metadata text (:func:`betree.metadata.meta_text`)."""
         atoms = self.atoms
+        if meta is not None:
+            self.metas.append((ident, meta))
         self.subs.append(
             (
                 ident,
@@ -182,7 +188,7 @@ class Batch:
             if t[0] == "order":  # (its tuple as decoded from the key, not decoded again)
                 orders[aid] = t
         self.atoms.clear()
-        return build_from_parts(self.index, self.subs, self.places, keys, orders)
+        return build_from_parts(self.index, self.subs, self.places, keys, orders, self.metas)
 
 
 def build_from_parts(
@@ -191,6 +197,7 @@ def build_from_parts(
     places: PlaceTable | Sequence[Places] | None,
     atoms: Mapping[int, bytes],
     orders: Mapping[int, Any] | None = None,
+    metas: Iterable[tuple[Any, str]] = (),
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit.
 
@@ -205,6 +212,8 @@ def build_from_parts(
     repeated predicates, where packing them per clause cost the compile job ~8 µs a
     subscription).  For loaders that intern (and compute places) elsewhere.  ``orders``:
     the order atoms' tuples by atom id, when the caller has them (not decoded again).
+    ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
+    :func:`betree.metadata.meta_text`), written in key order in one call.
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -226,6 +235,8 @@ def build_from_parts(
             txn.put_many(catalog.SUB, keys, codec.encode_values(subs))
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         txn.put_many(catalog.EXT, codec.encode_ids(idents), keys)
+        pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
+        txn.put_many(catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs))
         decoded: Mapping[int, Any] = orders or {}
         if places is None:
             spans = AtomSpans(index.schema, dict(atoms))

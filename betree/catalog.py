@@ -31,6 +31,8 @@ through :mod:`storage.codec`):
   readers that keep a packed view across writes.
 * :data:`ADJ` (``adj``)  c-node page (u64) -> its self-adjustment window
   (:mod:`betree.adjust`); freeing a c-node drops it.
+* :data:`META` (``meta``)  external id key -> the subscription's metadata as compact
+  JSON text (a string), for those that have one (:mod:`betree.metadata`).
 
 Order atoms (``< <= = != >= >`` and what reduces to them) live in the attribute's
 PB+tree (:mod:`pbtree.tree`, namespace ``pbtree``) under their atom id, one entry per
@@ -67,6 +69,7 @@ ATOM = b"atom"
 AID = b"aid"
 DIRECT = b"direct"
 ADJ = b"adj"
+META = b"meta"
 
 #: a clause id is its subscription's internal id shifted by this, or'ed with its number
 CLAUSE_BITS = 16
@@ -174,6 +177,45 @@ def subscriptions(txn: ReadTxn, expected: int | None = None) -> Iterator[tuple[S
         raise StoreDamaged(
             f"{count:,} subscription records found where the store counts {expected:,}"
         )
+
+
+def subscription_records(
+    txn: ReadTxn, expected: int | None = None
+) -> Iterator[tuple[SubId, str, str | None]]:
+    """:func:`subscriptions` with each one's metadata text (None: it has none): one get
+    more per subscription when the store holds any metadata."""
+    held = has_metas(txn)
+    for ident, expr in subscriptions(txn, expected):
+        yield ident, expr, load_meta(txn, ident) if held else None
+
+
+def subscription_of(txn: ReadTxn, ident: SubId) -> tuple[str, str | None] | None:
+    """The expression and metadata text of subscription ``ident``, or None."""
+    sid = subscription_key(txn, ident)
+    if sid is None:
+        return None
+    return str(subscription_record(txn, ident, sid)[1]), load_meta(txn, ident)
+
+
+def has_metas(txn: ReadTxn) -> bool:
+    """Whether any subscription has metadata (two cursor seeks)."""
+    return next(txn.scan(META), None) is not None
+
+
+def load_meta(txn: ReadTxn, ident: SubId) -> str | None:
+    """The metadata text of subscription ``ident``, or None (:mod:`betree.metadata`)."""
+    found = txn.get_obj(META, codec.encode_id(ident))
+    if found is not None and not isinstance(found, str):
+        raise StoreDamaged(f"the metadata record of {ident!r} is not JSON text")
+    return found
+
+
+def put_meta(txn: WriteTxn, key: bytes, text: str | None) -> None:
+    """Set (or with None, drop) the metadata record of the id key ``key``."""
+    if text is None:
+        txn.delete(META, key)
+    else:
+        txn.put_obj(META, key, text)
 
 
 def subscriptions_by_id(txn: ReadTxn, after: SubId | None = None) -> Iterator[tuple[SubId, str]]:

@@ -12,7 +12,9 @@ accounting.
 Catalog facts: every subscription's clauses are stored exactly once, at the c-node their
 ``home`` record names, with the atoms their record lists; atom reference counts equal
 their uses; every order atom's entries are in its PB+tree and every PB+tree id is a live
-atom; direct atoms are listed under their attribute.  First of all, every record stored
+atom; direct atoms are listed under their attribute; every metadata record belongs to a
+subscription and holds an object within its bound (:func:`betree.metadata.check_metas`).
+First of all, every record stored
 under a long key leads back to where it is stored (:meth:`ReadTxn.check_records`); when
 one does not, the check stops there, as the others would read the damaged records.
 
@@ -48,6 +50,7 @@ from betree.bulk import pack_clauses, rows_of
 from betree.catalog import record_attributes, root_record
 from betree.changelog import check_log
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
+from betree.metadata import check_metas
 from betree.nodes import CNode, LNodePage
 from pbtree import PBTree
 from pbtree.keys import int64_array
@@ -98,6 +101,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
             errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
     errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
     errors.extend(check_log(txn, rec))
+    errors.extend(check_metas(txn))
     if errors:
         raise CheckFailed("index", errors)
 

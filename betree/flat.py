@@ -46,13 +46,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from betree import catalog
 from betree import delta as delta_bounds
-from betree.delta import Based
+from betree.delta import Based, Delta
 from betree.heap import return_freed_memory
 from betree.nodes import CNode, LNodePage, id_array
+from betree.snapshot import Records
 from betree.tree import BETree
 from pbtree.view import SearchView, ranges
 from storage.cache import PageCache
+from storage.store import Store
 
 #: atoms per row: a row's truths, 8 bools, read as one uint64
 WIDTH = 8
@@ -351,6 +354,18 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
         k = np.arange(len(atoms), dtype=np.int64) - starts[clause]
         rows[row_at[clause] + k // WIDTH, k % WIDTH] = atoms
     return {"row_at": row_at, "rows": rows}
+
+
+def fresh_base(store: Store, attribute: Callable[[bytes, str], str]) -> tuple[int, Based]:
+    """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
+    background: :class:`FlatSlot`); its per-attribute records read afresh (``attribute``:
+    as :class:`betree.snapshot.Records` takes it; the index's own are the matching
+    thread's)."""
+    with store.read() as txn:
+        rec = catalog.root_record(txn)
+        trees, grouped = Records(attribute).read(txn)
+        view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
+        return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
 
 
 class FlatSlot:

@@ -41,9 +41,9 @@ from betree.delta import Based, Delta, settle
 from betree.direct import holding
 from betree.explained import bucket_path, sent_values, shown_atom
 from betree.lang.atoms import Atom, Clause
-from betree.lang.bounded import forget_older_half
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
+from betree.metadata import item_meta, with_metas
 from betree.nodes import id_array, listed
 from betree.snapshot import Records
 from betree.tree import DEFAULTS, BETree, Places
@@ -56,9 +56,6 @@ from storage.store import Store, open_store, refuse_sharded, store_exists
 from storage.txn import ReadTxn, WriteTxn
 
 _SCALAR = ("int", "float", "string")
-#: Atoms whose grid span :meth:`Index.places` keeps (~200 bytes each); when full, the older
-#: half is forgotten.
-SPANS_LIMIT = 1 << 19
 CATCH_UP_WRITES = 64  #: subscriptions a write catches the held view up to (caught_up)
 
 
@@ -93,7 +90,7 @@ class Index:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
-        self.flat.background = self._fresh_base  # folds out of the match path
+        self.flat.background = lambda: flat.fresh_base(self.store, self._attribute)  # folds aside
         #: whether that view is matched by intervals instead (betree.ranging)
         self.ranging = ranging.Ranging(self._types)
 
@@ -223,23 +220,24 @@ class Index:
 
     # -- writing -------------------------------------------------------------------------
 
-    def subscribe(self, ident: SubId, expr: str) -> bool:
-        """Insert (or replace) one subscription, atomically.  True if it was new."""
-        return self.subscribe_many([(ident, expr)])[0]
+    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
+        """Insert (or replace) one subscription and its metadata, atomically.  True if new."""
+        return self.subscribe_many([(ident, expr, meta)])[0]
 
-    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
-        """Insert or replace many subscriptions in one transaction (all or nothing).
+    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
+        """Insert or replace many subscriptions in one transaction (all or nothing): items
+        ``(id, expr)`` or ``(id, expr, meta)`` (a JSON object: :mod:`betree.metadata`).
 
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
         """
         self.refresh_schema()
         with gc_paused():
-            compiled = [(ident, expr, self.compile(ident, expr)) for ident, expr in items]
+            compiled = [(i[0], i[1], self.compile(i[0], i[1]), item_meta(i)) for i in items]
             created = []
             with self.store.write() as txn, self.writer(txn) as w:
-                for ident, expr, clauses in compiled:
-                    created.append(w.insert(ident, expr, clauses))
+                for ident, expr, clauses, meta in compiled:
+                    created.append(w.insert(ident, expr, clauses, meta))
         w.committed()
         self.caught_up(len(created))
         return created
@@ -300,6 +298,11 @@ class Index:
         with self.store.read() as txn:
             yield from catalog.subscriptions(txn, int(root_record(txn)["subs"]))
 
+    def iter_records(self) -> Iterator[tuple[SubId, str, str | None]]:
+        """:meth:`iter_subscriptions` with each one's metadata text (None: none)."""
+        with self.store.read() as txn:
+            yield from catalog.subscription_records(txn, int(root_record(txn)["subs"]))
+
     def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
         self-adjustment: ``adjust``, ``adjust_window``, ``theta``), in a snapshot of their
@@ -358,6 +361,11 @@ class Index:
         with self.store.read() as txn:
             return adjusting.summary(txn, root_record(txn))
 
+    def record(self, ident: SubId) -> tuple[str, str | None] | None:
+        """The expression and metadata text of a subscription (one snapshot), or None."""
+        with self.store.read() as txn:
+            return catalog.subscription_of(txn, ident)
+
     def expression(self, ident: SubId) -> str | None:
         """The stored expression of a subscription, or None."""
         with self.store.read() as txn:
@@ -390,12 +398,19 @@ class Index:
         object per id."""
         return self._match_many(events, False)
 
-    def _match_many(self, events: Sequence[object], lists: bool) -> list[Any]:
+    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
+        """:meth:`match_many` with ``(id, metadata text or None)`` for each id, read in
+        the snapshot matched (:func:`betree.metadata.with_metas`)."""
+        return self._match_many(events, True, True)
+
+    def _match_many(self, events: Sequence[object], lists: bool, meta: bool = False) -> list[Any]:
         with self.store.read() as txn:  # (validated in the schema of the snapshot matched)
             self.schema_in(txn)
             results = batching.match_batch(
                 events, self.validate, lambda valid: self.match_many_validated(txn, valid, lists)
             )
+            if meta:
+                results = with_metas([txn], None, results)
         self.adjust_if_due()
         return results
 
@@ -536,14 +551,6 @@ class Index:
             return Based(view, full["grouped"], rec["next_atom"], Delta.empty(rec))
 
         return self.flat.get(txn.gen, make, rec["subs"], events, self._catch_up(txn, rec))
-
-    def _fresh_base(self) -> tuple[int, Based]:
-        """A base view in a snapshot of its own (a fold in the background: FlatSlot)."""
-        with self.store.read() as txn:  # (records read afresh: self._records is matching's)
-            rec = root_record(txn)
-            trees, grouped = Records(self._attribute).read(txn)
-            view = flat.build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
-            return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
 
     def _catch_up(self, txn: ReadTxn, rec: dict[str, Any]) -> Callable[[Based], Based | None]:
         def catch_up(held: Based) -> Based | None:
@@ -704,35 +711,9 @@ class Index:
     # -- places ---------------------------------------------------------------------------
 
     def places(self, clause: Clause) -> Places:
-        """Per attribute the clause needs defined, the grid interval its atoms allow.
-
-        Cost: ~0.3 µs per atom whose span is cached (by atom, bounded; ``()`` for the
-        atom ``a is null``, which needs nothing) and found by identity (see
-        :func:`betree.lang.atoms.order_atoms`).
-        """
-        spans: dict[str, tuple[int, int]] = {}
-        cache = self._spans
-        empty = False
-        for atom in clause:
-            span = cache.get(atom)
-            if span is None:
-                if len(cache) > SPANS_LIMIT:
-                    forget_older_half(cache)
-                span = cache[atom] = (
-                    grid.atom_span(self._types[atom.attr], atom) if atom.requires_defined else ()
-                )
-            if not span:
-                continue
-            attr = atom.attr
-            prev = spans.get(attr)
-            if prev is not None:
-                span = (max(span[0], prev[0]), min(span[1], prev[1]))
-            spans[attr] = span
-            empty = empty or span[0] > span[1]
-        if not empty:
-            return spans
-        full = (0, grid.GRID_MAX)
-        return {attr: span if span[0] <= span[1] else full for attr, span in spans.items()}
+        """Per attribute the clause needs defined, the grid interval its atoms allow
+        (:func:`betree.grid.clause_places`, spans kept by atom)."""
+        return grid.clause_places(clause, self._types, self._spans)
 
     # -- inspecting -----------------------------------------------------------------------
 

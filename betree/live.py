@@ -94,11 +94,11 @@ class LiveIndex:
 
 def write_subscriptions(
     path: str | os.PathLike[str],
-    items: Sequence[tuple[SubId, str]],
+    items: Sequence[Sequence[Any]],
     schema: Any = None,
 ) -> list[bool]:
-    """Insert or replace ``items`` in the store at ``path``, all in one transaction;
-    per item, whether it was new (``bexdb subscribe``).
+    """Insert or replace ``items`` (``(id, expr)`` or ``(id, expr, meta)``) in the store at
+    ``path``, all in one transaction; per item, whether it was new (``bexdb subscribe``).
 
     A missing store is created (with ``schema``, else one inferred from ``items``) and
     published only if every item goes in (:func:`storage.swap.creating`): a failed first
@@ -110,7 +110,7 @@ def write_subscriptions(
         with LiveIndex(path, schema=schema) as live:
             return live.write(lambda idx: idx.subscribe_many(items))
     if schema is None:
-        schema = Schema.infer(items)
+        schema = Schema.infer((item[0], item[1]) for item in items)
     with creating(Path(path)) as staging, Index.open(staging, schema=schema) as idx:
         return idx.subscribe_many(items)
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from betree import catalog
 from betree.bulk import Batch
 from betree.index import Index
 from betree.sharded import is_sharded, read_manifest, recover, store_paths
@@ -134,13 +135,14 @@ def retiring(target: Path, reason: str) -> Iterator[None]:
 
 
 def _rebuild(idx: Index, view: ReadTxn, path: Path) -> None:
-    """A fresh batch-built index (BE-B) from the subscriptions of ``view``."""
+    """A fresh batch-built index (BE-B) from the subscriptions of ``view``, with their
+    metadata."""
     with gc_paused():
-        subs = idx.subscriptions(view)
+        subs = list(catalog.subscription_records(view))
         with Index.open(path, schema=idx.schema, settings=idx.settings(view)) as fresh:
             batch = Batch(fresh)
-            for ident, expr in subs:
-                batch.add(ident, expr, fresh.compile(ident, expr))
+            for ident, expr, meta in subs:
+                batch.add(ident, expr, fresh.compile(ident, expr), meta)
             batch.build()
 
 

@@ -62,6 +62,7 @@ def match_lines_parallel(
     batches: Iterable[list[bytes]],
     jobs: int,
     cache_bytes: int,
+    meta: bool = False,
 ) -> Iterator[Output]:
     """The results of batches of JSON Lines events (as :func:`betree.stream.ready_batches`
     gives them), written as JSON Lines (one :data:`Output` per batch, in order).
@@ -70,18 +71,23 @@ def match_lines_parallel(
     events) shows the input is bulk; then, with ``jobs`` > 1, that batch and the rest by
     ``jobs`` worker processes that each open the store at ``path`` with a page cache of
     ``cache_bytes`` (the parent only reads and writes).  A short batch (the input paused)
-    has every result before it written before more input is read.
+    has every result before it written before more input is read.  ``meta``: each
+    match with its subscription's metadata (:func:`betree.stream.match_lines`).
     """
     batches = iter(batches)
     for batch in batches:
         if jobs > 1 and len(batch) >= BATCH:
-            yield from _pooled(chain([batch], batches), path, jobs, cache_bytes)
+            yield from _pooled(chain([batch], batches), path, jobs, cache_bytes, meta)
             return
-        yield _output(_matched(store, batch))
+        yield _output(_matched(store, batch, meta))
 
 
 def _pooled(
-    batches: Iterator[list[bytes]], path: str | os.PathLike[str], jobs: int, cache_bytes: int
+    batches: Iterator[list[bytes]],
+    path: str | os.PathLike[str],
+    jobs: int,
+    cache_bytes: int,
+    meta: bool,
 ) -> Iterator[Output]:
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
@@ -92,7 +98,7 @@ def _pooled(
     try:
         for batch in batches:
             try:
-                pending.append(pool.submit(_match, batch))
+                pending.append(pool.submit(_match, batch, meta))
             except BrokenProcessPool as exc:  # a worker died before this batch went out
                 raise _died() from exc
             while pending and (len(pending) >= 2 * jobs or pending[0].done()):
@@ -128,13 +134,13 @@ def _open(path: str, cache_bytes: int) -> None:
     _worker_store = open_index(path, cache_bytes=cache_bytes)
 
 
-def _match(lines: list[bytes]) -> Output:
+def _match(lines: list[bytes], meta: bool) -> Output:
     assert _worker_store is not None, "the worker's initializer opens the store"
-    return _output(_matched(_worker_store, lines))
+    return _output(_matched(_worker_store, lines, meta))
 
 
-def _matched(store: AnyIndex, lines: list[bytes]) -> list[Result]:
-    return [result for chunk in match_lines(store, lines) for result in chunk]
+def _matched(store: AnyIndex, lines: list[bytes], meta: bool) -> list[Result]:
+    return [result for chunk in match_lines(store, lines, meta) for result in chunk]
 
 
 def _output(results: list[Result]) -> Output:

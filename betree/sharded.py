@@ -61,6 +61,7 @@ from betree.manifest import shard_name as shard_name
 from betree.manifest import shard_of as shard_of
 from betree.manifest import store_paths as store_paths
 from betree.manifest import write_manifest as write_manifest
+from betree.metadata import item_meta, with_metas
 from betree.nodes import listed
 from storage.codec import encode_id
 from storage.errors import (
@@ -113,9 +114,24 @@ class AnyIndex(Protocol):
         (:meth:`Index.match_many_arrays`)."""
         ...
 
-    def subscribe(self, ident: SubId, expr: str) -> bool: ...
+    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool: ...
 
-    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]: ...
+    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
+        """:meth:`Index.subscribe_many`: items ``(id, expr)`` or ``(id, expr, meta)``."""
+        ...
+
+    def record(self, ident: SubId) -> tuple[str, str | None] | None:
+        """The expression and metadata text (None: none) of a subscription, or None."""
+        ...
+
+    def records(self) -> Iterator[tuple[SubId, str, str | None]]:
+        """:meth:`subscriptions` with each one's metadata text (``bexdb export``)."""
+        ...
+
+    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
+        """:meth:`match_many` with ``(id, metadata text or None)`` per id, read in the
+        snapshot matched (:meth:`Index.match_many_meta`)."""
+        ...
 
     def unsubscribe(self, ident: SubId) -> bool: ...
 
@@ -189,11 +205,20 @@ class PlainIndex:
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
         return self.index.match_many_arrays(events)
 
-    def subscribe(self, ident: SubId, expr: str) -> bool:
-        return self.index.subscribe(ident, expr)
+    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
+        return self.index.subscribe(ident, expr, meta)
 
-    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
+    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
         return self.index.subscribe_many(items)
+
+    def record(self, ident: SubId) -> tuple[str, str | None] | None:
+        return self.index.record(ident)
+
+    def records(self) -> Iterator[tuple[SubId, str, str | None]]:
+        return self.index.iter_records()
+
+    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
+        return self.index.match_many_meta(events)
 
     def unsubscribe(self, ident: SubId) -> bool:
         return self.index.unsubscribe(ident)
@@ -329,26 +354,31 @@ class ShardedIndex:
 
     # -- writing (betree.shardwrite) ------------------------------------------------------
 
-    def subscribe(self, ident: SubId, expr: str) -> bool:
+    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
         """Insert (or replace) one subscription in its shard.  True if it was new."""
-        return self.subscribe_many([(ident, expr)])[0]
+        return self.subscribe_many([(ident, expr, meta)])[0]
 
-    def subscribe_many(self, items: Iterable[tuple[SubId, str]]) -> list[bool]:
-        """Insert or replace subscriptions, each in its shard, all or nothing (one batch).
+    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
+        """Insert or replace subscriptions, each in its shard, all or nothing (one batch);
+        items ``(id, expr)`` or ``(id, expr, meta)`` (:mod:`betree.metadata`).
 
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
         """
         items = list(items)
+        metas = [item_meta(item) for item in items]
         with self._write_locked():
             with gc_paused():  # step 2: every expression compiled, in its shard
                 clauses = [
-                    self._shard(self._route(ident), False).compile(ident, expr)
-                    for ident, expr in items
+                    self._shard(self._route(item[0]), False).compile(item[0], item[1])
+                    for item in items
                 ]
             if not items:
                 return []
-            ops = [["put", ident, expr] for ident, expr in items]
+            ops = [
+                ["put", item[0], item[1]] + ([] if meta is None else [meta])
+                for item, meta in zip(items, metas, strict=True)
+            ]
             return shardwrite.write_batch(self.root, self._shard, self._route, ops, clauses)
 
     def unsubscribe(self, ident: SubId) -> bool:
@@ -499,7 +529,13 @@ class ShardedIndex:
         self.indexes[0].refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
 
-    def _match_valid(self, lists: bool, valid: list[Mapping[str, object]]) -> list[Any]:
+    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
+        self.indexes[0].refresh_schema()
+        return match_batch(events, self.indexes[0].validate, partial(self._match_valid, None))
+
+    def _match_valid(self, lists: bool | None, valid: list[Mapping[str, object]]) -> list[Any]:
+        """Each valid event's ids (as lists, or arrays); ``lists`` None: as lists of
+        ``(id, metadata text)`` read in the snapshots matched (betree.metadata)."""
         self._refresh()
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
@@ -510,16 +546,24 @@ class ShardedIndex:
                 first = self.indexes[0]
                 if len(valid) >= flatbatch.LEAST:
                     found = first.match_on_views(joined, joined.shards(), valid)
-                    return listed(settle(found, deltas, valid, shard_txns), lists)
-                base = first.ranging.match_joined(joined, valid, first.coords)
-                return listed(settle(base, deltas, valid, shard_txns), lists)
-            parts = [index.match_many_validated(txn, valid) for index, txn in txns]
-        found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
+                else:
+                    found = first.ranging.match_joined(joined, valid, first.coords)
+                found = settle(found, deltas, valid, shard_txns)
+            else:
+                parts = [index.match_many_validated(txn, valid) for index, txn in txns]
+                found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
+            if lists is None:
+                route = self._route if self.routed else None
+                return with_metas(shard_txns, route, listed(found, True))
         return listed(found, lists)
 
     def expression(self, ident: SubId) -> str | None:
         shard = self._holder(ident)
         return None if shard is None else self.indexes[shard].expression(ident)
+
+    def record(self, ident: SubId) -> tuple[str, str | None] | None:
+        shard = self._holder(ident)
+        return None if shard is None else self.indexes[shard].record(ident)
 
     def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
         shard = self._holder(ident)
@@ -534,6 +578,10 @@ class ShardedIndex:
         """Every ``(id, expression)``, shard after shard (each shard in one snapshot)."""
         for index in self.indexes:
             yield from index.iter_subscriptions()
+
+    def records(self) -> Iterator[tuple[SubId, str, str | None]]:
+        for index in self.indexes:
+            yield from index.iter_records()
 
     def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
         """Each shard's page, read while no batch is applied, merged by id: ``limit``

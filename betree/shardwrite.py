@@ -84,8 +84,10 @@ READ_LOCK = ".read.lock"
 BATCH_NS = b"shardwrite"
 BATCH_KEY = b"batch"
 
-#: One operation of a batch: ``["put", id, expression]`` or ``["delete", id]``; or, alone
-#: in its batch, ``["schema", document]`` (:func:`change_schema`).
+#: One operation of a batch: ``["put", id, expression]``, ``["put", id, expression, meta]``
+#: (the metadata's JSON text, :mod:`betree.metadata`; journals from before it have none)
+#: or ``["delete", id]``; or, alone in its batch, ``["schema", document]``
+#: (:func:`change_schema`).
 Op = list[Any]
 
 
@@ -200,13 +202,21 @@ def apply_part(
         with index.store.write() as txn, index.writer(txn) as w:
             for op, found in compiled:
                 if found is not None:
-                    out.append(w.insert(op[1], op[2], found))
+                    out.append(w.insert(op[1], op[2], found, _meta(op)))
                 else:
                     out.append(w.delete(op[1]))
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
     w.committed()
     index.caught_up(len(out))
     return out
+
+
+def _meta(op: Op) -> str | None:
+    """A put's metadata text (none in a put without it, as journals before it wrote)."""
+    meta = op[3] if len(op) > 3 else None
+    if meta is not None and not isinstance(meta, str):
+        raise StoreDamaged(f"the write journal's put of {op[1]!r} holds metadata not as text")
+    return meta
 
 
 def redo(root: Path, shards: Callable[[int, bool], Index]) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, BinaryIO
 
-from betree.jsonl import input_lines, loads_line
+from betree.jsonl import input_lines, loads_line, meta_matches
 from betree.sharded import AnyIndex
 from storage.errors import InvalidInput
 
@@ -29,12 +29,16 @@ BATCH = 1024  # events matched per read snapshot (docs/matching.md: Batches)
 Result = dict[str, Any]  # {"matches": ids (an array)} or {"error": "..."}
 
 
-def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result]]:
+def match_lines(
+    store: AnyIndex, lines: Iterable[bytes], meta: bool = False
+) -> Iterator[list[Result]]:
     """The results of JSON Lines events, one batch of :data:`BATCH` at a time, in order.
 
     ``lines`` as :func:`betree.jsonl.input_lines` gives them; blank lines are skipped
     (they get no result).  Cost: one ``match_many`` per batch (one read snapshot, one pass
-    over the index: :mod:`betree.batch`).
+    over the index: :mod:`betree.batch`).  With ``meta`` (``bexdb match --with-meta``), each
+    result's matches are ``{"id", "meta"}`` (:func:`betree.jsonl.meta_matches`), the
+    metadata read in the batch's snapshot: one get more per matched id.
     """
     events = (line for line in lines if line.strip())
     while batch := list(islice(events, BATCH)):
@@ -46,7 +50,8 @@ def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result
                 results.append(None)
             except InvalidInput as exc:
                 results.append({"error": exc.message})
-        found = iter(store.match_many_arrays(decoded))
+        found = iter(store.match_many_meta(decoded) if meta else store.match_many_arrays(decoded))
+        shown: dict[Any, str] = {}  # (the batch's matches with metadata, as written)
         out: list[Result] = []
         for result in results:
             if result is None:
@@ -54,7 +59,7 @@ def match_lines(store: AnyIndex, lines: Iterable[bytes]) -> Iterator[list[Result
                 if isinstance(ids, InvalidInput):
                     result = {"error": ids.message}
                 else:
-                    result = {"matches": ids}
+                    result = {"matches": meta_matches(ids, shown) if meta else ids}
             out.append(result)
         yield out
 

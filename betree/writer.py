@@ -1,11 +1,11 @@
 """``Writer``: one write transaction's view of an index — interning, inserting, deleting.
 
 A subscription's insertion writes its catalog records (:mod:`betree.catalog`: ``sub``,
-``ext``, one ``home`` per clause, the ``atom``/``aid`` records of atoms new to the
-index with their PB+tree entries or direct tests), then inserts each clause into the
-BE-Tree at its places; deletion undoes the same, releasing atoms whose last use goes.
-PB+trees and direct-atom lists touched are kept open for the transaction, and
-:meth:`Writer.finish` writes the direct lists, the change log's entry
+``ext``, ``meta`` if it has metadata, one ``home`` per clause, the ``atom``/``aid``
+records of atoms new to the index with their PB+tree entries or direct tests), then
+inserts each clause into the BE-Tree at its places; deletion undoes the same, releasing
+atoms whose last use goes.  PB+trees and direct-atom lists touched are kept open for the
+transaction, and :meth:`Writer.finish` writes the direct lists, the change log's entry
 (:mod:`betree.changelog`) and the root record once at the end.
 
 :meth:`betree.index.Index.writer` makes one; self-adjustment (:func:`betree.adjust.flush`)
@@ -170,8 +170,12 @@ class Writer:
             atoms = self._direct(atom.attr)
             atoms[:] = [entry for entry in atoms if entry[0] != aid]
 
-    def insert(self, ident: SubId, expr: str, clauses: list[Clause]) -> bool:
-        """Insert (or replace) subscription ``ident``; True if it was new."""
+    def insert(
+        self, ident: SubId, expr: str, clauses: list[Clause], meta: str | None = None
+    ) -> bool:
+        """Insert (or replace) subscription ``ident`` with its metadata text (validated:
+        :func:`betree.metadata.meta_text`; a replacement without it drops the old one);
+        True if it was new."""
         existed = self.delete(ident)
         sid = self.rec["next_sid"]
         self.rec["next_sid"] = sid + 1
@@ -182,7 +186,10 @@ class Writer:
         sid_key = codec.encode_u64(sid)
         self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
         self.added.append([sid, ident, atom_ids])
-        self.txn.put(catalog.EXT, codec.encode_id(ident), sid_key)
+        ext_key = codec.encode_id(ident)
+        self.txn.put(catalog.EXT, ext_key, sid_key)
+        if meta is not None:
+            catalog.put_meta(self.txn, ext_key, meta)
         for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
             self.tree.insert((clause_id(sid, k), ident, ids), place)
         self.rec["subs"] += 1
@@ -206,7 +213,9 @@ class Writer:
                 if aid:
                     self.release(aid)
         self.txn.delete(catalog.SUB, sid_key)
-        self.txn.delete(catalog.EXT, codec.encode_id(ident))
+        ext_key = codec.encode_id(ident)
+        self.txn.delete(catalog.EXT, ext_key)
+        catalog.put_meta(self.txn, ext_key, None)
         self.removed.append([sid, ident])
         self.rec["subs"] -= 1
         return True

@@ -79,7 +79,8 @@ def load(
         for idx, batch, part in zip(indexes, batches, parts, strict=True):
             for record in part:
                 try:
-                    batch.add(record.id, record.expr, idx.compile(record.id, record.expr))
+                    clauses = idx.compile(record.id, record.expr)
+                    batch.add(record.id, record.expr, clauses, record.meta)
                 except InvalidInput as exc:
                     record.error = exc.message.split(": ", 1)[-1]
                 done += 1

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from betree.jsonl import input_lines, loads_line
 from betree.maintain import retiring
+from betree.metadata import Meta, meta_text
 from loaders.header import is_header
 from storage.errors import BexdbError, InvalidInput
 from storage.staging import staging
@@ -30,12 +31,18 @@ from storage.swap import swap_in
 
 @dataclass
 class Record:
-    """One input record: its 1-based line, id and expression (or why it is unusable)."""
+    """One input record: its 1-based line, id, expression and metadata (its JSON text,
+    validated: :mod:`betree.metadata`), or why it is unusable."""
 
     line: int
     id: Any
     expr: Any
     error: str | None = None
+    meta: Meta | None = None
+
+    def item(self) -> tuple[Any, str, Meta | None]:
+        """What a write takes: ``(id, expr, meta)``."""
+        return self.id, self.expr, self.meta
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -56,9 +63,13 @@ def parse_lines(lines: Iterable[bytes | str], first: int = 1) -> Iterator[Record
             yield record
 
 
-def parse_line(text: bytes | str, n: int = 1) -> Record | None:
+def parse_line(text: bytes | str, n: int = 1, meta_column: bool = False) -> Record | None:
     """The record of line ``n`` (its error, if it is not usable), or None if it is blank
     or a schema header (:mod:`loaders.header`).
+
+    ``"meta"``, if present and not null, must be an object within the bound of
+    :func:`betree.metadata.meta_text`; with ``meta_column`` (a Parquet or CSV row) a
+    string there is the column's JSON text, decoded first.
 
     Every error is the record's own, whatever the bytes.  The record's ``id`` is what
     the rejects file shows: an id that JSON cannot show (NaN, infinities, a lone
@@ -88,7 +99,18 @@ def parse_line(text: bytes | str, n: int = 1) -> Record | None:
     where = _lone_surrogate(expr)
     if where is not None:
         return Record(n, ident, None, f"expr holds {where} (not valid Unicode)")
-    return Record(n, ident, expr)
+    meta = doc.get("meta")
+    if meta is None:
+        return Record(n, ident, expr)
+    try:
+        if meta_column and isinstance(meta, str):
+            try:
+                meta = loads_line(meta)
+            except InvalidInput as exc:
+                raise InvalidInput(f'column "meta": {exc.message}') from None
+        return Record(n, ident, expr, meta=meta_text(meta))
+    except InvalidInput as exc:
+        return Record(n, ident, None, exc.message)
 
 
 def shown_id(ident: Any) -> tuple[Any, str | None]:

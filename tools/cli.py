@@ -53,7 +53,8 @@ EPILOG = (
 RECORDS_HELP = (
     'INPUT holds JSON Lines, one subscription record a line: {"id": ID, "expr": "EXPRESSION"}, '
     'ID a JSON integer or string; e.g. {"id": "s1", "expr": "price < 10 and genre = '
-    '\\"classics\\""}. Blank lines are skipped.'
+    '\\"classics\\""}. A record may hold "meta": any JSON object (at most 64 KiB as JSON), '
+    "stored with the subscription (docs/meta.md). Blank lines are skipped."
 )
 
 
@@ -102,7 +103,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     schema = args.schema
     if schema is None and args.input not in (None, "-") and not os.path.exists(args.store):
         schema = input_schema([args.input])
-    created = write_subscriptions(args.store, [(r.id, r.expr) for r in records], schema)
+    created = write_subscriptions(args.store, [r.item() for r in records], schema)
     new = sum(created)
     print(f"subscribed {len(created)} ({new} new, {len(created) - new} replaced)")
     return EXIT_OK
@@ -127,6 +128,9 @@ def cmd_match(args: argparse.Namespace) -> int:
     matched on Spark into ``--out`` (:mod:`loaders.spark.match`).
     """
     if args.engine == "spark":
+        if args.with_meta:
+            print("bexdb: --with-meta is for --engine python", file=sys.stderr)
+            return EXIT_USAGE
         if args.jobs is not None:
             print("bexdb: --jobs is for --engine python (Spark has its tasks)", file=sys.stderr)
             return EXIT_USAGE
@@ -152,7 +156,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     cache = args.cache_mb << 20
     with open_index(args.store, cache_bytes=cache) as store, _binary_input(events) as fh:
         for lines, errors in match_lines_parallel(
-            store, args.store, ready_batches(fh), jobs, cache
+            store, args.store, ready_batches(fh), jobs, cache, args.with_meta
         ):
             rejected += errors
             if binary is None:
@@ -191,8 +195,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write every subscription of a store (plain or sharded) as JSON Lines records.
 
     First the schema header ``{"schema": DOC}`` (:mod:`loaders.header`), then
-    ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, so that ``bexdb load``
-    reads the file back into an equal store without ``--schema``.  A file is written beside
+    ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, with ``"meta": OBJECT``
+    (the metadata's JSON text as stored: :mod:`betree.metadata`) for a subscription that
+    has it, so that ``bexdb load`` reads the file back into an equal store without
+    ``--schema``.  A file is written beside
     ``OUT`` and renamed into place when complete (a failed export leaves no partial file).
     """
     from betree.sharded import open_index
@@ -201,8 +207,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_index(args.store) as store, _output(args.out) as out:
         count = 0
         out.write(schema_header(store.schema.to_json()) + "\n")
-        for ident, expr in store.subscriptions():
-            out.write(json.dumps({"id": ident, "expr": expr}, ensure_ascii=False) + "\n")
+        for ident, expr, meta in store.records():
+            line = json.dumps({"id": ident, "expr": expr}, ensure_ascii=False)
+            out.write(line if meta is None else f'{line[:-1]}, "meta": {meta}}}')
+            out.write("\n")
             count += 1
     print(f"exported {count:,} subscriptions", file=sys.stderr)
     return EXIT_OK
@@ -519,6 +527,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="decoded-page cache of each matching process, for the whole store (a sharded "
         "store's shards share it): more is faster on large stores, bounded memory",
     )
+    p.add_argument(
+        "--with-meta",
+        action="store_true",
+        help='each match as {"id": ID, "meta": OBJECT}, the subscription\'s metadata (null '
+        "where it has none) beside its id (--engine python)",
+    )
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser(
@@ -573,8 +587,8 @@ def build_parser() -> argparse.ArgumentParser:
         "inputs",
         nargs="+",
         metavar="INPUT",
-        help="subscription records: JSON Lines, Parquet or CSV (columns id, expr), files or "
-        "directories",
+        help="subscription records: JSON Lines, Parquet or CSV (columns id, expr, optionally "
+        "meta: JSON text), files or directories",
     )
     p.add_argument("--schema", type=schema_file, help="schema JSON (else inferred)")
     p.add_argument(

@@ -193,7 +193,8 @@ class Service:
         if route == "/healthz":
             return 200, {"status": "ok", "pid": os.getpid()}
         if route == "/match":
-            return self.match(_json(body))
+            _only(query, "meta")
+            return self.match(_json(body), _flag(query, "meta"))
         if route == "/validate":
             return self.validate(body)
         if route == "/explain":
@@ -223,12 +224,13 @@ class Service:
 
     # -- the routes ----------------------------------------------------------------------
 
-    def match(self, body: Any) -> Answer:
+    def match(self, body: Any, meta: bool = False) -> Answer:
         """One event, or ``{"events": [...]}`` (one snapshot; bad events answered in place).
 
         A body with the key ``"events"`` is a batch, so it must have no
         other key and its value must be a list: an event with an attribute named "events"
-        is sent in a batch.
+        is sent in a batch.  ``meta`` (``?meta=true``): each match is ``{"id", "meta"}``,
+        the subscription's metadata read in the snapshot matched (null where it has none).
         """
         from betree.index import event_values
         from tools import metrics
@@ -247,7 +249,12 @@ class Service:
         store = self.current()
         indexes = store.indexes
         if batch:
-            return 200, {"results": self._match_batch(store, body["events"])}
+            return 200, {"results": self._match_batch(store, body["events"], meta)}
+        if meta:  # (one event as a batch: its matches and their metadata in one snapshot)
+            (found,) = self._match_batch(store, [body], meta)
+            if "error" in found:
+                raise HTTPError(400, found["error"])
+            return 200, found
         with store.snapshot() as match:  # (validated in the snapshot's schema)
             values = event_values(store.schema, body)
             start = time.perf_counter()
@@ -259,15 +266,23 @@ class Service:
         metrics.MATCHES.inc(len(found))
         return 200, {"matches": found}
 
-    def _match_batch(self, store: Any, events: list[Any]) -> list[dict[str, Any]]:
+    def _match_batch(self, store: Any, events: list[Any], meta: bool) -> list[dict[str, Any]]:
         """``{"events": [...]}`` through ``match_many`` (one snapshot, one pass over the
-        index); a bad event is answered in its place.  The latency, candidates and pages
-        histograms get each matched event's share of the batch (the batch's figure over
-        its events): a batch has no per-event figures."""
+        index; ``match_many_meta`` with ``meta``); a bad event is answered in its place.
+        The latency, candidates and pages histograms get each matched event's share of the
+        batch (the batch's figure over its events): a batch has no per-event figures."""
+        from betree.metadata import loads
         from tools import metrics
 
+        objects: dict[Any, Any] = {}
+
+        def decoded(ident: Any, text: str | None) -> Any:
+            if ident not in objects:
+                objects[ident] = loads(text)
+            return objects[ident]
+
         start = time.perf_counter()
-        found = store.match_many(events)
+        found = store.match_many_meta(events) if meta else store.match_many(events)
         seconds = time.perf_counter() - start
         matched = sum(not isinstance(r, InvalidInput) for r in found)
         candidates = sum(i.last_stats.get("candidates", 0) for i in store.indexes)
@@ -283,6 +298,8 @@ class Service:
             metrics.PAGES.observe(pages / matched)
             metrics.EVENTS.inc()
             metrics.MATCHES.inc(len(result))
+            if meta:  # (each id's metadata decoded once for the batch)
+                result = [{"id": i, "meta": decoded(i, text)} for i, text in result]
             results.append({"matches": result})
         return results
 
@@ -307,7 +324,7 @@ class Service:
                 "results": results,
                 "written": 0,
             }
-        items = [(r.id, r.expr) for r in valid]
+        items = [r.item() for r in valid]
         created = self._write(lambda index: index.subscribe_many(items)) if items else []
         oks = (result for result in results if "ok" in result)
         for result, new in zip(oks, created, strict=True):
@@ -351,15 +368,30 @@ class Service:
         return 200, {**done, "schema": self.current().schema.to_json()}
 
     def get(self, ident: Any) -> Answer:
-        expr = self.current().expression(ident)
-        if expr is None:
+        """The subscription ``{"id", "expr"}``, with ``"meta"`` if it has metadata."""
+        from betree import metadata
+
+        found = self.current().record(ident)
+        if found is None:
             raise HTTPError(404, f"no subscription {ident!r}")
-        return 200, {"id": ident, "expr": expr}
+        expr, meta = found
+        answer = {"id": ident, "expr": expr}
+        if meta is not None:
+            answer["meta"] = metadata.loads(meta)
+        return 200, answer
 
     def put(self, ident: Any, body: Any) -> Answer:
+        """``{"expr": "...", "meta": {...}}`` (``meta`` optional: without it, the
+        subscription has none, whatever it had)."""
+        from betree import metadata
+
         if not isinstance(body, dict) or not isinstance(body.get("expr"), str):
             raise HTTPError(400, 'the body must be a JSON object {"expr": "..."}')
-        created = self._write(lambda index: index.subscribe(ident, body["expr"]))
+        try:
+            meta = metadata.meta_text(body["meta"]) if body.get("meta") is not None else None
+        except InvalidInput as exc:
+            raise HTTPError(400, f"subscription {ident!r}: {exc.message}") from None
+        created = self._write(lambda index: index.subscribe(ident, body["expr"], meta))
         return (201 if created else 200), {"id": ident, "created": created}
 
     def delete(self, ident: Any) -> Answer:

@@ -156,8 +156,13 @@ def build_store(
             used = used[np.argsort(first)]  # global ids in order of first use
             dense = np.zeros(len(atom_keys) + 1, dtype=np.int64)
             dense[used] = np.arange(1, len(used) + 1)
+            idents = _idents(good["id"])
+            metas: list[tuple[Any, str]] = []
+            if good["meta"].null_count < len(good):  # (the subscriptions that have metadata)
+                pairs = zip(idents, good["meta"].to_pylist(), strict=True)
+                metas = [(ident, text) for ident, text in pairs if text is not None]
             subs = PackedSubs(
-                idents=_idents(good["id"]),
+                idents=idents,
                 exprs=good["expr"].to_pylist(),
                 per_sub=np.asarray(pc.list_value_length(good["lens"])),
                 lens=flat["lens"],
@@ -168,8 +173,8 @@ def build_store(
             del mine
             del flat, atoms, dense
             t1 = time.perf_counter()
-            counts = build_from_parts(idx, subs, None, catalog)  # (places from the atoms)
-            del subs, catalog  # the store has them now; check() reads them back
+            counts = build_from_parts(idx, subs, None, catalog, metas=metas)  # (places: atoms)
+            del subs, catalog, metas  # the store has them now; check() reads them back
             t2 = time.perf_counter()
             if fail_at == "build":
                 raise RuntimeError("injected failure in the load stage (fail_at='build')")

@@ -129,7 +129,8 @@ class _Task:
             ident = record.id
             shown = str(ident) if type(ident) is int else json.dumps(ident)
             part = parts[shard_of(key, self.shards)]
-            part.rows.append((arg, fid, block, pos, key, shown, expr, record.error, cerror))
+            meta = record.meta if expr is not None else None
+            part.rows.append((arg, fid, block, pos, key, shown, expr, meta, record.error, cerror))
             self.pack(part, clauses)
             part.close_record()
         return parts

@@ -1,7 +1,8 @@
 """Extract: the inputs of a load as one DataFrame of raw records, each with its place.
 
-Each input is JSON Lines (``spark.read.text``), Parquet or CSV (columns ``id``, ``expr``;
-a row becomes the JSON object ``to_json(struct(id, expr))``, so every format goes through
+Each input is JSON Lines (``spark.read.text``), Parquet or CSV (columns ``id``, ``expr``,
+optionally ``meta``: a subscription's metadata as JSON text, :mod:`betree.metadata`; a row
+becomes the JSON object ``to_json(struct(id, expr))``, so every format goes through
 the one record parser of :mod:`loaders.records`).  A JSON Lines line reaches the executors
 as its bytes, cut at ``"\\n"`` only, and is decoded there with the record, so that a line
 that is not UTF-8 is one reject, as in the single-process engine (Spark itself never
@@ -142,15 +143,16 @@ def _row_json(df: DataFrame, path: str) -> Any:
 
     fields = {f.name.lower(): f for f in df.schema.fields}
     columns = []
-    for name, allowed in (("id", _ID_TYPES), ("expr", ("string",))):
+    for name, allowed in (("id", _ID_TYPES), ("expr", ("string",)), ("meta", ("string",))):
         field = fields.get(name)
         if field is None:
-            columns.append(F.lit(None).cast("string").alias(name))
+            if name != "meta":  # (optional: a subscription's metadata as JSON text)
+                columns.append(F.lit(None).cast("string").alias(name))
             continue
         if field.dataType.typeName() not in allowed:
             raise InvalidInput(
                 f'{path}: column "{name}" has type {field.dataType.simpleString()}',
-                hint="id must be an integer or string column, expr a string column",
+                hint="id must be an integer or string column, expr and meta string columns",
             )
         columns.append(F.col(f"`{field.name}`").alias(name))
     return F.to_json(F.struct(*columns))
@@ -180,7 +182,7 @@ def parse_record(kind: int, text: bytes | None) -> Record | None:
     """The record of one extracted row (its ``line`` is set later), or None if blank."""
     if text is None:
         return None
-    record = parse_line(text)
+    record = parse_line(text, meta_column=kind != JSONL)
     if record is None or kind == JSONL:
         return record
     if record.error == _RECORD_SHAPE:
