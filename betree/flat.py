@@ -46,12 +46,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree.delta import Based
+from betree import catalog
+from betree import delta as delta_bounds
+from betree.delta import Based, Delta
 from betree.heap import return_freed_memory
 from betree.nodes import CNode, LNodePage, id_array
+from betree.snapshot import Records
 from betree.tree import BETree
 from pbtree.view import SearchView, ranges
 from storage.cache import PageCache
+from storage.store import Store
 
 #: atoms per row: a row's truths, 8 bools, read as one uint64
 WIDTH = 8
@@ -64,6 +68,11 @@ FLAT_AFTER = 64
 #: the fewest bytes a view takes a clause (an 8-byte id, a 4-byte row start, one row of
 #: 2-byte atom ids): a store whose clauses cannot fit is not read for nothing
 LEAST_BYTES = 8 + 4 + 2 * WIDTH
+#: c-nodes a build visits between calls of its ``pause`` (:func:`build`)
+PAUSE_EVERY = 32
+#: a delta due for folding is matched while a fold runs in the background
+#: (:attr:`FlatSlot.background`), until it is this many times past its bound
+BEHIND = 4
 
 
 class FlatTree:
@@ -243,11 +252,15 @@ def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
     return nodes[np.cumsum(cut[:n]) == 0]
 
 
-def build(tree: BETree, pbtrees: Mapping[str, dict[str, Any]]) -> FlatTree:
+def build(
+    tree: BETree, pbtrees: Mapping[str, dict[str, Any]], pause: Callable[[], None] | None = None
+) -> FlatTree:
     """The view of ``tree`` and of the PB+trees whose records ``pbtrees`` holds by
     attribute: every page read once (the tree's in preorder), past the page cache (which
-    the view replaces)."""
+    the view replaces).  ``pause``: called every :data:`PAUSE_EVERY` c-nodes (a build in
+    a thread of its own lets matching threads have the interpreter there)."""
     load, space = tree.txn.load_uncached, tree.space
+    visits = 0
     attrs: dict[str, int] = {}
     node_attr: list[int] = []
     node_lo: list[int] = []
@@ -265,6 +278,9 @@ def build(tree: BETree, pbtrees: Mapping[str, dict[str, Any]]) -> FlatTree:
     entered: list[tuple[int, int]] = []  # (preorder index, stack length on entering)
     while stack:
         page, attr, top = stack.pop()
+        visits += 1
+        if pause is not None and visits % PAUSE_EVERY == 0:
+            pause()
         while entered and entered[-1][1] > len(stack):
             node_end[entered.pop()[0]] = len(node_attr)
         node = load(space, page, CNode)
@@ -340,6 +356,18 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
     return {"row_at": row_at, "rows": rows}
 
 
+def fresh_base(store: Store, attribute: Callable[[bytes, str], str]) -> tuple[int, Based]:
+    """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
+    background: :class:`FlatSlot`); its per-attribute records read afresh (``attribute``:
+    as :class:`betree.snapshot.Records` takes it; the index's own are the matching
+    thread's)."""
+    with store.read() as txn:
+        rec = catalog.root_record(txn)
+        trees, grouped = Records(attribute).read(txn)
+        view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
+        return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
+
+
 class FlatSlot:
     """The view one store's matches use, if any: built once :attr:`after` events were
     matched by walking pages, and only if it fits in three quarters of the store's
@@ -352,7 +380,14 @@ class FlatSlot:
     (then the view is rebuilt at once) or the log cannot say, or until a delta left over
     once writes stop has cost the events since as much as the last build took (then
     folded too: :meth:`_lingers`).  A reader of a generation older than the held one walks
-    pages (the view cannot go back)."""
+    pages (the view cannot go back).
+
+    With :attr:`background` set (a function that builds a base view in a snapshot of its
+    own), a fold runs in a thread instead, out of the match path: matches go on with the
+    held view and its growing delta (exact, only slower an event) until the new base is
+    in, then catch up from it; a delta :data:`BEHIND` times past its bound, or a log that
+    cannot say, is still folded at once.  The thread holds the interpreter lock while it
+    runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -366,6 +401,11 @@ class FlatSlot:
         self.builds = 0
         self._build_s = 0.0  # what the last view took to build
         self._quiet = 0.0  # estimated seconds the held delta has cost since the last write
+        #: builds a base view in a snapshot of its own: (its generation, it); None: fold inline
+        self.background: Callable[[], tuple[int, Based]] | None = None
+        self._folding: threading.Thread | None = None
+        self._folded: tuple[int, Based] | None = None  # built in the background, not yet in
+        self._base_gen = -1  # the generation of the held view's base
 
     def _lingers(self, based: Based, events: int) -> bool:
         """Whether the held view's delta, left over once writes stopped, has cost the
@@ -394,19 +434,20 @@ class FlatSlot:
         pages.  ``make`` builds one when it is due and its ``clauses`` may fit;
         ``catch_up`` brings the held one to ``gen`` (None: it cannot, rebuild)."""
         based = self.held(gen)
-        if based is not None and not self._lingers(based, events):
+        if based is not None and self._folded is None and not self._lingers(based, events):
             return based
         with self._lock:
+            self._take_folded()
             held = self._held
             if held is not None:
                 if gen < held[0]:
                     return None
                 if gen > held[0]:
                     newer = catch_up(held[1]) if catch_up is not None else None
-                    if newer is not None and not newer.delta.due():
+                    if newer is not None and (not newer.delta.due() or self._behind(newer)):
                         self._held, self._quiet = (gen, newer), 0.0
                         return newer
-                elif not self._lingers(held[1], 0):
+                elif not self._lingers(held[1], 0) or self._behind(held[1]):
                     return held[1]
                 self.drop()  # folded: rebuilt now
                 self._walks = self.after
@@ -428,14 +469,74 @@ class FlatSlot:
                 self.cache.release(self._share)
                 self._too_big = True
                 return None
-            self._held = (gen, based)
+            self._held, self._base_gen = (gen, based), gen
             return based
+
+    def _behind(self, based: Based) -> bool:
+        """Whether ``based`` may be matched while a fold runs in the background (one is
+        started if none runs)."""
+        if self.background is None or based.delta.clauses > BEHIND * delta_bounds.FOLD_CLAUSES:
+            return False
+        if len(based.delta.new_atoms) > BEHIND * delta_bounds.FOLD_ATOMS:
+            return False
+        if self._folding is None and self._folded is None:
+            self._folding = threading.Thread(target=self._fold, name="bexdb-fold", daemon=True)
+            self._folding.start()
+        return True
+
+    def _fold(self) -> None:
+        """The background fold (a thread): its view is taken in by the next :meth:`get`."""
+        assert self.background is not None
+        began = time.perf_counter()
+        try:
+            done: tuple[int, Based] | None = self.background()
+        except Exception:  # (a store closed or replaced meanwhile): fold inline from now on
+            done, self.background = None, None
+        with self._lock:
+            self._folded, self._folding = done, None
+            self._build_s = time.perf_counter() - began
+
+    def _take_folded(self) -> None:
+        """A view folded in the background becomes the held one (the caller holds the
+        lock), if it is newer than the held one's base and fits."""
+        done, self._folded = self._folded, None
+        if done is None or self._held is None or done[0] <= self._base_gen:
+            return
+        if done[1].view.nbytes > self._share:
+            self.background = None
+            return
+        self._held, self._base_gen, self._quiet = done, done[0], 0.0
+        self.builds += 1
+
+    def wait(self) -> None:
+        """Until no fold runs in the background (before the store closes; tests)."""
+        folding = self._folding
+        if folding is not None:
+            folding.join()
+
+    def held_gen(self) -> int:
+        """The generation of the view held (-1: none)."""
+        held = self._held
+        return held[0] if held is not None else -1
+
+    def advance(self, gen: int, catch_up: Callable[[Based], Based | None]) -> None:
+        """The held view caught up to ``gen`` by ``catch_up`` (as :meth:`get` would), unless
+        the delta would be due for folding or the log cannot say: then :meth:`get` does it
+        (and folds) at the next match.  Never builds a view."""
+        with self._lock:
+            held = self._held
+            if held is None or gen <= held[0]:
+                return
+            newer = catch_up(held[1])
+            if newer is not None and not newer.delta.due():
+                self._held, self._quiet = (gen, newer), 0.0
 
     def drop(self) -> None:
         """Forget the view, giving its share back to the page cache."""
         if self._held is not None:
             self.cache.release(self._share)
             self._held = None
+        self._folded = None
         self._walks = 0
 
     def describe(self) -> dict[str, Any]:

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from betree.lang.atoms import Atom, OrderAtom, TestAtom
+from betree.lang.bounded import forget_older_half
 from pbtree.operators import bounds
 
 GRID_MAX = (1 << 64) - 1
@@ -224,3 +225,42 @@ def entries_span(kind: str, entries: Sequence[Sequence[Any]]) -> tuple[int, int]
         lo, lo_incl, hi, hi_incl = between
         spans.append(interval(kind, lo, lo_incl, hi, hi_incl))
     return hull(spans)
+
+
+#: atoms whose grid span :func:`clause_places` keeps in its cache (~200 bytes each); when
+#: full, the older half is forgotten
+SPANS_LIMIT = 1 << 19
+
+
+def clause_places(
+    clause: Iterable[Atom],
+    types: Mapping[str, str],
+    cache: dict[Atom, tuple[int, int] | tuple[()]],
+) -> dict[str, tuple[int, int]]:
+    """Per attribute a clause needs defined, the grid interval its atoms allow (its
+    *places*, :mod:`betree.tree`); ``types``: each attribute's kind (:func:`kind_of`).
+
+    Cost: ~0.3 µs per atom whose span is in ``cache`` (by atom, bounded; ``()`` for the
+    atom ``a is null``, which needs nothing) and found by identity (see
+    :func:`betree.lang.atoms.order_atoms`).
+    """
+    spans: dict[str, tuple[int, int]] = {}
+    empty = False
+    for atom in clause:
+        span = cache.get(atom)
+        if span is None:
+            if len(cache) > SPANS_LIMIT:
+                forget_older_half(cache)
+            span = cache[atom] = atom_span(types[atom.attr], atom) if atom.requires_defined else ()
+        if not span:
+            continue
+        attr = atom.attr
+        prev = spans.get(attr)
+        if prev is not None:
+            span = (max(span[0], prev[0]), min(span[1], prev[1]))
+        spans[attr] = span
+        empty = empty or span[0] > span[1]
+    if not empty:
+        return spans
+    full = (0, GRID_MAX)
+    return {attr: span if span[0] <= span[1] else full for attr, span in spans.items()}

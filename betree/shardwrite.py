@@ -206,6 +206,8 @@ def apply_part(
                 else:
                     out.append(w.delete(op[1]))
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
+    w.committed()
+    index.caught_up(len(out))
     return out
 
 

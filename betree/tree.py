@@ -66,7 +66,7 @@ class BETree:
         self,
         txn: ReadTxn,
         rec: dict[str, Any],
-        places: Callable[[int], Places] | None = None,
+        places: Callable[[Entry], Places] | None = None,
         hint: Callable[[str], tuple[int, int]] | None = None,
         moved: Callable[[int, int], None] | None = None,
         feedback: Mapping[str, float] | None = None,
@@ -229,29 +229,20 @@ class BETree:
                 return page
 
     def _append(self, page: int, entries: list[Entry]) -> None:
-        """Add clauses to a c-node's l-node, filling the last chain page first."""
+        """Add clauses to a c-node's l-node, filling its first page, then putting fresh
+        pages in front: one page touched however long the chain (no walk to its end)."""
         if not entries:
             return
         txn = self._writer()
         node = self._mut(page)
-        last = None
-        cur = node.lnode
-        while cur:
-            last = self.txn.load(self.space, cur, LNodePage)
-            cur = last.next
-        if last is not None:
-            last = txn.load_mut(self.space, last.page, LNodePage)
+        head = txn.load_mut(self.space, node.lnode, LNodePage) if node.lnode else None
         for entry in entries:
-            if last is None or not last.has_room(entry):
+            if head is None or not head.has_room(entry):
                 new = txn.alloc()
-                fresh = LNodePage(new)
-                txn.put_new(self.space, new, fresh)
-                if last is None:
-                    node.lnode = new
-                else:
-                    last.next = new
-                last = fresh
-            last.add(entry)
+                head = LNodePage(new, node.lnode)
+                txn.put_new(self.space, new, head)
+                node.lnode = new
+            head.add(entry)
         node.size += len(entries)
 
     def _rewrite(self, page: int, entries: list[Entry]) -> None:
@@ -267,10 +258,11 @@ class BETree:
         node.size = 0
         self._append(page, entries)
 
-    def _places_of(self, cid: int, cache: dict[int, Places]) -> Places:
+    def _places_of(self, entry: Entry, cache: dict[int, Places]) -> Places:
+        cid = entry[0]
         if cid not in cache:
             assert self._places is not None
-            cache[cid] = self._places(cid)
+            cache[cid] = self._places(entry)
         return cache[cid]
 
     def _record_move(self, entries: list[Entry], page: int) -> None:
@@ -289,8 +281,8 @@ class BETree:
             taken = used | set(node.pmap)
             counts = Counter(
                 attr
-                for cid, _, _ in entries
-                for attr in self._places_of(cid, cache)
+                for entry in entries
+                for attr in self._places_of(entry, cache)
                 if attr not in taken
             )
             # Rank(l_i) = Gain - Loss: the clauses that would move, less the false
@@ -310,8 +302,8 @@ class BETree:
             lo, hi = self._hint(attr)
             top = txn.alloc()
             txn.put_new(self.space, top, CNode(top, attr, True, lo, hi, page, self.max_cap))
-            moving = [e for e in entries if attr in self._places_of(e[0], cache)]
-            staying = [e for e in entries if attr not in self._places_of(e[0], cache)]
+            moving = [e for e in entries if attr in self._places_of(e, cache)]
+            staying = [e for e in entries if attr not in self._places_of(e, cache)]
             node = self._mut(page)
             node.add_pnode(attr, top)
             node.add_score(attr, len(moving))
@@ -350,7 +342,7 @@ class BETree:
         to_left: list[Entry] = []
         to_right: list[Entry] = []
         for entry in self.entries(bucket):
-            lo, hi = self._places_of(entry[0], cache)[attr]
+            lo, hi = self._places_of(entry, cache)[attr]
             if llo <= lo and hi <= lhi:
                 to_left.append(entry)
             elif rlo <= lo and hi <= rhi:
@@ -517,7 +509,7 @@ class BETree:
         """Insert evicted clauses again, from the root, by the current ranking."""
         cache: dict[int, Places] = {}
         for entry in entries:
-            self.insert(entry, self._places_of(entry[0], cache))
+            self.insert(entry, self._places_of(entry, cache))
 
     def _prune(self, page: int) -> None:
         """Merge rule and removal of empty nodes, from ``page`` up to the root.

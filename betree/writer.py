@@ -23,6 +23,8 @@ from betree import catalog, changelog
 from betree.adjust import feedback
 from betree.catalog import SubId, clause_id
 from betree.lang.atoms import Atom, Clause, OrderAtom, atom_from_tuple
+from betree.lang.bounded import forget_older_half
+from betree.nodes import Entry
 from betree.tree import BETree, Places
 from pbtree import PBTree
 from storage import codec
@@ -34,7 +36,10 @@ class Writer:
     """Inserting and deleting subscriptions in ``txn``.
 
     ``places`` gives a clause's places (:meth:`betree.index.Index.places`); ``hints`` the
-    grid range a new p-node's top bucket halves, per attribute.
+    grid range a new p-node's top bucket halves, per attribute.  ``memo``: the atoms (by
+    id) and stored clauses' places (by clause id) that earlier transactions of this store
+    read, kept by the caller across them (bounded): ids are never reused and a clause's
+    atoms never change, so only what was committed before this transaction goes in.
     """
 
     def __init__(
@@ -42,11 +47,15 @@ class Writer:
         txn: WriteTxn,
         places: Callable[[Clause], Places],
         hints: Mapping[str, tuple[int, int]],
+        memo: Memo | None = None,
     ) -> None:
         self.txn = txn
         self.places = places
         self.hints = hints
+        self.memo = memo if memo is not None else Memo()
         self.rec = catalog.root_record(txn)
+        self.first_atom = self.rec["next_atom"]  # ids from here on are this transaction's
+        self.first_sid = self.rec["next_sid"]
         self.trees: dict[str, PBTree] = {}
         self.tree = BETree(
             txn,
@@ -59,14 +68,28 @@ class Writer:
         )
         self.direct: dict[str, list[list[Any]]] = {}
         self.atoms: dict[int, Atom] = {}
+        #: ``atom`` records read or changed in this transaction (key -> [aid, refcount],
+        #: None once dropped), written once by :meth:`finish`: a batch's repeated atoms
+        #: cost one get and one put each, not one per use
+        self.counts: dict[bytes, list[int] | None] = {}
+        #: places of the clauses this transaction inserted or clustered (a clause's atoms,
+        #: hence its places, never change), for clustering's re-reads
+        self.placed: dict[int, Places] = {}
         #: what this transaction removed and added, for the change log (betree.changelog)
         self.removed: changelog.Removed = []
         self.added: changelog.Added = []
 
-    def _places(self, cid: int) -> Places:
-        sid, k = catalog.clause_parts(cid)
-        sub = catalog.linked_record(self.txn, catalog.SUB, codec.encode_u64(sid), f"clause {cid}")
-        return self.places(tuple(self.atom(aid) for aid in sub[2][k] if aid))
+    def _places(self, entry: Entry) -> Places:
+        """A stored clause's places, from the atom ids its l-node entry carries."""
+        cid, _, ids = entry
+        places = self.placed.get(cid)
+        if places is None:
+            places = self.memo.placed.get(cid)
+        if places is None:
+            places = self.placed[cid] = self.places(tuple(self.atom(aid) for aid in ids if aid))
+            if catalog.clause_parts(cid)[0] < self.first_sid:
+                remember(self.memo.placed, cid, places)
+        return places
 
     def _moved(self, cid: int, page: int) -> None:
         catalog.put_home(self.txn, cid, page)
@@ -75,7 +98,11 @@ class Writer:
         """The atom with id ``aid`` (cached for the transaction)."""
         atom = self.atoms.get(aid)
         if atom is None:
+            atom = self.memo.atoms.get(aid)
+        if atom is None:
             atom = self.atoms[aid] = catalog.load_atom(self.txn, aid)
+            if aid < self.first_atom:
+                remember(self.memo.atoms, aid, atom)
         return atom
 
     def _pbtree(self, attr: str) -> PBTree:
@@ -92,15 +119,15 @@ class Writer:
         """The id of ``atom``, counting one more use (a new atom gets the next id, its
         PB+tree entries or its direct test)."""
         key = codec.encode_value(atom.as_tuple())
-        found = self.txn.get_obj(catalog.ATOM, key)
+        found = self._count(key)
         if found is not None:
-            self.txn.put_obj(catalog.ATOM, key, [found[0], found[1] + 1])
+            found[1] += 1
             self.atoms[found[0]] = atom
             return int(found[0])
         aid = self.rec["next_atom"]
         self.atoms[aid] = atom
         self.rec["next_atom"] = aid + 1
-        self.txn.put_obj(catalog.ATOM, key, [aid, 1])
+        self.counts[key] = [aid, 1]
         self.txn.put(catalog.AID, codec.encode_u64(aid), key)
         if isinstance(atom, OrderAtom):
             tree = self._pbtree(atom.attr)
@@ -110,14 +137,29 @@ class Writer:
             self._direct(atom.attr).append([aid, list(atom.as_tuple())])
         return aid
 
+    def _count(self, key: bytes) -> list[int] | None:
+        """The ``[aid, refcount]`` of atom ``key`` as this transaction left it (None: no
+        such atom)."""
+        if key in self.counts:
+            return self.counts[key]
+        found = self.txn.get_obj(catalog.ATOM, key)
+        if found is not None:
+            if not isinstance(found, list) or len(found) < 2:
+                raise StoreDamaged("the record of an atom is missing or malformed")
+            found = [int(found[0]), int(found[1])]
+        self.counts[key] = found
+        return found
+
     def release(self, aid: int) -> None:
         """Count one use of atom ``aid`` less; drop the atom with its last use."""
         key = catalog.atom_key(self.txn, aid)
-        found = catalog.linked_record(self.txn, catalog.ATOM, key, f"atom {aid}")
+        found = self._count(key)
+        if found is None:
+            raise StoreDamaged(f"the record of atom {aid} is missing or malformed")
         if found[1] > 1:
-            self.txn.put_obj(catalog.ATOM, key, [aid, found[1] - 1])
+            found[1] -= 1
             return
-        self.txn.delete(catalog.ATOM, key)
+        self.counts[key] = None
         self.txn.delete(catalog.AID, codec.encode_u64(aid))
         atom = atom_from_tuple(codec.decode_value(key))
         if isinstance(atom, OrderAtom):
@@ -139,6 +181,8 @@ class Writer:
         self.rec["next_sid"] = sid + 1
         atom_ids = [[self.intern(atom) for atom in clause] or [0] for clause in clauses]
         places = [self.places(clause) for clause in clauses]
+        for k, place in enumerate(places):
+            self.placed[clause_id(sid, k)] = place
         sid_key = codec.encode_u64(sid)
         self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
         self.added.append([sid, ident, atom_ids])
@@ -176,15 +220,49 @@ class Writer:
         self.rec["subs"] -= 1
         return True
 
+    def committed(self) -> None:
+        """After the commit: the atoms this transaction made go into the memo too (for the
+        catch-up of this process's views: :meth:`betree.delta.Delta.advance`)."""
+        for aid, atom in self.atoms.items():
+            if aid >= self.first_atom:
+                remember(self.memo.atoms, aid, atom)
+
     def finish(self) -> None:
         """Write the direct-atom lists touched, the change log's entry (if subscriptions
-        changed) and the root record."""
+        changed), the atom records changed and the root record."""
+        for key, found in sorted(self.counts.items()):
+            if found is None:
+                self.txn.delete(catalog.ATOM, key)
+            else:
+                self.txn.put_obj(catalog.ATOM, key, found)
         for attr, atoms in self.direct.items():
             catalog.put_direct(self.txn, attr, atoms)
         if self.removed or self.added:
             changelog.append(self.txn, self.rec, self.removed, self.added)
         self.rec["attributes"] = catalog.record_attributes(self.txn)
         catalog.put_root(self.txn, self.rec)
+
+
+#: entries a :class:`Memo` keeps of each kind (when full, the older half is forgotten)
+MEMO_LIMIT = 1 << 18
+
+
+class Memo:
+    """What writes of one store read or made before, by id (:class:`Writer`): atoms (~300
+    bytes each) and stored clauses' places (~200), at most :data:`MEMO_LIMIT` of each.  It
+    saves clustering (which takes every clause of an overflowing l-node again), and the
+    catch-up of this process's views (:meth:`betree.delta.Delta.advance`), a catalog read
+    and decode per atom."""
+
+    def __init__(self) -> None:
+        self.atoms: dict[int, Atom] = {}
+        self.placed: dict[int, Places] = {}
+
+
+def remember(memo: dict[int, Any], key: int, value: Any) -> None:
+    if len(memo) >= MEMO_LIMIT:
+        forget_older_half(memo)
+    memo[key] = value
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from betree import delta
+from betree import index as index_module
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.live import LiveIndex
@@ -52,6 +53,81 @@ def test_a_commit_decodes_only_the_attributes_it_changed(tmp_path: Path) -> None
         assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 4, 5]
         idx.unsubscribe(4)
         assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 5]
+        idx.check()
+
+
+def test_a_small_write_catches_the_view_up_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of a few subscriptions brings this process's held view to its commit (the
+    next match pays no catch-up); a larger one leaves it to the next match.  Either way
+    the answers are the brute force's and no view is rebuilt."""
+    rng = random.Random(5)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
+    with Index.open(tmp_path, schema=WORKLOAD) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+        ev = event(rng)
+        _check_answers(idx.match(ev), subs, ev, "first")
+        builds = idx.flat.builds
+        for k in range(30):
+            if k % 5 == 4:
+                gone = rng.choice(sorted(subs))
+                assert idx.unsubscribe(gone)
+                del subs[gone]
+            else:
+                ident = rng.choice([100 + k, *subs])  # new or a replacement
+                subs[ident] = expression(rng)
+                idx.subscribe(ident, subs[ident])
+            with idx.store.read() as txn:
+                assert idx.flat.held_gen() == txn.gen, k
+            ev = event(rng)
+            _check_answers(idx.match(ev), subs, ev, f"write {k}")
+        monkeypatch.setattr(index_module, "CATCH_UP_WRITES", 3)
+        batch = [(200 + k, expression(rng)) for k in range(4)]
+        idx.subscribe_many(batch)
+        subs.update(batch)
+        with idx.store.read() as txn:
+            assert idx.flat.held_gen() < txn.gen
+            gen = txn.gen
+        ev = event(rng)
+        _check_answers(idx.match(ev), subs, ev, "batch")
+        assert idx.flat.held_gen() == gen and idx.flat.builds == builds
+        idx.check()
+
+
+def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta due for folding is matched (exactly) while a new base is built in a thread,
+    which the next match takes in; one far past its bound is folded at once."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    rng = random.Random(6)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
+    with Index.open(tmp_path, schema=WORKLOAD) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+
+        def check(where: str) -> None:
+            ev = event(rng)
+            _check_answers(idx.match(ev), subs, ev, where)
+
+        check("first")
+        assert idx.flat.builds == 1
+        batch = [(100 + k, expression(rng)) for k in range(12)]
+        idx.subscribe_many(batch)
+        subs.update(batch)
+        check("due")  # starts the fold, answers from the held view and its delta
+        idx.flat.wait()
+        assert idx.flat.builds == 1 and idx.flat.describe()["added"] > 8
+        check("taken in")
+        assert idx.flat.builds == 2 and idx.flat.describe()["added"] == 0
+        for k in range(5):  # past BEHIND times the bound, no match between: folded at once
+            batch = [(200 + 20 * k + j, expression(rng)) for j in range(16)]
+            idx.subscribe_many(batch)
+            subs.update(batch)
+        idx.flat.wait()
+        check("far behind")
+        assert idx.flat.builds == 3 and idx.flat.describe()["added"] == 0
         idx.check()
 
 

@@ -6,6 +6,10 @@ load writes them), the same events throughout:
 
 * **frozen**: ``match`` of ``--events`` events after a warm-up that builds the packed view:
   the p50 the targets are ratios of (measured in every run, beside the writes).
+* **paced** (before each 1 write : R run's writes): 200 matches each after ``--pause``
+  seconds idle (default 10 ms, about a durable write's latency): on a shared machine an
+  idle process's CPU caches go to the others, and a match after any pause is slower; this
+  p50 tells that from the work a write leaves for the next match ("x paced").
 * **1 write : R matches** for each ``--ratios`` R: ``subscribe`` of one subscription (7 in
   10 new, 2 replacing an earlier one, 1 in 10 an ``unsubscribe``), then R timed matches,
   ``--writes`` times.  Then **after**: 100 matches once the writes stop.
@@ -19,7 +23,8 @@ load writes them), the same events throughout:
   ``--serve-seconds``; frozen first, with no writer.
 
 Reported: match p50/p99 (ms), write p50/p99 (ms), writes/s (writes over the seconds spent
-writing), and the ratios to the frozen p50 of the same run.  The answers are not checked
+writing; for batches also per CPU-second of this process, which the machine's load
+does not stretch), and the ratios to the frozen p50 of the same run.  The answers are not checked
 here (tests/test_live.py checks them against the brute force under interleavings).  The
 writes are durable commits (LMDB fsync): their latency is mostly the disk's.
 
@@ -130,19 +135,37 @@ def frozen(run: Run, n: int) -> dict[str, float]:
     return _ms(run.match(n))
 
 
-def interleaved(out: Path, data: dict[str, Any], ratio: int, writes: int, n: int) -> dict[str, Any]:
+def paced(run: Run, n: int, pause: float) -> dict[str, float]:
+    """The frozen p50 of matches each after ``pause`` seconds idle, as a match after a
+    write is (on a shared machine an idle process's caches go to the others: this
+    separates that from the work a write leaves for the match)."""
+    out: list[float] = []
+    for _ in range(n):
+        time.sleep(pause)
+        out += run.match(1)
+    return _ms(out)
+
+
+def interleaved(
+    out: Path, data: dict[str, Any], ratio: int, writes: int, n: int, pause: float
+) -> dict[str, Any]:
     run = Run(out, f"1-{ratio}", data)
     try:
         base = frozen(run, n)
+        idle = paced(run, min(n, 200), pause)
         matches: list[float] = []
         wrote: list[float] = []
+        cpu = time.process_time()
         for k in range(writes):
             wrote.append(run.write(k))
             matches += run.match(ratio)
+        cpu = time.process_time() - cpu
         after = run.match(100)
         return {
             "mode": f"1 write : {ratio}",
             "frozen_ms": base,
+            "paced_ms": idle,
+            "process_cpu_s": cpu,
             "match_ms": _ms(matches),
             "write_ms": _ms(wrote),
             "writes_per_s": len(wrote) / sum(wrote),
@@ -158,11 +181,13 @@ def batches(out: Path, data: dict[str, Any], size: int, count: int, n: int) -> d
         base = frozen(run, n)
         matches: list[float] = []
         wrote: list[float] = []
+        cpu: list[float] = []
         for _ in range(count):
             batch = [run.spare.pop() for _ in range(size)]
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             run.store.subscribe_many(batch)
             wrote.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
             matches += run.match(10)
         after = run.match(100)
         return {
@@ -171,6 +196,7 @@ def batches(out: Path, data: dict[str, Any], size: int, count: int, n: int) -> d
             "match_ms": _ms(matches),
             "write_ms": _ms(wrote),
             "writes_per_s": size * len(wrote) / sum(wrote),
+            "writes_per_cpu_s": size * len(cpu) / sum(cpu),
             "after_ms": _ms(after),
         }
     finally:
@@ -263,6 +289,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--serve-warmup", type=positive, default=1500, help="matches before timing (1500)"
     )
     parser.add_argument("--serve-only", action="store_true", help="only the serve rows")
+    parser.add_argument(
+        "--pause", type=float, default=0.01, help="idle seconds before a paced match (0.01)"
+    )
     parser.add_argument("--out", default="bench-results/live", help="results directory")
 
 
@@ -275,7 +304,7 @@ def main(args: argparse.Namespace) -> int:
     rows = []
     for ratio in [] if args.serve_only else args.ratios:
         writes = max(20, args.writes // max(1, ratio // 10))  # 1:100 -> a tenth of the writes
-        rows.append(interleaved(out, data, ratio, writes, args.events))
+        rows.append(interleaved(out, data, ratio, writes, args.events, args.pause))
         _log(f"1:{ratio}: match p50 {rows[-1]['match_ms']['p50']:.3f} ms")
     for size in [] if args.serve_only else args.batches:
         rows.append(batches(out, data, size, args.batch_count, args.events))
@@ -285,12 +314,14 @@ def main(args: argparse.Namespace) -> int:
     doc = {"benchmark": "bexdb bench live", "machine": machine(), "args": vars(args), "rows": rows}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     heads = ["run", "frozen p50", "match p50 / p99", "x frozen p50 / p99", "write p50 / p99"]
-    heads += ["writes/s", "after: p50"]
+    heads += ["writes/s", "writes/CPU-s", "after: p50", "paced p50", "x paced p50"]
     cells = []
     for row in rows:
         f50 = row["frozen_ms"]["p50"]
         m, w = row["match_ms"], row["write_ms"]
         after = row.get("after_ms", {}).get("p50")
+        idle = row.get("paced_ms", {}).get("p50")
+        per_cpu = row.get("writes_per_cpu_s")
         cells.append(
             [
                 row["mode"],
@@ -299,7 +330,10 @@ def main(args: argparse.Namespace) -> int:
                 f"{m['p50'] / f50:.2f} / {m['p99'] / f50:.2f}",
                 f"{w['p50']:.1f} / {w['p99']:.1f}",
                 f"{row['writes_per_s']:,.0f}",
+                "-" if per_cpu is None else f"{per_cpu:,.0f}",
                 "-" if after is None else f"{after:.3f}",
+                "-" if idle is None else f"{idle:.3f}",
+                "-" if idle is None else f"{m['p50'] / idle:.2f}",
             ]
         )
     print(f"`bexdb bench live --subs {args.subs} --shards {args.shards}` (times in ms)\n")
