@@ -243,11 +243,10 @@ def test_bulk_verification_trusts_sound_trees_only() -> None:
 def test_bulk_verification_turns_down_damage(store: Store, what: str) -> None:
     def harm(txn: WriteTxn, tree: PBTree) -> None:
         if what == "lt_pointer":
-            node = leaf(txn, tree, 1)
-            node.ltp[0] = tree.record["lists"][LT][0]  # the head: never a LessThan pointer
+            item = leaf(txn, tree, 1)
+            item.ltp[0] = tree.record["lists"][LT][0]  # the head: never a LessThan pointer
             return
-        node = nth_real(txn, tree, {"gt": GT, "lt": LT, "ne": NE}[what[:2]], 1)
-        runs = node.runs()
+        runs = nth_real(txn, tree, {"gt": GT, "lt": LT, "ne": NE}[what[:2]], 1).runs()
         if what == "gt_id_added":
             runs[0] = [*runs[0], 99999]  # a GreaterThan >= id not in its key's bound run
         elif what == "lt_run_unsorted":
@@ -257,8 +256,8 @@ def test_bulk_verification_turns_down_damage(store: Store, what: str) -> None:
 
     with store.write() as txn:
         harm(txn, PBTree(txn, "a"))
-    with store.read() as txn:
-        tree = PBTree(txn, "a")
+    with store.read() as snapshot:
+        tree = PBTree(snapshot, "a")
         assert not lists_in_bulk(tree)
         with pytest.raises(CheckFailed):
             tree.check()
