@@ -147,8 +147,8 @@ class PackedSubs:
 class Batch:
     """Compiled subscriptions gathered for one batch build, interned as they arrive.
 
-    Keeps per subscription only its id, text and atom ids, and per clause its packed
-    places: a loader holding a million subscriptions needs a few hundred bytes each, not
+    Keeps per subscription only its id, text and atom ids (the places are computed at
+    the build): a loader holding a million subscriptions needs a few hundred bytes each, not
     the several KB of their atom objects.  An order atom of one comparison with an int or
     string constant (two a ``between``: the dense workloads' every atom, none shared) is
     interned by its ``(attribute, operator, constant)`` tuple, not held as an object: the
@@ -159,7 +159,6 @@ class Batch:
         self.index = index
         self.atoms: dict[Atom | tuple[str, str, Any], int] = {}
         self.subs: list[tuple[Any, str, list[list[int]]]] = []
-        self.places = PlaceTable()
 
     def __len__(self) -> int:
         return len(self.subs)
@@ -176,19 +175,18 @@ class Batch:
                 ],
             )
         )
-        for clause in clauses:
-            self.places.add(self.index.places(clause))
 
     def build(self) -> dict[str, int]:
-        """Write everything into the (empty) index; one commit."""
-        keys, orders = {}, {}
-        for atom, aid in self.atoms.items():
+        """Write everything into the (empty) index; one commit.  The clauses' places are
+        computed there from the atoms' keys, in numpy (:class:`AtomSpans`), not here per
+        atom: dense 20K, compile 2.98 -> 1.65 CPU s, build 2.78 -> 4.28, the load's peak
+        877 -> 786 MB (no per-atom span cache); BEGen 20K 1.23 -> 1.04 s for the two."""
+        atoms, keys = self.atoms, {}
+        while atoms:  # (each atom let go as its key is made)
+            atom, aid = atoms.popitem()
             t = atom.as_tuple() if isinstance(atom, Atom) else ("order", atom[0], (atom[1:],))
             keys[aid] = codec.encode_value(t)
-            if t[0] == "order":  # (its tuple as decoded from the key, not decoded again)
-                orders[aid] = t
-        self.atoms.clear()
-        return build_from_parts(self.index, self.subs, self.places, keys, orders)
+        return build_from_parts(self.index, self.subs, None, keys)
 
 
 def _interned(atom: Atom) -> Atom | tuple[str, str, Any]:
