@@ -93,6 +93,8 @@ def load(
         if progress is not None and total:
             progress.write("\n")
         del parts
+        for idx in indexes:
+            idx.drop_compile_caches()
         rejected = sum(1 for r in items if r.error is not None)
         if rejects is not None:
             write_rejects(rejects, items)

@@ -6,15 +6,24 @@ directions, each list's order, links and sentinels, every leaf item's three poin
 against the paper's definitions, each id run where its predicate requires, and page
 accounting (every page of the tree's space reached exactly once).
 
+The list and pointer facts are first verified in bulk (:class:`_Lists`: per list node its
+packed runs checked with numpy, every leaf item's pointers and ``bound`` run against the
+lists by cumulative counts and one sort of (item, id) pairs); only when that finds a fault
+are they walked again item by item to name each one (the messages do not change).
+
 Cost: reads and decodes every page of the tree once, bypassing the page cache so that
-it sees what is on disk; O(n log n) in the number of items.
+it sees what is on disk; O(n log n) in the number of ids, in numpy but for a few Python
+steps per item (key order, the key-to-item dict).  The item-by-item path, now taken only
+on a fault, was 17.5 of the 27 profiled seconds of a 20K dense store's check().
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import pairwise
+from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from pbtree.nodes import HEAD, LIST_NAMES, REAL, TAIL, InternalNode, LeafNode, ListNode
 from pbtree.operators import GT, LT, NE
@@ -224,6 +233,16 @@ class _Checker:
             self.error(page, f"reached as {self.seen[page]} but not stored")
 
 
+def lists_in_bulk(tree: PBTree) -> bool:
+    """Whether the bulk verification of the lists and pointers (:class:`_Lists`) finds them
+    sound: what :func:`check_tree` trusts before walking them item by item (for tests)."""
+    if not tree.exists:
+        return True
+    checker = _Checker(tree)
+    checker.walk(checker.rec["root"], None, None, 1, True)
+    return _Lists(checker).fine()
+
+
 def check_tree(tree: PBTree) -> None:
     """Raise :class:`CheckFailed` listing every broken invariant of ``tree``."""
     if not tree.exists:
@@ -231,9 +250,162 @@ def check_tree(tree: PBTree) -> None:
     checker = _Checker(tree)
     checker.walk(checker.rec["root"], None, None, 1, True)
     checker.chain()
-    lists = [checker.list_items(kind) for kind in (GT, LT, NE)]
-    if not checker.errors:  # pointer facts are meaningless over a broken shape
-        checker.pointers(lists)
+    mark, seen = len(checker.errors), dict(checker.seen)
+    if not _Lists(checker).fine():  # a fault somewhere: every list and pointer fact, one by one
+        checker.errors, checker.seen = checker.errors[:mark], seen
+        lists = [checker.list_items(kind) for kind in (GT, LT, NE)]
+        if not checker.errors:  # pointer facts are meaningless over a broken shape
+            checker.pointers(lists)
     checker.accounting()
     if checker.errors:
         raise CheckFailed(f"PB+tree {tree.name!r}", checker.errors)
+
+
+class _Lists:
+    """The lists and the leaves' pointers and ``bound`` runs verified in bulk.
+
+    :meth:`fine` is True when every fact :meth:`_Checker.list_items` and
+    :meth:`_Checker.pointers` check holds; else the caller takes back the pages it marked
+    seen and the errors it added, and walks item by item, which names every fault.
+    """
+
+    def __init__(self, checker: _Checker) -> None:
+        self.checker = checker
+
+    def fine(self) -> bool:
+        before = len(self.checker.errors)
+        lists = []
+        for kind in (GT, LT, NE):
+            found = self._list(kind)
+            if found is None or len(self.checker.errors) != before:
+                return False
+            lists.append(found)
+        return self._pointers(lists)
+
+    def _list(self, kind: int) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray] | None:
+        """One list head to tail: its keys, each item's page, and per item its runs
+        (``offs`` over ``ids``, ``nparts`` a item); None on any fault."""
+        c = self.checker
+        head, tail = c.rec["lists"][kind]
+        cap = c.rec["list_cap"]
+        parts = 1 if kind == NE else 2
+        keys: list[Any] = []
+        pages: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        ids: list[np.ndarray] = []
+        prev, page = 0, head
+        while page:
+            node = c.load(page, ListNode, f"{LIST_NAMES[kind]} list node")
+            if node is None or node.list_kind != kind or node.prev != prev:
+                return None
+            if node.sentinel != (HEAD if page == head else TAIL if page == tail else REAL):
+                return None
+            n = len(node.keys)
+            if (n if node.sentinel != REAL else not 1 <= n <= cap) or node.nparts != parts:
+                return None
+            offs, run = node.flat()
+            if len(offs) != n * parts + 1 or offs[0] != 0 or offs[-1] != len(run):
+                return None
+            sizes = np.diff(offs)
+            if (sizes < 0).any() or (sizes.reshape(n, parts).sum(axis=1) == 0).any():
+                return None
+            if not _runs_sorted(offs, run):
+                return None
+            if keys and n and not keys[-1] < node.keys[0]:
+                return None
+            if not all(a < b for a, b in pairwise(node.keys)):
+                return None
+            keys.extend(node.keys)
+            pages.append(np.full(n, page, dtype=np.int64))
+            lens.append(sizes)
+            ids.append(run.astype(np.int64))
+            if page == tail:
+                if node.next:
+                    return None
+                none = np.zeros(0, np.int64)
+                offsets = np.zeros(sum(map(len, lens)) + 1, dtype=np.int64)
+                np.cumsum(np.concatenate([none, *lens]), out=offsets[1:])
+                return keys, np.concatenate([none, *pages]), offsets, np.concatenate([none, *ids])
+            prev, page = page, node.next
+        return None
+
+    def _pointers(self, lists: list[tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]]) -> bool:
+        """Every leaf item's three pointers, its ``bound`` run and use, and the count."""
+        c = self.checker
+        leaves = c.leaves
+        keys = [k for leaf in leaves for k in leaf.keys]
+        where = {k: i for i, k in enumerate(keys)}
+        if len(where) != len(keys):
+            return False
+        n = len(keys)
+        used = np.zeros(n, dtype=bool)
+        rows, members = [], []
+        count = 0
+        for kind, (lkeys, pages, offs, ids) in enumerate(lists):
+            try:
+                at = np.fromiter((where[k] for k in lkeys), dtype=np.int64, count=len(lkeys))
+            except KeyError:
+                return False  # a list key with no leaf item
+            mark = np.zeros(n, dtype=np.int64)
+            mark[at] = 1
+            used[at] = True
+            seen = np.cumsum(mark)  # list items with a key <= each leaf key
+            head, tail = c.rec["lists"][kind]
+            if kind in (GT, NE):  # the item with the biggest key <= the leaf key, or the head
+                want = np.insert(pages, 0, head)[seen]
+                got = _column(leaves, "gtp" if kind == GT else "nep")
+            else:  # the item with the smallest key >= the leaf key, or the tail
+                want = np.append(pages, tail)[seen - mark]
+                got = _column(leaves, "ltp")
+            if not np.array_equal(want, got):
+                return False
+            count += len(ids)
+            if kind != NE:  # part 0 (>=, <=) of an item is in its key's bound run
+                starts, stops = offs[0:-1:2], offs[1::2]
+                size = stops - starts
+                rows.append(np.repeat(at, size))
+                members.append(ids[_ranges(starts, size)])
+        eq_lens = np.fromiter((len(r) for leaf in leaves for r in leaf.eq), np.int64, count=n)
+        used |= eq_lens > 0
+        if not used.all():
+            return False
+        count += int(eq_lens.sum())
+        if count != c.rec["count"]:
+            return False
+        bound_lens = np.fromiter((len(r) for leaf in leaves for r in leaf.bound), np.int64, count=n)
+        got_ids = np.fromiter(
+            chain.from_iterable(r for leaf in leaves for r in leaf.bound),
+            np.int64,
+            count=int(bound_lens.sum()),
+        )
+        none = np.zeros(0, np.int64)
+        pairs = np.stack([np.concatenate([none, *rows]), np.concatenate([none, *members])])
+        if pairs.shape[1]:
+            order = np.lexsort((pairs[1], pairs[0]))
+            pairs = pairs[:, order]
+            new = np.ones(pairs.shape[1], dtype=bool)
+            new[1:] = (pairs[0, 1:] != pairs[0, :-1]) | (pairs[1, 1:] != pairs[1, :-1])
+            pairs = pairs[:, new]
+        want_rows = np.repeat(np.arange(n, dtype=np.int64), bound_lens)
+        return np.array_equal(pairs[0], want_rows) and np.array_equal(pairs[1], got_ids)
+
+
+def _column(leaves: list[LeafNode], name: str) -> np.ndarray:
+    return np.fromiter(chain.from_iterable(getattr(leaf, name) for leaf in leaves), np.int64)
+
+
+def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The indices ``starts[j] .. starts[j] + sizes[j]`` for every j, concatenated."""
+    offsets = np.cumsum(sizes) - sizes
+    return np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - offsets, sizes)
+
+
+def _runs_sorted(offs: np.ndarray, ids: np.ndarray) -> bool:
+    """Whether every run ``ids[offs[k] : offs[k + 1]]`` ascends strictly."""
+    if len(ids) < 2:
+        return True
+    rising = ids[1:] > ids[:-1]
+    starts = offs[1:-1]
+    starts = starts[(starts > 0) & (starts < len(ids))]
+    rising[starts - 1] = True  # (a run's first id follows the previous run's last)
+    return bool(rising.all())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 import tempfile
 import zlib
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 from pbtree import PBTree
+from pbtree.bulk import build as bulk_build
+from pbtree.check import lists_in_bulk
 from pbtree.nodes import InternalNode, LeafNode, ListNode
 from pbtree.operators import GT, LT, NE
 from storage import CheckFailed, CorruptPage, Store, VersionMismatch, WriteTxn, codec, open_store
@@ -202,3 +205,60 @@ def test_wrong_page_kind_is_refused(store: Store) -> None:
         tree = PBTree(txn, "a")
         with pytest.raises(CorruptPage, match=r"expected a pbtree\.leaf page, found pbtree\.list"):
             txn.load(tree.record["space"], tree.record["lists"][GT][0], LeafNode)
+
+
+def test_bulk_verification_trusts_sound_trees_only() -> None:
+    """The bulk pass over lists and pointers (which check() trusts before walking item by
+    item) holds on sound trees of every operator, numbers and strings, after deletes and
+    bulk builds; and turns down each damage below (check() then names it)."""
+    rng = random.Random(7)
+    ops = ("<", "<=", "=", "!=", ">=", ">")
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store, store.write() as txn:
+        for name, make in (
+            ("ints", lambda: rng.randrange(-50, 50)),
+            ("floats", lambda: rng.choice([-0.0, 1.5, 2.0**63, -1.8e308, rng.random()])),
+            ("strs", lambda: rng.choice(["", "a", "é", "ab", "zz", "\U0001f600"])),
+        ):
+            tree = PBTree(txn, name, leaf_cap=4, internal_cap=4, list_cap=3)
+            live = []
+            for i in range(300):
+                op, c = rng.choice(ops), make()
+                tree.insert(op, c, i)
+                live.append((op, c, i))
+            for op, c, i in rng.sample(live, 120):
+                tree.delete(op, c, i)
+            tree.check()
+            assert lists_in_bulk(tree)
+        triples = sorted(
+            ((rng.randrange(1000), rng.choice(ops), i) for i in range(2000)),
+            key=lambda t: t[0],
+        )
+        bulk_build(txn, "bulk", triples)
+        tree = PBTree(txn, "bulk")
+        tree.check()
+        assert lists_in_bulk(tree)
+        assert lists_in_bulk(PBTree(txn, "absent"))
+
+
+@pytest.mark.parametrize("what", ["gt_id_added", "lt_run_unsorted", "ne_id_added", "lt_pointer"])
+def test_bulk_verification_turns_down_damage(store: Store, what: str) -> None:
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        if what == "lt_pointer":
+            item = leaf(txn, tree, 1)
+            item.ltp[0] = tree.record["lists"][LT][0]  # the head: never a LessThan pointer
+            return
+        runs = nth_real(txn, tree, {"gt": GT, "lt": LT, "ne": NE}[what[:2]], 1).runs()
+        if what == "gt_id_added":
+            runs[0] = [*runs[0], 99999]  # a GreaterThan >= id not in its key's bound run
+        elif what == "lt_run_unsorted":
+            runs[0] = [99998, 99999, *runs[0]][::-1]
+        else:
+            runs[0] = sorted({*runs[0], 88888})
+
+    with store.write() as txn:
+        harm(txn, PBTree(txn, "a"))
+    with store.read() as snapshot:
+        tree = PBTree(snapshot, "a")
+        assert not lists_in_bulk(tree)
+        with pytest.raises(CheckFailed):
+            tree.check()

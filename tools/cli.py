@@ -41,6 +41,7 @@ BENCHMARKS = (  # `bexdb bench NAME` runs tools/bench/NAME.py
     ("store", "matching on an existing store: first pass, warm, batched, memory, --jobs"),
     ("stream", "bexdb stream fed files at a fixed rate: events/s and latency, beside match --jobs"),
     ("live", "matching while subscriptions change: 1 write to R matches, batches, serve"),
+    ("hem", "HEM (DASFAA 2022), built from its source, on a dense workload beside bexdb"),
 )
 DESCRIPTION = (
     "bexdb: a disk-backed Boolean-expression index for publish/subscribe. Register "

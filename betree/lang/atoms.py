@@ -266,6 +266,12 @@ _INTERNED: dict[tuple[str, str, Value], OrderAtom] = {}
 _INTERNED_MAX = 1 << 18
 
 
+def forget_interned() -> None:
+    """Empty the intern table (:func:`_order_atom`): for a bulk loader done compiling,
+    whose atoms would otherwise stay alive in it (up to ``_INTERNED_MAX`` of them)."""
+    _INTERNED.clear()
+
+
 def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
     """``OrderAtom(attr, ((op, c),))`` for a known ``op`` and a *canonical* ``c`` (see
     :func:`_canon`), without the checks.

@@ -35,6 +35,7 @@ from betree.bulk import PackedSubs, build_from_parts
 from betree.index import Index
 from betree.writer import gc_paused
 from loaders.records import Record, mark_duplicates
+from loaders.spark.compile import drop_caches
 from loaders.spark.results import REJECT, RESULT, SHARD, append_row
 from loaders.spark.runfiles import LISTS, read_runs
 from storage.errors import BexdbError
@@ -52,6 +53,7 @@ def build_partition(
     """Shard numbers (``id`` of ``spark.range``) -> their stores, from their run files;
     emits each shard's rejects and figures."""
     root = Path(staging)
+    drop_caches()  # (what the compile stage left in this worker)
     for batch in batches:
         for shard in batch.column("id").to_pylist():
             table, atom_keys = read_runs(runs.get(shard, ()))

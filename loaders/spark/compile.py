@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from betree.compiler import Compiler
-from betree.lang.atoms import Atom
+from betree.lang.atoms import Atom, forget_interned
 from betree.lang.bounded import forget_older_half
 from betree.sharded import shard_of
 from betree.writer import gc_paused
@@ -196,6 +196,15 @@ def _compile_record(
 #: recent atoms.
 _COMPILER: dict[str, Compiler] = {}
 _KEYS: dict[Atom, bytes] = {}
+
+
+def drop_caches() -> None:
+    """Let go of this worker's compile caches (the compiler and its conjunct memo, the atom
+    keys, the atom intern table): the build stage runs in the same Python workers, and on
+    a dense workload those caches are full (~1 KB an atom) when it starts."""
+    _COMPILER.clear()
+    _KEYS.clear()
+    forget_interned()
 
 
 def compiler(schema_doc: dict[str, Any], settings: dict[str, int] | None) -> Compiler:
