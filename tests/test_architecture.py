@@ -1,9 +1,10 @@
 """The shape of the code, checked: layers import downward only, no import cycles (function
 -local imports count, ``TYPE_CHECKING``-only ones do not), no private name imported from
-another module, no product module over 800 lines, the benchmarks in their own room, the
-LMDB file name known to ``storage/`` alone, every module named in ``docs/ARCHITECTURE.md``'s
-table of modules, no test module importing another (shared helpers live in
-``tests/support/``), and the order operators and the test kinds each listed in one module.
+another module, the rooms of ``betree/`` importing in their order, no product module over
+800 lines, the benchmarks in their own room, the LMDB file name known to ``storage/`` alone,
+every module named in ``docs/ARCHITECTURE.md``'s table of modules, no test module importing
+another (shared helpers live in ``tests/support/``), and the order operators and the test
+kinds each listed in one module.
 
 Read from the source with :mod:`ast`, so a violation is reported with its module and line.
 """
@@ -16,6 +17,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["storage", "pbtree", "betree", "loaders", "tools"]  # each imports only leftwards
+# The rooms (sub-packages) of a package, each importing only from the rooms before it; ""
+# is the package's own modules.  A room on disk must be listed; a listed one may not exist.
+ROOMS = {
+    "betree": ["lang", "disk", "matching", "packed", "checking", "", "stores", "streams"],
+}
 MAX_LINES = 800
 
 
@@ -79,6 +85,25 @@ def test_layers_import_downward_only() -> None:
         if LAYERS.index(t.split(".")[0]) > LAYERS.index(m.split(".")[0])
     ]
     assert upward == []
+
+
+def _room(package: str, module: str) -> str:
+    """The room of ``module`` (a module of ``package``): its sub-package, or ""."""
+    parts = MODULES[module].relative_to(ROOT / package).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def test_rooms_import_only_from_the_rooms_before_them() -> None:
+    wrong = []
+    for package, rooms in ROOMS.items():
+        on_disk = {p.name for p in (ROOT / package).iterdir() if (p / "__init__.py").is_file()}
+        wrong += [f"{package}/{name}/ is not in ROOMS" for name in sorted(on_disk - set(rooms))]
+        for m, t, _, line in IMPORTS:
+            if not (m.startswith(package + ".") and t.startswith(package + ".")):
+                continue  # a package's __init__ (its facade) may import from any room
+            if rooms.index(_room(package, t)) > rooms.index(_room(package, m)):
+                wrong.append(f"{m}:{line} imports {t}, a room after its own")
+    assert wrong == []
 
 
 def test_no_import_cycles() -> None:
