@@ -29,9 +29,9 @@ subtrees of failing nodes with a difference array (no loop over the depth), expa
 reached nodes' row ranges, takes a row's 8 atom truths as one ``uint64``, and carries a
 failing row along the rows of a longer clause.  Where the tree prunes little (rules whose
 ranges are wide, whose selective atoms are direct: ad targeting reaches 13K of 20K
-clauses), each row's *key* atom, the one seen holding on the fewest of the first
-:data:`LEARN` events, is tested first, and only the rows whose key holds are read whole
-(one gather a reached row instead of eight).
+clauses, of 2.7 rows each), each clause's *key* atom, the one seen holding on the fewest
+of the first :data:`LEARN` events, is tested first, and only the clauses whose key holds
+have their rows read (one gather a reached clause instead of eight a row).
 
 Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
 its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
@@ -135,15 +135,39 @@ class FlatTree:
         self.sids: np.ndarray | None = arrays.get("sids")
         #: the snapshot's PB+trees as sorted arrays, by attribute (filled by :func:`build`)
         self.searches: dict[str, SearchView] = {}
-        #: each row's atom seen holding least often (tested first), once learnt; before,
-        #: the events counted and how many of them each atom held for
+        #: each clause's atom seen holding least often (tested first), once learnt;
+        #: before, the events counted and how many of them each atom held for
         self.key: np.ndarray | None = None
         self.learning: tuple[int, np.ndarray] | None = None
 
+    def _check_keyed(
+        self, nodes: np.ndarray, sat: np.ndarray, key: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """:meth:`check` through the clauses' keys: the reached clauses whose key holds,
+        then their rows."""
+        clauses = ranges(self.clause_at[nodes], self.clause_at[nodes + 1])
+        candidates = len(clauses)
+        clauses = clauses[sat.take(key.take(clauses))]
+        lo, hi = self.row_at[clauses], self.row_at[clauses + 1]
+        rows = ranges(lo, hi)
+        if not len(rows):
+            return self.exts[:0], candidates
+        truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64).ravel() == _ALL
+        if self.row_clause is not None:  # a clause holds when each of its rows does
+            clauses = clauses[hi > lo]  # (a clause of no row never holds)
+            starts = np.zeros(len(clauses), dtype=np.int64)
+            np.cumsum((hi - lo)[hi > lo][:-1], out=starts[1:])
+            truths = np.logical_and.reduceat(truths, starts)
+        hits = clauses[truths]
+        if self.sids is not None and len(hits):
+            _, first = np.unique(self.sids[hits], return_index=True)
+            hits = hits[first]
+        return self.exts[hits], candidates
+
     def learn(self, sat: np.ndarray) -> None:
-        """Count one event's atom truths; after :data:`LEARN` events, choose each row's
+        """Count one event's atom truths; after :data:`LEARN` events, choose each clause's
         key: its atom that held for the fewest (padding, always true, last).  Any key is
-        one of the row's atoms, so a race between threads costs speed, never answers."""
+        one of the clause's atoms, so a race between threads costs speed, never answers."""
         learning = self.learning
         if learning is None or len(learning[1]) != len(sat):
             learning = (0, np.zeros(len(sat), dtype=np.int32))
@@ -153,9 +177,15 @@ class FlatTree:
         if events + 1 < LEARN:
             return
         held[0] = LEARN + 1  # atom 0 (padding) holds always
-        rows = self.rows
-        pick = held.take(rows).argmin(axis=1) if len(rows) else np.zeros(0, dtype=np.intp)
-        self.key = rows[np.arange(len(rows)), pick]
+        # per row, then per clause, the least (count, atom) as one int64
+        rows = self.rows.astype(np.int64)
+        best = (held.take(rows).astype(np.int64) << 32 | rows).min(axis=1, initial=1 << 62)
+        per = np.diff(self.row_at.astype(np.int64))
+        key = np.zeros(len(per), dtype=np.int64)  # (a clause of no row: atom 0)
+        some = per > 0
+        if len(best):
+            key[some] = np.minimum.reduceat(best, self.row_at[:-1][some].astype(np.int64))
+        self.key = (key & 0xFFFFFFFF).astype(self.rows.dtype)
         self.learning = None
 
     @property
@@ -177,26 +207,19 @@ class FlatTree:
 
     def check(self, nodes: np.ndarray, sat: np.ndarray) -> tuple[np.ndarray, int]:
         """:meth:`match` of the reached ``nodes``."""
+        key = self.key
+        if key is not None:
+            return self._check_keyed(nodes, sat, key)
         rows = ranges(self.node_row[nodes], self.node_row[nodes + 1])
         if not len(rows):
             return self.exts[:0], 0
-        key = self.key
-        if key is None:
-            self.learn(sat)
-        else:
-            reached = rows
-            rows = rows[sat.take(key.take(rows))]
+        self.learn(sat)
         truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64)
         if truths.shape[1] > 1:
             truths = np.bitwise_and.reduce(truths, axis=1)
         ok = truths.ravel() == _ALL
         if self.row_clause is None:  # one row a clause: rows are clauses
-            hits = rows[ok]
-            candidates = len(rows) if key is None else len(reached)
-        elif key is not None:  # a clause holds when each of its rows does
-            clauses, held = np.unique(self.row_clause.take(rows[ok]), return_counts=True)
-            hits = clauses[held == self.row_at[clauses + 1] - self.row_at[clauses]]
-            candidates = int(np.count_nonzero(self.row_first.take(reached)))
+            hits, candidates = rows[ok], len(rows)
         else:  # a clause's last row holds when all of its rows hold
             first = self.row_first.take(rows)[1:]  # the next row starts a clause
             for _ in range(self.max_rows - 1):
