@@ -298,11 +298,14 @@ def test_clauses_of_many_rows(tmp_path: Path) -> None:
             assert build(BETree(txn, idx._snap(txn)["rec"]), {}).max_rows == 4
 
 
+@pytest.mark.parametrize("skewed", [False, True])
 @pytest.mark.parametrize("most", [8, 28])
-def test_rows_checked_under_any_truths(tmp_path: Path, most: int) -> None:
-    """Random atom truths (most true, so that long clauses often hold but for one row)
-    against each reached clause checked atom by atom: the first LEARN events checked
-    whole, the others through each row's key atom; clauses of one row, or of up to 4."""
+def test_rows_checked_under_any_truths(tmp_path: Path, most: int, skewed: bool) -> None:
+    """Random atom truths against each reached clause checked atom by atom: the first
+    LEARN events checked row by row, the next through each clause's key atom, and the
+    others so too if few keys held (``skewed``: two atoms in three rarely hold), else row
+    by row again (every atom holds for 93% of the events, so that long clauses often
+    hold but for one row); clauses of one row, or of up to 4."""
     schema = {"attributes": {f"a{k}": {"type": "int", "min": 0, "max": 9} for k in range(28)}}
     rng = random.Random(8)
     with Index.open(tmp_path, schema=schema, settings={"max_cap": 4, "min_size": 2}) as idx:
@@ -313,10 +316,13 @@ def test_rows_checked_under_any_truths(tmp_path: Path, most: int) -> None:
             snap = idx._snap(txn)
             view = build(BETree(txn, snap["rec"]), {})
     assert view.max_rows == (4 if most == 28 else 1)
+    rate = [0.02 if skewed and a % 3 else 0.93 for a in range(snap["next_atom"])]
     for k in range(100):
-        assert (view.key is None) == (k < LEARN)
+        # keys chosen after LEARN events, dropped after as many more unless selective
+        assert (view.key is not None) == (k >= LEARN and (skewed or k < 2 * LEARN))
+        assert view.learnt == (k >= LEARN)
         coords = {f"a{k}": grid.coord("int", rng.randint(0, 9)) for k in range(28)}
-        sat = np.array([rng.random() < 0.93 for _ in range(snap["next_atom"])])
+        sat = np.array([rng.random() < r for r in rate])
         sat[0] = True
         expected = set()
         for node in view.reached(coords).tolist():
