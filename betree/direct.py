@@ -88,15 +88,6 @@ class DirectAtoms:
             [aid for _, index in self.indexes for aid in index.default.ids.tolist()]
         )
 
-    def hits(self, value: object, event: Mapping[str, object]) -> np.ndarray:
-        """The ids of the atoms that hold on ``event``, which defines the attribute as
-        ``value`` (validated): int64, read-only, each once."""
-        held: list[np.ndarray] = []
-        failed: list[np.ndarray] = []
-        self.found(value, event, held, failed)
-        gone = directkinds.joined(failed).tolist()
-        return directkinds.joined([*held, self.default.but(gone)])
-
     def found(
         self,
         value: object,

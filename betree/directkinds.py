@@ -67,7 +67,7 @@ def ids(found: list[int] | set[int]) -> np.ndarray:
 
 class Complement:
     """An index's ``default`` atoms (the negated ones, mostly): all of them hold but
-    those found failing (the attribute defined); ``but`` by a mask over one array."""
+    those found failing (the attribute defined); ``where`` each one's place."""
 
     __slots__ = ("ids", "where")
 
@@ -78,14 +78,6 @@ class Complement:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    def but(self, failed: list[int] | set[int]) -> np.ndarray:
-        """The negated atoms but ``failed`` (ids of this complement)."""
-        if not failed:
-            return self.ids
-        keep = np.ones(len(self.ids), dtype=bool)
-        keep[[self.where[aid] for aid in failed]] = False
-        return self.ids[keep]
 
 
 def joined(parts: list[np.ndarray]) -> np.ndarray:
