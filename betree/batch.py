@@ -96,22 +96,36 @@ def satisfied(
             if len(ids):
                 sat[ids] |= words(mask, width)
         pages += pbtree.pages_read
+    # each attribute's defaults ORed in once for the events defining it, then each
+    # event's other hits set and failing defaults cleared (betree.direct)
     held: list[np.ndarray] = []
-    at: list[np.ndarray] = []
+    failed: list[np.ndarray] = []
+    held_at: list[np.ndarray] = []
+    failed_at: list[np.ndarray] = []
     for attr, group in direct.items():
-        undefined = 0
+        undefined = defined = 0
         for e, values in enumerate(batch):
             if attr not in values:
                 undefined |= 1 << e
                 continue
-            ids = group.hits(values[attr], values)
-            held.append(ids)
-            at.append(np.full(len(ids), e, dtype=np.int64))
+            defined |= 1 << e
+            on: list[np.ndarray] = []
+            off: list[np.ndarray] = []
+            group.found(values[attr], values, on, off)
+            for got, into, at in ((on, held, held_at), (off, failed, failed_at)):
+                if got:
+                    into += got
+                    at.append(np.full(sum(map(len, got)), e, dtype=np.int64))
         if undefined and group.undefined:
             sat[group.undefined] |= words(undefined, width)
+        if defined and len(group.default):
+            sat[group.default.ids] |= words(defined, width)
     if held:
-        ev = np.concatenate(at)
+        ev = np.concatenate(held_at)
         np.bitwise_or.at(sat, (np.concatenate(held), ev >> 6), _BIT[ev & 63])
+    if failed:
+        ev = np.concatenate(failed_at)
+        np.bitwise_and.at(sat, (np.concatenate(failed), ev >> 6), ~_BIT[ev & 63])
     return sat, pages
 
 

@@ -11,6 +11,12 @@ atoms over an event's elements) that finds the few atoms that may hold
 and tests only those.  The rest (``defined``, ``bool``, ``empty`` and the like: a handful an
 attribute) are tested each event.
 
+The atoms that hold for most events (``none of``, ``not ends_with`` and the other negated
+forms, the frequency caps no cap names: thousands an event on ad-targeting rules) are each
+attribute's ``default``: held wherever the attribute is defined, but for the few an index
+finds failing.  :func:`mark` sets one event's truths so, and a batch ORs an attribute's
+defaults into the events defining it at once (:func:`found`: the rest, event by event).
+
 A :class:`DirectAtoms` is built from one attribute's atoms alone, so that a snapshot may
 rebuild only the attributes that changed.  :func:`counting` collects, per kind, the exact
 tests run and the atoms that held (for ``bexdb bench``); off, it costs one global read per
@@ -33,9 +39,11 @@ from betree.lang.atoms import Atom, TestAtom
 
 
 class _Index(Protocol):
+    default: directkinds.Complement
+
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None: ...
 
-    def hits(self, value: object, event: Mapping[str, object]) -> directkinds.Hits: ...
+    def found(self, value: object, event: Mapping[str, object]) -> directkinds.Found: ...
 
 
 _INDEXES: dict[str, type[_Index]] = {
@@ -56,9 +64,10 @@ _counts: dict[str, list[int]] | None = None
 
 class DirectAtoms:
     """One attribute's direct atoms: ``undefined`` the ids of those true when the event
-    does not define the attribute; :meth:`hits` those that hold when it does."""
+    does not define the attribute; when it does, ``default`` (those held unless found
+    failing) and :meth:`found`'s."""
 
-    __slots__ = ("always", "indexes", "undefined")
+    __slots__ = ("always", "default", "indexes", "undefined")
 
     def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
         self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
@@ -74,28 +83,35 @@ class DirectAtoms:
         self.indexes: list[tuple[str, _Index]] = [
             (kind, _INDEXES[kind](listed)) for kind, listed in by_kind.items()
         ]
+        #: the atoms that hold when the attribute is defined, but for those found failing
+        self.default = directkinds.Complement(
+            [aid for _, index in self.indexes for aid in index.default.ids.tolist()]
+        )
 
-    def hits(self, value: object, event: Mapping[str, object]) -> np.ndarray:
-        """The ids of the atoms that hold on ``event``, which defines the attribute as
-        ``value`` (validated): int64, read-only, each once."""
-        parts: list[np.ndarray] = []
-        self.add_hits(value, event, parts)
-        return directkinds.joined(parts)
-
-    def add_hits(self, value: object, event: Mapping[str, object], parts: list[np.ndarray]) -> None:
-        """:meth:`hits` as arrays appended to ``parts`` (joined once by the caller)."""
+    def found(
+        self,
+        value: object,
+        event: Mapping[str, object],
+        held: list[np.ndarray],
+        failed: list[np.ndarray],
+    ) -> None:
+        """On ``event``, which defines the attribute as ``value`` (validated): the ids of
+        the atoms that hold beyond ``default`` appended to ``held``, those of ``default``
+        that fail to ``failed`` (arrays, joined once by the caller)."""
         counts = _counts
         if self.always:  # atoms no index covers (none of the tests of today)
-            held = directkinds.ids([aid for aid, atom in self.always if atom.holds(event)])
-            parts.append(held)
+            ok = directkinds.ids([aid for aid, atom in self.always if atom.holds(event)])
+            held.append(ok)
             if counts is not None:
-                _add(counts, "other", len(self.always), len(held))
+                _add(counts, "other", len(self.always), len(ok))
         for kind, index in self.indexes:
-            held, tests = index.hits(value, event)
-            if len(held):
-                parts.append(held)
+            ok, gone, tests = index.found(value, event)
+            if len(ok):
+                held.append(ok)
+            if len(gone):
+                failed.append(gone)
             if counts is not None:
-                _add(counts, kind, tests, len(held))
+                _add(counts, kind, tests, len(ok) + len(index.default) - len(np.unique(gone)))
 
 
 def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:
@@ -117,15 +133,37 @@ def counting() -> Iterator[dict[str, list[int]]]:
         _counts = saved
 
 
-def holding(direct: Mapping[str, DirectAtoms], values: Mapping[str, object]) -> np.ndarray:
-    """The ids (int64) of every direct atom that holds on a validated event: per attribute,
-    the :meth:`DirectAtoms.hits` of its value, or the atoms true when it is undefined."""
-    parts: list[np.ndarray] = []
+def found(
+    direct: Mapping[str, DirectAtoms], values: Mapping[str, object]
+) -> tuple[np.ndarray, np.ndarray]:
+    """For a validated event: the ids (int64) of the direct atoms that hold beyond the
+    ``default`` of the attributes it defines (with, for those it does not define, the
+    atoms true there), and the ids of those defaults that fail."""
+    held: list[np.ndarray] = []
+    failed: list[np.ndarray] = []
     undefined: list[int] = []
     for attr, group in direct.items():
         if attr in values:
-            group.add_hits(values[attr], values, parts)
+            group.found(values[attr], values, held, failed)
         else:
             undefined += group.undefined
-    parts.append(directkinds.ids(undefined))
-    return directkinds.joined(parts)
+    held.append(directkinds.ids(undefined))
+    return directkinds.joined(held), directkinds.joined(failed)
+
+
+def mark(
+    sat: np.ndarray,
+    direct: Mapping[str, DirectAtoms],
+    values: Mapping[str, object],
+    base: int = 0,
+) -> None:
+    """Set in ``sat`` (truth by atom id, this group's ids from ``base``) every direct atom
+    that holds on a validated event, and only those (their other entries left as found)."""
+    held, failed = found(direct, values)
+    defaults = [g.default.ids for attr, g in direct.items() if attr in values and len(g.default)]
+    if defaults:
+        sat[directkinds.joined(defaults) + base] = True
+        if len(failed):
+            sat[failed + base] = False
+    if len(held):
+        sat[held + base] = True

@@ -5,7 +5,11 @@ Why: testing every direct atom for every event that defines its attribute made p
 in proportion to the subscriptions, not to what matches (5,400 haversine tests and ~9,500
 ``isdisjoint`` an event on 20K ad-targeting rules).  Each class here is built from one
 attribute's atoms alone (so that a snapshot may rebuild one attribute) and answers
-``hits(value, event) -> (atom ids that hold, exact tests run)``:
+``found(value, event) -> (held, failed, exact tests run)``.  Its ``default`` atoms (the
+negated forms, and the frequency caps no cap names) hold for most events: they are held
+whenever the attribute is defined unless listed in ``failed``, so that an event costs the
+few that fail, not the thousands that hold (a batch ORs them in once an attribute);
+``held`` are the others that hold:
 
 - :class:`ListPostings` (``has``/``lacks``/``one_of``/``none_of``/``all_of``/``not_all_of``):
   value -> atoms postings; the event's list is deduplicated and read once; ``all_of`` counts
@@ -50,20 +54,21 @@ from betree.lang.atoms import Atom, TestAtom
 from betree.lang.testkinds import TEST_KINDS
 
 Event = Mapping[str, object]
-#: (the ids of the atoms that hold: int64, read-only; the exact tests run)
-Hits = tuple[np.ndarray, int]
+#: (ids held beyond the index's ``default``, ids of ``default`` that fail: int64, read-only;
+#: the exact tests run)
+Found = tuple[np.ndarray, np.ndarray, int]
 _NONE = np.zeros(0, dtype=np.int64)
 _NONE.flags.writeable = False
 
 
 def ids(found: list[int] | set[int]) -> np.ndarray:
-    """Atom ids as the int64 array :data:`Hits` gives."""
+    """Atom ids as the int64 arrays :data:`Found` gives."""
     return np.fromiter(found, dtype=np.int64, count=len(found)) if found else _NONE
 
 
 class Complement:
-    """The negated atoms of a kind: all of them hold but those whose positive form held
-    (the attribute defined), found by a mask over one array instead of a loop."""
+    """An index's ``default`` atoms (the negated ones, mostly): all of them hold but
+    those found failing (the attribute defined); ``where`` each one's place."""
 
     __slots__ = ("ids", "where")
 
@@ -74,14 +79,6 @@ class Complement:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    def but(self, failed: list[int] | set[int]) -> np.ndarray:
-        """The negated atoms but ``failed`` (ids of this complement)."""
-        if not failed:
-            return self.ids
-        keep = np.ones(len(self.ids), dtype=bool)
-        keep[[self.where[aid] for aid in failed]] = False
-        return self.ids[keep]
 
 
 def joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -99,16 +96,23 @@ KIND_OF = {kind.name: kind.direct for kind in TEST_KINDS}
 _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
 
 
-def _exact(atoms: list[tuple[int, Atom]], event: Event) -> Hits:
+def _exact(atoms: list[tuple[int, Atom]], default: Complement, event: Event) -> Found:
     """Every atom tested (the value is not of the form an index reads: never once
     validated, kept so that the answer stays exact)."""
-    return ids([aid for aid, atom in atoms if atom.holds(event)]), len(atoms)
+    held, failed = [], []
+    for aid, atom in atoms:
+        if atom.holds(event):
+            if aid not in default.where:
+                held.append(aid)
+        elif aid in default.where:
+            failed.append(aid)
+    return ids(held), ids(failed), len(atoms)
 
 
 class ListPostings:
     """List tests through value -> atom postings."""
 
-    __slots__ = ("all_need", "atoms", "count_of", "neg_all", "neg_any", "neg_count", "pos_any")
+    __slots__ = ("all_need", "atoms", "count_of", "default", "neg_any", "neg_count", "pos_any")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
@@ -117,7 +121,7 @@ class ListPostings:
         self.count_of: dict[object, list[int]] = {}  # all_of, not_all_of
         self.all_need: dict[int, int] = {}  # all_of's atoms and their lengths
         self.neg_count: dict[int, int] = {}  # not_all_of's
-        negated: list[int] = []  # lacks, none_of
+        negated: list[int] = []  # lacks, none_of, not_all_of: the default
         for aid, atom in atoms:
             t = atom.test
             values = (atom.arg,) if t in ("has", "lacks") else atom.arg
@@ -126,16 +130,16 @@ class ListPostings:
                 posting = self.count_of
             else:
                 posting = self.neg_any if t in _NEGATIVE else self.pos_any
-                if t in _NEGATIVE:
-                    negated.append(aid)
+            if t in _NEGATIVE:
+                negated.append(aid)
             for v in values:  # type: ignore[attr-defined]
                 posting.setdefault(v, []).append(aid)
-        self.neg_all = Complement(negated)
+        self.default = Complement(negated)
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, tuple):
-            return _exact(self.atoms, event)
-        held: set[int] = set()
+            return _exact(self.atoms, self.default, event)
+        held: list[int] = []
         failed: set[int] = set()
         counts: dict[int, int] = {}
         tests = 0
@@ -143,7 +147,7 @@ class ListPostings:
         for v in set(value):
             found = pos_any.get(v)
             if found is not None:
-                held.update(found)
+                held += found
                 tests += len(found)
             found = neg_any.get(v)
             if found is not None:
@@ -154,18 +158,20 @@ class ListPostings:
                 tests += len(found)
                 for aid in found:
                     counts[aid] = counts.get(aid, 0) + 1
-        if counts:
-            need = self.all_need
-            held.update(aid for aid, n in counts.items() if need.get(aid) == n)
-        if self.neg_count:
-            held.update(aid for aid, n in self.neg_count.items() if counts.get(aid, 0) != n)
-        return joined([ids(held), self.neg_all.but(failed)]), tests
+        if counts:  # all_of holds, not_all_of fails, where every value was found
+            need, neg = self.all_need, self.neg_count
+            for aid, n in counts.items():
+                if need.get(aid) == n:
+                    held.append(aid)
+                elif neg.get(aid) == n:
+                    failed.add(aid)
+        return ids(set(held)) if held else _NONE, ids(failed), tests
 
 
 class Suffixes:
     """``ends_with`` tests: needle -> atoms, one lookup per distinct needle length."""
 
-    __slots__ = ("atoms", "by_needle", "lengths", "neg_all")
+    __slots__ = ("atoms", "by_needle", "default", "lengths")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
@@ -176,12 +182,12 @@ class Suffixes:
             (neg if atom.test.startswith("not_") else pos).append(aid)
         for _, neg in self.by_needle.values():
             negated += neg
-        self.neg_all = Complement(negated)
+        self.default = Complement(negated)
         self.lengths = sorted({len(n) for n in self.by_needle})
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, str):
-            return _exact(self.atoms, event)
+            return _exact(self.atoms, self.default, event)
         out: list[int] = []
         failed: list[int] = []
         tests = 0
@@ -194,7 +200,7 @@ class Suffixes:
             if found is not None:
                 out += found[0]
                 failed += found[1]
-        return joined([ids(out), self.neg_all.but(failed)]), tests
+        return ids(out), ids(failed), tests
 
 
 #: The length of the pieces :class:`Needles` posts a needle under.
@@ -205,7 +211,7 @@ class Needles:
     """``contains`` tests: each needle under its rarest trigram (a shorter needle under
     itself), tested only when the value holds that piece."""
 
-    __slots__ = ("atoms", "by_piece", "neg_all", "short")
+    __slots__ = ("atoms", "by_piece", "default", "short")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
@@ -216,7 +222,7 @@ class Needles:
             (neg if atom.test.startswith("not_") else pos).append(aid)
             if atom.test.startswith("not_"):
                 negated.append(aid)
-        self.neg_all = Complement(negated)
+        self.default = Complement(negated)
         freq: dict[str, int] = {}
         for needle in needles:
             for g in _grams(needle):
@@ -230,9 +236,9 @@ class Needles:
             self.by_piece.setdefault(piece, []).append((needle, pos, neg))
         self.short = sorted({len(p) for p in self.by_piece if len(p) < GRAM})
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, str):
-            return _exact(self.atoms, event)
+            return _exact(self.atoms, self.default, event)
         out: list[int] = []
         failed: list[int] = []
         tests = 0
@@ -249,7 +255,7 @@ class Needles:
                 if needle in value:
                     out += pos
                     failed += neg
-        return joined([ids(out), self.neg_all.but(failed)]), tests
+        return ids(out), ids(failed), tests
 
 
 def _grams(needle: str) -> list[str]:
@@ -268,7 +274,8 @@ class GeoGrid:
     """``geo_within_radius`` through a multi-level grid of the radii's boxes (one grid per
     longitude attribute the atoms read: ``parts`` when they read several)."""
 
-    __slots__ = ("atoms", "cells", "levels", "lon", "loose", "neg_all", "parts", "pos_atoms")
+    __slots__ = ("atoms", "cells", "default", "levels", "lon", "loose", "parts")
+    default: Complement
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         by_lon: dict[str, list[tuple[int, TestAtom]]] = {}
@@ -281,7 +288,10 @@ class GeoGrid:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
         self.cells: dict[tuple[int, int, int], list[_GeoEntry]] = {}
         self.loose: list[_GeoEntry] = []  # boxes the grid cannot hold (never, for finite args)
-        self.neg_all = Complement([aid for aid, atom in atoms if atom.test.startswith("not_")])
+        held_by_default = [aid for aid, atom in atoms if atom.test.startswith("not_")]
+        for part in self.parts:
+            held_by_default += part.default.ids.tolist()
+        self.default = Complement(held_by_default)
         used: set[int] = set()
         for aid, atom in atoms:
             negated = atom.test.startswith("not_")
@@ -305,16 +315,20 @@ class GeoGrid:
                     self.cells.setdefault((level, i, j), []).append(entry)
         self.levels = [(k, GEO_LEVELS[k]) for k in sorted(used)]
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         if self.parts:
-            answers = [part.hits(value, event) for part in self.parts]
-            return joined([held for held, _ in answers]), sum(tests for _, tests in answers)
+            answers = [part.found(value, event) for part in self.parts]
+            return (
+                joined([held for held, _, _ in answers]),
+                joined([failed for _, failed, _ in answers]),
+                sum(tests for _, _, tests in answers),
+            )
         lat = value
         lon: Any = event.get(self.lon)
         if lon is None:  # the haversine is false: every negation holds
-            return self.neg_all.ids, 0
+            return _NONE, _NONE, 0
         if not (isinstance(lat, float) and -90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
-            return _exact(self.atoms, event)
+            return _exact(self.atoms, self.default, event)
         out: list[int] = []
         failed: list[int] = []
         tests = 0
@@ -332,7 +346,7 @@ class GeoGrid:
             tests += 1
             if holds(event):
                 (failed if negated else out).append(aid)
-        return joined([ids(out), self.neg_all.but(failed)]), tests
+        return ids(out), ids(failed), tests
 
 
 class CapGroups:
@@ -340,27 +354,29 @@ class CapGroups:
     the event's caps name are tested (a test's first cap of its type, namespace and id
     decides it); the others hold as when no cap applies."""
 
-    __slots__ = ("groups", "neg_all", "pos_all")
+    __slots__ = ("default", "groups", "neg_all")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
-        self.groups: dict[tuple[object, object, object], list[tuple[int, Atom]]] = {}
-        self.pos_all = Complement([aid for aid, atom in atoms if not atom.test.startswith("not_")])
-        self.neg_all = np.array(
-            [aid for aid, atom in atoms if atom.test.startswith("not_")], dtype=np.int64
-        )
+        #: (type, namespace, id) -> (atom id, negated, exact test)
+        self.groups: dict[tuple[object, object, object], list[tuple[int, bool, Atom]]] = {}
+        # a group the caps do not name: no cap applies, the positive form holds
+        self.default = Complement([aid for aid, atom in atoms if not atom.test.startswith("not_")])
+        self.neg_all = ids([aid for aid, atom in atoms if atom.test.startswith("not_")])
         for aid, atom in atoms:
             args: tuple[object, ...] = atom.arg  # type: ignore[assignment]
-            self.groups.setdefault((args[0], args[2], args[1]), []).append((aid, atom))
+            entry = (aid, atom.test.startswith("not_"), atom)
+            self.groups.setdefault((args[0], args[2], args[1]), []).append(entry)
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         caps: Any = value
-        if not caps:  # no cap applies: every test holds
-            return self.pos_all.ids, 0
+        if not caps:  # no cap applies: every positive test holds
+            return _NONE, _NONE, 0
         now = event.get(special.NOW)
         if not isinstance(now, int) or isinstance(now, bool):  # the positive form is false
-            return self.neg_all, 0
+            return self.neg_all, self.default.ids, 0
         out: list[int] = []
-        tested: list[int] = []
+        failed: list[int] = []
+        tests = 0
         seen: set[tuple[object, object, object]] = set()
         groups = self.groups
         for kind, ident, namespace, _, _ in caps:
@@ -368,13 +384,14 @@ class CapGroups:
                 if key in seen:
                     continue
                 seen.add(key)
-                for aid, atom in groups.get(key, ()):
-                    tested.append(aid)
+                for aid, negated, atom in groups.get(key, ()):
+                    tests += 1
                     if atom.holds(event):
-                        out.append(aid)
-        # a group the caps do not name: no cap applies, the positive form holds
-        pos = self.pos_all.where
-        return joined([ids(out), self.pos_all.but([a for a in tested if a in pos])]), len(tested)
+                        if negated:
+                            out.append(aid)
+                    elif not negated:
+                        failed.append(aid)
+        return ids(out), ids(failed), tests
 
 
 #: (seconds of each test sorted, their atom ids in that order) for within and before.
@@ -387,11 +404,11 @@ class SegmentTests:
     s)`` iff ``s < now - t``, the same integer arithmetic as the tests; a negated test holds
     where its positive form does not (the attribute defined)."""
 
-    __slots__ = ("by_segment", "neg_all")
+    __slots__ = ("by_segment", "default")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         tests: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
-        self.neg_all = Complement([aid for aid, atom in atoms if atom.test.startswith("not_")])
+        self.default = Complement([aid for aid, atom in atoms if atom.test.startswith("not_")])
         for aid, atom in atoms:
             negated = atom.test.startswith("not_")
             sid: int = atom.arg[0]  # type: ignore[index]
@@ -403,12 +420,12 @@ class SegmentTests:
             sid: (_sorted(within), _sorted(before)) for sid, (within, before) in tests.items()
         }
 
-    def hits(self, value: object, event: Event) -> Hits:
-        """The ids of the tests that hold on ``event``, whose value of the attribute is
-        ``value`` (validated: pairs sorted by segment id)."""
+    def found(self, value: object, event: Event) -> Found:
+        """The tests that hold on ``event`` (and the negated ones that fail), whose value
+        of the attribute is ``value`` (validated: pairs sorted by segment id)."""
         now: Any = event.get(special.NOW)
-        if now is None:
-            return self.neg_all.ids, 0
+        if now is None:  # every positive test fails, every negated one holds
+            return _NONE, _NONE, 0
         hits: list[int] = []
         by_segment = self.by_segment
         last = None
@@ -426,11 +443,11 @@ class SegmentTests:
             (w_secs, w_ids), (b_secs, b_ids) = found
             hits.extend(w_ids[bisect_left(w_secs, bound) :])
             hits.extend(b_ids[: bisect_left(b_secs, bound)])
-        if not len(self.neg_all):
-            return ids(hits), tests
+        if not len(self.default):
+            return ids(hits), _NONE, tests
         out = [aid for aid in hits if aid >= 0]
-        gone = {-aid - 1 for aid in hits if aid < 0}
-        return joined([ids(out), self.neg_all.but(gone)]), tests
+        gone = [-aid - 1 for aid in hits if aid < 0]
+        return ids(out), ids(gone), tests
 
 
 def _sorted(tests: list[tuple[int, int]]) -> _Sorted:
@@ -443,7 +460,7 @@ class Patterns:
     (about 2.5 µs for 1,000 patterns; compiled at the first event, about 6 ms for 1,000);
     each pattern's atoms hold or fail from its answer.  Tests: the set's calls."""
 
-    __slots__ = ("by_pattern", "negated", "set")
+    __slots__ = ("by_pattern", "default", "set")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         regexes: dict[str, int] = {}
@@ -458,21 +475,18 @@ class Patterns:
             self.by_pattern[k].append((aid, atom.test != kind))
             if atom.test != kind:
                 negated.append(aid)
-        self.negated = Complement(negated)
+        self.default = Complement(negated)
         self.set = patterns.PatternSet(list(regexes))
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, str):  # (validated: never)
-            return _NONE, 0
+            return _NONE, self.default.ids, 0
         out: list[int] = []
-        failed: set[int] = set()
+        failed: list[int] = []
         for k in self.set.match(value):
             for aid, negated in self.by_pattern[k]:
-                if negated:
-                    failed.add(aid)
-                else:
-                    out.append(aid)
-        return joined([ids(out), self.negated.but(failed)]), 1
+                (failed if negated else out).append(aid)
+        return ids(out), ids(failed), 1
 
 
 #: Presence tests of which exactly one holds on a defined (validated) value.
@@ -485,7 +499,7 @@ class Presence:
     ``defined``/``undefined``): one check of the value each pair (none for ``defined``);
     the out-of-range test alone."""
 
-    __slots__ = ("pairs",)
+    __slots__ = ("default", "pairs")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         listed: dict[str, tuple[list[int], TestAtom]] = {}
@@ -505,8 +519,9 @@ class Presence:
                 self.pairs.append((check, ids(yes), ids(no)))
         for found, atom in beyond.values():
             self.pairs.append((atom, ids(found), ids([])))
+        self.default = Complement([])
 
-    def hits(self, value: object, event: Event) -> Hits:
+    def found(self, value: object, event: Event) -> Found:
         parts = []
         tests = 0
         for check, yes, no in self.pairs:
@@ -517,4 +532,4 @@ class Presence:
             holds = check.holds(event)
             first = check.test in _PAIRS or check.test == special.OUT_OF_RANGE
             parts.append(yes if holds == first else no)
-        return joined(parts), tests
+        return joined(parts), _NONE, tests

@@ -56,7 +56,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import numpy as np
 
 from betree import grid
-from betree.direct import DirectAtoms, holding
+from betree.direct import DirectAtoms, found
 from betree.flat import FlatTree, Nodes
 from betree.nodes import id_array
 from pbtree.keys import int64_array, key_domain
@@ -315,19 +315,50 @@ def satisfied(
         else:
             _or_into(flat, cells, rows)
     sat[:, [shard.atoms for shard in shards]] = where.present[:, None]  # atom 0
-    ids: list[np.ndarray] = []
-    events: list[np.ndarray] = []
-    for shard in shards:
-        if not shard.direct:
-            continue
-        for e, values in enumerate(batch):
-            held = holding(shard.direct, values)
-            ids.append(held + shard.atoms)
-            events.append(np.full(len(held), e, dtype=np.int64))
-    if ids:
-        ev = where.slots[np.concatenate(events)]
-        np.bitwise_or.at(sat, (ev >> 6, np.concatenate(ids)), _BIT[ev & 63])
+    _direct(sat, shards, batch, where)
     return sat
+
+
+def _direct(
+    sat: np.ndarray, shards: Sequence[Shard], batch: Sequence[Mapping[str, object]], where: Layout
+) -> None:
+    """The direct atoms' bits (:mod:`betree.direct`): each attribute's defaults ORed into
+    the words of the events that define it at once, then each event's other hits set and
+    its failing defaults cleared (a default is never among an event's hits)."""
+    groups = [(shard.atoms, shard.direct) for shard in shards if shard.direct]
+    if not groups:
+        return
+    defining: dict[str, list[int]] = {attr: [] for _, direct in groups for attr in direct}
+    held: list[np.ndarray] = []
+    failed: list[np.ndarray] = []
+    held_at: list[np.ndarray] = []
+    failed_at: list[np.ndarray] = []
+    for e, values in enumerate(batch):
+        for attr in values:
+            if attr in defining:
+                defining[attr].append(e)
+        for base, direct in groups:
+            on, off = found(direct, values)
+            if len(on):
+                held.append(on + base)
+                held_at.append(np.full(len(on), e, dtype=np.int64))
+            if len(off):
+                failed.append(off + base)
+                failed_at.append(np.full(len(off), e, dtype=np.int64))
+    for attr, events in defining.items():
+        cols = [g[attr].default.ids + base for base, g in groups if attr in g]
+        if not events or not any(len(c) for c in cols):
+            continue
+        slots = where.slots[np.array(events, dtype=np.int64)]
+        mask = np.zeros(where.words, dtype=np.uint64)
+        np.bitwise_or.at(mask, slots >> 6, _BIT[slots & 63])
+        sat[:, np.concatenate(cols)] |= mask[:, None]
+    if held:
+        ev = where.slots[np.concatenate(held_at)]
+        np.bitwise_or.at(sat, (ev >> 6, np.concatenate(held)), _BIT[ev & 63])
+    if failed:
+        ev = where.slots[np.concatenate(failed_at)]
+        np.bitwise_and.at(sat, (ev >> 6, np.concatenate(failed)), ~_BIT[ev & 63])
 
 
 def _search(view: SearchView, col: Column, atoms: int, lists: dict[str, list[_Found]]) -> None:

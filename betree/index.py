@@ -38,7 +38,7 @@ from betree.catalog import (
 from betree.check import check_index
 from betree.compiler import Compiler
 from betree.delta import Based, Delta, settle
-from betree.direct import holding
+from betree.direct import mark
 from betree.explained import bucket_path, sent_values, shown_atom
 from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.dnf import MAX_CLAUSES
@@ -625,7 +625,7 @@ class Index:
             pages += pbtree.pages_read
         if found:
             sat[np.concatenate(found)] = True
-        sat[holding(grouped, values)] = True
+        mark(sat, grouped, values)
         return sat, coords, pages
 
     def _snap(self, txn: ReadTxn, records: bool = True) -> dict[str, Any]:

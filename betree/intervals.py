@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from betree.bounds import atom_intervals, event_coords
-from betree.direct import holding
+from betree.direct import mark
 from betree.flat import WIDTH
 from betree.flatbatch import Shard
 from betree.grid import float_coord
@@ -324,7 +324,7 @@ class Intervals:
                         run.astype(np.int64) + s.atoms for run in search.collect(values[name])
                     ]
             if s.direct:
-                sat[np.asarray(holding(s.direct, values), dtype=np.int64) + s.atoms] = True
+                mark(sat, s.direct, values, s.atoms)
         if found:
             sat[np.concatenate(found)] = True
         lo, hi = self.rest_at[clauses], self.rest_at[clauses + 1]

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from betree.delta import Based, Delta
-from betree.direct import holding
+from betree.direct import mark
 from betree.flat import reach, tiers
 from betree.flatbatch import Shard
 from pbtree.view import SearchView
@@ -104,7 +104,7 @@ class Joined:
         if found:
             sat[np.concatenate(found)] = True
         for base, direct in zip(self.bases.tolist(), self.direct, strict=False):
-            sat[holding(direct, values) + base] = True
+            mark(sat, direct, values, base)
         nodes = reach(self, coords)  # ascending: by shard
         cuts = np.searchsorted(nodes, self.node_at).tolist()
         ids = []

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from betree.directkinds import Complement, Hits, ids, joined
+from betree.directkinds import Complement, Found, ids
 from betree.lang.atoms import Atom, Clause, OrderAtom, TestAtom
 
 Event = Mapping[str, object]
@@ -57,7 +57,7 @@ class ElementIndex:
     """The ``any``/``not_any`` atoms of one array path: inner clauses posted by (path,
     value) of one equality atom each, or loose."""
 
-    __slots__ = ("atoms", "clauses", "loose", "neg_all", "posted", "serves")
+    __slots__ = ("atoms", "clauses", "default", "loose", "posted", "serves")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
@@ -65,7 +65,7 @@ class ElementIndex:
         #: the distinct inner clauses, and per clause the atoms it serves (id, negated)
         self.clauses: list[Clause] = []
         self.serves: list[list[tuple[int, bool]]] = []
-        self.neg_all = Complement([aid for aid, atom in atoms if atom.test == "not_any"])
+        self.default = Complement([aid for aid, atom in atoms if atom.test == "not_any"])
         for aid, atom in atoms:
             for clause in atom.inner():
                 k = index.get(clause)
@@ -86,10 +86,17 @@ class ElementIndex:
             for _, c in key.entries:
                 by_value.setdefault(c, []).append(k)
 
-    def hits(self, value: object, event: Event) -> Hits:
-        """The atoms that hold, given the event's elements ``value`` (a tuple of dicts)."""
+    def found(self, value: object, event: Event) -> Found:
+        """The positive atoms that hold and the negated ones that fail, given the event's
+        elements ``value`` (a tuple of dicts)."""
+        where = self.default.where
         if not isinstance(value, tuple):
-            return ids([aid for aid, atom in self.atoms if atom.holds(event)]), len(self.atoms)
+            truths = [(aid, atom.holds(event)) for aid, atom in self.atoms]
+            return (
+                ids([aid for aid, holds in truths if holds and aid not in where]),
+                ids([aid for aid, holds in truths if not holds and aid in where]),
+                len(self.atoms),
+            )
         held: set[int] = set()  # positive atoms, and negated ones whose positive form held
         tests = 0
         posted, clauses, serves, loose = self.posted, self.clauses, self.serves, self.loose
@@ -111,6 +118,6 @@ class ElementIndex:
                 if all(atom.holds(element) for atom in clauses[k]):
                     done.add(k)
                     held.update(aid for aid, _ in serves[k])
-        negated_failed = [aid for aid in held if aid in self.neg_all.where]
-        positive = [aid for aid in held if aid not in self.neg_all.where]
-        return joined([ids(positive), self.neg_all.but(negated_failed)]), tests
+        negated_failed = [aid for aid in held if aid in where]
+        positive = [aid for aid in held if aid not in where]
+        return ids(positive), ids(negated_failed), tests

@@ -17,7 +17,7 @@ import pytest
 
 from betree import grid
 from betree.delta import Based, Delta
-from betree.flat import WIDTH, FlatSlot, FlatTree, build, pack_rows
+from betree.flat import LEARN, WIDTH, FlatSlot, FlatTree, build, pack_rows
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.sharded import open_index
@@ -298,30 +298,42 @@ def test_clauses_of_many_rows(tmp_path: Path) -> None:
             assert build(BETree(txn, idx._snap(txn)["rec"]), {}).max_rows == 4
 
 
-def test_rows_checked_under_any_truths(tmp_path: Path) -> None:
-    """Random atom truths (most true, so that long clauses often hold but for one row)
-    against each reached clause checked atom by atom."""
+@pytest.mark.parametrize("skewed", [False, True])
+@pytest.mark.parametrize("most", [8, 28])
+def test_rows_checked_under_any_truths(tmp_path: Path, most: int, skewed: bool) -> None:
+    """Random atom truths against each reached clause checked atom by atom: the first
+    LEARN events checked row by row, the next through each clause's key atom, and the
+    others so too if few keys held (``skewed``: two atoms in three rarely hold), else row
+    by row again (every atom holds for 93% of the events, so that long clauses often
+    hold but for one row); clauses of one row, or of up to 4."""
     schema = {"attributes": {f"a{k}": {"type": "int", "min": 0, "max": 9} for k in range(28)}}
     rng = random.Random(8)
     with Index.open(tmp_path, schema=schema, settings={"max_cap": 4, "min_size": 2}) as idx:
         for k in range(300):
-            picked = rng.sample(range(28), rng.randint(1, 28))
+            picked = rng.sample(range(28), rng.randint(1, most))
             idx.subscribe(k, " and ".join(f"a{a} != {rng.randint(0, 9)}" for a in picked))
         with idx.store.read() as txn:
             snap = idx._snap(txn)
             view = build(BETree(txn, snap["rec"]), {})
-    assert view.max_rows == 4
-    for _ in range(100):
+    assert view.max_rows == (4 if most == 28 else 1)
+    rate = [0.02 if skewed and a % 3 else 0.93 for a in range(snap["next_atom"])]
+    for k in range(100):
+        # keys chosen after LEARN events, dropped after as many more unless selective
+        assert (view.key is not None) == (k >= LEARN and (skewed or k < 2 * LEARN))
+        assert view.learnt == (k >= LEARN)
         coords = {f"a{k}": grid.coord("int", rng.randint(0, 9)) for k in range(28)}
-        sat = np.array([rng.random() < 0.93 for _ in range(snap["next_atom"])])
+        sat = np.array([rng.random() < r for r in rate])
         sat[0] = True
         expected = set()
         for node in view.reached(coords).tolist():
             for c in range(int(view.clause_at[node]), int(view.clause_at[node + 1])):
                 if sat[view.rows[view.row_at[c] : view.row_at[c + 1]].ravel()].all():
                     expected.add(int(view.exts[c]))
-        found, _ = view.match(coords, sat)
+        found, candidates = view.match(coords, sat)
         assert sorted(found.tolist()) == sorted(expected)
+        assert candidates == int(view.clause_at[view.reached(coords) + 1].sum()) - int(
+            view.clause_at[view.reached(coords)].sum()
+        )
 
 
 def test_slot_skips_stores_that_cannot_fit() -> None:

@@ -28,6 +28,7 @@ from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import InvalidInput
+from tests.support.direct import held
 
 SCHEMA = {
     "attributes": {
@@ -405,4 +406,4 @@ def test_segment_hits_are_the_segment_tests_that_hold() -> None:
         if "seg" not in values:
             continue
         want = sorted(aid for aid, atom in atoms if atom.holds(values))
-        assert sorted(group.hits(values["seg"], values)) == want
+        assert held(group, "seg", values, len(atoms)) == want
