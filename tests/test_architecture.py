@@ -20,7 +20,17 @@ LAYERS = ["storage", "pbtree", "betree", "loaders", "tools"]  # each imports onl
 # The rooms (sub-packages) of a package, each importing only from the rooms before it; ""
 # is the package's own modules.  A room on disk must be listed; a listed one may not exist.
 ROOMS = {
-    "betree": ["lang", "formats", "disk", "matching", "packed", "checking", "", "stores", "streams"],
+    "betree": [
+        "lang",
+        "formats",
+        "disk",
+        "matching",
+        "packed",
+        "checking",
+        "",
+        "stores",
+        "streams",
+    ],
 }
 MAX_LINES = 800
 
