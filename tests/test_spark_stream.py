@@ -11,6 +11,7 @@ The exactly-once test with real processes and ``kill -9`` is in test_spark_strea
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import random
@@ -25,7 +26,8 @@ import pytest
 
 from betree.lang.schema import Schema
 from betree.live import delete_subscriptions, write_subscriptions
-from loaders.spark.stream import Endpoint, endpoint, events_frame, stream
+from betree.sharded import open_index
+from loaders.spark.stream import Endpoint, endpoint, events_frame, generations, stream
 from loaders.spark.streamlog import committed_parts
 from storage.errors import InvalidInput
 from tests.support.brute import brute
@@ -130,7 +132,9 @@ def _field(value: Any, column: str) -> str:
 def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> None:
     """Subscriptions written (to every shard) while the query runs: a file dropped after
     the write commits is matched with them, one dropped before without; after a compaction
-    (new data files) the executors reopen the shards and see the next write."""
+    (new data files) the executors reopen the shards and see the next write.  Each
+    micro-batch's progress says its tasks matched in one state of the store (every write
+    here lands between micro-batches), the last one the store's state now."""
     schema = Schema.from_json(SCHEMA)
     subs: dict[Any, str] = dict(subscriptions(31, 120))
     store = build_hashed(tmp_path / "store", subs, shards=2)
@@ -138,12 +142,13 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
     src.mkdir()
     stop = threading.Event()
     failed: list[BaseException] = []
+    reports = io.StringIO()
 
     def run() -> None:
         try:
             stream(
                 store, Endpoint(path=str(src)), Endpoint(path=str(out)), tmp_path / "ck",
-                spark=spark, trigger=0.3, stop=stop,
+                spark=spark, trigger=0.3, stop=stop, progress_json=reports,
             )  # fmt: skip
         except BaseException as exc:  # shown by the main thread
             failed.append(exc)
@@ -183,6 +188,13 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
         stop.set()
         thread.join(120)
     assert not failed and not thread.is_alive()
+    batches = [json.loads(line) for line in reports.getvalue().splitlines()]
+    assert len(batches) == len(steps) and all(b["snapshots"] == 1 for b in batches), batches
+    gens = [b["generations"] for b in batches]  # every shard's, one micro-batch a step
+    assert all(a < b for a, b in zip(gens[0], gens[1], strict=True))  # written to both shards
+    assert gens[2] != gens[1] and all(a <= b for a, b in zip(gens[1], gens[2], strict=True))
+    with open_index(store) as now:
+        assert gens[-1] == list(generations(now))
 
 
 def _wait_for(
