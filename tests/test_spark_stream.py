@@ -209,6 +209,59 @@ def _wait_for(
     raise AssertionError(f"{path}: no results committed ({failed})")
 
 
+def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) -> None:
+    """Writes committed every 50 ms while one micro-batch of two files runs: its
+    progress reports more than one state of the store (its tasks could not share one
+    snapshot), and every event was still matched in one snapshot: the written ids it
+    matches are the first m written, for some m, beside the brute-force evaluator's."""
+    schema = Schema.from_json(SCHEMA)
+    subs = subscriptions(81, 100)
+    store = build_hashed(tmp_path / "store", subs, shards=2)
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    rng = random.Random(82)
+    events = {}
+    for f in range(2):
+        docs = [event(rng) for _ in range(5000)]
+        path = drop(src, f"e{f}.jsonl", "".join(json.dumps(e) + "\n" for e in docs).encode())
+        events[str(path)] = docs
+    every = "i < 3 or not (i < 3)"  # matches every event
+    done = threading.Event()
+    written: list[str] = []
+
+    def write() -> None:
+        while not done.is_set():
+            write_subscriptions(store, [(f"w{len(written)}", every)])
+            written.append(f"w{len(written)}")
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reports = io.StringIO()
+    try:
+        stream(
+            store, Endpoint(path=str(src)), Endpoint(path=str(out)), tmp_path / "ck",
+            spark=spark, available_now=True, progress_json=reports,
+        )  # fmt: skip
+    finally:
+        done.set()
+        writer.join()
+    (batch,) = [json.loads(line) for line in reports.getvalue().splitlines()]
+    assert batch["snapshots"] >= 2 and batch["events"] == 10000
+    seen = set()
+    for name, found in per_file(out).items():
+        for n, ev in enumerate(events[name], 1):
+            if "error" in found[n]:
+                continue
+            ids = set(found[n]["matches"])
+            mine = {i for i in ids if str(i).startswith("w")}
+            if n % 10 == 0:  # (the evaluator is slow)
+                assert ids - mine == brute(subs, schema, ev)
+            assert mine == {f"w{k}" for k in range(len(mine))}, n  # one snapshot's
+            seen.add(len(mine))
+    assert len(seen) >= 2 and max(seen) <= len(written)
+
+
 def test_kafka_arguments(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kafka = endpoint("kafka://127.0.0.1:9092,b2:19092/events", "--source")
     assert kafka.kafka and kafka.servers == "127.0.0.1:9092,b2:19092"
