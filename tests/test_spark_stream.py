@@ -27,7 +27,7 @@ import pytest
 from betree.lang.schema import Schema
 from betree.live import delete_subscriptions, write_subscriptions
 from betree.sharded import open_index
-from loaders.spark.stream import Endpoint, endpoint, events_frame, generations, stream
+from loaders.spark.stream import Endpoint, endpoint, events_frame, stream
 from loaders.spark.streamlog import committed_parts
 from storage.errors import InvalidInput
 from tests.support.brute import brute
@@ -194,7 +194,7 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
     assert all(a < b for a, b in zip(gens[0], gens[1], strict=True))  # written to both shards
     assert gens[2] != gens[1] and all(a <= b for a, b in zip(gens[1], gens[2], strict=True))
     with open_index(store) as now:
-        assert gens[-1] == list(generations(now))
+        assert gens[-1] == list(now.generations())
 
 
 def _wait_for(
@@ -210,7 +210,7 @@ def _wait_for(
 
 
 def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) -> None:
-    """Writes committed every 50 ms while one micro-batch of two files runs: its
+    """Writes committed every 10 ms while one micro-batch of two files is in hand: its
     progress reports more than one state of the store (its tasks could not share one
     snapshot), and every event was still matched in one snapshot: the written ids it
     matches are the first m written, for some m, beside the brute-force evaluator's."""
@@ -222,18 +222,21 @@ def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) ->
     rng = random.Random(82)
     events = {}
     for f in range(2):
-        docs = [event(rng) for _ in range(5000)]
+        docs = [event(rng) for _ in range(20000)]
         path = drop(src, f"e{f}.jsonl", "".join(json.dumps(e) + "\n" for e in docs).encode())
         events[str(path)] = docs
     every = "i < 3 or not (i < 3)"  # matches every event
     done = threading.Event()
     written: list[str] = []
+    ck = tmp_path / "ck"
 
-    def write() -> None:
-        while not done.is_set():
+    def write() -> None:  # while the micro-batch is in hand: planned, not committed
+        while not done.is_set() and not (ck / "offsets" / "0").exists():
+            time.sleep(0.005)
+        while not done.is_set() and not (ck / "commits" / "0").exists() and len(written) < 400:
             write_subscriptions(store, [(f"w{len(written)}", every)])
             written.append(f"w{len(written)}")
-            time.sleep(0.05)
+            time.sleep(0.01)
 
     writer = threading.Thread(target=write)
     writer.start()
@@ -247,7 +250,7 @@ def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) ->
         done.set()
         writer.join()
     (batch,) = [json.loads(line) for line in reports.getvalue().splitlines()]
-    assert batch["snapshots"] >= 2 and batch["events"] == 10000
+    assert batch["snapshots"] >= 2 and batch["events"] == 40000
     seen = set()
     for name, found in per_file(out).items():
         for n, ev in enumerate(events[name], 1):
@@ -255,7 +258,7 @@ def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) ->
                 continue
             ids = set(found[n]["matches"])
             mine = {i for i in ids if str(i).startswith("w")}
-            if n % 10 == 0:  # (the evaluator is slow)
+            if n % 40 == 0:  # (the evaluator is slow)
                 assert ids - mine == brute(subs, schema, ev)
             assert mine == {f"w{k}" for k in range(len(mine))}, n  # one snapshot's
             seen.add(len(mine))

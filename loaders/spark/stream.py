@@ -56,7 +56,7 @@ import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
 from betree.jsonl import dump_result
-from betree.sharded import AnyIndex, open_index
+from betree.sharded import open_index
 from betree.stream import match_lines
 from loaders.spark.extract import CSV, JSONL, SplitRows, batch_rows, read_input
 from loaders.spark.jobs import short_error
@@ -290,13 +290,13 @@ def match_partition(
 
     Cost: per input batch, the events' decoding, validation and match in snapshots of
     :data:`betree.stream.BATCH` events (:func:`match_lines`); memory: one input batch.
-    Per task, a read of every shard's generation before and after (:func:`generations`).
+    Per task, a read of every shard's generation before and after (``generations``).
     """
     from pyspark import TaskContext
 
     started = time.perf_counter()
     index = warm_index(store)  # the latest commit of every shard (reopened if replaced)
-    states = {(WARM[store].ident, generations(index))}
+    states = {(WARM[store].ident, index.generations())}
     splits = SplitRows()
     heads: dict[str, bytes] = {}  # a file's path -> '{"file": NAME, ' (JSON)
     events = rejected = 0
@@ -328,7 +328,7 @@ def match_partition(
             out.append(b'%s"line": %d, %s' % (head, line, dump_result(found)[1:-1]))
         events += len(out)
         yield pa.record_batch([pa.array(out, pa.binary())], names=["value"])
-    states.add((WARM[store].ident, generations(index)))
+    states.add((WARM[store].ident, index.generations()))
     if counters is not None:
         context = TaskContext.get()
         batch_id = context.getLocalProperty(BATCH_ID) if context is not None else None
@@ -337,15 +337,6 @@ def match_partition(
         counters.peak_mb.add(_peak_rss_mb())
         counters.python_s.add(time.perf_counter() - started)
         counters.states.add({int(batch_id or -1): states})
-
-
-def generations(index: AnyIndex) -> tuple[int, ...]:
-    """Every shard's latest committed generation (a read snapshot of each: microseconds)."""
-    found = []
-    for shard in index.indexes:
-        with shard.store.read() as txn:
-            found.append(txn.gen)
-    return tuple(found)
 
 
 def _peak_rss_mb() -> float:
