@@ -163,6 +163,10 @@ class AnyIndex(Protocol):
 
     def close(self) -> None: ...
 
+    def generations(self) -> tuple[int, ...]:
+        """Every shard's latest committed generation, as a match begun now sees it."""
+        ...
+
     def __len__(self) -> int: ...
 
     def __enter__(self) -> AnyIndex: ...
@@ -250,6 +254,10 @@ class PlainIndex:
 
     def close(self) -> None:
         self.index.close()
+
+    def generations(self) -> tuple[int, ...]:
+        with self.index.store.read() as txn:
+            return (txn.gen,)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -451,6 +459,18 @@ class ShardedIndex:
     def _reading(self) -> AbstractContextManager[None]:
         """No batch applied meanwhile (only stores that take writes have one to wait for)."""
         return shardwrite.reading(self.root) if self.routed else nullcontext()
+
+    def generations(self) -> tuple[int, ...]:
+        """Every shard's latest generation as :meth:`snapshot` would take it: compacted
+        shards reopened first, read while no batch is being applied.  Cost: a ``stat`` and
+        a read transaction per shard."""
+        self._refresh()
+        with self._reading():
+            found = []
+            for index in self.indexes:
+                with index.store.read() as txn:
+                    found.append(txn.gen)
+        return tuple(found)
 
     def _refresh(self) -> None:
         """Reopen each shard compacted since it was opened (a new data file at its path)."""

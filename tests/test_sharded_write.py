@@ -24,6 +24,7 @@ from tests.support.brute import brute
 from tests.support.workload import build_hashed, build_sharded, event, expression
 
 SHARDS = 3
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def check_model(root: Path, model: dict[Any, str], rng: random.Random) -> None:
@@ -349,3 +350,35 @@ def test_a_writer_of_a_store_replaced_by_a_load_writes_into_the_new_one(
             "kept": "i = 1",
         }
         store.check()
+
+
+def test_generations_follow_writes_and_compaction(tmp_path: Path) -> None:
+    """``generations()`` of a reader kept open while another process writes: each shard's
+    grows with the writes routed to it, and after a compaction (new data files) it is that
+    of the new shards, as a fresh open sees them (what ``bexdb stream`` reports)."""
+    model: dict[Any, str] = {i: f"i = {i % 20}" for i in range(30)}
+    root = Path(build_hashed(tmp_path / "sh", model, SHARDS))
+
+    def other(code: str) -> str:  # in another process (py-lmdb: one environment a path)
+        prelude = "import json, sys; from betree.sharded import open_index; "
+        prelude += "from betree.live import write_subscriptions; from tools import cli; "
+        done = subprocess.run(
+            [sys.executable, "-c", prelude + code, str(root)],
+            capture_output=True, text=True, check=True, cwd=ROOT,
+        )  # fmt: skip
+        return done.stdout
+
+    items = [[f"g{k}", "i = 1"] for k in range(12)]
+    with open_index(root) as reader:
+        before = reader.generations()
+        assert len(before) == SHARDS
+        other(f"write_subscriptions(sys.argv[1], [tuple(x) for x in {items!r}])")
+        touched = {reader.shard_for(ident) for ident, _ in items}  # type: ignore[attr-defined]
+        after = reader.generations()
+        for i in range(SHARDS):
+            assert (after[i] > before[i]) == (i in touched), (before, after)
+        other(
+            "cli.main(['compact', sys.argv[1]]); write_subscriptions(sys.argv[1], [('z', 'i = 2')])"
+        )
+        fresh = json.loads(other("print(json.dumps(open_index(sys.argv[1]).generations()))"))
+        assert list(reader.generations()) == fresh != list(after)

@@ -11,6 +11,7 @@ The exactly-once test with real processes and ``kill -9`` is in test_spark_strea
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import random
@@ -25,6 +26,7 @@ import pytest
 
 from betree.lang.schema import Schema
 from betree.live import delete_subscriptions, write_subscriptions
+from betree.sharded import open_index
 from loaders.spark.stream import Endpoint, endpoint, events_frame, stream
 from loaders.spark.streamlog import committed_parts
 from storage.errors import InvalidInput
@@ -130,7 +132,9 @@ def _field(value: Any, column: str) -> str:
 def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> None:
     """Subscriptions written (to every shard) while the query runs: a file dropped after
     the write commits is matched with them, one dropped before without; after a compaction
-    (new data files) the executors reopen the shards and see the next write."""
+    (new data files) the executors reopen the shards and see the next write.  Each
+    micro-batch's progress says its tasks matched in one state of the store (every write
+    here lands between micro-batches), the last one the store's state now."""
     schema = Schema.from_json(SCHEMA)
     subs: dict[Any, str] = dict(subscriptions(31, 120))
     store = build_hashed(tmp_path / "store", subs, shards=2)
@@ -138,12 +142,13 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
     src.mkdir()
     stop = threading.Event()
     failed: list[BaseException] = []
+    reports = io.StringIO()
 
     def run() -> None:
         try:
             stream(
                 store, Endpoint(path=str(src)), Endpoint(path=str(out)), tmp_path / "ck",
-                spark=spark, trigger=0.3, stop=stop,
+                spark=spark, trigger=0.3, stop=stop, progress_json=reports,
             )  # fmt: skip
         except BaseException as exc:  # shown by the main thread
             failed.append(exc)
@@ -183,6 +188,13 @@ def test_writes_seen_from_the_next_micro_batch(spark: Any, tmp_path: Path) -> No
         stop.set()
         thread.join(120)
     assert not failed and not thread.is_alive()
+    batches = [json.loads(line) for line in reports.getvalue().splitlines()]
+    assert len(batches) == len(steps) and all(b["snapshots"] == 1 for b in batches), batches
+    gens = [b["generations"] for b in batches]  # every shard's, one micro-batch a step
+    assert all(a < b for a, b in zip(gens[0], gens[1], strict=True))  # written to both shards
+    assert gens[2] != gens[1] and all(a <= b for a, b in zip(gens[1], gens[2], strict=True))
+    with open_index(store) as now:
+        assert gens[-1] == list(now.generations())
 
 
 def _wait_for(
@@ -195,6 +207,62 @@ def _wait_for(
             return found
         time.sleep(0.2)
     raise AssertionError(f"{path}: no results committed ({failed})")
+
+
+def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) -> None:
+    """Writes committed every 10 ms while one micro-batch of two files is in hand: its
+    progress reports more than one state of the store (its tasks could not share one
+    snapshot), and every event was still matched in one snapshot: the written ids it
+    matches are the first m written, for some m, beside the brute-force evaluator's."""
+    schema = Schema.from_json(SCHEMA)
+    subs = subscriptions(81, 100)
+    store = build_hashed(tmp_path / "store", subs, shards=2)
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    rng = random.Random(82)
+    events = {}
+    for f in range(2):
+        docs = [event(rng) for _ in range(20000)]
+        path = drop(src, f"e{f}.jsonl", "".join(json.dumps(e) + "\n" for e in docs).encode())
+        events[str(path)] = docs
+    every = "i < 3 or not (i < 3)"  # matches every event
+    done = threading.Event()
+    written: list[str] = []
+    ck = tmp_path / "ck"
+
+    def write() -> None:  # while the micro-batch is in hand: planned, not committed
+        while not done.is_set() and not (ck / "offsets" / "0").exists():
+            time.sleep(0.005)
+        while not done.is_set() and not (ck / "commits" / "0").exists() and len(written) < 400:
+            write_subscriptions(store, [(f"w{len(written)}", every)])
+            written.append(f"w{len(written)}")
+            time.sleep(0.01)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reports = io.StringIO()
+    try:
+        stream(
+            store, Endpoint(path=str(src)), Endpoint(path=str(out)), tmp_path / "ck",
+            spark=spark, available_now=True, progress_json=reports,
+        )  # fmt: skip
+    finally:
+        done.set()
+        writer.join()
+    (batch,) = [json.loads(line) for line in reports.getvalue().splitlines()]
+    assert batch["snapshots"] >= 2 and batch["events"] == 40000
+    seen = set()
+    for name, found in per_file(out).items():
+        for n, ev in enumerate(events[name], 1):
+            if "error" in found[n]:
+                continue
+            ids = set(found[n]["matches"])
+            mine = {i for i in ids if str(i).startswith("w")}
+            if n % 40 == 0:  # (the evaluator is slow)
+                assert ids - mine == brute(subs, schema, ev)
+            assert mine == {f"w{k}" for k in range(len(mine))}, n  # one snapshot's
+            seen.add(len(mine))
+    assert len(seen) >= 2 and max(seen) <= len(written)
 
 
 def test_kafka_arguments(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,7 +34,10 @@ Snapshots: every task takes the store's latest commit when it starts matching (a
 before a micro-batch starts (``subscribe``, the service, ``load --replace``, ``compact``) is
 seen by all of that batch's events; one committed while a micro-batch runs is seen by the
 tasks that start after it.  Snapshots in separate executor processes cannot be made one
-without stopping the writers, which this does not do.
+without stopping the writers (LMDB gives a reader the latest commit only), which this does
+not do; instead each task notes the store's state (its identity and every shard's
+generation) before and after matching, and each micro-batch's progress says in how many
+states its tasks matched (``snapshots``: 1 is one snapshot of every shard).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
@@ -57,7 +60,7 @@ from betree.sharded import open_index
 from betree.stream import match_lines
 from loaders.spark.extract import CSV, JSONL, SplitRows, batch_rows, read_input
 from loaders.spark.jobs import short_error
-from loaders.spark.match import csv_event, event_json, warm_index
+from loaders.spark.match import WARM, csv_event, event_json, warm_index
 from loaders.spark.session import map_arrow, spark_session
 from loaders.spark.streamlog import local, taken_files
 from storage.errors import BexdbError, InvalidInput
@@ -73,6 +76,20 @@ WHOLE_FILES = {
 }
 FORMATS = {"json": "jsonl", "parquet": "parquet", "csv": "csv"}
 KAFKA = "kafka://"
+#: The local property Spark gives a streaming query's jobs: their micro-batch's id.
+BATCH_ID = "streaming.sql.batchId"
+
+State = tuple[Any, tuple[int, ...]]  # a store's identity and every shard's generation
+
+
+class Counters(NamedTuple):
+    """The tasks' accumulators, read by the driver (:class:`Watch`) per micro-batch."""
+
+    events: Any  # events matched (int)
+    rejected: Any  # of them, bad (int)
+    peak_mb: Any  # the Python workers' largest peak memory (:class:`Largest`)
+    python_s: Any  # seconds the tasks spent in Python (float)
+    states: Any  # micro-batch id -> the store states its tasks matched in (:class:`States`)
 
 
 @dataclass(frozen=True)
@@ -154,7 +171,13 @@ def stream(
         for key, value in WHOLE_FILES.items():
             spark.conf.set(key, value)
         sc = spark.sparkContext
-        counters = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0.0, Largest()))
+        counters = Counters(
+            sc.accumulator(0),
+            sc.accumulator(0),
+            sc.accumulator(0.0, Largest()),
+            sc.accumulator(0.0),
+            sc.accumulator({}, States()),
+        )
         frame = events_frame(spark, source, FORMATS[fmt], max_files)
         results = map_arrow(
             frame,
@@ -177,7 +200,7 @@ def stream(
         "batches": batches,
         "events": watch.events,
         "rejected": watch.rejected,
-        "worker_peak_mb": round(float(counters[2].value), 1),
+        "worker_peak_mb": round(float(counters.peak_mb.value), 1),
         "seconds": round(time.monotonic() - started, 3),
         "out": str(out),
     }
@@ -261,18 +284,24 @@ def _load(start: Any, what: str) -> Any:
 
 
 def match_partition(
-    batches: Iterable[pa.RecordBatch], *, store: str, counters: tuple[Any, ...] | None = None
+    batches: Iterable[pa.RecordBatch], *, store: str, counters: Counters | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Event rows -> one result line per event (``value``); blank lines get none.
 
     Cost: per input batch, the events' decoding, validation and match in snapshots of
     :data:`betree.stream.BATCH` events (:func:`match_lines`); memory: one input batch.
+    Per task, a read of every shard's generation before and after (``generations``).
     """
+    from pyspark import TaskContext
+
+    started = time.perf_counter()
     index = warm_index(store)  # the latest commit of every shard (reopened if replaced)
+    states = {(WARM[store].ident, index.generations())}
     splits = SplitRows()
+    heads: dict[str, bytes] = {}  # a file's path -> '{"file": NAME, ' (JSON)
     events = rejected = 0
     for batch in batches:
-        where: list[tuple[str, int]] = []
+        where: list[tuple[bytes, int]] = []
         lines: list[bytes] = []
         for path, block, kind, text, offset in batch_rows(
             batch, "path", "block", "kind", "text", "offset"
@@ -285,20 +314,29 @@ def match_partition(
                 line = offset
             if text is None or not text.strip():
                 continue
-            where.append((local(path), line))
+            head = heads.get(path)
+            if head is None:
+                head = heads[path] = b'{"file": ' + json.dumps(local(path)).encode() + b", "
+            where.append((head, line))
             lines.append(csv_event(text, index.schema) if kind == CSV else text)
         out = []
-        for (name, line), found in zip(
+        for (head, line), found in zip(
             where, (r for chunk in match_lines(index, lines) for r in chunk), strict=True
         ):
             rejected += "error" in found
-            out.append(dump_result({"file": name, "line": line, **found})[:-1])
+            # json.dumps({"file", "line", **found})'s bytes: '{"matches": ...}' less its "{"
+            out.append(b'%s"line": %d, %s' % (head, line, dump_result(found)[1:-1]))
         events += len(out)
         yield pa.record_batch([pa.array(out, pa.binary())], names=["value"])
+    states.add((WARM[store].ident, index.generations()))
     if counters is not None:
-        counters[0].add(events)
-        counters[1].add(rejected)
-        counters[2].add(_peak_rss_mb())
+        context = TaskContext.get()
+        batch_id = context.getLocalProperty(BATCH_ID) if context is not None else None
+        counters.events.add(events)
+        counters.rejected.add(rejected)
+        counters.peak_mb.add(_peak_rss_mb())
+        counters.python_s.add(time.perf_counter() - started)
+        counters.states.add({int(batch_id or -1): states})
 
 
 def _peak_rss_mb() -> float:
@@ -323,19 +361,35 @@ class Largest(AccumulatorParam):  # type: ignore[type-arg]
         return max(value1, value2)
 
 
+class States(AccumulatorParam):  # type: ignore[type-arg]
+    """An accumulator of the store states each micro-batch's tasks matched in:
+    ``{batch id: {(store identity, every shard's generation), ...}}``."""
+
+    def zero(self, value: dict[int, set[State]]) -> dict[int, set[State]]:
+        return {}
+
+    def addInPlace(
+        self, value1: dict[int, set[State]], value2: dict[int, set[State]]
+    ) -> dict[int, set[State]]:
+        for batch, states in value2.items():
+            value1.setdefault(batch, set()).update(states)
+        return value1
+
+
 class Watch:
     """The driver's side of a running query: progress per micro-batch and the stop.
 
-    Progress comes from the query's own reports (``lastProgress``, polled), events and
-    rejects from the tasks' counters, the lag from the source's log: the files in the
-    source directory no batch has taken yet, and the age of the oldest of them.
+    Progress comes from the query's own reports (``lastProgress``, polled: its phases'
+    milliseconds, ``durationMs``), events, rejects, Python seconds and store states from
+    the tasks' counters, the lag from the source's log: the files in the source directory
+    no batch has taken yet, and the age of the oldest of them.
     """
 
     def __init__(
         self,
         source: Endpoint,
         checkpoint: Path,
-        counters: tuple[Any, ...],
+        counters: Counters,
         progress: TextIO | None,
         progress_json: TextIO | None,
     ) -> None:
@@ -345,6 +399,7 @@ class Watch:
         self.progress = progress
         self.progress_json = progress_json
         self.events = self.rejected = 0
+        self.python_s = 0.0
         self.last = -1
         self.stamp: str | None = None
 
@@ -380,10 +435,13 @@ class Watch:
         ]
         for p in fresh:
             self.last = p["batchId"]
-            events, rejected = int(self.counters[0].value), int(self.counters[1].value)
+            events, rejected = int(self.counters.events.value), int(self.counters.rejected.value)
+            python_s = float(self.counters.python_s.value)
             batch_events = events - self.events
-            self.events, self.rejected = events, rejected
+            batch_python_s = python_s - self.python_s
+            self.events, self.rejected, self.python_s = events, rejected, python_s
             seconds = p["durationMs"].get("triggerExecution", 0) / 1000
+            states = self.counters.states.value.pop(p["batchId"], set())
             waiting, lag = self._lag()
             doc = {
                 "batch": p["batchId"],
@@ -395,6 +453,10 @@ class Watch:
                 "lag_s": lag,
                 "total_events": events,
                 "total_rejected": rejected,
+                "snapshots": len(states),
+                "generations": max(gens for _, gens in states) if states else None,
+                "python_s": round(batch_python_s, 3),
+                "durations_ms": p["durationMs"],
             }
             if self.progress_json is not None:
                 self.progress_json.write(json.dumps(doc) + "\n")

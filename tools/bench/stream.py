@@ -16,7 +16,9 @@ file's results are first committed.
    overheads included).
 3. **paced** (latency): files dropped at ``--load`` times the backlog's rate for
    ``--seconds``; per file, the seconds from its arrival (the rename) to the commit of its
-   results: p50 and p99 (a commit is seen up to one poll late).
+   results: p50 and p99 (a commit is seen up to one poll late); and the timeline of its
+   micro-batches, the median of each phase Spark reports (``durationMs``: ``latestOffset``,
+   ``walCommit``, ``addBatch``...) and of the seconds the tasks spent in Python.
 
 First, ``bexdb match --jobs N`` over ``EVENTS`` as one file (its own process, timed end to
 end); its output is kept, and every result the stream commits must be its
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -187,6 +190,8 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
                 f"sustained {sustained:,.0f} events/s; paced at {rate:,.0f}/s for {args.seconds} s"
             )
             paced = []
+            time.sleep(0.5)  # the backlog's progress line written (polled every 0.2 s)
+            before = _lines(tmp / "progress.jsonl")
             start = time.monotonic()
             while (now := time.monotonic()) - start < args.seconds:
                 paced.append(producer.drop())
@@ -208,6 +213,7 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
         )
     *batches, last = (tmp / "progress.jsonl").read_text().splitlines()
     return {
+        "paced_timeline": timeline([json.loads(b) for b in batches[before:]]),
         "file_events": args.file_events,
         "trigger_s": args.trigger,
         "warm_files": args.warm_files,
@@ -221,6 +227,24 @@ def run_stream(args: argparse.Namespace, tmp: Path, answers: list[bytes]) -> dic
         "micro_batches": len(batches),
         "events_committed": sum(commits.lines.values()),
         "worker_peak_mb": json.loads(last)["worker_peak_mb"],
+    }
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def timeline(batches: list[dict[str, Any]]) -> dict[str, Any]:
+    """Micro-batches' medians: events, seconds in Python, and each phase's milliseconds."""
+    if not batches:
+        return {"micro_batches": 0}
+    phases = sorted({k for b in batches for k in b["durations_ms"]})
+    return {
+        "micro_batches": len(batches),
+        "events": statistics.median(b["events"] for b in batches),
+        "python_s": round(statistics.median(b["python_s"] for b in batches), 3),
+        "ms": {k: statistics.median(b["durations_ms"].get(k, 0) for b in batches) for k in phases},
     }
 
 
