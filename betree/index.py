@@ -2,12 +2,12 @@
 and their catalog.
 
 Its records (subscriptions, atoms, homes, per-attribute lists) are laid out and owned by
-:mod:`betree.catalog`; a write transaction's inserting and deleting is
-:class:`betree.writer.Writer`; an atom's grid span is :func:`betree.grid.atom_span`.
+:mod:`betree.disk.catalog`; a write transaction's inserting and deleting is
+:class:`betree.disk.writer.Writer`; an atom's grid span is :func:`betree.disk.grid.atom_span`.
 
 Matching: phase 1 marks satisfied atoms in a boolean array (one PB+tree search per event
-attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.tree`), or,
-once a snapshot has served enough events, tests its packed view (:mod:`betree.flat`).
+attribute, plus the direct tests); phase 2 walks the BE-Tree (see :mod:`betree.disk.tree`), or,
+once a snapshot has served enough events, tests its packed view (:mod:`betree.packed.flat`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from betree import adjust as adjusting
-from betree import batch as batching
-from betree import catalog, flat, flatbatch, grid, ranging
-from betree.adjust import ADJUST_DEFAULTS, Collector
-from betree.catalog import (
+from betree.checking.check import check_index
+from betree.checking.explained import bucket_path, sent_values, shown_atom
+from betree.compiler import Compiler
+from betree.disk import adjust as adjusting
+from betree.disk import catalog, grid
+from betree.disk.adjust import ADJUST_DEFAULTS, Collector
+from betree.disk.catalog import (
     SubId,
     clause_id,
     load_atom,
@@ -35,19 +37,18 @@ from betree.catalog import (
     root_record,
     subscription_record,
 )
-from betree.check import check_index
-from betree.compiler import Compiler
-from betree.delta import Based, Delta, settle
-from betree.direct import mark
-from betree.explained import bucket_path, sent_values, shown_atom
+from betree.disk.nodes import id_array, listed
+from betree.disk.tree import DEFAULTS, BETree, Places
+from betree.disk.writer import Memo, Writer, gc_paused
+from betree.formats.metadata import item_meta, with_metas
 from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
-from betree.metadata import item_meta, with_metas
-from betree.nodes import id_array, listed
-from betree.snapshot import Records
-from betree.tree import DEFAULTS, BETree, Places
-from betree.writer import Memo, Writer, gc_paused
+from betree.matching import batch as batching
+from betree.matching.direct import mark
+from betree.matching.snapshot import Records
+from betree.packed import flat, flatbatch, ranging
+from betree.packed.delta import Based, Delta, settle
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -76,7 +77,7 @@ class Index:
         #: the per-attribute records of the last snapshot, reused while unchanged
         self._records = Records(self._attribute)
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
-        self._memo = Memo()  # what writes read before (betree.writer.Memo)
+        self._memo = Memo()  # what writes read before (betree.disk.writer.Memo)
         self.last_stats: dict[str, int] = {}
         #: where the last batched match's time went (:meth:`match_many_validated`)
         self.last_timings: dict[str, float] = {}
@@ -91,15 +92,15 @@ class Index:
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
         self.flat.background = lambda: flat.fresh_base(self.store, self._attribute)  # folds aside
-        #: whether that view is matched by intervals instead (betree.ranging)
+        #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self._types)
 
-    # -- the schema (betree.schemaedit changes it on a live store) -------------------------
+    # -- the schema (betree.stores.schemaedit changes it on a live store) -------------------------
 
     def schema_in(self, txn: ReadTxn) -> Schema:
         """The schema of ``txn``'s snapshot, everything derived from it rebuilt when another
         process or call changed it since (the root record's ``schema_version``, which
-        :mod:`betree.schemaedit` counts).  Cost: one root-record read per new generation."""
+        :mod:`betree.stores.schemaedit` counts).  Cost: one root-record read per new generation."""
         if txn.gen != self._schema_gen:
             version = root_record(txn).get("schema_version", 0)
             if version != self._schema_version:
@@ -119,7 +120,7 @@ class Index:
         #: Attributes whose event values are matched transformed (folded, or ip keys).
         self._keyed = schema.folded | {n for n, s in schema.attributes.items() if s.type == "ip"}
         #: per attribute, the grid range the children of a new p-node's top bucket halve
-        #: (:func:`betree.grid.hint_range` of the schema's ``min``/``max``)
+        #: (:func:`betree.disk.grid.hint_range` of the schema's ``min``/``max``)
         self.hints = {
             name: grid.hint_range(grid.kind_of(spec.type), spec.min, spec.max)
             for name, spec in schema.attributes.items()
@@ -143,7 +144,7 @@ class Index:
         A new store needs a schema.  An existing store keeps its own schema; passing a
         different one is an error.  ``settings`` (``max_cap``, ``min_size``,
         ``max_clauses``, and the self-adjustment settings ``adjust``, ``adjust_window``,
-        ``theta`` of :mod:`betree.adjust`) apply to a new store.
+        ``theta`` of :mod:`betree.disk.adjust`) apply to a new store.
         """
         given = schema if isinstance(schema, Schema) or schema is None else Schema.from_json(schema)
         if given is None and not store_exists(path):  # create nothing that cannot be used
@@ -226,7 +227,7 @@ class Index:
 
     def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
         """Insert or replace many subscriptions in one transaction (all or nothing): items
-        ``(id, expr)`` or ``(id, expr, meta)`` (a JSON object: :mod:`betree.metadata`).
+        ``(id, expr)`` or ``(id, expr, meta)`` (a JSON object: :mod:`betree.formats.metadata`).
 
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
@@ -287,7 +288,7 @@ class Index:
 
     @contextmanager
     def writer(self, txn: WriteTxn) -> Iterator[Writer]:
-        """A :class:`betree.writer.Writer` inserting and deleting in ``txn``, which writes
+        """A :class:`betree.disk.writer.Writer` inserting and deleting in ``txn``, which writes
         the root record when the block ends without an error."""
         writer = Writer(txn, self.places, self.hints, self._memo)
         yield writer
@@ -327,7 +328,7 @@ class Index:
     def set_adjust(
         self, enabled: bool | None = None, window: int | None = None, theta: int | None = None
     ) -> None:
-        """Change the stored self-adjustment settings (see :mod:`betree.adjust`).
+        """Change the stored self-adjustment settings (see :mod:`betree.disk.adjust`).
 
         ``enabled``: collect statistics while matching, flush them every ``window``
         matched events, and re-insert the clauses of underflowing p-nodes on deletion.
@@ -403,13 +404,13 @@ class Index:
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
         """:meth:`match_many` with each event's ids as one numpy array
-        (:func:`betree.nodes.id_array`): what ``bexdb match`` writes, without a Python
+        (:func:`betree.disk.nodes.id_array`): what ``bexdb match`` writes, without a Python
         object per id."""
         return self._match_many(events, False)
 
     def match_many_meta(self, events: Sequence[object]) -> list[Any]:
         """:meth:`match_many` with ``(id, metadata text or None)`` for each id, read in
-        the snapshot matched (:func:`betree.metadata.with_metas`)."""
+        the snapshot matched (:func:`betree.formats.metadata.with_metas`)."""
         return self._match_many(events, True, True)
 
     def _match_many(self, events: Sequence[object], lists: bool, meta: bool = False) -> list[Any]:
@@ -431,13 +432,13 @@ class Index:
         self, txn: ReadTxn, batch: Sequence[Mapping[str, object]], lists: bool = False
     ) -> list[Any]:
         """:meth:`match_validated` of each validated event of ``batch`` in ``txn`` (as
-        :func:`betree.nodes.id_array`, or as lists), in one pass over the index
-        (:mod:`betree.batch`: one PB+tree search per distinct value, each reached node and
+        :func:`betree.disk.nodes.id_array`, or as lists), in one pass over the index
+        (:mod:`betree.matching.batch`: one PB+tree search per distinct value, each reached node and
         l-node page read and checked once for the whole batch).
 
         A batch of one, or with statistics collected (self-adjustment), is matched event
         by event; on a packed view (its events count towards one) by
-        :func:`betree.flatbatch.match`, or one by one under ``flatbatch.LEAST`` events.
+        :func:`betree.packed.flatbatch.match`, or one by one under ``flatbatch.LEAST`` events.
         ``last_stats`` holds the totals, ``last_timings`` the seconds of each phase.
         """
         snap = self._snap(txn, records=False)
@@ -451,7 +452,7 @@ class Index:
             shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms)
             found = self.match_on_views(view.view, [shard], batch)
             return listed(settle(found, [view.delta], batch, [txn]), lists)
-        if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.batch
+        if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.matching.batch
             step = batching.MAX_EVENTS
             parts = [batch[k : k + step] for k in range(0, len(batch), step)]
             return [ids for p in parts for ids in self.match_many_validated(txn, p, lists)]
@@ -494,7 +495,7 @@ class Index:
         batch: Sequence[Mapping[str, object]],
         lists: bool = False,
     ) -> list[Any]:
-        """A validated batch matched on packed views (:mod:`betree.flatbatch`), each
+        """A validated batch matched on packed views (:mod:`betree.packed.flatbatch`), each
         event's ids an array or a list; ``last_timings`` holds the seconds it took."""
         t0 = time.perf_counter()
         found, candidates = self.ranging.match(
@@ -540,7 +541,7 @@ class Index:
 
     def held_view(self, txn: ReadTxn) -> Based | None:
         """The packed view of ``txn``'s snapshot if one is held (caught up to it, not
-        built: :meth:`_view`), for a sharded store to join its shards' (betree.joined)."""
+        built: :meth:`_view`), for a sharded store to join its shards' (betree.packed.joined)."""
         snap = self._snap(txn, records=False)
         if self._collector is not None or snap["collect"] or self.collecting:
             return None  # (the statistics come from walks)
@@ -548,7 +549,7 @@ class Index:
 
     def _view(self, txn: ReadTxn, snap: dict[str, Any], events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:
-        :mod:`betree.delta`) for ``events`` more events, or None (:class:`FlatSlot`;
+        :mod:`betree.packed.delta`) for ``events`` more events, or None (:class:`FlatSlot`;
         never within a write: it holds committed pages)."""
         if txn.writable:
             return None
@@ -570,7 +571,7 @@ class Index:
 
     def caught_up(self, changed: int) -> None:
         """After a write of ``changed`` subscriptions by this process: the held view caught
-        up to it now, not at the next match (:meth:`betree.flat.FlatSlot.advance`; other
+        up to it now, not at the next match (:meth:`betree.packed.flat.FlatSlot.advance`; other
         processes catch up at theirs).  Cost: what that match saves (~0.2 ms a commit at
         100K); not past :data:`CATCH_UP_WRITES` (a batch's writes/s count)."""
         if self.flat.held_gen() < 0 or changed > CATCH_UP_WRITES:
@@ -580,7 +581,7 @@ class Index:
             self.flat.advance(txn.gen, self._catch_up(txn, rec))
 
     def _match_view(self, txn: ReadTxn, based: Based, values: Mapping[str, object]) -> np.ndarray:
-        """The ids an event matches, from a view (:func:`betree.nodes.id_array` form)."""
+        """The ids an event matches, from a view (:func:`betree.disk.nodes.id_array` form)."""
         fields = {"trees": based.view.searches, "grouped": based.grouped, "next_atom": based.atoms}
         truths: list[np.ndarray] = []
 
@@ -630,7 +631,7 @@ class Index:
 
     def _snap(self, txn: ReadTxn, records: bool = True) -> dict[str, Any]:
         """Per-commit state (cached by gen): the root record, and with ``records`` the
-        PB+tree records and direct atoms (:mod:`betree.snapshot`; a match on a held
+        PB+tree records and direct atoms (:mod:`betree.matching.snapshot`; a match on a held
         view needs neither: one scan of a record per attribute saved per commit)."""
         if self._snapshot is not None and self._snapshot[0] == txn.gen:
             snap = self._snapshot[1]
@@ -671,12 +672,12 @@ class Index:
 
         For each clause: every atom with the event value it saw (and, on an attribute
         declared ``fold_case`` or of type ``ip``, the value as sent; on ``geo_within_radius``
-        the distance and the radius: :mod:`betree.explained`) and its truth value; then
+        the distance and the radius: :mod:`betree.checking.explained`) and its truth value; then
         the index path — from the root, each p-node and c-directory bucket down to the
         c-node whose l-node holds the clause — and where this event's traversal would be
         pruned (an attribute the event does not define, or a value outside the bucket).
         """
-        sent = sent_values(event)  # (betree.explained: what each atom shows)
+        sent = sent_values(event)  # (betree.checking.explained: what each atom shows)
         with self.store.read() as txn:
             values = self.schema_in(txn).validate_event(event)
             ips = {n for n, spec in self.schema.attributes.items() if spec.type == "ip"}
@@ -721,7 +722,7 @@ class Index:
 
     def places(self, clause: Clause) -> Places:
         """Per attribute the clause needs defined, the grid interval its atoms allow
-        (:func:`betree.grid.clause_places`, spans kept by atom)."""
+        (:func:`betree.disk.grid.clause_places`, spans kept by atom)."""
         return grid.clause_places(clause, self._types, self._spans)
 
     # -- inspecting -----------------------------------------------------------------------

@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from betree.jsonl import BOM, loads_line
+from betree.formats.jsonl import BOM, loads_line
 from storage.errors import InvalidInput
 
 SCHEMA_KEY = "schema"

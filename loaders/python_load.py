@@ -3,7 +3,7 @@
 For sets that fit one machine comfortably; the Spark job is the path for large ones.
 Every record is compiled before anything is written (rejects go to the rejects file with
 their line, id and reason), then the accepted ones are built into an index in one batch
-(:mod:`betree.bulk`: BE-B, bottom-up PB+trees) in a store beside the target, rewritten
+(:mod:`betree.disk.bulk`: BE-B, bottom-up PB+trees) in a store beside the target, rewritten
 by a compacting copy (full B-tree pages, no free pages: about 40% smaller), and published
 atomically (:mod:`loaders.records`).
 
@@ -22,11 +22,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
-from betree import sharded
-from betree.bulk import Batch
+from betree.disk.bulk import Batch
+from betree.disk.writer import gc_paused
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.writer import gc_paused
+from betree.stores import sharded
 from loaders.records import Record, check_rejects, mark_duplicates, publishing, write_rejects
 from storage import codec
 from storage.errors import InvalidInput
@@ -45,7 +45,7 @@ def load(
     shards: int | None = None,
 ) -> dict[str, Any]:
     """Build the store at ``target`` (with ``shards``, a sharded store of that many shards,
-    each id in the shard :data:`betree.sharded.HASH` names, as the Spark load does);
+    each id in the shard :data:`betree.stores.sharded.HASH` names, as the Spark load does);
     returns counts.  Nothing is published on failure.
 
     Every shard's records are compiled before any is built, so ``max_rejects`` is applied

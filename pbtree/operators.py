@@ -10,8 +10,8 @@ bulk build's columns and :meth:`pbtree.tree.PBTree.predicate_columns` (in memory
 but the build takes a list's parts as consecutive codes); ``list_kind`` and ``part`` are
 where its predicates lie on disk (:mod:`pbtree.nodes`).  The places and the row order are
 stored (in the pages, and in the order of an order atom's entries in the catalog): changed,
-existing stores would no longer read (``tests/test_pbtree_operators.py`` and
-``tests/test_lang_testkinds.py`` pin them).
+existing stores would no longer read (``tests/pbtree/test_pbtree_operators.py`` and
+``tests/betree/lang/test_lang_testkinds.py`` pin them).
 
 It imports nothing of bexdb, and the package loads its other modules only when asked
 (``pbtree/__init__.py``), so the language (:mod:`betree.lang`) reads this table without

@@ -2,7 +2,7 @@
 
 :meth:`pbtree.tree.PBTree.collect` descends the tree and walks the three lists page by
 page (~7 page visits, ~20 µs an attribute).  A matcher that keeps a snapshot for many
-events (:mod:`betree.flat`) reads each list end to end once instead: its keys ascending
+events (:mod:`betree.packed.flat`) reads each list end to end once instead: its keys ascending
 (one Python list, for exact comparison of ints past 2**53 and of strings), its ids end to
 end and where each key's ids start.  Then the ids that hold for a value are
 
@@ -239,7 +239,7 @@ class SearchView:
     def _index_eq(self) -> None:
         """Whether no id sits under two keys (an atom ``a in (1, 2)`` does; never twice
         under one); and, when every key is an int64, the runs end to end for a batch's
-        int path (:mod:`betree.flatbatch`): keys ascending, where each key's ids start,
+        int path (:mod:`betree.packed.flatbatch`): keys ascending, where each key's ids start,
         the ids (the dict's runs become views of them: no second copy)."""
         keys = list(self.eq)
         ints = int64_array(keys)

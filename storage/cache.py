@@ -17,7 +17,7 @@ never mutated after publication; writers decode private copies (see
 Bounds: an estimate of the decoded bytes (``max_bytes``; each entry weighs twice its
 stored size plus 512 bytes, which tracks the measured memory of decoded pages within
 about 20%) and optionally a page count; least recently used entries go first.  Memory a
-reader holds beside the cache for the same store (a matching view, :mod:`betree.flat`)
+reader holds beside the cache for the same store (a matching view, :mod:`betree.packed.flat`)
 is reserved from the same budget, up to three quarters of it.
 """
 

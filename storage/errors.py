@@ -55,7 +55,7 @@ class ShardedStore(StoreError):
     """A plain store was expected where a sharded one (a manifest and its shards) lies.
 
     Raised before anything is opened or created, so nothing is written beside the
-    manifest.  Sharded stores are opened with ``betree.sharded.open_index``; ``reason``
+    manifest.  Sharded stores are opened with ``betree.stores.sharded.open_index``; ``reason``
     says why one refuses a write (one whose manifest does not route ids by bexdb's hash).
     """
 
@@ -63,7 +63,7 @@ class ShardedStore(StoreError):
         if reason is None:
             super().__init__(
                 f"{path} is a sharded store (manifest.json and its shards), not one store",
-                "open it with betree.sharded.open_index(path) (as bexdb subscribe, match, "
+                "open it with betree.stores.sharded.open_index(path) (as bexdb subscribe, match, "
                 "explain, inspect and verify do)",
             )
         else:

@@ -49,7 +49,7 @@ DEFAULT_MAP_SIZE = 1 << 40  # 1 TiB of address space; the file grows only as wri
 #: million-subscription BEGen index (measured: 88K pages, 155 MB).
 DEFAULT_CACHE_BYTES = 256 << 20
 _MAX_MAP_SIZE = 1 << 46
-#: The file that makes a directory a sharded store (owned by ``betree.sharded``); a plain
+#: The file that makes a directory a sharded store (owned by ``betree.stores.sharded``); a plain
 #: store is never opened, nor created, beside one.
 SHARD_MANIFEST = "manifest.json"
 #: The LMDB engine every environment is opened with: LMDB 0.9's data format, the one

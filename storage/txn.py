@@ -23,7 +23,7 @@ its whole key at the start of its value.  Namespaces never contain bytes 0 or 1,
 * order is kept: long keys are all longer than ``head``, so two with different heads
   are stored in their real order; :meth:`ReadTxn.scan` sorts only runs of long keys that
   share their head, and merges the two ranges by the real key, so readers that assume
-  sorted keys (``betree.check``) still can;
+  sorted keys (``betree.checking.check``) still can;
 * the digest makes the key unique: two keys with one head and one 256-bit digest are a
   collision no one will meet (2**-128 even among 2**64 keys), so a record whose stored key
   does not lead back to where it is stored is damage: reads raise

@@ -240,7 +240,8 @@ def _name_tables(tree: ast.Module, names: frozenset[str], sequences: bool) -> li
             continue
         listed = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
         if isinstance(node, ast.Dict) and len(listed) < len(items):
-            continue  # keyed by other names too (betree.direct's index kinds: "list", "any")
+            # keyed by other names too (betree.matching.direct's index kinds: "list", "any")
+            continue
         if len(listed) >= 2:
             found.append(node.lineno)
     return found
@@ -249,11 +250,11 @@ def _name_tables(tree: ast.Module, names: frozenset[str], sequences: bool) -> li
 #: Tables keyed by test-kind names outside the registry, each with its reason.
 NAME_TABLES_ALLOWED = {
     # the functions' call syntax (argument counts), which the registry's rows name; that
-    # they agree is tests/test_lang_testkinds.py's
+    # they agree is tests/betree/lang/test_lang_testkinds.py's
     "betree.lang.special": "FUNCTIONS",
     # which presence tests one check of a value decides, defined/undefined among them
     # (not a negation on a defined value): the presence index's own pairing
-    "betree.directkinds": "_PAIRS",
+    "betree.matching.directkinds": "_PAIRS",
 }
 
 

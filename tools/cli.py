@@ -63,7 +63,7 @@ def schema_file(path: str) -> Any:
     """``--schema FILE``: the schema document (README: Language), validated while the
     arguments are parsed, so that a bad file is a usage error (exit 2) naming the file and
     the reason, before anything is read or written.  A BOM at its start is ignored."""
-    from betree.jsonl import BOM, loads_line
+    from betree.formats.jsonl import BOM, loads_line
     from betree.lang.schema import Schema
 
     try:
@@ -87,8 +87,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
     A store it creates takes ``--schema``, else the schema header of an export
     (:mod:`loaders.header`), else one inferred from the records."""
-    from betree.jsonl import input_lines
-    from betree.live import write_subscriptions
+    from betree.formats.jsonl import input_lines
+    from betree.stores.live import write_subscriptions
     from loaders.header import input_schema
     from loaders.records import mark_duplicates, parse_lines
 
@@ -113,7 +113,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
     """Delete subscriptions by id, all or nothing (like ``subscribe``): if one is absent,
     none is deleted and the absent ones are named (exit 3)."""
-    from betree.live import delete_subscriptions
+    from betree.stores.live import delete_subscriptions
 
     ids = [parse_id(text) for text in args.ids]
     delete_subscriptions(args.store, ids)
@@ -142,10 +142,10 @@ def cmd_match(args: argparse.Namespace) -> int:
     if len(args.events) > 1:
         print("bexdb: several EVENTS inputs need --engine spark", file=sys.stderr)
         return EXIT_USAGE
-    from betree.heap import keep_freed_memory
-    from betree.parallel import default_jobs, match_lines_parallel
-    from betree.sharded import open_index
-    from betree.stream import ready_batches
+    from betree.packed.heap import keep_freed_memory
+    from betree.stores.sharded import open_index
+    from betree.streams.parallel import default_jobs, match_lines_parallel
+    from betree.streams.stream import ready_batches
 
     rejected = 0
     events = args.events[0] if args.events else None
@@ -197,12 +197,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     First the schema header ``{"schema": DOC}`` (:mod:`loaders.header`), then
     ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, with ``"meta": OBJECT``
-    (the metadata's JSON text as stored: :mod:`betree.metadata`) for a subscription that
+    (the metadata's JSON text as stored: :mod:`betree.formats.metadata`) for a subscription that
     has it, so that ``bexdb load`` reads the file back into an equal store without
     ``--schema``.  A file is written beside
     ``OUT`` and renamed into place when complete (a failed export leaves no partial file).
     """
-    from betree.sharded import open_index
+    from betree.stores.sharded import open_index
     from loaders.header import schema_header
 
     with open_index(args.store) as store, _output(args.out) as out:
@@ -238,11 +238,11 @@ def _output(path: str | None) -> Iterator[TextIO]:
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the store's schema document (what ``--schema`` takes; an export's header).
 
-    With ``--add FILE``, first add attributes or change hints (:mod:`betree.schemaedit`), all
+    With ``--add FILE``, first add attributes or change hints (:mod:`betree.stores.schemaedit`), all
     shards or none; a change that would alter what a stored subscription means is refused:
     exit 2, nothing changed.
     """
-    from betree.sharded import open_index
+    from betree.stores.sharded import open_index
 
     with open_index(args.store, readonly=args.add is None) as store:
         if args.add is not None:
@@ -359,8 +359,8 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Run every invariant check (of every shard of a sharded store); exit 4 on violations."""
-    from betree.maintain import staging_notes
-    from betree.sharded import verify
+    from betree.stores.maintain import staging_notes
+    from betree.stores.sharded import verify
 
     for note in staging_notes(args.store):  # not a violation: the store itself is intact
         print(f"note: {note}")
@@ -372,8 +372,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Check subscription records against a store's schema, writing nothing: one JSON
     line a record on stdout (:mod:`tools.validate`); exit 3 if any is invalid."""
-    from betree.jsonl import input_lines
-    from betree.sharded import open_index
+    from betree.formats.jsonl import input_lines
+    from betree.stores.sharded import open_index
     from tools import validate
 
     with _binary_input(args.input) as fh:

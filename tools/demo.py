@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from betree.sharded import open_index, verify
+from betree.stores.sharded import open_index, verify
 from tools.bench import gen
 
 

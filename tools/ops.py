@@ -1,7 +1,7 @@
 """Operations subcommands: ``explain``, ``inspect``, ``compact`` and ``adjust``.
 
-Thin wrappers: the figures come from :func:`betree.sharded.open_index` (``explain``,
-``stats``) and :mod:`betree.maintain` (``compact``, ``adjust_store``); this module only
+Thin wrappers: the figures come from :func:`betree.stores.sharded.open_index` (``explain``,
+``stats``) and :mod:`betree.stores.maintain` (``compact``, ``adjust_store``); this module only
 parses the arguments and formats what they return.
 """
 
@@ -11,9 +11,9 @@ import argparse
 import json
 from typing import Any
 
-from betree.jsonl import loads_line
-from betree.maintain import adjust_store, compact, staging_notes
-from betree.sharded import open_index
+from betree.formats.jsonl import loads_line
+from betree.stores.maintain import adjust_store, compact, staging_notes
+from betree.stores.sharded import open_index
 from storage.errors import InvalidInput
 from tools.args import STORE_HELP, parse_id
 
@@ -79,7 +79,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             seen = f" (saw {_shown(atom['value'])})" if "value" in atom else ""
             if "sent" in atom:
                 seen = f" (saw {_shown(atom['value'])}, sent {_shown(atom['sent'])})"
-            if "radius_km" in atom:  # geo_within_radius (betree.explained)
+            if "radius_km" in atom:  # geo_within_radius (betree.checking.explained)
                 away = atom.get("distance_km")
                 far = "no distance" if away is None else f"{away:.3f} km away"
                 seen = f" (saw {_shown(atom['value'])}: {far}, radius {atom['radius_km']} km)"
@@ -167,7 +167,7 @@ def _print_stats(stats: dict[str, Any]) -> None:
 def cmd_compact(args: argparse.Namespace) -> int:
     """Compact a plain store, or each shard of a sharded one in turn (each swap atomic).
 
-    Safe beside live writers (see :func:`betree.maintain.compact_store`): they wait while
+    Safe beside live writers (see :func:`betree.stores.maintain.compact_store`): they wait while
     a store is copied, and one that had the old store open reopens it.
     """
     for shard, path, before, after in compact(args.store, args.rebuild):

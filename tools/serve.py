@@ -19,14 +19,14 @@ cores.
   seen at once; the page cache is validated by generation, not flushed.  A store replaced
   by ``bexdb load --replace`` or ``bexdb compact`` is a new directory: a worker notices by
   the inode of the store's data file (one ``stat`` per request, about 2 µs:
-  :class:`betree.live.LiveIndex`) and reopens it; while the replacement is half-way (old
+  :class:`betree.stores.live.LiveIndex`) and reopens it; while the replacement is half-way (old
   renamed away, new not yet in) it keeps the old one.  A ``PUT`` or ``DELETE`` that a
   compaction overtakes (it waited on the writer lock, then found the store it had open
   retired: ``StoreReplaced``, nothing written) is redone once in the reopened store, so
   no acknowledged write is lost; a second replacement in that time answers 503.
 * **Durability.** A write is committed with fsync before it is answered.  On a sharded
   store (partitioned by the load's hash) the id's shard takes it, and sharded writers are
-  serialised by a lock in the store root (:mod:`betree.shardwrite`).
+  serialised by a lock in the store root (:mod:`betree.stores.shardwrite`).
 * **Memory** is bounded per worker by the decoded-page cache (``--cache-mb``) and, per
   connection, the body being read: up to ``--max-body-mb``, else 413, answered without
   reading the rest, and that connection is closed.  Nothing grows per request.
@@ -94,7 +94,7 @@ class Service:
     def __init__(
         self, path: str, cache_bytes: int, max_body: int, tokens: Tokens | None = None
     ) -> None:
-        from betree.live import LiveIndex
+        from betree.stores.live import LiveIndex
 
         self.max_body = max_body
         self.tokens = tokens
@@ -271,7 +271,7 @@ class Service:
         index; ``match_many_meta`` with ``meta``); a bad event is answered in its place.
         The latency, candidates and pages histograms get each matched event's share of the
         batch (the batch's figure over its events): a batch has no per-event figures."""
-        from betree.metadata import loads
+        from betree.formats.metadata import loads
         from tools import metrics
 
         objects: dict[Any, Any] = {}
@@ -355,9 +355,9 @@ class Service:
 
     def schema(self, change: Any) -> Answer:
         """``GET /schema``: the schema document; ``PUT /schema`` (a write) first adds
-        attributes or changes hints (:mod:`betree.schemaedit`): 409 naming the attribute if
+        attributes or changes hints (:mod:`betree.stores.schemaedit`): 409 naming the attribute if
         that would alter what a stored subscription means, nothing changed."""
-        from betree.schemaedit import SchemaConflict
+        from betree.stores.schemaedit import SchemaConflict
 
         if change is None:
             return 200, self.current().schema.to_json()
@@ -369,7 +369,7 @@ class Service:
 
     def get(self, ident: Any) -> Answer:
         """The subscription ``{"id", "expr"}``, with ``"meta"`` if it has metadata."""
-        from betree import metadata
+        from betree.formats import metadata
 
         found = self.current().record(ident)
         if found is None:
@@ -383,7 +383,7 @@ class Service:
     def put(self, ident: Any, body: Any) -> Answer:
         """``{"expr": "...", "meta": {...}}`` (``meta`` optional: without it, the
         subscription has none, whatever it had)."""
-        from betree import metadata
+        from betree.formats import metadata
 
         if not isinstance(body, dict) or not isinstance(body.get("expr"), str):
             raise HTTPError(400, 'the body must be a JSON object {"expr": "..."}')
@@ -401,8 +401,8 @@ class Service:
 
     def _write(self, write: Callable[[Any], Any]) -> Any:
         """``write(index)`` in the store at ``path``, redone once if it was replaced
-        (:func:`betree.live.write_reopening`); a second replacement meanwhile is a 503."""
-        from betree.live import write_reopening
+        (:func:`betree.stores.live.write_reopening`); a second replacement meanwhile is a 503."""
+        from betree.stores.live import write_reopening
 
         try:
             return write_reopening(write, self._writable)
@@ -573,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the store, then run gunicorn until SIGTERM/SIGINT."""
     from gunicorn.app.base import BaseApplication
 
-    from betree.sharded import open_index
+    from betree.stores.sharded import open_index
 
     with open_index(args.store):  # fail here, in the master, not in every worker
         pass

@@ -24,8 +24,8 @@ import io
 import json
 from typing import Any
 
-from betree.jsonl import input_lines, loads_line
-from betree.sharded import AnyIndex
+from betree.formats.jsonl import input_lines, loads_line
+from betree.stores.sharded import AnyIndex
 from loaders.records import Record, mark_duplicates, parse_lines
 from storage.errors import InvalidInput
 
@@ -36,7 +36,7 @@ def check(store: AnyIndex, lines: list[bytes]) -> tuple[list[Result], list[Recor
     """The result of each record of ``lines``, and the valid records, in input order."""
     records = list(parse_lines(lines))
     mark_duplicates(records)
-    store.indexes[0].refresh_schema()  # as committed now (betree.schemaedit changes it)
+    store.indexes[0].refresh_schema()  # as committed now (betree.stores.schemaedit changes it)
     compile_ = store.indexes[0].compile  # every shard has the store's one schema
     results: list[Result] = []
     valid: list[Record] = []

@@ -25,7 +25,8 @@ memo answers only when every piece of the cut is, on its own, a valid comparison
 * Errors: any piece that does not compile makes the memo answer ``None``; the caller then
   compiles the whole text the general way, which reports the error with its column.
 
-``tests/test_lang_fastpath.py`` checks the memo against the general path on random texts,
+``tests/betree/lang/test_lang_fastpath.py`` checks the memo against the general path on random
+texts,
 strings with ``and`` inside included.
 
 A new piece of the commonest forms on a numeric attribute (``a op 12``, ``a between 1 and
@@ -152,7 +153,8 @@ def read_simple(part: str, schema: Schema) -> tuple[str, tuple[Atom, ...]] | Non
     piece parsed costs 6.2 µs (tokens, tree, type check, atoms), read by one regular
     expression 3.8, the atoms coming from the same constructors
     (:func:`~betree.lang.atoms.compare_atoms` …) as :func:`~betree.lang.atoms.order_atoms`
-    of the parsed node, so the result is the same (``tests/test_lang_fastpath.py`` checks
+    of the parsed node, so the result is the same (``tests/betree/lang/test_lang_fastpath.py``
+    checks
     it against the parser on random texts).
     """
     m = _SIMPLE(part)

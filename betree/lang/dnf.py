@@ -169,7 +169,7 @@ def _conjunction_clauses(node: Node, always_defined: Collection[str]) -> list[Cl
 
     A positive atom gives at most one clause, so a conjunction of atoms gives at most one
     clause: the union of its atoms' clauses, simplified, with no product to form.  This is
-    what :func:`_dnf_clauses` computes on such a tree (``tests/test_lang_fastpath.py``
+    what :func:`_dnf_clauses` computes on such a tree (``tests/betree/lang/test_lang_fastpath.py``
     checks that they agree), without its sets of clause sets: the frequent atoms
     (comparisons, ``between``, ``in``) come straight from
     :func:`~betree.lang.atoms.order_atoms`, the others go through

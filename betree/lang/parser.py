@@ -24,7 +24,7 @@ Two entry points:
   so that the error points at the attribute, operator or literal at fault.
 
 Cost: about 0.4 µs per token (~13 µs for a 30-token conjunction of comparisons), more for
-strings and floats; see ``tests/test_lang_parser.py::test_parse_speed``.
+strings and floats; see ``tests/betree/lang/test_lang_parser.py::test_parse_speed``.
 
 >>> parse("price between 20 and 40 and not (genre = 'x')")  # doctest: +NORMALIZE_WHITESPACE
 And(children=(Between(attr='price', lo=20, hi=40, negated=False),

@@ -4,12 +4,12 @@ negation on a defined value, truth function and the direct index that serves it.
 Why one place: a test kind used to be listed in the atoms (its argument kind, its
 negation, its text), in the truth functions and in the direct indexes' dispatch, each in
 its own order.  Here each is one :class:`TestKind` row; :mod:`betree.lang.atoms`,
-:mod:`betree.direct` and the checks read the rows (``tests/test_architecture.py`` refuses
+:mod:`betree.matching.direct` and the checks read the rows (``tests/test_architecture.py`` refuses
 another table keyed by test names).  The order operators (``<`` … ``>``) are not test kinds:
 they go to the PB+trees and are declared in :mod:`pbtree.operators`.
 
 The rows' order is the order atoms rank tests by (a stored clause's atoms are sorted by
-it), so a new kind goes at the end (``tests/test_lang_testkinds.py`` pins the order).
+it), so a new kind goes at the end (``tests/betree/lang/test_lang_testkinds.py`` pins the order).
 
 How to add a test kind: docs/ARCHITECTURE.md, "How to add an operator or a test".
 
@@ -61,7 +61,7 @@ class TestKind:
     #: ``(attr, arg) -> text`` in the language; ``None``: the negation's text, as
     #: ``(a is not null and not (…))``
     text: Callable[[str, Any], str] | None
-    #: the kind of direct index that finds it per event (:mod:`betree.direct`)
+    #: the kind of direct index that finds it per event (:mod:`betree.matching.direct`)
     direct: str
     #: the attribute types the parser lets it test (``None``: its syntax checks them, as
     #: the functions' :mod:`betree.lang.calls`, or any type: ``is null``)

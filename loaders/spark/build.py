@@ -4,7 +4,7 @@
 (those of the compile tasks that succeeded: a failed attempt's file is never named,
 :mod:`loaders.spark.runfiles`), sorts the records into input order and rejects extract
 errors, duplicate ids and compile errors (:func:`triage`), interns the shard's atoms to
-dense ids, builds the index in one batch (:func:`betree.bulk.build_from_parts`: BE-B and
+dense ids, builds the index in one batch (:func:`betree.disk.bulk.build_from_parts`: BE-B and
 bottom-up PB+trees) in a scratch store inside the publishing staging directory, runs
 ``check()``, and writes the compacting copy as the shard's store (:func:`build_store`).
 Without ``--shards`` the single shard *is* the store.  It returns only the shard's
@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from betree import sharded as sharding
-from betree.bulk import PackedSubs, build_from_parts
+from betree.disk.bulk import PackedSubs, build_from_parts
+from betree.disk.writer import gc_paused
 from betree.index import Index
-from betree.writer import gc_paused
+from betree.stores import sharded as sharding
 from loaders.records import Record, mark_duplicates
 from loaders.spark.compile import drop_caches
 from loaders.spark.results import REJECT, RESULT, SHARD, append_row

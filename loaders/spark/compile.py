@@ -6,7 +6,7 @@ tasks: :func:`compiler`), and writes the record's extract or compile error, or
 its clauses in transport form (per clause the canonical atom keys,
 ``codec.encode_value(atom.as_tuple())``, the key the store interns atoms by) to the run
 file of the record's shard (:mod:`loaders.spark.runfiles`).  Records are routed by
-:func:`~betree.sharded.shard_of`, ``crc32`` of the id key of
+:func:`~betree.stores.sharded.shard_of`, ``crc32`` of the id key of
 :func:`storage.codec.encode_id`, so all occurrences of an id land in one shard, where
 duplicate ids are found (every occurrence rejected, as
 :func:`loaders.records.mark_duplicates`).  The task returns only the names of the files it
@@ -16,7 +16,7 @@ The compile transform is most of a Spark load's CPU (docs/bench/load/README.md):
 it parses the record, compiles it (conjuncts the worker's compiler has seen are remembered)
 and packs its clauses into Arrow columns.  The clauses' places (the
 BE-Tree's per-attribute grid spans) are the build's work, from each shard's atoms
-(:func:`betree.bulk.build_from_parts`): computed here they cost ~8 µs a record of few
+(:func:`betree.disk.bulk.build_from_parts`): computed here they cost ~8 µs a record of few
 repeated predicates (``bexdb gen --profile wide``), a fifth of the transform.
 """
 
@@ -31,10 +31,10 @@ from typing import Any
 import pyarrow as pa
 
 from betree.compiler import Compiler
+from betree.disk.writer import gc_paused
 from betree.lang.atoms import Atom, forget_interned
 from betree.lang.bounded import forget_older_half
-from betree.sharded import shard_of
-from betree.writer import gc_paused
+from betree.stores.sharded import shard_of
 from loaders.records import Record
 from loaders.spark.extract import SplitRows, batch_rows, file_id, parse_record
 from loaders.spark.results import BLOCK, RESULT, RUNS, append_row

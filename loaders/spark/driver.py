@@ -7,7 +7,7 @@ the compile job, records -> run files (:mod:`loaders.spark.compile`,
 (:mod:`loaders.spark.build`).  The driver collects only rejects, split counts and shard
 figures (:mod:`loaders.spark.results`; jobs run through :mod:`loaders.spark.jobs`), writes
 the rejects file, applies ``--max-rejects``, writes the manifest of a sharded store
-(:mod:`betree.sharded`) and publishes the whole directory with one rename
+(:mod:`betree.stores.sharded`) and publishes the whole directory with one rename
 (:func:`loaders.records.publishing`): complete or not at all.  On any failure the job is
 cancelled, the driver waits for running tasks to stop, and the staging directory goes.
 
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from betree import sharded as sharding
 from betree.lang.schema import Schema
+from betree.stores import sharded as sharding
 from loaders.records import Record, check_rejects, publishing, write_rejects
 from loaders.spark.build import build_partition
 from loaders.spark.compile import compile_partition

@@ -1,7 +1,7 @@
 """Extract: the inputs of a load as one DataFrame of raw records, each with its place.
 
 Each input is JSON Lines (``spark.read.text``), Parquet or CSV (columns ``id``, ``expr``,
-optionally ``meta``: a subscription's metadata as JSON text, :mod:`betree.metadata`; a row
+optionally ``meta``: a subscription's metadata as JSON text, :mod:`betree.formats.metadata`; a row
 becomes the JSON object ``to_json(struct(id, expr))``, so every format goes through
 the one record parser of :mod:`loaders.records`).  A JSON Lines line reaches the executors
 as its bytes, cut at ``"\\n"`` only, and is decoded there with the record, so that a line
@@ -114,7 +114,7 @@ def read_input(
 
     fmt = fmt or source_format(path)
     if fmt == "jsonl":
-        # lines end at "\n" only, as betree.jsonl.input_lines (a "\r" is JSON white
+        # lines end at "\n" only, as betree.formats.jsonl.input_lines (a "\r" is JSON white
         # space); Hadoop's line reader drops a BOM at the start of a file, as it does
         df = reader.text(path, lineSep="\n")
         kind, text = JSONL, F.col("value")

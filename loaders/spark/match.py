@@ -11,7 +11,7 @@ Spark jobs:
    store or every shard of a sharded one), kept open in its Python worker for the next
    task (:data:`WARM`: Spark reuses its Python workers, so the pages an earlier task read
    stay decoded, and the store is opened once per worker, not per task), matches
-   its events through :func:`betree.stream.match_lines` (the one definition of a bad
+   its events through :func:`betree.streams.stream.match_lines` (the one definition of a bad
    event and its error text, that of ``bexdb match``) and writes one JSON Lines part,
    ``{"line": N, ["file": F,] "matches": [...]}`` or ``... "error": "..."}`` per event;
    blank JSON Lines lines get nothing, as in ``bexdb match``.
@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 
-from betree.heap import keep_freed_memory
-from betree.jsonl import dump_result, loads_line
+from betree.formats.jsonl import dump_result, loads_line
 from betree.lang.schema import Schema
-from betree.live import LiveIndex
-from betree.sharded import AnyIndex, open_index
-from betree.stream import match_lines
+from betree.packed.heap import keep_freed_memory
+from betree.stores.live import LiveIndex
+from betree.stores.sharded import AnyIndex, open_index
+from betree.streams.stream import match_lines
 from loaders.records import publishing
 from loaders.spark.driver import tune_splits
 from loaders.spark.extract import CSV, SplitRows, batch_rows, check_inputs, extract
@@ -74,7 +74,7 @@ SUCCESS = "_SUCCESS"
 Place = tuple[int, str, int]  # (input argument, file path as Spark names it, split start)
 
 #: The stores this Python worker has open, by path, kept across its tasks; reopened if the
-#: path names another store now (:class:`betree.live.LiveIndex`: one ``stat`` per task).
+#: path names another store now (:class:`betree.stores.live.LiveIndex`: one ``stat`` per task).
 WARM: dict[str, LiveIndex] = {}
 
 

@@ -19,7 +19,7 @@ that attempts which succeeded reported (:data:`loaders.spark.results.RUNS` rows)
 
 :data:`RUN` rows are records in the order the task read them: the record's place (input
 argument, file id, split start, row in the split: its line number, later), its id key
-(:func:`storage.codec.encode_id`) by which :func:`betree.sharded.shard_of` routed it and
+(:func:`storage.codec.encode_id`) by which :func:`betree.stores.sharded.shard_of` routed it and
 duplicates are found, its id, expression and metadata text, and its extract or compile
 error (data, not an exception), or its clauses in transport form: atom ids local to the
 task (0 is the true atom, the only one of a clause without atoms; id i + 1 is row i of
@@ -28,7 +28,7 @@ the task's atoms file, whose ``key`` is the atom's store key
 record's clauses concatenated: ``lens`` one entry per clause (its atoms), ``atoms`` the
 atoms of every clause in turn.  A record with an error
 has empty lists.  The clauses' places are not sent: the build computes them from the
-atoms (:meth:`betree.atomspans.AtomSpans.places`).
+atoms (:meth:`betree.disk.atomspans.AtomSpans.places`).
 
 Cost on disk: less than 1.4 times the JSON input (measured with places in them), while
 the load runs.  Reading them
@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from betree import sharded as sharding
+from betree.stores import sharded as sharding
 
 #: A run file's rows: one shard's compiled records from one compile task.
 RUN = pa.schema(
@@ -59,7 +59,7 @@ RUN = pa.schema(
         ("key", pa.binary()),  # codec.encode_id(id); null if the record is unusable
         ("id", pa.string()),  # the record's id as JSON (for rejects and the store)
         ("expr", pa.string()),
-        ("meta", pa.string()),  # the metadata's JSON text (betree.metadata), null if none
+        ("meta", pa.string()),  # the metadata's JSON text (betree.formats.metadata), null if none
         ("error", pa.string()),  # extract error: malformed JSON, bad id, missing column
         ("cerror", pa.string()),  # compile error: syntax, types
         # the clauses (empty lists for a record with an error):

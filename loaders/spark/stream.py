@@ -10,7 +10,7 @@ One query, extract -> pure transform -> sink:
    with ``match_many`` on the store held open in its Python worker
    (:func:`loaders.spark.match.warm_index`: every shard of a sharded store), and gives one
    JSON line per event, ``{"file", "line", "matches"}`` or ``{"file", "line", "error"}``
-   (:func:`betree.stream.match_lines`: the texts of ``bexdb match``).
+   (:func:`betree.streams.stream.match_lines`: the texts of ``bexdb match``).
 3. **sink**: Spark's file sink (text parts ``part-*.txt`` of JSON Lines under ``OUT``), or
    a Kafka topic.
 
@@ -30,7 +30,7 @@ cores with a ``repartition`` was tried: a one-file micro-batch of 1,000 events a
 1.7 s against 1.35 s without, the shuffle's stage costing more than the second core gave.)
 
 Snapshots: every task takes the store's latest commit when it starts matching (a batch of
-:data:`betree.stream.BATCH` events in one snapshot of every shard), so a write committed
+:data:`betree.streams.stream.BATCH` events in one snapshot of every shard), so a write committed
 before a micro-batch starts (``subscribe``, the service, ``load --replace``, ``compact``) is
 seen by all of that batch's events; one committed while a micro-batch runs is seen by the
 tasks that start after it.  Snapshots in separate executor processes cannot be made one
@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
-from betree.jsonl import dump_result
-from betree.sharded import open_index
-from betree.stream import match_lines
+from betree.formats.jsonl import dump_result
+from betree.stores.sharded import open_index
+from betree.streams.stream import match_lines
 from loaders.spark.extract import CSV, JSONL, SplitRows, batch_rows, read_input
 from loaders.spark.jobs import short_error
 from loaders.spark.match import WARM, csv_event, event_json, warm_index
@@ -289,7 +289,7 @@ def match_partition(
     """Event rows -> one result line per event (``value``); blank lines get none.
 
     Cost: per input batch, the events' decoding, validation and match in snapshots of
-    :data:`betree.stream.BATCH` events (:func:`match_lines`); memory: one input batch.
+    :data:`betree.streams.stream.BATCH` events (:func:`match_lines`); memory: one input batch.
     Per task, a read of every shard's generation before and after (``generations``).
     """
     from pyspark import TaskContext

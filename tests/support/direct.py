@@ -1,5 +1,5 @@
 """One attribute's direct atoms that hold on an event, as the matchers set them
-(:func:`betree.direct.mark`: the defaults less the failures, and the other hits), for
+(:func:`betree.matching.direct.mark`: the defaults less the failures, and the other hits), for
 tests to compare with every atom's own test."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from betree.direct import DirectAtoms, mark
+from betree.matching.direct import DirectAtoms, mark
 
 
 def held(group: DirectAtoms, attr: str, event: Mapping[str, object], size: int) -> list[int]:

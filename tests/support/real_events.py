@@ -21,7 +21,7 @@ from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from betree.sharded import HASH, open_index, shard_name, shard_of, write_manifest
+from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from storage.codec import encode_id
 from storage.errors import InvalidInput
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from betree.index import Index
-from betree.sharded import HASH, shard_name, shard_of, write_manifest
+from betree.stores.sharded import HASH, shard_name, shard_of, write_manifest
 from loaders.spark.streamlog import committed_results
 from storage.codec import encode_id
 from tests.support.workload import SCHEMA, expression

@@ -117,7 +117,7 @@ def build_sharded(root: Path, subs: dict[int, str]) -> str:
     Each shard commits in many small batches, leaving free pages for compaction.
     """
     from betree.index import Index
-    from betree.sharded import shard_name, write_manifest
+    from betree.stores.sharded import shard_name, write_manifest
 
     entries = []
     for k in range(2):
@@ -133,9 +133,9 @@ def build_sharded(root: Path, subs: dict[int, str]) -> str:
 def build_hashed(root: Path, subs: dict[Any, str], shards: int = 3) -> str:
     """A sharded store written by hand as the Spark load writes one: each id in the shard
     ``shard_of(encode_id(id), shards)`` names, and the manifest's partitioning that hash,
-    so that it takes writes (:mod:`betree.shardwrite`)."""
+    so that it takes writes (:mod:`betree.stores.shardwrite`)."""
     from betree.index import Index
-    from betree.sharded import HASH, shard_name, shard_of, write_manifest
+    from betree.stores.sharded import HASH, shard_name, shard_of, write_manifest
     from storage.codec import encode_id
 
     parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]

@@ -2,7 +2,7 @@
 self-adjustment — after the dynamic-workload experiment of the BE-Tree paper (Fig. 13).
 
 Two stores built the same way, one with the ``adjust`` setting off, one with it on
-(:mod:`betree.adjust`).  On both, in lockstep:
+(:mod:`betree.disk.adjust`).  On both, in lockstep:
 
 1. insert a uniform BEGen workload of ``--subs`` subscriptions (ids ``u0..``), one
    ``subscribe_many`` of ``--batch`` at a time (each inserted by the dynamic algorithm);
@@ -50,11 +50,11 @@ from typing import Any
 
 import numpy as np
 
+from betree.disk.tree import DEFAULTS
 from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from betree.tree import DEFAULTS
 from tools.args import positive
 from tools.bench import harness
 from tools.bench.gen import make_workload

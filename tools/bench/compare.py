@@ -24,7 +24,7 @@ baselines may learn from -- OpIndex's pivot frequencies, PS-Tree's event counter
 that are never timed), the subscriptions compiled once (shared by all baselines, not in their
 build times), then for every index
 
-* **build**: seconds from the compiled clauses (bexdb: batch build with :class:`betree.bulk.
+* **build**: seconds from the compiled clauses (bexdb: batch build with :class:`betree.disk.bulk.
   Batch` in a fresh store plus the compacting copy ``bexdb load`` publishes);
 * **memory**: for the in-memory baselines, the bytes a second, traced build leaves allocated
   (``tracemalloc``; the shared compiled clauses excluded); for bexdb, the store's size on
@@ -74,10 +74,10 @@ from typing import Any
 
 import numpy as np
 
-from betree.bulk import Batch
+from betree.disk.bulk import Batch
+from betree.disk.writer import gc_paused
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.writer import gc_paused
 from storage.errors import BexdbError
 from storage.store import DEFAULT_CACHE_BYTES
 from tools.args import positive

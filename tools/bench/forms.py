@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from betree.bulk import Batch
+from betree.disk.bulk import Batch
+from betree.disk.writer import gc_paused
 from betree.index import Index
-from betree.writer import gc_paused
 from tools.args import positive, sizes
 from tools.bench import gen
 from tools.bench.harness import check_agreement, logger, machine, markdown_table, stats

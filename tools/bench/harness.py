@@ -167,7 +167,7 @@ def check_agreement(where: str, events: Sequence[Any], got: Mapping[str, Sequenc
                     f"{where}, event {i} {json.dumps(events[i])}: {name} returned "
                     f"{len(other)} ids, {names[0]} {len(ref)}; missing {missing}, extra {extra} "
                     "(first 10)",
-                    "run the differential tests: pytest tests/test_index_differential.py",
+                    "run the differential tests: pytest tests/betree/test_index_differential.py",
                 )
     return k
 

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from betree.jsonl import input_lines, loads_line
-from betree.sharded import open_index
+from betree.formats.jsonl import input_lines, loads_line
+from betree.stores.sharded import open_index
 from storage.errors import InvalidInput
 from tools.args import positive
 from tools.bench.harness import logger, machine, markdown_table, proc_status_kb, stats

@@ -25,7 +25,7 @@ load writes them), the same events throughout:
 Reported: match p50/p99 (ms), write p50/p99 (ms), writes/s (writes over the seconds spent
 writing; for batches also per CPU-second of this process, which the machine's load
 does not stretch), and the ratios to the frozen p50 of the same run.  The answers are not checked
-here (tests/test_live.py checks them against the brute force under interleavings).  The
+here (tests/betree/test_live.py checks them against the brute force under interleavings).  The
 writes are durable commits (LMDB fsync): their latency is mostly the disk's.
 
     bexdb bench live --subs 100000 --out docs/bench/live
@@ -52,9 +52,9 @@ _log = logger("bench live")
 def build(out: Path, subs: int, shards: int, spare: int, events: int) -> dict[str, Any]:
     """The store (reused when its stamp matches), the spare subscriptions the writes use
     and the events."""
-    from betree.bulk import build_index
+    from betree.disk.bulk import build_index
     from betree.index import Index
-    from betree.sharded import HASH, shard_name, shard_of, write_manifest
+    from betree.stores.sharded import HASH, shard_name, shard_of, write_manifest
     from storage.codec import encode_id
     from tools.bench.gen import make_workload
 
@@ -90,7 +90,7 @@ class Run:
     """One fresh copy of the store, opened writable, and the clock."""
 
     def __init__(self, out: Path, name: str, data: dict[str, Any]) -> None:
-        from betree.sharded import open_index
+        from betree.stores.sharded import open_index
 
         self.path = out / f"run-{name}"
         shutil.rmtree(self.path, ignore_errors=True)
@@ -131,7 +131,7 @@ class Run:
 
 
 def frozen(run: Run, n: int) -> dict[str, float]:
-    run.match(200)  # builds the views (betree.flat: after 64 walked events)
+    run.match(200)  # builds the views (betree.packed.flat: after 64 walked events)
     return _ms(run.match(n))
 
 

@@ -296,7 +296,7 @@ def run_match(
 
 def check_agreement(rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> int:
     """The same ids from every measured store of one size, on ``events``."""
-    from betree.sharded import open_index
+    from betree.stores.sharded import open_index
 
     stores = [r for r in rows if r.get("store")]
     answers = []
@@ -334,7 +334,7 @@ def profile_hot_spots(data: Path, n: int) -> str:
     """cProfile of the compile transform and of one shard's build on the first ``n`` subs."""
     import pyarrow as pa
 
-    from betree.sharded import shard_name
+    from betree.stores.sharded import shard_name
     from loaders.spark.build import build_store, triage
     from loaders.spark.compile import compile_partition
     from loaders.spark.extract import JSONL

@@ -79,10 +79,10 @@ from typing import Any
 
 import numpy as np
 
-from betree.direct import counting as direct_counts
+from betree.disk.tree import DEFAULTS
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.tree import DEFAULTS
+from betree.matching.direct import counting as direct_counts
 from loaders import python_load
 from loaders.records import Record
 from storage.errors import InvalidInput
@@ -546,7 +546,7 @@ _COLUMNS = (
 
 def direct_table(rows: list[dict[str, Any]]) -> str:
     """Per workload, size and kind of direct atom: exact tests an event, atoms that held
-    an event, and their ratio (:func:`betree.direct.counting`)."""
+    an event, and their ratio (:func:`betree.matching.direct.counting`)."""
     cells = []
     for r in rows:
         for kind, c in r["direct"].items():

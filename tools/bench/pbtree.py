@@ -217,7 +217,7 @@ def _check_agreement(tree: PBTree, gf: GroupedFilter, w: Workload) -> int:
                 raise AgreementError(
                     f"n={w.n}, value {value!r}: the {name} returned {len(got)} ids, the brute "
                     f"force {len(truth)}; missing {missing}, extra {extra} (first 10)",
-                    "run the PB+tree stress tests: python -m tests.test_pbtree_stress",
+                    "run the PB+tree stress tests: python -m tests.pbtree.test_pbtree_stress",
                 )
     return len(checked)
 

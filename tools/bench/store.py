@@ -3,7 +3,7 @@ sharded store takes minutes to load, so it is built once by ``bexdb load`` and m
 here as often as needed).
 
 In this process, the store opened read-only as users open it (plain or sharded:
-:func:`betree.sharded.open_index`, page cache ``--cache-mb``):
+:func:`betree.stores.sharded.open_index`, page cache ``--cache-mb``):
 
 * **first pass**: each event matched alone, timed, in a process that has read nothing
   of the store yet (the OS page cache is whatever it is: say so when reporting);
@@ -36,8 +36,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from betree.jsonl import input_lines, loads_line
-from betree.sharded import open_index
+from betree.formats.jsonl import input_lines, loads_line
+from betree.stores.sharded import open_index
 from tools.args import positive, sizes
 from tools.bench.harness import logger, machine, markdown_table, proc_status_kb, stats
 

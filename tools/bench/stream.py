@@ -44,7 +44,7 @@ from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
 
-from betree.jsonl import input_lines
+from betree.formats.jsonl import input_lines
 from loaders.spark.streamlog import committed_parts
 from tools.args import positive
 from tools.bench.harness import logger, machine, markdown_table, stats

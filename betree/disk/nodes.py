@@ -1,0 +1,261 @@
+"""The BE-Tree's two page kinds: c-nodes (with their bucket and p-directory) and l-node pages.
+
+``betree.cnode`` (kind 6, version 1) — one page per c-node.  Every c-node but the root is
+the c-node of one c-directory bucket (BE-Tree paper, Fig. 2)::
+
+    [attr, top, lo, hi, parent, left, right, lnode, size, cap, pdir]
+
+    attr     the attribute of the c-directory holding this bucket (None for the root)
+    top      1 for the top bucket of a c-directory (encloses the whole domain; its
+             children halve the hint range [lo, hi]), else 0
+    lo, hi   the bucket's grid interval (see betree.disk.grid)
+    parent   the parent bucket, or for a top bucket the c-node owning the p-node
+    left, right  child buckets (both 0 for a leaf bucket)
+    lnode    first page of the l-node chain (0 when empty)
+    size     clauses in the l-node;  cap  its capacity max_cap^j
+    pdir     the p-directory: [[attribute, top bucket page, score], ...]; score is the
+             number of clauses below that p-node (its popularity)
+
+``betree.lnode`` (kind 4, version 2: clause lengths, not offsets) — one page of an
+l-node; an l-node larger than one page spills into a chain of them, read on demand::
+
+    [next, cids: bytes u64 x n, exts: list, lens: bytes u32 x n, atoms: bytes u32]
+
+    clause i has internal id cids[i] = subscription id << 16 | clause number, external
+    subscription id exts[i], and the lens[i] predicate (atom) ids that follow those of
+    clause i-1 in atoms — never empty (the always-true atom 0 stands for an empty
+    conjunction).  Lengths rather than offsets, so that the pages an event visits can be
+    concatenated and checked in one vectorised pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from storage.codec import int_ids, pack_u32, unpack_u32, unpack_u64
+
+#: Target bytes of one l-node page: LMDB moves values above ~2 KB to overflow pages.
+PAGE_BUDGET = 1900
+
+
+class CNode:
+    """A c-node: bucket geometry, l-node head and p-directory."""
+
+    KIND: ClassVar[int] = 6
+    __slots__ = (
+        "attr",
+        "cap",
+        "hi",
+        "left",
+        "lnode",
+        "lo",
+        "page",
+        "parent",
+        "pdir",
+        "pmap",
+        "right",
+        "size",
+        "top",
+    )
+
+    def __init__(
+        self,
+        page: int,
+        attr: str | None,
+        top: bool,
+        lo: int,
+        hi: int,
+        parent: int,
+        cap: int,
+        left: int = 0,
+        right: int = 0,
+        lnode: int = 0,
+        size: int = 0,
+        pdir: list[list[Any]] | None = None,
+    ) -> None:
+        self.page = page
+        self.attr = attr
+        self.top = top
+        self.lo = lo
+        self.hi = hi
+        self.parent = parent
+        self.left = left
+        self.right = right
+        self.lnode = lnode
+        self.size = size
+        self.cap = cap
+        self.pdir: list[list[Any]] = pdir if pdir is not None else []
+        self.pmap: dict[str, int] = {entry[0]: entry[1] for entry in self.pdir}
+
+    @classmethod
+    def from_fields(cls, page: int, fields: list[Any]) -> CNode:
+        attr, top, lo, hi, parent, left, right, lnode, size, cap, pdir = fields
+        return cls(page, attr, bool(top), lo, hi, parent, cap, left, right, lnode, size, pdir)
+
+    def to_fields(self) -> list[Any]:
+        return [
+            self.attr,
+            int(self.top),
+            self.lo,
+            self.hi,
+            self.parent,
+            self.left,
+            self.right,
+            self.lnode,
+            self.size,
+            self.cap,
+            self.pdir,
+        ]
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.left
+
+    @property
+    def atomic(self) -> bool:
+        return self.lo >= self.hi
+
+    def encloses(self, lo: int, hi: int) -> bool:
+        return self.top or (self.lo <= lo and hi <= self.hi)
+
+    def add_pnode(self, attr: str, top: int) -> None:
+        self.pdir.append([attr, top, 0])
+        self.pmap[attr] = top
+
+    def drop_pnode(self, attr: str) -> None:
+        self.pdir = [entry for entry in self.pdir if entry[0] != attr]
+        del self.pmap[attr]
+
+    def add_score(self, attr: str, delta: int) -> None:
+        for entry in self.pdir:
+            if entry[0] == attr:
+                entry[2] += delta
+                return
+
+
+Entry = tuple[int, Any, list[int]]  # (cid, external id, atom ids)
+
+
+#: An l-node page for matching: clause ids (u64), external ids (:func:`id_array`), atoms
+#: per clause, atom ids (u32) of every clause end to end.
+PageArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def id_array(ids: list[Any]) -> np.ndarray:
+    """External ids as one numpy array: ``int64`` when every id is an int that
+    :func:`storage.codec.encode_id` takes (the common case: a batch's hits are then
+    gathered, sorted and written as JSON without a Python object per id), else an object
+    array of the ids as they are.
+
+    Cost: about 3 µs for a page's 60 ids (:func:`storage.codec.int_ids`).
+    """
+    if not ids:
+        return np.empty(0, dtype=np.int64)
+    ints = int_ids(ids)
+    if ints is not None:
+        return ints
+    out = np.empty(len(ids), dtype=object)
+    out[:] = ids
+    return out
+
+
+def listed(found: list[np.ndarray], lists: bool) -> list[Any]:
+    """Each of ``found``'s id arrays as a list, if ``lists``."""
+    return [ids.tolist() for ids in found] if lists else found
+
+
+class LNodePage:
+    """One page of an l-node.  Readers use :meth:`arrays`; writers the entry list."""
+
+    KIND: ClassVar[int] = 4
+    __slots__ = ("_arrays", "_entries", "nbytes", "next", "page")
+
+    def __init__(self, page: int, next: int = 0, entries: list[Entry] | None = None) -> None:
+        self.page = page
+        self.next = next
+        self._entries: list[Entry] | None = entries if entries is not None else []
+        self._arrays: PageArrays | None = None
+        self.nbytes = sum(entry_bytes(e) for e in self._entries)
+
+    @classmethod
+    def from_fields(cls, page: int, fields: list[Any]) -> LNodePage:
+        nxt, cids, exts, lens, atoms = fields
+        node = cls.__new__(cls)  # not __init__: its entry list is not wanted (decode cost)
+        node.page = page
+        node.next = nxt
+        node._entries = None
+        node._arrays = (
+            unpack_u64(cids),
+            id_array(exts),
+            unpack_u32(lens).astype(np.intp),
+            unpack_u32(atoms),
+        )
+        node.nbytes = len(cids) + len(lens) + len(atoms) + 10 * len(exts)
+        return node
+
+    def to_fields(self) -> list[Any]:
+        cids, exts, lens, atoms = self.arrays()
+        return [self.next, cids.tobytes(), exts.tolist(), pack_u32(lens), atoms.tobytes()]
+
+    def arrays(self) -> PageArrays:
+        """``(cids u64, exts, lens, atoms u32)`` for vectorised matching (``exts`` as
+        :func:`id_array` gives them: a batch gathers the ids of its hits with numpy)."""
+        if self._arrays is None:
+            entries = self._entries or []
+            cids = np.array([e[0] for e in entries], dtype=np.uint64)
+            exts = id_array([e[1] for e in entries])
+            lens = np.array([len(e[2]) for e in entries], dtype=np.intp)
+            atoms = np.array([a for e in entries for a in e[2]], dtype=np.uint32)
+            self._arrays = (cids, exts, lens, atoms)
+        return self._arrays
+
+    def clauses(self) -> list[Entry]:
+        """The clauses of the page as ``(cid, ext, atom ids)``, without changing it."""
+        if self._entries is not None:
+            return list(self._entries)
+        cids, exts, lens, atoms = self.arrays()
+        flat = atoms.tolist()
+        out: list[Entry] = []
+        at = 0
+        for cid, ext, n in zip(cids.tolist(), exts.tolist(), lens.tolist(), strict=True):
+            out.append((cid, ext, flat[at : at + n]))
+            at += n
+        return out
+
+    def entries(self) -> list[Entry]:
+        """The clauses of the page, for mutation (invalidates :meth:`arrays`)."""
+        if self._entries is None:
+            self._entries = self.clauses()
+        self._arrays = None
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries) if self._entries is not None else len(self.arrays()[1])
+
+    def add(self, entry: Entry) -> None:
+        self.entries().append(entry)
+        self.nbytes += entry_bytes(entry)
+
+    def remove(self, cid: int) -> bool:
+        entries = self.entries()
+        for i, entry in enumerate(entries):
+            if entry[0] == cid:
+                del entries[i]
+                self.nbytes -= entry_bytes(entry)
+                return True
+        return False
+
+    def holds(self, cid: int) -> bool:
+        if self._entries is not None:
+            return any(entry[0] == cid for entry in self._entries)
+        return bool((self.arrays()[0] == np.uint64(cid)).any())
+
+    def has_room(self, entry: Entry) -> bool:
+        return not len(self) or self.nbytes + entry_bytes(entry) <= PAGE_BUDGET
+
+
+def entry_bytes(entry: Entry) -> int:
+    """Approximate bytes a clause takes on a page (u64 id, u32 start, atoms, ext)."""
+    return 12 + 4 * len(entry[2]) + 10

@@ -1,0 +1,170 @@
+"""The atoms matching tests per event (not through a PB+tree), indexed by kind.
+
+Why: phase 1 of matching (:meth:`betree.index.Index.match_validated`,
+:func:`betree.matching.batch.satisfied`, :mod:`betree.packed.flatbatch`) needs the *direct* atoms
+that hold
+on each event: those of every attribute the event defines, and those true on an undefined
+attribute (``a is null``).  Testing each of them for every event made phase 1 cost in
+proportion to the subscriptions; instead each kind of test has an index
+(:mod:`betree.matching.directkinds`: list postings, suffixes, trigrams, a geo grid, frequency-cap
+groups, segment bisection, one RE2 set of patterns; :mod:`betree.matching.sameelement`: the ``any``
+atoms over an event's elements) that finds the few atoms that may hold
+and tests only those.  The rest (``defined``, ``bool``, ``empty`` and the like: a handful an
+attribute) are tested each event.
+
+The atoms that hold for most events (``none of``, ``not ends_with`` and the other negated
+forms, the frequency caps no cap names: thousands an event on ad-targeting rules) are each
+attribute's ``default``: held wherever the attribute is defined, but for the few an index
+finds failing.  :func:`mark` sets one event's truths so, and a batch ORs an attribute's
+defaults into the events defining it at once (:func:`found`: the rest, event by event).
+
+A :class:`DirectAtoms` is built from one attribute's atoms alone, so that a snapshot may
+rebuild only the attributes that changed.  :func:`counting` collects, per kind, the exact
+tests run and the atoms that held (for ``bexdb bench``); off, it costs one global read per
+attribute and event.
+
+Cost: built once per snapshot, linear in the atoms; per event, work in proportion to the
+value and to the candidates each index yields (see :mod:`betree.matching.directkinds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Protocol
+
+import numpy as np
+
+from betree.lang.atoms import Atom, TestAtom
+from betree.matching import directkinds, sameelement
+
+
+class _Index(Protocol):
+    default: directkinds.Complement
+
+    def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None: ...
+
+    def found(self, value: object, event: Mapping[str, object]) -> directkinds.Found: ...
+
+
+_INDEXES: dict[str, type[_Index]] = {
+    "list": directkinds.ListPostings,
+    "suffix": directkinds.Suffixes,
+    "contains": directkinds.Needles,
+    "geo": directkinds.GeoGrid,
+    "cap": directkinds.CapGroups,
+    "segment": directkinds.SegmentTests,
+    "pattern": directkinds.Patterns,
+    "presence": directkinds.Presence,
+    "any": sameelement.ElementIndex,
+}
+
+#: Per kind, [events, exact tests, atoms held] while :func:`counting` is on, else ``None``.
+_counts: dict[str, list[int]] | None = None
+
+
+class DirectAtoms:
+    """One attribute's direct atoms: ``undefined`` the ids of those true when the event
+    does not define the attribute; when it does, ``default`` (those held unless found
+    failing) and :meth:`found`'s."""
+
+    __slots__ = ("always", "default", "indexes", "undefined")
+
+    def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
+        self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
+        #: the atoms tested every event (no index: a few an attribute)
+        self.always: list[tuple[int, Atom]] = []
+        by_kind: dict[str, list[tuple[int, TestAtom]]] = {}
+        for aid, atom in atoms:
+            kind = directkinds.KIND_OF.get(atom.test) if isinstance(atom, TestAtom) else None
+            if kind is None:
+                self.always.append((aid, atom))
+            else:
+                by_kind.setdefault(kind, []).append((aid, atom))  # type: ignore[arg-type]
+        self.indexes: list[tuple[str, _Index]] = [
+            (kind, _INDEXES[kind](listed)) for kind, listed in by_kind.items()
+        ]
+        #: the atoms that hold when the attribute is defined, but for those found failing
+        self.default = directkinds.Complement(
+            [aid for _, index in self.indexes for aid in index.default.ids.tolist()]
+        )
+
+    def found(
+        self,
+        value: object,
+        event: Mapping[str, object],
+        held: list[np.ndarray],
+        failed: list[np.ndarray],
+    ) -> None:
+        """On ``event``, which defines the attribute as ``value`` (validated): the ids of
+        the atoms that hold beyond ``default`` appended to ``held``, those of ``default``
+        that fail to ``failed`` (arrays, joined once by the caller)."""
+        counts = _counts
+        if self.always:  # atoms no index covers (none of the tests of today)
+            ok = directkinds.ids([aid for aid, atom in self.always if atom.holds(event)])
+            held.append(ok)
+            if counts is not None:
+                _add(counts, "other", len(self.always), len(ok))
+        for kind, index in self.indexes:
+            ok, gone, tests = index.found(value, event)
+            if len(ok):
+                held.append(ok)
+            if len(gone):
+                failed.append(gone)
+            if counts is not None:
+                _add(counts, kind, tests, len(ok) + len(index.default) - len(np.unique(gone)))
+
+
+def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:
+    c = counts.setdefault(kind, [0, 0, 0])
+    c[0] += 1
+    c[1] += tests
+    c[2] += held
+
+
+@contextmanager
+def counting() -> Iterator[dict[str, list[int]]]:
+    """Collect, while open, per kind of direct atom ``[event-attribute lookups, exact tests
+    run, atoms that held]`` (kinds: those of :mod:`betree.matching.directkinds`, and ``other``)."""
+    global _counts
+    saved, _counts = _counts, {}
+    try:
+        yield _counts
+    finally:
+        _counts = saved
+
+
+def found(
+    direct: Mapping[str, DirectAtoms], values: Mapping[str, object]
+) -> tuple[np.ndarray, np.ndarray]:
+    """For a validated event: the ids (int64) of the direct atoms that hold beyond the
+    ``default`` of the attributes it defines (with, for those it does not define, the
+    atoms true there), and the ids of those defaults that fail."""
+    held: list[np.ndarray] = []
+    failed: list[np.ndarray] = []
+    undefined: list[int] = []
+    for attr, group in direct.items():
+        if attr in values:
+            group.found(values[attr], values, held, failed)
+        else:
+            undefined += group.undefined
+    held.append(directkinds.ids(undefined))
+    return directkinds.joined(held), directkinds.joined(failed)
+
+
+def mark(
+    sat: np.ndarray,
+    direct: Mapping[str, DirectAtoms],
+    values: Mapping[str, object],
+    base: int = 0,
+) -> None:
+    """Set in ``sat`` (truth by atom id, this group's ids from ``base``) every direct atom
+    that holds on a validated event, and only those (their other entries left as found)."""
+    held, failed = found(direct, values)
+    defaults = [g.default.ids for attr, g in direct.items() if attr in values and len(g.default)]
+    if defaults:
+        sat[directkinds.joined(defaults) + base] = True
+        if len(failed):
+            sat[failed + base] = False
+    if len(held):
+        sat[held + base] = True

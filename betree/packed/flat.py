@@ -1,0 +1,643 @@
+"""The BE-Tree of one snapshot as packed arrays: a match in a few dozen numpy calls.
+
+The page walk (:meth:`betree.disk.tree.BETree.match`) costs about a microsecond of Python per
+visited page, and at 10M subscriptions an event visits ~27,000 pages of 16 shards.  This
+view holds the same tree as arrays: c-nodes in preorder (a node's subtree is the range
+``[i, end[i])``), the clauses of each l-node contiguous in node order, and each clause's
+atom ids in rows of 8 (padded with atom 0, which always holds)::
+
+    node_attr  int32   the attribute that decides whether the node is reached (its
+                       bucket's c-directory; the root: an always-defined pseudo-attribute)
+    node_lo, node_hi   uint64  the bucket's grid interval (a top bucket: the whole grid)
+    node_end   int64   the end of the node's subtree in preorder
+    clause_at  int64   first clause of each node's l-node (``nodes + 1`` entries)
+    node_row           first row of each node's l-node (``nodes + 1`` entries)
+    row_at     int32   first row of each clause (``clauses + 1`` entries)
+    rows       uint16  ``rows x 8`` atom ids (uint32 when an atom id needs it)
+    row_clause, row_first  each row's clause and whether it is the clause's first
+                       (only when some clause has more than 8 atoms)
+    exts       the clauses' external ids (:func:`betree.disk.nodes.id_array`)
+    sids       uint64  the clauses' subscription numbers, kept only when a subscription
+                       has two clauses here (to report it once)
+    searches   the snapshot's PB+trees as sorted arrays (:mod:`pbtree.view`)
+
+A node is reached when the event defines its attribute at a coordinate inside its bucket
+and its parent is reached: exactly the nodes the page walk visits, since the two children
+of a bucket halve it (``check()`` verifies it).  A match tests the nodes under the root's
+p-nodes of the attributes the event defines (the rest cannot be reached), cuts out the
+subtrees of failing nodes with a difference array (no loop over the depth), expands the
+reached nodes' row ranges, takes a row's 8 atom truths as one ``uint64``, and carries a
+failing row along the rows of a longer clause.  Where the tree prunes little (rules whose
+ranges are wide, whose selective atoms are direct: ad targeting reaches 13K of 20K
+clauses, of 2.7 rows each), each clause's *key* atom, the one seen holding on the fewest
+of the first :data:`LEARN` events, is tested first, and only the clauses whose key holds
+have their rows read (one gather a reached clause instead of eight a row); kept only if,
+over the next :data:`LEARN` events, under :data:`KEYED_PASS` of the reached clauses'
+keys held (BEGen's hold for half: its rows are read whole, as before).
+
+Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
+its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
+the page walk; building it reads every page once (~1.2 s).  Memory: ~44 bytes a clause
+(26 MB for that shard).  A view describes one snapshot generation and serves later ones
+with the delta of what was written since (:mod:`betree.packed.delta`); :class:`FlatSlot`
+decides when one is worth building and holds it within the page-cache budget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from betree.disk import catalog
+from betree.disk.nodes import CNode, LNodePage, id_array
+from betree.disk.tree import BETree
+from betree.matching.snapshot import Records
+from betree.packed import delta as delta_bounds
+from betree.packed.delta import Based, Delta
+from betree.packed.heap import return_freed_memory
+from pbtree.view import SearchView, ranges
+from storage.cache import PageCache
+from storage.store import Store
+
+#: atoms per row: a row's truths, 8 bools, read as one uint64
+WIDTH = 8
+_ALL = np.uint64(0x0101010101010101)
+_GRID_MAX = (1 << 64) - 1
+#: events matched by walking pages in one generation before a view of it is built: a
+#: view costs about as much as this many walks, and pays off only if the generation lasts
+#: (the ski-rental rule: a store written to between every few events never builds one)
+FLAT_AFTER = 64
+#: the fewest bytes a view takes a clause (an 8-byte id, a 4-byte row start, one row of
+#: 2-byte atom ids): a store whose clauses cannot fit is not read for nothing
+LEAST_BYTES = 8 + 4 + 2 * WIDTH
+#: c-nodes a build visits between calls of its ``pause`` (:func:`build`)
+PAUSE_EVERY = 32
+#: a delta due for folding is matched while a fold runs in the background
+#: (:attr:`FlatSlot.background`), until it is this many times past its bound
+BEHIND = 4
+#: events whose atom truths choose each row's key atom (:meth:`FlatTree.check`)
+LEARN = 16
+#: the keys are kept when they held for less than this share of the clauses reached over
+#: their first events (measured: at 51%, BEGen 20K, the keyed check was 30% slower; at
+#: 1.7%, rich 20K, 25% faster)
+KEYED_PASS = 0.25
+
+
+class FlatTree:
+    """One snapshot's tree as arrays (see the module docstring); made by :func:`build`."""
+
+    __slots__ = (
+        "always",
+        "attrs",
+        "blocks",
+        "by_attr",
+        "clause_at",
+        "exts",
+        "key",
+        "learning",
+        "learnt",
+        "levels",
+        "max_rows",
+        "node_attr",
+        "node_end",
+        "node_hi",
+        "node_lo",
+        "node_row",
+        "row_at",
+        "row_clause",
+        "row_first",
+        "rows",
+        "searches",
+        "sids",
+        "trial",
+    )
+
+    def __init__(
+        self,
+        attrs: dict[str, int],
+        blocks: Mapping[int, list[tuple[int, int]]],
+        arrays: Mapping[str, np.ndarray],
+    ) -> None:
+        #: attribute -> its index in ``node_attr``
+        self.attrs = attrs
+        #: attribute index -> the preorder ranges of the root's top buckets on it
+        self.blocks = {attr: np.array(spans, dtype=np.int64).T for attr, spans in blocks.items()}
+        #: the root, where every reachable node starts
+        self.always = (np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64))
+        self.node_attr: np.ndarray = arrays["node_attr"]
+        self.node_lo: np.ndarray = arrays["node_lo"]
+        self.node_hi: np.ndarray = arrays["node_hi"]
+        self.node_end: np.ndarray = arrays["node_end"]
+        self.levels, self.by_attr = tiers(self.node_attr, self.node_end, len(attrs) + 1)
+        self.clause_at: np.ndarray = arrays["clause_at"]
+        self.row_at: np.ndarray = arrays["row_at"]
+        self.rows: np.ndarray = arrays["rows"]
+        #: each node's first row (``nodes + 1`` entries)
+        self.node_row: np.ndarray = self.row_at[self.clause_at]
+        #: each row's clause and whether it is its clause's first (None and empty when
+        #: every clause has one row: row i is clause i), and the most rows of a clause
+        self.row_clause: np.ndarray | None = None
+        self.row_first = np.zeros(0, dtype=bool)
+        per = np.diff(self.row_at)
+        self.max_rows = int(per.max()) if len(per) else 1
+        if self.max_rows > 1:
+            self.row_clause = np.repeat(np.arange(len(per), dtype=np.int32), per)
+            self.row_first = np.zeros(len(self.rows), dtype=bool)
+            self.row_first[self.row_at[:-1]] = True
+        self.exts: np.ndarray = arrays["exts"]
+        self.sids: np.ndarray | None = arrays.get("sids")
+        #: the snapshot's PB+trees as sorted arrays, by attribute (filled by :func:`build`)
+        self.searches: dict[str, SearchView] = {}
+        #: each clause's atom seen holding least often (tested first), once learnt and
+        #: while selective; before, the events counted and how many each atom held for;
+        #: while on trial, [events, clauses reached, clauses whose key held]
+        self.key: np.ndarray | None = None
+        self.learning: tuple[int, np.ndarray] | None = None
+        self.learnt = False
+        self.trial: list[int] | None = None
+
+    def _check_keyed(
+        self, nodes: np.ndarray, sat: np.ndarray, key: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """:meth:`check` through the clauses' keys: the reached clauses whose key holds,
+        then their rows."""
+        clauses = ranges(self.clause_at[nodes], self.clause_at[nodes + 1])
+        candidates = len(clauses)
+        clauses = clauses[sat.take(key.take(clauses))]
+        trial = self.trial
+        if trial is not None:  # the keys kept only if few hold
+            trial[0] += 1
+            trial[1] += candidates
+            trial[2] += len(clauses)
+            if trial[0] >= LEARN:
+                self.trial = None
+                if trial[2] >= KEYED_PASS * trial[1]:
+                    self.key = None
+        lo, hi = self.row_at[clauses], self.row_at[clauses + 1]
+        rows = ranges(lo, hi)
+        if not len(rows):
+            return self.exts[:0], candidates
+        truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64).ravel() == _ALL
+        if self.row_clause is not None:  # a clause holds when each of its rows does
+            clauses = clauses[hi > lo]  # (a clause of no row never holds)
+            starts = np.zeros(len(clauses), dtype=np.int64)
+            np.cumsum((hi - lo)[hi > lo][:-1], out=starts[1:])
+            truths = np.logical_and.reduceat(truths, starts)
+        hits = clauses[truths]
+        if self.sids is not None and len(hits):
+            _, first = np.unique(self.sids[hits], return_index=True)
+            hits = hits[first]
+        return self.exts[hits], candidates
+
+    def learn(self, sat: np.ndarray) -> None:
+        """Count one event's atom truths; after :data:`LEARN` events, choose each clause's
+        key: its atom that held for the fewest (padding, always true, last), on trial
+        for as many events.  Any key is one of the clause's atoms, so a race between
+        threads costs speed, never answers."""
+        learning = self.learning
+        if learning is None or len(learning[1]) != len(sat):
+            learning = (0, np.zeros(len(sat), dtype=np.int32))
+        events, held = learning
+        held += sat
+        self.learning = (events + 1, held)
+        if events + 1 < LEARN:
+            return
+        self.learning, self.learnt = None, True
+        held[0] = LEARN + 1  # atom 0 (padding) holds always
+        # per row, then per clause, the least (count, atom) as one int64
+        rows = self.rows.astype(np.int64)
+        best = (held.take(rows).astype(np.int64) << 32 | rows).min(axis=1, initial=1 << 62)
+        per = np.diff(self.row_at.astype(np.int64))
+        key = np.zeros(len(per), dtype=np.int64)  # (a clause of no row: atom 0)
+        some = per > 0
+        if len(best):
+            key[some] = np.minimum.reduceat(best, self.row_at[:-1][some].astype(np.int64))
+        self.trial = [0, 0, 0]
+        self.key = (key & 0xFFFFFFFF).astype(self.rows.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the arrays (object ids counted at their pointers)."""
+        arrays = [self.node_attr, self.node_lo, self.node_hi, self.node_end, self.clause_at]
+        arrays += [self.node_row, self.row_at, self.rows, self.row_first, self.exts]
+        arrays += [a for a in (self.row_clause, self.sids, self.key) if a is not None]
+        return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
+
+    def reached(self, coords: Mapping[str, int]) -> np.ndarray:
+        """Preorder indices of the nodes an event with these grid coordinates reaches."""
+        return reach(self, coords)
+
+    def match(self, coords: Mapping[str, int], sat: np.ndarray) -> tuple[np.ndarray, int]:
+        """The external ids of the subscriptions satisfied (``sat``: truth by atom id),
+        each once, and the number of candidate clauses checked."""
+        return self.check(self.reached(coords), sat)
+
+    def check(self, nodes: np.ndarray, sat: np.ndarray) -> tuple[np.ndarray, int]:
+        """:meth:`match` of the reached ``nodes``."""
+        key = self.key
+        if key is not None:
+            return self._check_keyed(nodes, sat, key)
+        rows = ranges(self.node_row[nodes], self.node_row[nodes + 1])
+        if not len(rows):
+            return self.exts[:0], 0
+        if not self.learnt:
+            self.learn(sat)
+        truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64)
+        if truths.shape[1] > 1:
+            truths = np.bitwise_and.reduce(truths, axis=1)
+        ok = truths.ravel() == _ALL
+        if self.row_clause is None:  # one row a clause: rows are clauses
+            hits, candidates = rows[ok], len(rows)
+        else:  # a clause's last row holds when all of its rows hold
+            first = self.row_first.take(rows)[1:]  # the next row starts a clause
+            for _ in range(self.max_rows - 1):
+                ok[1:] &= ok[:-1] | first
+            ok[:-1] &= first
+            hits = self.row_clause.take(rows[ok])
+            candidates = int(np.count_nonzero(first)) + 1
+        if self.sids is not None and len(hits):
+            _, first = np.unique(self.sids[hits], return_index=True)
+            hits = hits[first]
+        return self.exts[hits], candidates
+
+
+class Nodes(Protocol):
+    """The node arrays :func:`reach` reads (a :class:`FlatTree`, or the shards' joined)."""
+
+    attrs: dict[str, int]
+    blocks: dict[int, np.ndarray]
+    always: tuple[np.ndarray, np.ndarray]
+    node_attr: np.ndarray
+    node_lo: np.ndarray
+    node_hi: np.ndarray
+    node_end: np.ndarray
+    levels: list[tuple[np.ndarray, np.ndarray]]
+    by_attr: tuple[np.ndarray, np.ndarray]
+
+
+def tiers(
+    node_attr: np.ndarray, node_end: np.ndarray, codes: int
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+    """What a batch reads besides the nodes (:mod:`betree.packed.flatbatch`): per depth from 1,
+    its nodes and their parents; and the nodes sorted by attribute code with where each
+    code's start (``codes + 1`` entries).  Cost: a few numpy passes over the nodes."""
+    n = len(node_end)
+    step = np.ones(n + 1, dtype=np.int64)  # i lies inside j's subtree: j < i < end[j]
+    step[0] = 0
+    np.add.at(step, node_end, -1)
+    depth = np.cumsum(step)[:n]
+    order = np.argsort(depth, kind="stable")  # by depth, then preorder
+    cuts = np.searchsorted(depth[order], np.arange(int(depth.max(initial=0)) + 2))
+    levels = []
+    for d in range(1, len(cuts) - 1):
+        above, nodes = order[cuts[d - 1] : cuts[d]], order[cuts[d] : cuts[d + 1]]
+        levels.append((nodes, above[np.searchsorted(above, nodes) - 1]))
+    by_code = np.argsort(node_attr, kind="stable")
+    bounds = np.searchsorted(node_attr[by_code], np.arange(codes + 1))
+    return levels, (by_code, bounds)
+
+
+def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
+    """Preorder indices, ascending, of the nodes an event with these grid coordinates
+    reaches: the nodes under the root's p-nodes of the attributes it defines, tested in
+    one pass, less the subtrees of those failing."""
+    index = view.attrs
+    xs = np.zeros(len(index) + 1, dtype=np.uint64)
+    defined = np.zeros(len(index) + 1, dtype=bool)
+    defined[-1] = True  # the root's pseudo-attribute
+    lo = [view.always[0]]
+    hi = [view.always[1]]
+    for attr, x in coords.items():
+        i = index.get(attr)
+        if i is not None:
+            xs[i] = x
+            defined[i] = True
+            spans = view.blocks.get(i)
+            if spans is not None:
+                lo.append(spans[0])
+                hi.append(spans[1])
+    lo_all, hi_all = np.concatenate(lo), np.concatenate(hi)
+    order = np.argsort(lo_all)  # (disjoint subtrees: the nodes come out ascending)
+    nodes = ranges(lo_all[order], hi_all[order])
+    attr = view.node_attr[nodes]
+    x = xs[attr]
+    ok = defined[attr]
+    ok &= view.node_lo[nodes] <= x
+    ok &= x <= view.node_hi[nodes]
+    bad = np.flatnonzero(~ok)
+    if not len(bad):
+        return nodes
+    # a failing node's subtree ends at its position plus its subtree's size (the
+    # blocks are whole subtrees, side by side in preorder)
+    n = len(nodes)
+    cut = np.bincount(bad, minlength=n + 1)
+    cut -= np.bincount(bad + (view.node_end[nodes[bad]] - nodes[bad]), minlength=n + 1)
+    return nodes[np.cumsum(cut[:n]) == 0]
+
+
+def build(
+    tree: BETree, pbtrees: Mapping[str, dict[str, Any]], pause: Callable[[], None] | None = None
+) -> FlatTree:
+    """The view of ``tree`` and of the PB+trees whose records ``pbtrees`` holds by
+    attribute: every page read once (the tree's in preorder), past the page cache (which
+    the view replaces).  ``pause``: called every :data:`PAUSE_EVERY` c-nodes (a build in
+    a thread of its own lets matching threads have the interpreter there)."""
+    load, space = tree.txn.load_uncached, tree.space
+    visits = 0
+    attrs: dict[str, int] = {}
+    node_attr: list[int] = []
+    node_lo: list[int] = []
+    node_hi: list[int] = []
+    node_end: list[int] = []
+    clause_at: list[int] = [0]
+    blocks: dict[int, list[tuple[int, int]]] = {}
+    cids: list[np.ndarray] = []
+    exts: list[np.ndarray] = []
+    lens: list[np.ndarray] = []
+    atoms: list[np.ndarray] = []
+    clauses = 0
+    # (page, its bucket's attribute or None for the root, whether a top bucket)
+    stack: list[tuple[int, str | None, bool]] = [(tree.root, None, False)]
+    entered: list[tuple[int, int]] = []  # (preorder index, stack length on entering)
+    while stack:
+        page, attr, top = stack.pop()
+        visits += 1
+        if pause is not None and visits % PAUSE_EVERY == 0:
+            pause()
+        while entered and entered[-1][1] > len(stack):
+            node_end[entered.pop()[0]] = len(node_attr)
+        node = load(space, page, CNode)
+        i = len(node_attr)
+        whole = attr is None or top
+        node_attr.append(-1 if attr is None else attrs.setdefault(attr, len(attrs)))
+        node_lo.append(0 if whole else node.lo)
+        node_hi.append(_GRID_MAX if whole else node.hi)
+        node_end.append(0)
+        at = node.lnode
+        while at:
+            lpage = load(space, at, LNodePage)
+            c, e, n, a = lpage.arrays()
+            if len(e):
+                cids.append(c)
+                exts.append(e)
+                lens.append(n)
+                atoms.append(a)
+                clauses += len(e)
+            at = lpage.next
+        clause_at.append(clauses)
+        entered.append((i, len(stack)))
+        if node.left and attr is not None:  # (the root has no c-directory to halve)
+            stack.append((node.right, node.attr, False))
+            stack.append((node.left, node.attr, False))
+        for pattr, ptop, _ in reversed(node.pdir):
+            stack.append((ptop, pattr, True))
+    while entered:
+        node_end[entered.pop()[0]] = len(node_attr)
+    root = len(attrs)
+    code = np.array([root if a < 0 else a for a in node_attr], dtype=np.int32)
+    end = np.array(node_end, dtype=np.int64)
+    # the root's children are top buckets (the root has no c-directory of its own)
+    child = 1
+    while child < len(code):
+        blocks.setdefault(int(code[child]), []).append((child, int(end[child])))
+        child = int(end[child])
+    cid = np.concatenate(cids) if cids else np.empty(0, dtype=np.uint64)
+    sid = cid >> np.uint64(16)
+    arrays: dict[str, np.ndarray] = {
+        "node_attr": code,
+        "node_lo": np.array(node_lo, dtype=np.uint64),
+        "node_hi": np.array(node_hi, dtype=np.uint64),
+        "node_end": end,
+        "clause_at": np.array(clause_at, dtype=np.int64),
+        "exts": np.concatenate(exts) if exts else id_array([]),
+        **pack_rows(
+            np.concatenate(lens) if lens else np.empty(0, dtype=np.intp),
+            np.concatenate(atoms) if atoms else np.empty(0, dtype=np.uint32),
+        ),
+    }
+    if (cid & np.uint64(0xFFFF)).any():  # some subscription has several clauses here
+        arrays["sids"] = sid
+    view = FlatTree(attrs, blocks, arrays)
+    view.searches = {name: SearchView(tree.txn, name, rec) for name, rec in pbtrees.items()}
+    return view
+
+
+def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
+    """Clauses given as lengths and atom ids end to end, as rows of :data:`WIDTH`."""
+    per = (lens + WIDTH - 1) // WIDTH
+    row_at = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(per, out=row_at[1:])
+    row_at = row_at.astype(np.int32) if row_at[-1] < 1 << 31 else row_at
+    small = not len(atoms) or int(atoms.max()) <= 0xFFFF  # 2-byte ids: half the memory
+    rows = np.zeros((int(row_at[-1]), WIDTH), dtype=np.uint16 if small else np.uint32)
+    if len(atoms):
+        clause = np.repeat(np.arange(len(lens)), lens)
+        starts = np.zeros(len(lens), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        k = np.arange(len(atoms), dtype=np.int64) - starts[clause]
+        rows[row_at[clause] + k // WIDTH, k % WIDTH] = atoms
+    return {"row_at": row_at, "rows": rows}
+
+
+def fresh_base(store: Store, attribute: Callable[[bytes, str], str]) -> tuple[int, Based]:
+    """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
+    background: :class:`FlatSlot`); its per-attribute records read afresh (``attribute``:
+    as :class:`betree.matching.snapshot.Records` takes it; the index's own are the matching
+    thread's)."""
+    with store.read() as txn:
+        rec = catalog.root_record(txn)
+        trees, grouped = Records(attribute).read(txn)
+        view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
+        return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
+
+
+class FlatSlot:
+    """The view one store's matches use, if any: built once :attr:`after` events were
+    matched by walking pages, and only if it fits in three quarters of the store's
+    page-cache budget.  A held view takes those three quarters
+    (:meth:`storage.cache.PageCache.reserve`): matching then reads no page, and what
+    pages the cache keeps (a quarter) serve writes, checks and explanations.
+
+    A view survives writes (:mod:`betree.packed.delta`): a later generation gets the same base
+    view with the delta caught up from the change log, until the delta is due for folding
+    (then the view is rebuilt at once) or the log cannot say, or until a delta left over
+    once writes stop has cost the events since as much as the last build took (then
+    folded too: :meth:`_lingers`).  A reader of a generation older than the held one walks
+    pages (the view cannot go back).
+
+    With :attr:`background` set (a function that builds a base view in a snapshot of its
+    own), a fold runs in a thread instead, out of the match path: matches go on with the
+    held view and its growing delta (exact, only slower an event) until the new base is
+    in, then catch up from it; a delta :data:`BEHIND` times past its bound, or a log that
+    cannot say, is still folded at once.  The thread holds the interpreter lock while it
+    runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes."""
+
+    def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
+        self.cache = cache
+        self.after = after
+        self._lock = threading.Lock()
+        self._held: tuple[int, Based] | None = None  # (generation, its view and delta)
+        self._walks = 0  # events walked since the last view
+        self._share = cache.budget - cache.budget // 4
+        self._too_big = False  # a view of this store did not fit: not built again
+        #: views built (for tests and diagnostics: a fold counts one)
+        self.builds = 0
+        self._build_s = 0.0  # what the last view took to build
+        self._quiet = 0.0  # estimated seconds the held delta has cost since the last write
+        #: builds a base view in a snapshot of its own: (its generation, it); None: fold inline
+        self.background: Callable[[], tuple[int, Based]] | None = None
+        self._folding: threading.Thread | None = None
+        self._folded: tuple[int, Based] | None = None  # built in the background, not yet in
+        self._base_gen = -1  # the generation of the held view's base
+
+    def _lingers(self, based: Based, events: int) -> bool:
+        """Whether the held view's delta, left over once writes stopped, has cost the
+        events since the last write as much as a new view (the ski-rental rule again:
+        then it is folded; estimated at 1 µs an event per added clause and newer atom)."""
+        delta = based.delta
+        if not delta.clauses and not delta.removed:
+            return False
+        self._quiet += events * 1e-6 * (delta.clauses + len(delta.new_atoms) + 1)
+        return self._quiet > self._build_s
+
+    def held(self, gen: int) -> Based | None:
+        """The view of generation ``gen`` if one is held (none is built for the asking)."""
+        held = self._held
+        return held[1] if held is not None and held[0] == gen else None
+
+    def get(
+        self,
+        gen: int,
+        make: Callable[[], Based],
+        clauses: int,
+        events: int = 1,
+        catch_up: Callable[[Based], Based | None] | None = None,
+    ) -> Based | None:
+        """The view of generation ``gen`` for ``events`` more events, or None: walk the
+        pages.  ``make`` builds one when it is due and its ``clauses`` may fit;
+        ``catch_up`` brings the held one to ``gen`` (None: it cannot, rebuild)."""
+        based = self.held(gen)
+        if based is not None and self._folded is None and not self._lingers(based, events):
+            return based
+        with self._lock:
+            self._take_folded()
+            held = self._held
+            if held is not None:
+                if gen < held[0]:
+                    return None
+                if gen > held[0]:
+                    newer = catch_up(held[1]) if catch_up is not None else None
+                    if newer is not None and (not newer.delta.due() or self._behind(newer)):
+                        self._held, self._quiet = (gen, newer), 0.0
+                        return newer
+                elif not self._lingers(held[1], 0) or self._behind(held[1]):
+                    return held[1]
+                self.drop()  # folded: rebuilt now
+                self._walks = self.after
+            self._walks += events
+            if self._walks <= self.after or self._too_big or clauses * LEAST_BYTES > self._share:
+                return None
+            if not self.cache.reserve(self._share):
+                self._too_big = True
+                return None
+            # matching reads no page of this store while the view lasts: all go, so that
+            # their memory returns to the system (evicting some leaves it fragmented)
+            self.cache.clear()
+            began = time.perf_counter()
+            based = make()
+            self._build_s = time.perf_counter() - began
+            self.builds += 1
+            return_freed_memory()
+            if based.view.nbytes > self._share:
+                self.cache.release(self._share)
+                self._too_big = True
+                return None
+            self._held, self._base_gen = (gen, based), gen
+            return based
+
+    def _behind(self, based: Based) -> bool:
+        """Whether ``based`` may be matched while a fold runs in the background (one is
+        started if none runs)."""
+        if self.background is None or based.delta.clauses > BEHIND * delta_bounds.FOLD_CLAUSES:
+            return False
+        if len(based.delta.new_atoms) > BEHIND * delta_bounds.FOLD_ATOMS:
+            return False
+        if self._folding is None and self._folded is None:
+            self._folding = threading.Thread(target=self._fold, name="bexdb-fold", daemon=True)
+            self._folding.start()
+        return True
+
+    def _fold(self) -> None:
+        """The background fold (a thread): its view is taken in by the next :meth:`get`."""
+        assert self.background is not None
+        began = time.perf_counter()
+        try:
+            done: tuple[int, Based] | None = self.background()
+        except Exception:  # (a store closed or replaced meanwhile): fold inline from now on
+            done, self.background = None, None
+        with self._lock:
+            self._folded, self._folding = done, None
+            self._build_s = time.perf_counter() - began
+
+    def _take_folded(self) -> None:
+        """A view folded in the background becomes the held one (the caller holds the
+        lock), if it is newer than the held one's base and fits."""
+        done, self._folded = self._folded, None
+        if done is None or self._held is None or done[0] <= self._base_gen:
+            return
+        if done[1].view.nbytes > self._share:
+            self.background = None
+            return
+        self._held, self._base_gen, self._quiet = done, done[0], 0.0
+        self.builds += 1
+
+    def wait(self) -> None:
+        """Until no fold runs in the background (before the store closes; tests)."""
+        folding = self._folding
+        if folding is not None:
+            folding.join()
+
+    def held_gen(self) -> int:
+        """The generation of the view held (-1: none)."""
+        held = self._held
+        return held[0] if held is not None else -1
+
+    def advance(self, gen: int, catch_up: Callable[[Based], Based | None]) -> None:
+        """The held view caught up to ``gen`` by ``catch_up`` (as :meth:`get` would), unless
+        the delta would be due for folding or the log cannot say: then :meth:`get` does it
+        (and folds) at the next match.  Never builds a view."""
+        with self._lock:
+            held = self._held
+            if held is None or gen <= held[0]:
+                return
+            newer = catch_up(held[1])
+            if newer is not None and not newer.delta.due():
+                self._held, self._quiet = (gen, newer), 0.0
+
+    def drop(self) -> None:
+        """Forget the view, giving its share back to the page cache."""
+        if self._held is not None:
+            self.cache.release(self._share)
+            self._held = None
+        self._folded = None
+        self._walks = 0
+
+    def describe(self) -> dict[str, Any]:
+        """Whether a view is held, its generation, bytes, and its delta's added clauses
+        and removed ids (for tests and diagnostics)."""
+        held = self._held
+        if held is None:
+            return {"held": False, "gen": -1, "bytes": 0, "added": 0, "removed": 0}
+        gen, based = held
+        delta = based.delta
+        return {
+            "held": True,
+            "gen": gen,
+            "bytes": based.view.nbytes,
+            "added": delta.clauses,
+            "removed": len(delta.removed),
+        }

@@ -1,0 +1,675 @@
+"""A batch of events matched on packed views, 64 events a machine word (issue 16 §2).
+
+One event on a packed view (:mod:`betree.packed.flat`) is a few dozen numpy calls on small
+arrays (~0.25 ms at 100K subscriptions), most of it the calls' own overhead.  A batch
+shares the calls: every truth is kept for 64 events at once as the bits of a ``uint64``
+(the batch's events in shape order, so that one word's events reach much the same nodes,
+a large shape in words of its own: :func:`arrange`), and each step is one numpy call over
+the batch:
+
+* **satisfied atoms**, ``words x atoms``: per attribute, the batch's distinct values in
+  order, each with the bits of its events.  A GreaterThan item holds for the values above
+  its key, a suffix of them, so its bits are a suffix-OR of the values' bits (the items
+  between two values' cuts in the list share one); a LessThan item's are a prefix-OR; an
+  Inequality item's the events defining the attribute less those of its own key; an
+  equality run's its value's bits.  Each list kind of every attribute is then one fancy
+  OR; a list holding an atom twice (several entries) ORs its rows through a sort, and the
+  equality runs of an ``in`` atom's keys, holding for disjoint events, are summed.  The
+  int attributes whose PB+trees are narrow (:attr:`pbtree.view.SearchView.narrow`: int64
+  keys less than 2**32 apart in each list) are searched all at once (:func:`_search_ints`).
+* **reached nodes**, ``words x nodes``: a node's bucket holds the events whose coordinate
+  on its attribute lies in it, a range of the batch's sorted coordinates read off a
+  prefix-XOR (each event defines an attribute once); a node is reached by those events of
+  its bucket that reach its parent: one AND a depth of the tree.
+* **rows**, per word and shard: the rows of the nodes the word reaches, each row's 8 atom
+  words ANDed with its node's; a failure carried along a longer clause's rows as
+  :meth:`betree.packed.flat.FlatTree.check` does.  The bits left are the matching (clause, event)
+  pairs, read off in event order (:func:`by_event`).
+* **results**: each event's ids are a slice of the word's; as lists (``match_many``), the
+  ids of a word's held clauses become Python objects once and the word's lists share them
+  where the clauses hold for several of its events (:func:`_results`).
+
+Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
+events), the nodes one pass per attribute and depth, the rows those each word reaches;
+the per-event Python left is validation.  Measured per event at 100K BEGen subscriptions
+(best of 3), batches of 1,024 / 4,096: grouping the values 5.3 / 3.3 µs, the lists 5.9 /
+3.6 (15.5 / 7.3 searching each attribute apart), the nodes 4.0 / 1.9, the rows 14.6 / 10.4,
+against ~240 µs an event one by one.  The rows were 25.0 / 20.4 with the pairs sorted by
+event and words filled side by side, 21.5 / 12.7 with the transposed unpacking alone.
+Lists: at 4,096 a word's 64 events hold ~68K ids of ~9K clauses; ``match_many`` 45.8 µs an
+event against 63.1 with a Python int made per id (fresh memory for 4.4M of them a batch:
+~25 ns each); with :func:`arrange` and :func:`_search_ints`, 40.6 (50.7 at 1,024, against
+85.8 at the start of these changes).
+An int attribute's values find their cuts in the lists with one ``searchsorted`` (the
+lists keep int64 keys beside the exact ones): ``match_many_arrays`` 4% faster than a
+bisection per value.
+Memory: the two bit matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer
+words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, cast
+
+import numpy as np
+
+from betree.disk import grid
+from betree.disk.nodes import id_array
+from betree.matching.direct import DirectAtoms, found
+from betree.packed.flat import FlatTree, Nodes
+from pbtree.keys import int64_array, key_domain
+from pbtree.view import SearchView, ranges
+from storage.errors import InvalidInput
+
+#: batches of fewer events are matched one by one on the view: a batch costs a pass per
+#: attribute it defines (~25 ms for BEGen's 250, 100K subscriptions), which 64 events
+#: matched one by one there (0.25 ms each) do not repay
+LEAST = 128
+#: the most bytes of the ``atoms x words`` truth matrix: a batch needing more is matched
+#: in parts of fewer words (64 events each)
+SAT_BYTES = 64 << 20
+#: the share of set bits from which :func:`by_event` transposes (below it, it sorts)
+DENSE = 0.05
+#: the events a word's clause holds for, on average, past which the word's lists share
+#: one Python object a clause (:func:`_results`)
+SHARED = 4
+#: half a word: a shape of this many events starts a word of its own (:func:`arrange`)
+HALF = 32
+_ONES = np.uint64((1 << 64) - 1)
+_BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))  # bit i of a word
+
+
+class Shard(NamedTuple):
+    """One packed view among those matched together (a plain store has one)."""
+
+    view: FlatTree
+    direct: Mapping[str, DirectAtoms]  # its direct atoms by attribute
+    nodes: int  # its first node in the whole's node arrays
+    atoms: int  # its first atom in the whole's atom numbering
+    size: int  # the atom ids it numbers
+
+
+class Whole(Nodes, Protocol):
+    """The node arrays and searches matched at once (a view, or the shards' joined)."""
+
+    searches: dict[str, SearchView]
+
+
+def words_for(events: int, atoms: int) -> int:
+    """How many words of 64 events one pass takes, within :data:`SAT_BYTES`."""
+    return max(1, min((events + 63) // 64, SAT_BYTES // (8 * max(atoms, 1))))
+
+
+class Column(NamedTuple):
+    """One attribute's values in a batch: the events defining it, in batch order, and the
+    words they lie in (in shape order an attribute's events fill few of the batch's words,
+    and its bits are computed for those only)."""
+
+    values: list[Any]
+    events: np.ndarray  # int64: their slots (:class:`Layout`)
+    coords: np.ndarray  # uint64 grid coordinates (betree.disk.grid)
+    words: np.ndarray  # the words holding its events, ascending
+    rows: np.ndarray  # each event's own bit, as a row over ``words``
+
+
+def columns(
+    batch: Sequence[Mapping[str, object]], kinds: Mapping[str, str], where: Layout
+) -> dict[str, Column]:
+    """The batch's values by attribute (``kinds``: each attribute's grid kind; ``where``
+    the events' slots)."""
+    found: dict[str, tuple[list[Any], list[int]]] = {}
+    for e, event in enumerate(batch):
+        for attr, value in event.items():
+            got = found.get(attr)
+            if got is None:
+                got = found[attr] = ([], [])
+            got[0].append(value)
+            got[1].append(e)
+    out = {}
+    for attr, (values, events) in found.items():
+        at = where.slots[events]  # ascending
+        word = at >> 6
+        words = np.unique(word)  # (a few dozen, sorted: cheap)
+        rows = np.zeros((len(at), len(words)), dtype=np.uint64)
+        rows[np.arange(len(at)), np.searchsorted(words, word)] = _BIT[at & 63]
+        out[attr] = Column(values, at, grid.coords(kinds[attr], values), words, rows)
+    return out
+
+
+class Layout(NamedTuple):
+    """Where a batch's events sit in its words: event i at bit ``slots[i]`` (ascending;
+    the bits between are no event's), ``present`` the words' bits of events."""
+
+    slots: np.ndarray  # int64
+    present: np.ndarray  # uint64, one a word
+
+    @property
+    def words(self) -> int:
+        return len(self.present)
+
+    @classmethod
+    def of(cls, slots: np.ndarray) -> Layout:
+        present = np.zeros(int(slots[-1] >> 6) + 1 if len(slots) else 0, dtype=np.uint64)
+        np.bitwise_or.at(present, slots >> 6, _BIT[slots & 63])
+        return cls(slots, present)
+
+    @classmethod
+    def packed(cls, events: int) -> Layout:
+        """``events`` events side by side."""
+        return cls.of(np.arange(events, dtype=np.int64))
+
+
+def arrange(batch: Sequence[Mapping[str, object]]) -> tuple[list[int], np.ndarray]:
+    """The batch's events in shape order (:func:`betree.matching.batch.shape_order`) and each one's
+    slot: side by side, except that a shape of at least :data:`HALF` events starts a word
+    of its own when the word being filled holds at least as many (so every word is at least
+    half full: at most twice the words).  A word's events then reach the nodes of one shape
+    where they can: on 1,024 BEGen events (25 shapes of 30–55 events) at 100K subscriptions,
+    25 words reaching 167K rows in all against 16 words reaching 255K."""
+    shapes = [tuple(sorted(event)) for event in batch]
+    order = sorted(range(len(batch)), key=shapes.__getitem__)
+    ordered = [shapes[e] for e in order]
+    n = len(order)
+    firsts = [0] + [i for i in range(1, n) if ordered[i] != ordered[i - 1]]
+    bounds = np.array([*firsts, n], dtype=np.int64)
+    sizes = bounds[1:] - bounds[:-1]
+    starts = []
+    at = 0
+    for size in sizes.tolist():
+        if size >= HALF and at & 63 >= HALF:
+            at = (at | 63) + 1
+        starts.append(at)
+        at += size
+    shift = np.array(starts, dtype=np.int64) - bounds[:-1]
+    return order, np.repeat(shift, sizes) + np.arange(n, dtype=np.int64)
+
+
+def match(
+    whole: Whole,
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    kinds: Mapping[str, str],
+    lists: bool = False,
+) -> tuple[list[Any], int]:
+    """Per event of ``batch`` (validated values; ``kinds`` each attribute's grid kind), the
+    external ids it matches, each once (as :func:`betree.disk.nodes.id_array` gives them, or as
+    a list when ``lists``); and the (clause, event) candidates, each clause times the
+    events reaching its node."""
+    atoms = shards[-1].atoms + shards[-1].size
+    order, slots = arrange(batch)
+    step = 64 * words_for(int(slots[-1]) + 1 if len(slots) else 0, atoms)  # slots a pass
+    found: list[Any] = []
+    candidates = 0
+    i = 0
+    while i < len(batch):
+        base = int(slots[i]) & ~63  # (a pass starts at a word)
+        end = int(np.searchsorted(slots, base + step))
+        part = [batch[e] for e in order[i:end]]
+        got, n = _match(whole, shards, part, Layout.of(slots[i:end] - base), kinds, lists)
+        found += got
+        candidates += n
+        i = end
+    out = list(found)
+    for e, ids in zip(order, found, strict=True):
+        out[e] = ids
+    return out, candidates
+
+
+def _match(
+    whole: Whole,
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    where: Layout,
+    kinds: Mapping[str, str],
+    lists: bool,
+) -> tuple[list[Any], int]:
+    cols = columns(batch, kinds, where)
+    sat = satisfied(whole.searches, shards, batch, cols, where)
+    reach = reached(whole, cols, where)
+    counts = np.bitwise_count(reach).sum(axis=0, dtype=np.int64)
+    candidates = 0
+    for shard in shards:
+        view, at = shard.view, shard.nodes
+        clauses = np.diff(view.clause_at)
+        candidates += int(counts[at : at + len(clauses)] @ clauses)
+    found: list[Any] = []
+    word = where.slots >> 6
+    cuts = np.searchsorted(word, np.arange(where.words + 1)).tolist()
+    bits = (where.slots & 63).tolist()
+    for k in range(where.words):
+        got = [g for g in (_rows(shard, reach[k], sat[k]) for shard in shards) if g is not None]
+        found += _results(got, bits[cuts[k] : cuts[k + 1]], lists)
+    return found, candidates
+
+
+def _results(
+    got: list[tuple[np.ndarray, np.ndarray, np.ndarray]], bits: list[int], lists: bool
+) -> list[Any]:
+    """The ids of the events at ``bits`` of one word, from its shards' :func:`_rows`:
+    arrays, or lists (``lists``).  Where a word's clauses hold for :data:`SHARED` of its
+    events or more on average, a list's ids are Python objects made once a clause and
+    shared by the word's lists (at 100K BEGen subscriptions a word's 64 events hold ~68K
+    ids of ~9K clauses: that many fewer objects made, each ~25 ns in a batch's fresh
+    memory); where fewer, gathering the shared objects (out of the cache) costs more than
+    making one per id (at 10M, 200 events of mixed shapes, ~2 events a clause: 10% more)."""
+    cuts = []
+    for ids, pairs, bounds in got:
+        if lists and ids.dtype != object and len(pairs) >= SHARED * len(ids):
+            ids = ids.astype(object)
+        cuts.append((ids.take(pairs), bounds.tolist()))
+    # (each shard's ids in event order: an event's are one slice a shard)
+    if len(cuts) == 1:
+        ids, at = cuts[0]
+        found = [ids[at[b] : at[b + 1]] for b in bits]
+    else:  # (int64 slices stay int64, made Python ints by tolist: no object array first)
+        empty = id_array([])
+        found = [
+            np.concatenate([empty] + [ids[at[b] : at[b + 1]] for ids, at in cuts]) for b in bits
+        ]
+    return [ids.tolist() for ids in found] if lists else found
+
+
+#: one list kind's bits found by :func:`_search`: (cells of the flat ``words x atoms``
+#: matrix, the bits to OR into them, whether no atom repeats in the list)
+_Found = tuple[np.ndarray, np.ndarray, bool]
+
+
+def satisfied(
+    searches: Mapping[str, SearchView],
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    cols: Mapping[str, Column],
+    where: Layout,
+) -> np.ndarray:
+    """The ``words x atoms`` truths of every atom for the batch's events."""
+    atoms = shards[-1].atoms + shards[-1].size
+    sat = np.zeros((where.words, atoms), dtype=np.uint64)
+    lists: dict[str, list[_Found]] = {}
+    ints: list[tuple[SearchView, Column, np.ndarray]] = []
+    for attr, col in cols.items():
+        search = searches.get(attr)
+        if search is None or search.domain is None:
+            continue
+        numbers = int64_array(col.values) if search.narrow else None
+        if numbers is not None:
+            ints.append((search, col, numbers))
+        else:
+            _search(search, col, atoms, lists)
+    if ints:
+        _search_ints(ints, atoms, where.words, lists)
+    flat = sat.reshape(-1)
+    for kind in ("eq", "gt", "lt", "ne"):  # one list kind of every attribute: one OR
+        parts = lists.get(kind, [])
+        if not parts:
+            continue
+        cells = np.concatenate([c for c, _, _ in parts])
+        rows = np.concatenate([r for _, r, _ in parts])
+        if all(p[2] for p in parts):
+            flat[cells] |= rows
+        elif kind == "eq":
+            # an atom under several keys holds for other events under each: their OR is
+            # their sum, added while the matrix is still empty
+            np.add.at(flat, cells, rows)
+        else:
+            _or_into(flat, cells, rows)
+    sat[:, [shard.atoms for shard in shards]] = where.present[:, None]  # atom 0
+    _direct(sat, shards, batch, where)
+    return sat
+
+
+def _direct(
+    sat: np.ndarray, shards: Sequence[Shard], batch: Sequence[Mapping[str, object]], where: Layout
+) -> None:
+    """The direct atoms' bits (:mod:`betree.matching.direct`): each attribute's defaults ORed into
+    the words of the events that define it at once, then each event's other hits set and
+    its failing defaults cleared (a default is never among an event's hits)."""
+    groups = [(shard.atoms, shard.direct) for shard in shards if shard.direct]
+    if not groups:
+        return
+    defining: dict[str, list[int]] = {attr: [] for _, direct in groups for attr in direct}
+    held: list[np.ndarray] = []
+    failed: list[np.ndarray] = []
+    held_at: list[np.ndarray] = []
+    failed_at: list[np.ndarray] = []
+    for e, values in enumerate(batch):
+        for attr in values:
+            if attr in defining:
+                defining[attr].append(e)
+        for base, direct in groups:
+            on, off = found(direct, values)
+            if len(on):
+                held.append(on + base)
+                held_at.append(np.full(len(on), e, dtype=np.int64))
+            if len(off):
+                failed.append(off + base)
+                failed_at.append(np.full(len(off), e, dtype=np.int64))
+    for attr, events in defining.items():
+        cols = [g[attr].default.ids + base for base, g in groups if attr in g]
+        if not events or not any(len(c) for c in cols):
+            continue
+        slots = where.slots[np.array(events, dtype=np.int64)]
+        mask = np.zeros(where.words, dtype=np.uint64)
+        np.bitwise_or.at(mask, slots >> 6, _BIT[slots & 63])
+        sat[:, np.concatenate(cols)] |= mask[:, None]
+    if held:
+        ev = where.slots[np.concatenate(held_at)]
+        np.bitwise_or.at(sat, (ev >> 6, np.concatenate(held)), _BIT[ev & 63])
+    if failed:
+        ev = where.slots[np.concatenate(failed_at)]
+        np.bitwise_and.at(sat, (ev >> 6, np.concatenate(failed)), ~_BIT[ev & 63])
+
+
+def _search(view: SearchView, col: Column, atoms: int, lists: dict[str, list[_Found]]) -> None:
+    """The bits of every atom of ``view`` for the events of ``col`` (as
+    :meth:`SearchView.collect` finds them one value at a time), added to ``lists`` by list
+    kind."""
+    gt, lt, ne, words = view.gt, view.lt, view.ne, col.words
+
+    def add(kind: str, ids: np.ndarray, rows: np.ndarray, distinct: bool) -> None:
+        cells = words[None, :] * atoms + ids[:, None].astype(np.int64)
+        lists.setdefault(kind, []).append((cells.ravel(), rows.ravel(), distinct))
+
+    order, starts, distinct, sorted_ints = _distinct(col)
+    for value in distinct[:1] if sorted_ints is not None else distinct:  # (ints: one domain)
+        if key_domain(value) != view.domain:
+            raise InvalidInput(f"PB+tree {view.name!r} cannot compare {value!r} to its keys")
+    bits = np.bitwise_or.reduceat(col.rows[order], starts, axis=0)  # each value's events
+    left = _cuts(gt, distinct, sorted_ints, "left")
+    # GreaterThan: item positions below a value's cut hold for it, and cuts ascend
+    # (the positions from one value's cut to the next hold for that value and those past it)
+    cut = gt.at[np.concatenate(([0], left))]
+    if cut[-1]:
+        suffix = np.bitwise_or.accumulate(bits[::-1], axis=0)[::-1]
+        rows = np.repeat(suffix, np.diff(cut), axis=0)
+        add("gt", gt.ids[: cut[-1]], rows, gt.distinct)
+    # LessThan: positions at or past a value's cut hold for it
+    cut = lt.at[np.concatenate((_cuts(lt, distinct, sorted_ints, "right"), [-1]))]
+    prefix = np.bitwise_or.accumulate(bits, axis=0)
+    if cut[0] < len(lt.ids):
+        rows = np.repeat(prefix, np.diff(cut), axis=0)
+        add("lt", lt.ids[cut[0] :], rows, lt.distinct)
+    # Inequality: every event defining the attribute, less those of the item's own key
+    if len(ne.ids):
+        defined = prefix[-1]
+        table = np.vstack([defined & ~bits, defined[None, :]])
+        pick = np.full(len(ne.ids), len(distinct), dtype=np.int64)
+        j = _cuts(ne, distinct, sorted_ints, "left")
+        k = _cuts(ne, distinct, sorted_ints, "right")
+        own = np.flatnonzero(j < k)
+        if len(own):
+            lo, hi = ne.at[j[own]], ne.at[k[own]]
+            pick[ranges(lo, hi)] = np.repeat(own, hi - lo)
+        add("ne", ne.ids, table[pick], ne.distinct)
+    # equality (and the bounds of >= and <=): a value's own run
+    eq = view.eq
+    runs = [(i, eq[v]) for i, v in enumerate(distinct) if v in eq]
+    if runs:
+        ids = np.concatenate([r for _, r in runs])
+        which = np.repeat([i for i, _ in runs], [len(r) for _, r in runs])
+        add("eq", ids, bits[which], view.eq_distinct)
+
+
+class _Joined(NamedTuple):
+    """One list kind of several narrow PB+tree views (:attr:`SearchView.narrow`) as one:
+    attribute k's keys shifted to ``k << 32`` plus their distance from one below its
+    first, so that all ascend in one int64 array and one ``searchsorted`` finds where
+    every attribute's values fall among its own keys."""
+
+    keys: np.ndarray  # int64, ascending
+    at: np.ndarray  # where each key's ids start in ``ids`` (and their end)
+    ids: np.ndarray  # the atom ids end to end
+    first: np.ndarray  # each attribute's first id position in ``ids`` (and their end)
+    query: np.ndarray  # each run's value shifted as its attribute's keys
+
+    @classmethod
+    def of(cls, lists: list[Any], attr: np.ndarray, x: np.ndarray) -> _Joined:
+        """``lists`` (each with ``ints``, ``at``, ``ids``: one an attribute) and the runs'
+        attributes and values."""
+        keys = [lst.ints for lst in lists]
+        sizes = [len(k) for k in keys]
+        below = np.array([int(k[0]) - 1 if len(k) else 0 for k in keys], dtype=np.int64)
+        above = np.array([int(k[-1]) + 1 if len(k) else 0 for k in keys], dtype=np.int64)
+        shift = (np.arange(len(keys), dtype=np.int64) << 32) - below
+        joined = np.concatenate([np.empty(0, dtype=np.int64), *keys]) + np.repeat(shift, sizes)
+        # (a value past the keys is clipped to one past them: it falls at the same place)
+        query = np.clip(x, below[attr], above[attr]) + shift[attr]
+        first = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(lst.ids) for lst in lists], out=first[1:])
+        at = np.concatenate([lst.at[:-1] for lst in lists] + [np.zeros(1, dtype=np.int64)])
+        at += np.repeat(first, [*sizes, 1])
+        ids = np.concatenate([np.empty(0, dtype=np.uint32), *(lst.ids for lst in lists)])
+        return cls(joined, at, ids, first, query)
+
+    def cuts(self, side: str) -> np.ndarray:
+        """Each run's id position in ``ids`` (as :func:`_cuts` gives it among its own)."""
+        return self.at[np.searchsorted(self.keys, self.query, side=side)]  # type: ignore[call-overload]
+
+
+class _EqList(NamedTuple):
+    """A view's equality runs as a list (:meth:`_Joined.of` takes it)."""
+
+    ints: np.ndarray
+    at: np.ndarray
+    ids: np.ndarray
+
+
+def _search_ints(
+    found: list[tuple[SearchView, Column, np.ndarray]],
+    atoms: int,
+    words: int,
+    lists: dict[str, list[_Found]],
+) -> None:
+    """:func:`_search` of every narrow view in ``found`` at once (with its column and the
+    column's values as int64): a few dozen numpy calls in all, where :func:`_search` takes
+    about 25 an attribute (at 100K BEGen subscriptions, 250 attributes a batch of 1,024:
+    5.9 µs an event against 15.5).
+
+    A *run* is one value's events in one word and attribute, a *group* the runs of one word
+    and attribute, in value order.  An event defines an attribute once, so a run's and a
+    group's bits are sums of distinct bits, and a running sum over all runs (``uint64``,
+    wrapping) gives every group's ORs by subtraction: a GreaterThan item between two runs'
+    cuts holds for the later run and those past it (a suffix), a LessThan item for the
+    earlier one and those before (a prefix), an Inequality item for the group less its own
+    key's run, an equality item for its run."""
+    x = np.concatenate([numbers for _, _, numbers in found])
+    slots = np.concatenate([col.events for _, col, _ in found])
+    attr = np.repeat(np.arange(len(found), dtype=np.int64), [len(v) for _, _, v in found])
+    group = attr * words + (slots >> 6)
+    order = np.lexsort((x, group))
+    x, group = x[order], group[order]
+    new = np.ones(len(x), dtype=bool)
+    new[1:] = (group[1:] != group[:-1]) | (x[1:] != x[:-1])
+    runs = np.flatnonzero(new)
+    bits = np.add.reduceat(_BIT[slots[order] & 63], runs)  # (distinct bits: sum is OR)
+    x, group = x[runs], group[runs]
+    attr = group // words
+    cell = (group - attr * words) * atoms  # each run's word, as its row of cells
+    start = np.ones(len(group), dtype=bool)
+    start[1:] = group[1:] != group[:-1]
+    end = np.ones(len(group), dtype=bool)
+    end[:-1] = start[1:]
+    which = np.cumsum(start) - 1  # each run's group
+    upto = np.cumsum(bits)  # (through each run; differences within a group exact)
+    before = upto - bits
+    last, base = upto[end][which], before[start][which]  # through / before the group
+    total = last - base  # the group's events
+    views = [view for view, _, _ in found]
+
+    def add(
+        kind: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray, distinct: bool
+    ) -> None:
+        size = hi - lo
+        cells = np.repeat(cell, size) + ids[ranges(lo, hi)]
+        lists.setdefault(kind, []).append((cells, np.repeat(rows, size), distinct))
+
+    gt = _Joined.of([v.gt for v in views], attr, x)
+    cut = gt.cuts("left")  # items from the previous run's cut to this one's hold for it
+    lo = np.where(start, gt.first[attr], np.roll(cut, 1))
+    add("gt", gt.ids, lo, cut, last - before, all(v.gt.distinct for v in views))
+    lt = _Joined.of([v.lt for v in views], attr, x)
+    cut = lt.cuts("right")  # items from this run's cut to the next one's hold for it
+    hi = np.where(end, lt.first[attr + 1], np.roll(cut, -1))
+    add("lt", lt.ids, cut, hi, upto - base, all(v.lt.distinct for v in views))
+    eq = _Joined.of(
+        [_EqList(cast(np.ndarray, v.eq_ints), v.eq_at, v.eq_ids) for v in views], attr, x
+    )
+    item = np.searchsorted(eq.keys, eq.query)
+    hit = item < len(eq.keys)
+    hit[hit] = eq.keys[item[hit]] == eq.query[hit]
+    lo, hi = eq.at[np.where(hit, item, 0)], eq.at[np.where(hit, item + 1, 0)]
+    add("eq", eq.ids, lo, hi, bits, all(v.eq_distinct for v in views))
+    ne = _Joined.of([v.ne for v in views], attr, x)
+    if not len(ne.ids):
+        return
+    # every item of the group's attribute holds for the group, but those of a run's key
+    heads = np.flatnonzero(start)
+    glo, ghi = ne.first[attr[heads]], ne.first[attr[heads] + 1]
+    size = ghi - glo
+    cells = np.repeat(cell[heads], size) + ne.ids[ranges(glo, ghi)]
+    rows = np.repeat(total[heads], size)
+    j, k = ne.cuts("left"), ne.cuts("right")
+    own = np.flatnonzero(j < k)
+    if len(own):
+        block = np.cumsum(size) - size  # each group's first item in ``rows``
+        shift = block[which[own]] - ne.first[attr[own]]
+        rows[ranges(j[own], k[own]) + np.repeat(shift, k[own] - j[own])] = np.repeat(
+            total[own] - bits[own], k[own] - j[own]
+        )
+    lists.setdefault("ne", []).append((cells, rows, all(v.ne.distinct for v in views)))
+
+
+def _distinct(col: Column) -> tuple[Any, Any, list[Any], np.ndarray | None]:
+    """A column's values in order: the order of its events, where each distinct value's
+    run starts, the distinct values, and (values all ints of int64) those as int64, sorted
+    with numpy."""
+    values = col.values
+    ints = int64_array(values)
+    if ints is not None:
+        order = np.argsort(ints, kind="stable")
+        ints = ints[order]
+        starts = np.flatnonzero(np.concatenate(([True], ints[1:] != ints[:-1])))
+        return order, starts, ints[starts].tolist(), ints[starts]
+    by_value = sorted(range(len(values)), key=values.__getitem__)
+    values = [values[i] for i in by_value]
+    runs = [0] + [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+    return by_value, runs, [values[i] for i in runs], None
+
+
+def _cuts(items: Any, distinct: list[Any], ints: np.ndarray | None, side: str) -> np.ndarray:
+    """Where each distinct value falls among a list's keys (``bisect_left`` or
+    ``bisect_right``): one ``searchsorted`` when both are int64, exact as a bisection."""
+    if ints is not None and items.ints is not None:
+        return np.searchsorted(items.ints, ints, side=side).astype(np.int64)  # type: ignore[call-overload]
+    find = bisect_left if side == "left" else bisect_right
+    return np.array([find(items.keys, v) for v in distinct], dtype=np.int64)
+
+
+def _or_into(flat: np.ndarray, cells: np.ndarray, values: np.ndarray) -> None:
+    """``flat[cells] |= values`` where a cell may repeat (a fancy OR would keep only one
+    of its values): the values of one cell are ORed together first."""
+    order = np.argsort(cells)
+    cells = cells[order]
+    starts = np.flatnonzero(np.concatenate(([True], cells[1:] != cells[:-1])))
+    flat[cells[starts]] |= np.bitwise_or.reduceat(values[order], starts)
+
+
+def reached(whole: Nodes, cols: Mapping[str, Column], where: Layout) -> np.ndarray:
+    """The ``words x nodes`` bits of the events reaching each node (as
+    :func:`betree.packed.flat.reach` finds them one event at a time)."""
+    index = whole.attrs
+    nodes_n = len(whole.node_attr)
+    within = np.zeros((where.words, nodes_n), dtype=np.uint64)
+    order, bounds = whole.by_attr
+    root = len(index)
+    within[:, order[bounds[root] : bounds[root + 1]]] = where.present[:, None]
+    flat = within.reshape(-1)
+    for attr, col in cols.items():
+        i = index.get(attr)
+        nodes = None if i is None else order[bounds[i] : bounds[i + 1]]
+        if nodes is None or not len(nodes):
+            continue
+        sort = np.argsort(col.coords, kind="stable")
+        x = col.coords[sort]
+        prefix = np.zeros((len(x) + 1, len(col.words)), dtype=np.uint64)
+        np.bitwise_xor.accumulate(col.rows[sort], out=prefix[1:])
+        lo = np.searchsorted(x, whole.node_lo[nodes], side="left")
+        hi = np.searchsorted(x, whole.node_hi[nodes], side="right")
+        cells = col.words[None, :] * nodes_n + nodes[:, None]
+        flat[cells.ravel()] = (prefix[hi] ^ prefix[lo]).ravel()
+    for nodes, parents in whole.levels:
+        within[:, nodes] &= within[:, parents]
+    return within
+
+
+def by_event(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The set bits of ``words`` (one uint64 a held row, bit i event i) as (row, event)
+    pairs in event order: each pair's row, and where each event's pairs start (65).
+
+    Where at least :data:`DENSE` of the bits are set, the words' bytes are transposed
+    (8 x rows) and unpacked along that axis (64 x rows, one row per event): one ``nonzero``
+    yields the pairs in event order.  Where fewer, only the nonzero bytes are unpacked and
+    the pairs sorted by event (a radix sort of bytes).  Measured with ``match_many_arrays``,
+    every word one way: at 100K and 1M BEGen subscriptions, batches of 1,024 (10–20% of the
+    bits set), transposing 19,814 and 5,184 events/s against 17,861 and 3,630 sorting; at
+    10M, 1,024 events 552 against 393, but 200 events of mixed shapes (2–5% set, ~170K rows
+    a word and shard) 159 transposing against 176 sorting."""
+    n = len(words)
+    if int(np.bitwise_count(words).sum(dtype=np.int64)) >= DENSE * 64 * n:
+        octets = np.ascontiguousarray(words.astype("<u8").view(np.uint8).reshape(-1, 8).T)
+        pairs = np.flatnonzero(np.unpackbits(octets, axis=0, bitorder="little").view(bool))
+        bounds = np.searchsorted(pairs, np.arange(0, 65 * n, n))  # each event's first pair
+        pairs -= np.repeat(np.arange(0, 64 * n, n), np.diff(bounds))  # each pair's row
+        return pairs, bounds
+    octets = words.astype("<u8").view(np.uint8)
+    live = np.flatnonzero(octets)  # (numpy's nonzero: fastest over bytes and bools)
+    set_bits = np.flatnonzero(np.unpackbits(octets[live], bitorder="little").view(bool))
+    at = set_bits >> 3  # each pair's live byte
+    event = ((live & 7) << 3).astype(np.uint8)[at] | (set_bits & 7).astype(np.uint8)
+    order = np.argsort(event, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(event, minlength=64))))
+    return (live >> 3)[at[order]], bounds
+
+
+def _rows(
+    shard: Shard, reach: np.ndarray, truths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """What one shard matches for the events of one word (``reach`` the word's bits of
+    the whole's nodes, ``truths`` of the whole's atoms): the external ids of the clauses
+    held for some event, the (clause, event) pairs as positions in those, in event order,
+    and where each event's pairs start (65 entries)."""
+    view = shard.view
+    local = reach[shard.nodes : shard.nodes + len(view.node_attr)]
+    nodes = np.flatnonzero(local)
+    if not len(nodes):
+        return None
+    lo, hi = view.node_row[nodes], view.node_row[nodes + 1]
+    rows = ranges(lo, hi)
+    if not len(rows):
+        return None
+    mask = np.repeat(local[nodes], hi - lo)
+    # (the 8 atoms of the rows gathered atom-major: the AND is then of contiguous rows)
+    atoms = view.rows.take(rows, axis=0).T
+    own = truths[shard.atoms : shard.atoms + shard.size]
+    mask &= np.bitwise_and.reduce(own.take(atoms), axis=0)
+    if view.row_clause is not None:  # a clause holds on its last row if on all of them
+        keep = np.where(view.row_first.take(rows)[1:], _ONES, np.uint64(0))  # next starts
+        for _ in range(view.max_rows - 1):
+            mask[1:] &= mask[:-1] | keep
+        mask[:-1] &= keep
+    held = np.flatnonzero(mask)
+    if not len(held):
+        return None
+    pairs, bounds = by_event(mask[held])
+    clause = rows[held]
+    if view.row_clause is not None:
+        clause = view.row_clause.take(clause)
+    if view.sids is None:
+        return view.exts[clause], pairs, bounds
+    # a subscription with several clauses: once an event, an event's in subscription
+    # order as one event's match gives them (subscription numbers are under 2**48)
+    event = np.repeat(np.arange(64, dtype=np.uint64), np.diff(bounds))
+    _, once = np.unique(event << np.uint64(57) | view.sids[clause[pairs]], return_index=True)
+    counts = np.bincount(event[once].astype(np.int64), minlength=64)
+    return view.exts[clause], pairs[once], np.concatenate(([0], np.cumsum(counts)))

@@ -1,0 +1,1 @@
+"""Tests of betree/: the index, its matchers, stores and streams."""

@@ -1,0 +1,1 @@
+"""Tests of betree/lang/: the expression language."""

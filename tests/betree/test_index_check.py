@@ -1,0 +1,163 @@
+"""The index checker finds BE-Tree and catalog damage done on purpose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from betree.disk.catalog import NS, ROOT, put_home
+from betree.disk.nodes import CNode
+from betree.disk.tree import BETree
+from betree.index import Index
+from pbtree import PBTree
+from pbtree.operators import OPERATORS
+from storage import codec
+from tests.support.index_check import idx, violations
+
+__all__ = ["idx"]  # the fixture of the checker tests
+
+
+def walk(idx: Index) -> list[CNode]:
+    with idx.store.read() as txn:
+        tree = BETree(txn, txn.get_obj(NS, ROOT))
+        return [node for node, _, _ in tree.walk()]
+
+
+def test_wrong_score(idx: Index) -> None:
+    root = walk(idx)[0]
+    with idx.store.write() as txn:
+        node = txn.load_mut(txn.get_obj(NS, ROOT)["space"], root.page, CNode)
+        node.pdir[0][2] += 5
+    found = violations(idx)
+    assert len(found) == 1 and "scores" in found[0] and f"page {root.page}" in found[0]
+
+
+def test_clause_in_too_large_a_bucket(idx: Index) -> None:
+    # move a clause from a leaf bucket's l-node up to its parent bucket's l-node
+    nodes = walk(idx)
+    leaf = next(n for n in nodes if n.attr == "x" and not n.top and n.size and n.is_leaf)
+    with idx.store.write() as txn, idx.writer(txn) as w:
+        entry = w.tree.entries(leaf)[0]
+        w.tree._rewrite(leaf.page, w.tree.entries(leaf)[1:])
+        w.tree._append(leaf.parent, [entry])
+        put_home(txn, entry[0], leaf.parent)
+    found = violations(idx)
+    assert any(f"clause {entry[0]} belongs in the smaller bucket" in v for v in found)
+
+
+def test_missing_atom_reference(idx: Index) -> None:
+    with idx.store.write() as txn:
+        key, value = next(iter(txn.scan(b"atom")))
+        aid, refs = codec.decode_value(value)
+        txn.put(b"atom", key, codec.encode_value([aid, refs + 1]))
+    assert any("uses, found" in v for v in violations(idx))
+
+
+def test_pbtree_entry_missing_for_an_atom(idx: Index) -> None:
+    from pbtree import PBTree
+
+    with idx.store.write() as txn:
+        tree = PBTree(txn, "y")
+        codes, consts, ids = tree.predicate_columns()
+        op, const, aid = OPERATORS[codes[-1]], consts[-1], int(ids[-1])
+        assert tree.delete(op, const, aid)
+    found = violations(idx)
+    assert f"PB+tree 'y' lacks atom {aid}'s entry {op} {const!r}" in found
+
+
+def test_pbtree_entry_of_no_atom(idx: Index) -> None:
+    with idx.store.write() as txn:
+        assert PBTree(txn, "y").insert("<", 7, 9999)
+    assert "PB+tree 'y' holds < 7 for atom 9999, no atom has it" in violations(idx)
+
+
+def _delete_entry(tree: PBTree, const: str) -> int:
+    """Delete the ``=`` entry of ``const`` from ``tree``; the atom it was for."""
+    _, consts, ids = tree.predicate_columns()
+    aid = int(ids[list(consts).index(const)])
+    assert tree.delete("=", const, aid)
+    return aid
+
+
+def test_pbtree_entries_compared_on_string_constants(tmp_path: Path) -> None:
+    """Not every constant an int64: the entries are compared as sets."""
+    schema = {"attributes": {"s": {"type": "string"}, "f": {"type": "float"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f's in ("a{i}", "b{i % 3}") and f >= {i / 2}') for i in range(40)])
+        idx.check()
+        with idx.store.write() as txn:
+            aid = _delete_entry(PBTree(txn, "s"), "b1")
+            assert PBTree(txn, "f").insert(">", 0.25, aid)
+        found = violations(idx)
+        assert found == [
+            f"PB+tree 'f' holds > 0.25 for atom {aid}, no atom has it",
+            f"PB+tree 's' lacks atom {aid}'s entry = 'b1'",
+        ]
+
+
+def test_an_in_atom_stored_out_of_order_is_rebuilt(idx: Index) -> None:
+    """An atom key whose constants are not ascending is not read off directly: it is
+    rebuilt as an atom (and its records then disagree, which the check reports)."""
+    idx.subscribe("z", "x in (3, 5)")
+    with idx.store.write() as txn:
+        (aid,) = [
+            aid
+            for aid, key in ((codec.decode_u64(k), v) for k, v in txn.scan(b"aid"))
+            if codec.decode_value(key)[2] == [["=", 3], ["=", 5]]
+        ]
+        txn.put(
+            b"aid", codec.encode_u64(aid), codec.encode_value(["order", "x", [["=", 5], ["=", 3]]])
+        )
+    assert f"atom {aid}: reverse record missing or wrong" in violations(idx)
+
+
+def _atom_records(idx: Index) -> list[tuple[bytes, list[int]]]:
+    with idx.store.read() as txn:
+        return [(key, codec.decode_value(value)) for key, value in txn.scan(b"atom")]
+
+
+def test_atom_records_are_checked_one_by_one(idx: Index) -> None:
+    """Counts, counters and reverse records: every wrong atom record is named (the counts
+    are compared as arrays; each finding names its atom)."""
+    (k1, (a1, r1)), (_, (a2, _)), (k3, (a3, _)) = _atom_records(idx)[:3]
+    with idx.store.write() as txn:
+        txn.put(b"atom", k1, codec.encode_value([a1, r1 + 2]))  # a wrong count
+        txn.put(b"aid", codec.encode_u64(a2), k3)  # atom a2's reverse record leads elsewhere
+        txn.delete(b"atom", k3)  # atom a3 is used, but has no record
+    found = violations(idx)
+    assert any(
+        v.startswith(f"atom {a1} (") and f"counts {r1 + 2} uses, found {r1}" in v for v in found
+    )
+    assert f"atom {a2}: reverse record missing or wrong" in found
+    assert f"atom {a3} is used but not in the catalog" in found
+
+
+def test_atom_records_beyond_the_counter_or_not_ints(idx: Index) -> None:
+    records = _atom_records(idx)
+    with idx.store.read() as txn:
+        next_atom = txn.get_obj(NS, ROOT)["next_atom"]
+    (k1, (a1, r1)), (k2, (a2, _)) = records[:2]
+    with idx.store.write() as txn:
+        txn.put(b"atom", k1, codec.encode_value([next_atom + 5, r1]))
+        txn.put(b"atom", k2, codec.encode_value([a2, "two"]))  # not a count: still reported
+    found = violations(idx)
+    assert f"atom {next_atom + 5} beyond the counter" in found
+    assert any(v.startswith(f"atom {a2} (") and "counts two uses" in v for v in found)
+    assert f"atom {a1} is used but not in the catalog" in found
+
+
+def test_pbtree_entries_of_megabyte_strings(tmp_path: Path) -> None:
+    """String constants of a megabyte are compared as they are (never copied into an
+    array as wide as the longest), and a missing entry is still named."""
+    from pbtree.keys import int64_array
+
+    big = "x" * (1 << 20)
+    assert int64_array([big, "a"]) is None and int64_array([True, 1]) is None
+    assert int64_array([2**63, 1]) is None and int64_array([-(2**63), 2**63 - 1]) is not None
+    assert int64_array([]) is not None
+    schema = {"attributes": {"s": {"type": "string"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f's in ("{big}{i}", "b{i}")') for i in range(30)])
+        idx.check()
+        with idx.store.write() as txn:
+            aid = _delete_entry(PBTree(txn, "s"), "b7")
+        assert violations(idx) == [f"PB+tree 's' lacks atom {aid}'s entry = 'b7'"]

@@ -1,0 +1,232 @@
+"""Interval matching (betree.packed.intervals, betree.packed.bounds, betree.packed.ranging) against
+the
+brute-force evaluator: dense range workloads, mixed workloads with every operator,
+undefined attributes, deletes, reopening, sharded stores, ``match`` and ``match_many``,
+and the ends of the int and float domains."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.disk import grid
+from betree.disk.grid import float_coord
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.packed.bounds import lower, upper
+from betree.stores.sharded import open_index
+from tests.support.brute import brute
+from tests.support.edges import (
+    EDGE_SCHEMA,
+    FLOAT_VALUES,
+    INT_VALUES,
+    NUMBER_LITERALS,
+    edge_atoms,
+    edge_events,
+)
+from tests.support.workload import SCHEMA, build_hashed, event, expression
+
+DENSE = {
+    "attributes": {
+        **{f"a{k}": {"type": "int", "min": 0, "max": 1000} for k in range(6)},
+        **{f"f{k}": {"type": "float", "min": 0, "max": 1} for k in range(3)},
+        "s": {"type": "string"},
+    }
+}
+
+
+def _dense_expr(rng: random.Random) -> str:
+    """A conjunction of wide ranges, now and then with another form or a second clause."""
+    parts = []
+    for attr in rng.sample([*(f"a{k}" for k in range(6)), "f0", "f1", "f2"], rng.randint(1, 7)):
+        if attr[0] == "a":
+            lo = rng.randint(-5, 700)
+            hi = lo + rng.randint(-3, 500)
+            lo_t, hi_t = str(lo), rng.choice([str(hi), f"{hi}.5", f"{hi}.0"])
+        else:
+            lo_f = round(rng.random() * 0.7, 2)
+            lo_t, hi_t = str(lo_f), rng.choice([str(lo_f + 0.4), str(rng.randint(0, 1))])
+        form = rng.randrange(8)
+        if form < 4:
+            parts.append(f"{attr} between {lo_t} and {hi_t}")
+        elif form == 4:
+            parts.append(f"{attr} {rng.choice(['<', '<=', '>', '>='])} {lo_t}")
+        elif form == 5:
+            parts.append(f"{attr} = {lo_t}" if attr[0] == "a" else f"{attr} != {lo_t}")
+        elif form == 6:
+            parts.append(f"{attr} in ({lo_t}, {hi_t})")
+        else:
+            parts.append(f"{attr} <> {lo_t}")
+    if rng.random() < 0.1:
+        parts.append(rng.choice(['s = "x"', "s is null", 'starts_with(s, "a")', "a0 is null"]))
+    expr = " and ".join(parts)
+    return expr if rng.random() < 0.85 else f"({expr}) or a{rng.randrange(6)} > 600"
+
+
+def _dense_event(rng: random.Random) -> dict[str, Any]:
+    ev: dict[str, Any] = {f"a{k}": rng.randint(-10, 1010) for k in range(6)}
+    ev.update({f"f{k}": rng.choice([rng.random(), 0, 1, 0.5, -0.0]) for k in range(3)})
+    if rng.random() < 0.5:
+        ev["s"] = rng.choice(["x", "ab", ""])
+    for attr in list(ev):
+        if rng.random() < 0.05:
+            del ev[attr]
+    return ev
+
+
+def _intervals_always(idx: Index) -> None:
+    """Match from a packed view at once, by intervals whatever they cost."""
+    idx.flat.after = 0
+    idx.ranging.after = 0
+    idx.ranging.margin = math.inf
+
+
+def _check(idx: Any, subs: dict[Any, str], schema: Schema, events: list[dict[str, Any]]) -> None:
+    """``match`` of each event and ``match_many`` of all (in two sizes of batch) equal
+    the brute-force answers."""
+    want = [brute(subs, schema, ev) for ev in events]
+    for ev, expected in zip(events, want, strict=True):
+        got = idx.match(ev)
+        assert len(got) == len(set(got)), ev
+        assert set(got) == expected, ev
+    for batch in (events, events[:3]):
+        many = idx.match_many(batch)
+        for ev, got, expected in zip(batch, many, want, strict=False):
+            assert sorted(got, key=repr) == sorted(expected, key=repr), ev
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_dense_ranges_match_brute_force(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    schema = Schema.from_json(DENSE)
+    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(300)}
+    events = [_dense_event(rng) for _ in range(60)]
+    for phase in range(3):
+        with Index.open(tmp_path, schema=DENSE if phase == 0 else None) as idx:
+            _intervals_always(idx)
+            if phase == 0:
+                idx.subscribe_many(subs.items())
+            else:  # deletes and replacements: a new snapshot, chosen afresh
+                gone = rng.sample(sorted(subs), 40)
+                idx.unsubscribe_many(gone)
+                for ident in gone:
+                    del subs[ident]
+                fresh = {1000 * phase + k: _dense_expr(rng) for k in range(30)}
+                idx.subscribe_many(fresh.items())
+                subs.update(fresh)
+            _check(idx, subs, schema, events)
+            assert idx.ranging.describe()["intervals"]
+            idx.check()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_every_operator_matches_brute_force(tmp_path: Path, seed: int) -> None:
+    """The mixed workload: lists, strings, bools, tests, ``or``/``not``: the atoms other
+    than intervals are checked through their own truths."""
+    rng = random.Random(seed)
+    schema = Schema.from_json(SCHEMA)
+    subs: dict[Any, str] = {i: expression(rng) for i in range(250)}
+    events = [event(rng) for _ in range(60)]
+    with Index.open(tmp_path, schema=SCHEMA) as idx:
+        _intervals_always(idx)
+        idx.subscribe_many(subs.items())
+        _check(idx, subs, schema, events)
+        assert idx.ranging.describe()["intervals"]
+
+
+def test_sharded_store_matches_brute_force(tmp_path: Path) -> None:
+    rng = random.Random(6)
+    schema = Schema.from_json(SCHEMA)
+    subs: dict[Any, str] = {i: expression(rng) for i in range(200)}
+    subs.update(
+        {f"d{i}": " and ".join(f"i between {k} and {k + 9}" for k in (i % 7, 3)) for i in range(40)}
+    )
+    events = [event(rng) for _ in range(50)]
+    root = build_hashed(tmp_path / "sharded", subs)
+    with open_index(root, readonly=False) as idx:
+        for shard in idx.indexes:
+            _intervals_always(shard)
+        _check(idx, subs, schema, events)
+        assert idx.indexes[0].ranging.describe()["intervals"]
+        # a write to one shard: new views, a new choice, the same answers
+        gone = [ident for ident in subs if isinstance(ident, int) and ident % 5 == 0]
+        idx.unsubscribe_many(gone)
+        for ident in gone:
+            del subs[ident]
+        _check(idx, subs, schema, events)
+
+
+def test_edges_of_the_domains_match_brute_force(tmp_path: Path) -> None:
+    """Every comparison of int and float attributes with literals at the ends (±2**63,
+    ±1.8e308, ±0.0, 2**53 + 1, subnormals), alone and in pairs, against events at the
+    ends."""
+    rng = random.Random(7)
+    schema = Schema.from_json(EDGE_SCHEMA)
+    atoms = [a for a in edge_atoms() if not a.startswith(("s ", "starts", "ends", "contains"))]
+    exprs = [*atoms, *(f"{rng.choice(atoms)} and {rng.choice(atoms)}" for _ in range(300))]
+    subs = dict(enumerate(exprs))
+    with Index.open(tmp_path, schema=EDGE_SCHEMA) as idx:
+        _intervals_always(idx)
+        idx.subscribe_many(subs.items())
+        _check(idx, subs, schema, edge_events())
+        assert idx.ranging.describe()["intervals"]
+
+
+def _holds(op: str, x: int | float, c: int | float) -> bool:
+    return {"<": x < c, "<=": x <= c, ">": x > c, ">=": x >= c}[op]
+
+
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_bounds_are_exact_at_the_ends(kind: str) -> None:
+    """``lower``/``upper`` admit a value's coordinate exactly when Python's exact
+    comparison of the value with the constant holds."""
+    values: list[int | float] = list(INT_VALUES) if kind == "int" else list(FLOAT_VALUES)
+    values += [2**53, 2**53 + 2] if kind == "int" else [9007199254740994.0, -5e-324]
+    keys = [c for _, c in NUMBER_LITERALS] + [2**53 + 1, -(2**53) - 1, 2**63 - 1, -(2**63)]
+    for c in keys:
+        for op in ("<", "<=", ">", ">="):
+            if op[0] == ">":
+                bound, admits = lower(kind, c, op == ">="), lambda b, x: b <= x
+            else:
+                bound, admits = upper(kind, c, op == "<="), lambda b, x: x <= b
+            for v in values:
+                x = grid.coord(kind, v) if kind == "int" else float_coord(float(v))
+                got = bound is not None and admits(bound, x)
+                assert got == _holds(op, v, c), (kind, v, op, c, bound)
+
+
+def _choice(tmp_path: Path, attrs: int, width: int, defined: int) -> dict[str, object]:
+    """The choice made on a workload of 600 subscriptions of 4 ranges of ``width`` over
+    ``attrs`` attributes, its events defining ``defined`` of them (answers checked)."""
+    rng = random.Random(8)
+    schema = {"attributes": {f"a{k}": {"type": "int", "min": 0, "max": 999} for k in range(attrs)}}
+    subs = {}
+    for i in range(600):
+        parts = []
+        for attr in rng.sample(range(attrs), 4):
+            lo = rng.randint(0, 999 - width)
+            parts.append(f"a{attr} between {lo} and {lo + width}")
+        subs[i] = " and ".join(parts)
+    events = [
+        {f"a{k}": rng.randint(0, 999) for k in rng.sample(range(attrs), defined)} for _ in range(40)
+    ]
+    with Index.open(tmp_path, schema=schema, settings={"max_cap": 8, "min_size": 2}) as idx:
+        idx.flat.after = 0
+        idx.subscribe_many(subs.items())
+        want = [brute(subs, idx.schema, ev) for ev in events]
+        for ev, expected in zip(events, want, strict=True):
+            assert set(idx.match(ev)) == expected
+        return idx.ranging.describe()
+
+
+def test_the_choice_follows_the_cost(tmp_path: Path) -> None:
+    """Wide ranges on every attribute of the events (every clause reached) go to
+    intervals; narrow ones over many attributes, few of them in each event, stay in the
+    tree (a bitset an attribute would cost more than the clauses it reaches)."""
+    assert _choice(tmp_path / "wide", 20, 900, 20)["intervals"]
+    narrow = _choice(tmp_path / "narrow", 300, 2, 20)
+    assert narrow["decided"] and not narrow["intervals"]

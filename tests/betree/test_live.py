@@ -1,0 +1,321 @@
+"""Matching while subscriptions change: per-commit state kept across commits
+(:mod:`betree.matching.snapshot`), packed views with a delta of what was written since."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree import index as index_module
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.packed import delta
+from betree.stores.live import LiveIndex
+from betree.stores.sharded import ShardedIndex
+from tests.support.brute import brute
+from tests.support.workload import SCHEMA as WORKLOAD
+from tests.support.workload import build_hashed, event, expression
+from tests.support.writers import writer_batches
+
+SCHEMA_ = Schema.from_json(WORKLOAD)
+TAGS = {
+    "attributes": {
+        "n": {"type": "int"},
+        "tags": {"type": "string_list"},
+        "flag": {"type": "bool"},
+    }
+}
+
+
+def test_a_commit_decodes_only_the_attributes_it_changed(tmp_path: Path) -> None:
+    with Index.open(tmp_path, schema=TAGS) as idx:
+        idx.subscribe_many([(1, '"a" in tags'), (2, "flag = true"), (3, "n > 3")])
+        with idx.store.read() as txn:
+            first = idx._snap(txn)["grouped"]
+        assert sorted(first) == ["flag", "tags"]
+        idx.subscribe(4, '"b" in tags')  # a new direct atom of tags only
+        with idx.store.read() as txn:
+            second = idx._snap(txn)["grouped"]
+        assert idx._records.decoded == ["tags"]
+        assert second["flag"] is first["flag"] and second["tags"] is not first["tags"]
+        idx.subscribe(5, "n > 3 and flag = true")  # shares its atoms: no record changes
+        with idx.store.read() as txn:
+            assert idx._snap(txn)["grouped"]["tags"] is second["tags"]
+        assert idx._records.decoded == []
+        assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 4, 5]
+        idx.unsubscribe(4)
+        assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 5]
+        idx.check()
+
+
+def test_a_small_write_catches_the_view_up_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of a few subscriptions brings this process's held view to its commit (the
+    next match pays no catch-up); a larger one leaves it to the next match.  Either way
+    the answers are the brute force's and no view is rebuilt."""
+    rng = random.Random(5)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
+    with Index.open(tmp_path, schema=WORKLOAD) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+        ev = event(rng)
+        _check_answers(idx.match(ev), subs, ev, "first")
+        builds = idx.flat.builds
+        for k in range(30):
+            if k % 5 == 4:
+                gone = rng.choice(sorted(subs))
+                assert idx.unsubscribe(gone)
+                del subs[gone]
+            else:
+                ident = rng.choice([100 + k, *subs])  # new or a replacement
+                subs[ident] = expression(rng)
+                idx.subscribe(ident, subs[ident])
+            with idx.store.read() as txn:
+                assert idx.flat.held_gen() == txn.gen, k
+            ev = event(rng)
+            _check_answers(idx.match(ev), subs, ev, f"write {k}")
+        monkeypatch.setattr(index_module, "CATCH_UP_WRITES", 3)
+        batch = [(200 + k, expression(rng)) for k in range(4)]
+        idx.subscribe_many(batch)
+        subs.update(batch)
+        with idx.store.read() as txn:
+            assert idx.flat.held_gen() < txn.gen
+            gen = txn.gen
+        ev = event(rng)
+        _check_answers(idx.match(ev), subs, ev, "batch")
+        assert idx.flat.held_gen() == gen and idx.flat.builds == builds
+        idx.check()
+
+
+def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta due for folding is matched (exactly) while a new base is built in a thread,
+    which the next match takes in; one far past its bound is folded at once."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    rng = random.Random(6)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
+    with Index.open(tmp_path, schema=WORKLOAD) as idx:
+        idx.subscribe_many(subs.items())
+        idx.flat.after = 0
+
+        def check(where: str) -> None:
+            ev = event(rng)
+            _check_answers(idx.match(ev), subs, ev, where)
+
+        check("first")
+        assert idx.flat.builds == 1
+        batch = [(100 + k, expression(rng)) for k in range(12)]
+        idx.subscribe_many(batch)
+        subs.update(batch)
+        check("due")  # starts the fold, answers from the held view and its delta
+        idx.flat.wait()
+        assert idx.flat.builds == 1 and idx.flat.describe()["added"] > 8
+        check("taken in")
+        assert idx.flat.builds == 2 and idx.flat.describe()["added"] == 0
+        for k in range(5):  # past BEHIND times the bound, no match between: folded at once
+            batch = [(200 + 20 * k + j, expression(rng)) for j in range(16)]
+            idx.subscribe_many(batch)
+            subs.update(batch)
+        idx.flat.wait()
+        check("far behind")
+        assert idx.flat.builds == 3 and idx.flat.describe()["added"] == 0
+        idx.check()
+
+
+# -- differential: random interleavings of writes, matches and maintenance -----------------
+
+
+def _indexes(store: Any) -> list[Index]:
+    return store.indexes if isinstance(store, ShardedIndex) else [store.index]
+
+
+def _eager(live: LiveIndex) -> Any:
+    """The store now, every shard building its view at its first event (so that the
+    views, their deltas and folds are what the matches use)."""
+    store = live.current()
+    for idx in _indexes(store):
+        idx.flat.after = 0
+    return store
+
+
+def _check_answers(got: list[Any], subs: dict[Any, str], ev: dict[str, Any], where: str) -> None:
+    assert len(got) == len(set(got)), f"an id returned twice ({where})"
+    assert set(got) == brute(subs, SCHEMA_, ev), where
+
+
+def bexdb(*argv: str) -> None:
+    """A ``bexdb`` command in a process of its own (one LMDB environment of a path per
+    process: this one holds the store open)."""
+    run = [sys.executable, "-c", "import sys; from tools.cli import main; sys.exit(main())"]
+    done = subprocess.run([*run, *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def interleave(path: Path, seed: int, steps: int, sharded: bool) -> None:
+    """Random subscribe, replace, unsubscribe, subscribe_many, match, match_many, reopen,
+    compact and (plain stores) ``load --replace``, every answer against the brute force."""
+    rng = random.Random(seed)
+    subs: dict[Any, str] = {f"s{k}": expression(rng) for k in range(40)}
+    if sharded:
+        build_hashed(path, subs)
+    else:
+        with Index.open(path, schema=WORKLOAD) as idx:
+            idx.subscribe_many(subs.items())
+    live = LiveIndex(path, readonly=False)
+    builds: dict[int, int] = {}  # views built, by index object (a fold is a build past one)
+    try:
+        for step in range(steps):
+            r = rng.random()
+            where = f"seed {seed} step {step}"
+            if r < 0.2:
+                ident: Any = rng.choice([*subs, f"n{step}", step]) if subs else step
+                expr = expression(rng)
+                live.write(lambda idx: idx.subscribe(ident, expr))  # noqa: B023
+                subs[ident] = expr
+            elif r < 0.3:
+                batch = [(rng.choice([f"m{step}-{k}", *subs]), expression(rng)) for k in range(9)]
+                batch.append((batch[0][0], expression(rng)))  # an id twice: the last wins
+                live.write(lambda idx: idx.subscribe_many(batch))  # noqa: B023
+                subs.update(batch)
+            elif r < 0.42 and subs:
+                ident = rng.choice(sorted(subs, key=repr))
+                assert live.write(lambda idx: idx.unsubscribe(ident))  # noqa: B023
+                del subs[ident]
+            elif r < 0.7:
+                ev = event(rng)
+                _check_answers(_eager(live).match(ev), subs, ev, where)
+            elif r < 0.82:
+                evs = [event(rng) for _ in range(rng.choice([3, 130]))]  # one by one, a batch
+                for got, ev in zip(_eager(live).match_many(evs), evs, strict=True):
+                    _check_answers(got, subs, ev, where)
+            elif r < 0.9:
+                live.close()
+                live = LiveIndex(path, readonly=False)
+            elif r < 0.95:
+                bexdb("compact", str(path))
+            elif not sharded:
+                data = path.parent / "replace.jsonl"
+                subs = dict(list(subs.items())[: len(subs) // 2])
+                lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+                data.write_text("".join(line + "\n" for line in lines))
+                schema = path.parent / "schema.json"
+                schema.write_text(json.dumps(WORKLOAD))
+                argv = ["load", "--engine", "python", "--replace", "--schema", str(schema)]
+                bexdb(*argv, str(path), str(data))
+            for idx in _indexes(live.current()):
+                builds[id(idx)] = idx.flat.builds
+            if step % 40 == 39:
+                live.current().check()
+        live.current().check()
+        assert sum(n - 1 for n in builds.values() if n) > 0, "no delta was folded"
+    finally:
+        live.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_plain_store_under_random_interleavings(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)  # a fold every few writes
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    interleave(tmp_path / "store", seed, 260, sharded=False)
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_sharded_store_under_random_interleavings(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    interleave(tmp_path / "store", seed, 200, sharded=True)
+
+
+# -- two processes: a writer's every commit seen by the next match here (SPEC section 7) --
+
+WRITER = """
+import random, sys
+from betree.stores.sharded import open_index
+from tests.support.writers import writer_batches
+path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open_index(path, readonly=False) as store:
+    for k, (batch, gone) in enumerate(writer_batches(seed, n)):
+        store.subscribe_many(batch)
+        if gone:
+            store.unsubscribe_many(gone)
+        print(k, flush=True)
+        sys.stdin.readline()  # the reader matched: next batch (the last one: killed in it)
+"""
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
+def test_every_commit_of_another_process_seen_and_a_killed_writer(
+    tmp_path: Path, sharded: bool
+) -> None:
+    path = tmp_path / "store"
+    if sharded:
+        build_hashed(path, {})
+    else:
+        Index.open(path, schema=WORKLOAD).close()
+    rng = random.Random(5)
+    n = 8
+    every = writer_batches(5, n)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), "5", str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    subs: dict[Any, str] = {}
+    with LiveIndex(path) as live:
+        try:
+            for k in range(n - 1):
+                assert int(proc.stdout.readline()) == k
+                batch, gone = every[k]
+                subs.update(batch)
+                for ident in gone:
+                    subs.pop(ident, None)
+                store = _eager(live)
+                for _ in range(4):  # the view caught up with each commit
+                    ev = event(rng)
+                    _check_answers(store.match(ev), subs, ev, f"batch {k}")
+                evs = [event(rng) for _ in range(130)]
+                for got, ev in zip(store.match_many(evs), evs, strict=True):
+                    _check_answers(got, subs, ev, f"batch {k}, a batch")
+                if k < n - 2:
+                    proc.stdin.write("\n")
+                    proc.stdin.flush()
+            proc.stdin.write("\n")  # the last batch: killed somewhere in it
+            proc.stdin.flush()
+            time.sleep(rng.random() * 0.05)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        if sharded:  # SPEC section 10: the next open (here another process's) completes
+            # or undoes a killed writer's batch; a reader open across the kill may see it half
+            opener = (
+                "import sys; from betree.stores.sharded import open_index; open_index(sys.argv[1])"
+            )
+            subprocess.run([sys.executable, "-c", opener, str(path)], check=True)
+        store = _eager(live)
+        present = dict(store.subscriptions())
+        batch, gone = every[n - 1]
+        if present != subs:  # the last batch committed before the kill: whole
+            subs.update(batch)
+            assert present == {i: e for i, e in subs.items() if i not in gone} or present == subs
+            subs = present
+        for _ in range(20):
+            ev = event(rng)
+            _check_answers(store.match(ev), subs, ev, "after the kill")
+    with LiveIndex(path, readonly=False) as live:
+        live.current().check()

@@ -1,0 +1,1 @@
+"""Tests of loaders/: the Spark and python loads, their inputs."""

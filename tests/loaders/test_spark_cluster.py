@@ -1,0 +1,313 @@
+"""``load``, ``match --engine spark`` and ``stream`` on a real Spark standalone cluster.
+
+A master and two workers (one core, 768 MB each) are started on loopback from pyspark's
+own distribution (``spark-class org.apache.spark.deploy.master.Master`` / ``…worker.Worker``,
+free ports), each command runs with ``--master spark://127.0.0.1:PORT`` (executors in the
+workers' JVMs, their Python workers started from ``PYSPARK_PYTHON``), once under
+``spark-submit``, and the answers are compared with the local ones; the cluster is stopped at
+the end.  The seconds each command took are printed (``pytest -s``: docs/scale.md).
+
+``stream`` on the cluster across a ``kill -9`` of an executor: the executor process (a JVM
+the workers started, found by its working directory under the test's worker directories)
+is killed while it runs a task of a micro-batch; the master starts another, the lost task
+runs again, and every event's result is committed exactly once, equal to ``bexdb match``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+
+from betree.lang.schema import Schema
+from loaders.spark.streamlog import committed_results
+from tests.support.brute import brute
+from tests.support.spark import (
+    drop,
+    output,
+    per_file,
+    plain_store,
+    single_process,
+    subscriptions,
+)
+from tests.support.workload import SCHEMA, event
+from tools import cli
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+HOME = os.path.dirname(pyspark.__file__)
+#: What each executor may use: the workers offer 768 MB, an executor takes 512 MB.
+SUBMIT = "--conf spark.executor.memory=512m --conf spark.driver.memory=1g"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SPARK_HOME": HOME,
+        "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp / "logs"),
+        "PYSPARK_PYTHON": sys.executable,  # the executors' Python
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+@dataclass(frozen=True)
+class Cluster:
+    url: str  # spark://127.0.0.1:PORT
+    work: list[Path]  # each worker's --work-dir: APP/EXECUTOR/ below it per executor
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A master with two live workers (stopped afterwards)."""
+    tmp = tmp_path_factory.mktemp("cluster")
+    env = environment(tmp)
+    port, ui = free_port(), free_port()
+    spark_class = os.path.join(HOME, "bin", "spark-class")
+    daemons: list[subprocess.Popen[bytes]] = []
+
+    def daemon(name: str, *argv: str) -> None:
+        log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 (kept open while it runs)
+        daemons.append(
+            subprocess.Popen(
+                [spark_class, *argv], env=env, stdout=log, stderr=log, start_new_session=True
+            )
+        )
+
+    master = f"spark://127.0.0.1:{port}"
+    works = [tmp / f"work{k}" for k in range(2)]
+    try:
+        daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+               "--port", str(port), "--webui-port", str(ui))  # fmt: skip
+        for k, work in enumerate(works):
+            work.mkdir()
+            daemon(f"worker{k}", "org.apache.spark.deploy.worker.Worker", master,
+                   "--host", "127.0.0.1", "--port", str(free_port()),
+                   "--webui-port", str(free_port()), "--cores", "1", "--memory", "768m",
+                   "--work-dir", str(work))  # fmt: skip
+        deadline = time.monotonic() + 120
+        while _alive_workers(ui) < 2:
+            if time.monotonic() > deadline or any(d.poll() is not None for d in daemons):
+                logs = {p.name: p.read_text()[-2000:] for p in tmp.glob("*.log")}
+                raise AssertionError(f"the cluster did not start: {logs}")
+            time.sleep(0.5)
+        yield Cluster(master, works)
+    finally:
+        for d in reversed(daemons):
+            with _suppress_gone():
+                os.killpg(d.pid, signal.SIGTERM)
+        for d in daemons:
+            try:
+                d.wait(30)
+            except subprocess.TimeoutExpired:
+                with _suppress_gone():
+                    os.killpg(d.pid, signal.SIGKILL)
+                d.wait(30)
+
+
+class _suppress_gone:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, *rest: Any) -> bool:
+        return kind is ProcessLookupError
+
+
+def _alive_workers(ui: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+def bexdb(tmp: Path, *argv: str, submit: str | None = None) -> tuple[dict[str, Any], float]:
+    """Run ``bexdb ARGV`` as its own process (a Spark driver): its summary and seconds.
+    ``submit``: under ``spark-submit --master SUBMIT`` instead."""
+    env = environment(tmp)
+    if submit is None:
+        env["PYSPARK_SUBMIT_ARGS"] = f"{SUBMIT} pyspark-shell"
+        command = [sys.executable, "-m", "tools.cli", *argv]
+    else:
+        command = [os.path.join(HOME, "bin", "spark-submit"), "--master", submit,
+                   *SUBMIT.split(), str(ROOT / "tools" / "cli.py"), *argv]  # fmt: skip
+    t0 = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - t0
+    assert done.returncode in (0, 3), done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), seconds
+
+
+def test_load_match_stream_on_a_cluster(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master = cluster.url
+    rng = random.Random(61)
+    subs = subscriptions(61, 400)
+    (tmp_path / "subs.jsonl").write_text(
+        "".join(json.dumps({"id": k, "expr": e}) + "\n" for k, e in subs.items())
+    )
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    store = str(tmp_path / "store")
+    figures: dict[str, float] = {}
+    summary, figures["load"] = bexdb(
+        tmp_path, "load", store, str(tmp_path / "subs.jsonl"), "--schema",
+        str(tmp_path / "schema.json"), "--shards", "2", "--master", master,
+    )  # fmt: skip
+    assert summary["loaded"] == 400 and summary["rejected"] == 0
+    assert cli.main(["verify", store]) == 0
+
+    events = [event(rng) for _ in range(300)]
+    lines = [json.dumps(e) for e in events]
+    lines.insert(17, '{"i": "seven"}')
+    given = tmp_path / "events.jsonl"
+    given.write_text("\n".join(lines) + "\n")
+    _, expected = single_process(store, given, capsys)  # the local answers
+    schema = Schema.from_json(SCHEMA)
+    for n, ev in enumerate(events, 1):  # and the brute-force evaluator's
+        assert set(expected[n + (n > 17)]["matches"]) == brute(subs, schema, ev)
+
+    out = tmp_path / "out"
+    summary, figures["match"] = bexdb(
+        tmp_path, "match", store, str(given), "--engine", "spark", "--out", str(out),
+        "--master", master,
+    )  # fmt: skip
+    assert summary["rejected"] == 1
+    assert {d.pop("line"): d for d in output(out)} == expected
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_text("\n".join(lines[:150]) + "\n")
+    (src / "b.jsonl").write_text("\n".join(lines[150:]) + "\n")
+    for how, submit in (("stream", None), ("stream (spark-submit)", master)):
+        sink, ck = tmp_path / f"sink-{submit is None}", tmp_path / f"ck-{submit is None}"
+        argv = ["stream", store, "--source", str(src), "--out", str(sink), "--checkpoint", str(ck)]
+        argv += ["--available-now"] + (["--master", master] if submit is None else [])
+        summary, figures[how] = bexdb(tmp_path, *argv, submit=submit)
+        assert summary["events"] == 301 and summary["rejected"] == 1
+        figures[f"{how}: Python worker peak MB"] = summary["worker_peak_mb"]
+        found = {}
+        for doc in committed_results(sink):
+            base = 0 if doc.pop("file").endswith("a.jsonl") else 150
+            found[base + doc.pop("line")] = doc
+        assert found == expected, how
+    print("\ncluster seconds:", json.dumps({k: round(v, 1) for k, v in figures.items()}))
+
+
+_TASK = re.compile(rb"(Running|Finished) task \S+ in stage \S+ \(TID (\d+)\)")
+
+
+def executors(work: list[Path]) -> dict[int, Path]:
+    """The executor processes the cluster's workers started: pid -> working directory."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{entry.name}/cwd"))
+            command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if b"CoarseGrainedExecutorBackend" in command and any(w in cwd.parents for w in work):
+            found[int(entry.name)] = cwd
+    return found
+
+
+def busy(directory: Path) -> bool:
+    """Whether the executor logging into ``directory`` runs a task (its log says so)."""
+    try:
+        log = (directory / "stderr").read_bytes()
+    except FileNotFoundError:
+        return False
+    running: set[bytes] = set()
+    for what, tid in _TASK.findall(log):
+        (running.add if what == b"Running" else running.discard)(tid)
+    return bool(running)
+
+
+def test_stream_exactly_once_across_an_executor_kill(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = plain_store(tmp_path / "store", subscriptions(71, 300))
+    rng = random.Random(72)
+    src, out, ck = tmp_path / "src", tmp_path / "out", tmp_path / "ck"
+    src.mkdir()
+    files = []
+    for f in range(8):
+        lines = [json.dumps(event(rng)) for _ in range(5000)]
+        lines.insert(f * 7, "not json")
+        files.append(("\n".join(lines) + "\n").encode())
+    env = environment(tmp_path)
+    env["PYSPARK_SUBMIT_ARGS"] = f"{SUBMIT} pyspark-shell"
+    argv = ["stream", store, "--source", str(src), "--out", str(out), "--checkpoint", str(ck)]
+    argv += ["--master", cluster.url, "--trigger", "0.5", "--max-files-per-trigger", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", *argv, "--progress-json"], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    names = [str(src / f"e{f}.jsonl") for f in range(8)]
+    try:
+        for f in range(2):
+            drop(src, f"e{f}.jsonl", files[f])
+        _until(lambda: set(names[:2]) <= set(per_file(out)), "the first files", proc)
+        before = executors(cluster.work)
+        assert len(before) == 2, before
+        for f in range(2, 8):
+            drop(src, f"e{f}.jsonl", files[f])
+        victim: list[int] = []
+
+        def running() -> bool:
+            victim.extend(pid for pid, cwd in before.items() if busy(cwd))
+            return bool(victim)
+
+        _until(running, "an executor running a task", proc, step=0.01)
+        os.kill(victim[0], signal.SIGKILL)
+        _until(lambda: set(names) <= set(per_file(out)), "every file committed", proc)
+        after = executors(cluster.work)
+        assert victim[0] not in after and set(after) - set(before), "no executor replaced it"
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert json.loads(stdout.splitlines()[-1])["events"] == 8 * 5001  # no task counted twice
+    found = per_file(out)  # (fails on an event answered twice)
+    assert sorted(found) == names
+    for name in names:
+        _, expected = single_process(store, Path(name), capsys)
+        assert found[name] == expected, name
+
+
+def _until(ok: Any, what: str, proc: subprocess.Popen[str], step: float = 0.2) -> None:
+    deadline = time.monotonic() + 300
+    while not ok():
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} before {what}: {proc.stderr.read()}")  # type: ignore[union-attr]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(step)

@@ -1,0 +1,1 @@
+"""Tests of pbtree/: the PB+tree, its bulk build and its checker."""

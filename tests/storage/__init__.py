@@ -1,0 +1,1 @@
+"""Tests of storage/: the page store, LMDB, staging, damage and long keys."""

@@ -1,0 +1,1 @@
+"""Tests of tools/: the command line, the service, the benchmarks."""
