@@ -37,10 +37,10 @@ from betree.disk.catalog import (
     root_record,
     subscription_record,
 )
+from betree.disk.metadata import item_meta, with_metas
 from betree.disk.nodes import id_array, listed
 from betree.disk.tree import DEFAULTS, BETree, Places
 from betree.disk.writer import Memo, Writer, gc_paused
-from betree.formats.metadata import item_meta, with_metas
 from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
@@ -227,7 +227,7 @@ class Index:
 
     def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
         """Insert or replace many subscriptions in one transaction (all or nothing): items
-        ``(id, expr)`` or ``(id, expr, meta)`` (a JSON object: :mod:`betree.formats.metadata`).
+        ``(id, expr)`` or ``(id, expr, meta)`` (a JSON object: :mod:`betree.disk.metadata`).
 
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
@@ -410,7 +410,7 @@ class Index:
 
     def match_many_meta(self, events: Sequence[object]) -> list[Any]:
         """:meth:`match_many` with ``(id, metadata text or None)`` for each id, read in
-        the snapshot matched (:func:`betree.formats.metadata.with_metas`)."""
+        the snapshot matched (:func:`betree.disk.metadata.with_metas`)."""
         return self._match_many(events, True, True)
 
     def _match_many(self, events: Sequence[object], lists: bool, meta: bool = False) -> list[Any]:

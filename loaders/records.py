@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from betree.disk.metadata import Meta, meta_text
 from betree.formats.jsonl import input_lines, loads_line
-from betree.formats.metadata import Meta, meta_text
 from betree.stores.maintain import retiring
 from loaders.header import is_header
 from storage.errors import BexdbError, InvalidInput
@@ -32,7 +32,7 @@ from storage.swap import swap_in
 @dataclass
 class Record:
     """One input record: its 1-based line, id, expression and metadata (its JSON text,
-    validated: :mod:`betree.formats.metadata`), or why it is unusable."""
+    validated: :mod:`betree.disk.metadata`), or why it is unusable."""
 
     line: int
     id: Any
@@ -68,7 +68,7 @@ def parse_line(text: bytes | str, n: int = 1, meta_column: bool = False) -> Reco
     or a schema header (:mod:`loaders.header`).
 
     ``"meta"``, if present and not null, must be an object within the bound of
-    :func:`betree.formats.metadata.meta_text`; with ``meta_column`` (a Parquet or CSV row) a
+    :func:`betree.disk.metadata.meta_text`; with ``meta_column`` (a Parquet or CSV row) a
     string there is the column's JSON text, decoded first.
 
     Every error is the record's own, whatever the bytes.  The record's ``id`` is what

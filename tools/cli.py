@@ -197,7 +197,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     First the schema header ``{"schema": DOC}`` (:mod:`loaders.header`), then
     ``{"id": ID, "expr": TEXT}`` per line, ids and texts as given, with ``"meta": OBJECT``
-    (the metadata's JSON text as stored: :mod:`betree.formats.metadata`) for a subscription that
+    (the metadata's JSON text as stored: :mod:`betree.disk.metadata`) for a subscription that
     has it, so that ``bexdb load`` reads the file back into an equal store without
     ``--schema``.  A file is written beside
     ``OUT`` and renamed into place when complete (a failed export leaves no partial file).

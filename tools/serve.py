@@ -271,7 +271,7 @@ class Service:
         index; ``match_many_meta`` with ``meta``); a bad event is answered in its place.
         The latency, candidates and pages histograms get each matched event's share of the
         batch (the batch's figure over its events): a batch has no per-event figures."""
-        from betree.formats.metadata import loads
+        from betree.disk.metadata import loads
         from tools import metrics
 
         objects: dict[Any, Any] = {}
@@ -369,7 +369,7 @@ class Service:
 
     def get(self, ident: Any) -> Answer:
         """The subscription ``{"id", "expr"}``, with ``"meta"`` if it has metadata."""
-        from betree.formats import metadata
+        from betree.disk import metadata
 
         found = self.current().record(ident)
         if found is None:
@@ -383,7 +383,7 @@ class Service:
     def put(self, ident: Any, body: Any) -> Answer:
         """``{"expr": "...", "meta": {...}}`` (``meta`` optional: without it, the
         subscription has none, whatever it had)."""
-        from betree.formats import metadata
+        from betree.disk import metadata
 
         if not isinstance(body, dict) or not isinstance(body.get("expr"), str):
             raise HTTPError(400, 'the body must be a JSON object {"expr": "..."}')

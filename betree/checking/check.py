@@ -13,7 +13,7 @@ Catalog facts: every subscription's clauses are stored exactly once, at the c-no
 ``home`` record names, with the atoms their record lists; atom reference counts equal
 their uses; every order atom's entries are in its PB+tree and every PB+tree id is a live
 atom; direct atoms are listed under their attribute; every metadata record belongs to a
-subscription and holds an object within its bound (:func:`betree.formats.metadata.check_metas`).
+subscription and holds an object within its bound (:func:`betree.disk.metadata.check_metas`).
 First of all, every record stored
 under a long key leads back to where it is stored (:meth:`ReadTxn.check_records`); when
 one does not, the check stops there, as the others would read the damaged records.
@@ -49,8 +49,8 @@ from betree.disk.atomspans import NO_ATTR, AtomSpans
 from betree.disk.bulk import pack_clauses, rows_of
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.changelog import check_log
+from betree.disk.metadata import check_metas
 from betree.disk.nodes import CNode, LNodePage
-from betree.formats.metadata import check_metas
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
 from pbtree.keys import int64_array

@@ -168,7 +168,7 @@ class Batch:
     def add(
         self, ident: Any, expr: str, clauses: Sequence[Clause], meta: str | None = None
     ) -> None:
-        """One subscription, with its metadata text (:func:`betree.formats.metadata.meta_text`)."""
+        """One subscription, with its metadata text (:func:`betree.disk.metadata.meta_text`)."""
         atoms = self.atoms
         if meta is not None:
             self.metas.append((ident, meta))
@@ -231,7 +231,7 @@ def build_from_parts(
     subscription).  For loaders that intern (and compute places) elsewhere.  ``orders``:
     the order atoms' tuples by atom id, when the caller has them (not decoded again).
     ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
-    :func:`betree.formats.metadata.meta_text`), written in key order in one call.
+    :func:`betree.disk.metadata.meta_text`), written in key order in one call.
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()

@@ -32,7 +32,7 @@ through :mod:`storage.codec`):
 * :data:`ADJ` (``adj``)  c-node page (u64) -> its self-adjustment window
   (:mod:`betree.disk.adjust`); freeing a c-node drops it.
 * :data:`META` (``meta``)  external id key -> the subscription's metadata as compact
-  JSON text (a string), for those that have one (:mod:`betree.formats.metadata`).
+  JSON text (a string), for those that have one (:mod:`betree.disk.metadata`).
 
 Order atoms (``< <= = != >= >`` and what reduces to them) live in the attribute's
 PB+tree (:mod:`pbtree.tree`, namespace ``pbtree``) under their atom id, one entry per
@@ -203,7 +203,7 @@ def has_metas(txn: ReadTxn) -> bool:
 
 
 def load_meta(txn: ReadTxn, ident: SubId) -> str | None:
-    """The metadata text of subscription ``ident``, or None (:mod:`betree.formats.metadata`)."""
+    """The metadata text of subscription ``ident``, or None (:mod:`betree.disk.metadata`)."""
     found = txn.get_obj(META, codec.encode_id(ident))
     if found is not None and not isinstance(found, str):
         raise StoreDamaged(f"the metadata record of {ident!r} is not JSON text")

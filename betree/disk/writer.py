@@ -174,7 +174,7 @@ class Writer:
         self, ident: SubId, expr: str, clauses: list[Clause], meta: str | None = None
     ) -> bool:
         """Insert (or replace) subscription ``ident`` with its metadata text (validated:
-        :func:`betree.formats.metadata.meta_text`; a replacement without it drops the old one);
+        :func:`betree.disk.metadata.meta_text`; a replacement without it drops the old one);
         True if it was new."""
         existed = self.delete(ident)
         sid = self.rec["next_sid"]

@@ -1,5 +1,4 @@
-"""The texts bexdb reads and writes beside its pages: JSON Lines events and results,
-and subscriptions' metadata (checked, bounded, stored as compact JSON).
+"""The texts bexdb reads and writes beside its pages: JSON Lines events and results.
 
-Its modules: :mod:`~betree.formats.jsonl`, :mod:`~betree.formats.metadata`.
+Its module: :mod:`~betree.formats.jsonl`.
 """

@@ -170,7 +170,7 @@ def meta_matches(
     pairs: Iterable[tuple[Any, str | None]], shown: dict[Any, str] | None = None
 ) -> bytes:
     """A result's ``"matches"`` with metadata, ``[{"id": ID, "meta": META}, ...]``, for
-    :func:`dump_result`: each metadata text as stored (compact JSON, :mod:`betree.formats.metadata`;
+    :func:`dump_result`: each metadata text as stored (compact JSON, :mod:`betree.disk.metadata`;
     ``null`` for none), the rest spaced as ``json.dumps`` spaces it.  ``shown``: the items
     written so far by id, reused (a batch's events often match the same subscriptions)."""
     shown = {} if shown is None else shown

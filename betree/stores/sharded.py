@@ -42,9 +42,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree.disk.catalog import EXT, SubId, subscriptions_by_id
+from betree.disk.catalog import SubId, subscriptions_by_id
+from betree.disk.metadata import item_meta, with_metas
 from betree.disk.nodes import listed
-from betree.formats.metadata import item_meta, with_metas
 from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
 from betree.matching.batch import match_batch
@@ -64,17 +64,16 @@ from betree.stores.manifest import shard_name as shard_name
 from betree.stores.manifest import shard_of as shard_of
 from betree.stores.manifest import store_paths as store_paths
 from betree.stores.manifest import write_manifest as write_manifest
+from betree.stores.verifying import shard_violations
+from betree.stores.verifying import verify as verify  # re-exported: the commands' verify
 from storage.codec import encode_id
 from storage.errors import (
-    BexdbError,
     CheckFailed,
     InvalidInput,
     ShardedStore,
-    StoreDamaged,
     StoreError,
     StoreReplaced,
 )
-from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
 from storage.store import DEFAULT_CACHE_BYTES
 from storage.txn import ReadTxn
@@ -369,7 +368,7 @@ class ShardedIndex:
 
     def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
         """Insert or replace subscriptions, each in its shard, all or nothing (one batch);
-        items ``(id, expr)`` or ``(id, expr, meta)`` (:mod:`betree.formats.metadata`).
+        items ``(id, expr)`` or ``(id, expr, meta)`` (:mod:`betree.disk.metadata`).
 
         Every expression is compiled before anything is written; an error names the
         subscription id and changes nothing.
@@ -556,7 +555,7 @@ class ShardedIndex:
 
     def _match_valid(self, lists: bool | None, valid: list[Mapping[str, object]]) -> list[Any]:
         """Each valid event's ids (as lists, or arrays); ``lists`` None: as lists of
-        ``(id, metadata text)`` read in the snapshots matched (betree.formats.metadata)."""
+        ``(id, metadata text)`` read in the snapshots matched (betree.disk.metadata)."""
         self._refresh()
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
@@ -615,7 +614,7 @@ class ShardedIndex:
     def check(self) -> None:
         self._refresh()
         with self._reading():
-            violations, _ = _shard_violations(self.root, self.manifest, self.indexes)
+            violations, _ = shard_violations(self.root, self.manifest, self.indexes)
         if violations:
             raise CheckFailed(f"sharded store {self.root}", violations)
 
@@ -691,112 +690,3 @@ def _file_inode(file: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def verify(path: str | os.PathLike[str]) -> dict[str, int]:
-    """Every check of a plain store, or of every shard and the manifest of a sharded one.
-
-    Raises :class:`CheckFailed` listing all violations (damage found reading the files:
-    a data file shorter than its header says, pages or records failing their checksums,
-    LMDB errors; a missing or unreadable shard or manifest, a shard whose subscription
-    count or schema disagrees with the manifest and the first shard, and each shard's own
-    check failures, prefixed with its name).  Returns counts.
-    """
-    if not is_sharded(path):
-        violations, count = _store_violations(Path(path))
-        if violations or count is None:
-            raise CheckFailed(f"store {path}", violations)
-        return {"shards": 0, "subscriptions": count}
-    try:
-        manifest = read_manifest(path)
-    except StoreError as exc:
-        raise CheckFailed(f"sharded store {path}", [exc.message]) from exc
-    violations, total = _shard_violations(Path(path), manifest)
-    if violations:
-        raise CheckFailed(f"sharded store {path}", violations)
-    return {"shards": len(manifest["shards"]), "subscriptions": total}
-
-
-def _misrouted(index: Index, shard: int, shards: int, limit: int = 20) -> list[str]:
-    """Ids in ``index`` (shard ``shard``) that :func:`shard_of` puts in another shard."""
-    with index.store.read() as txn:
-        keys, _ = txn.scan_all(EXT)
-    wrong = [key for key in keys if shard_of(key, shards) != shard]
-    out = [
-        f"id key {key[:40]!r} belongs in {shard_name(shard_of(key, shards))} by the manifest's hash"
-        for key in wrong[:limit]
-    ]
-    if len(wrong) > limit:
-        out.append(f"... and {len(wrong) - limit} more ids in the wrong shard")
-    return out
-
-
-def _opened(path: Path, index: Index | None) -> AbstractContextManager[Index]:
-    """``index`` (open already: LMDB opens an environment once per process), else ``path``
-    opened read-only for the block."""
-    return nullcontext(index) if index is not None else Index.open(path, readonly=True)
-
-
-def _store_violations(path: Path, open_: Index | None = None) -> tuple[list[str], int | None]:
-    """Damage found reading every table of a plain store, else its index's own check
-    failures; and its subscription count (None when damage hides it).  Damage that stops
-    the check (a page or record that cannot be decoded) is one violation, not an error:
-    ``verify`` reports it."""
-    damage = file_damage(path, walk=True) if data_file(path).exists() else None
-    if damage is not None:
-        return [f"{data_file(path).name}: {damage}"], None
-    try:
-        with _opened(path, open_) as index:
-            found = index.store.damage()
-            if found:
-                return found, None
-            try:
-                index.check()
-            except CheckFailed as exc:
-                return exc.violations, len(index)
-            return [], len(index)
-    except StoreDamaged as exc:
-        return [exc.what], None
-
-
-def _shard_violations(
-    root: Path, manifest: dict[str, Any], indexes: list[Index] | None = None
-) -> tuple[list[str], int]:
-    """Every shard's violations.  With :data:`HASH` partitioning, every id in the shard
-    its hash names (one scan of each id map); else each shard's count against the
-    manifest's (writes, which only such stores take, leave the manifest's counts as the
-    load wrote them).  Also the subscriptions the shards hold."""
-    violations: list[str] = []
-    schema: Schema | None = None
-    total = 0
-    routed = manifest.get("partitioning", {}).get("hash") == HASH
-    shards = len(manifest["shards"])
-    for i, entry in enumerate(manifest["shards"]):
-        name = entry["path"]
-        try:
-            index_i = indexes[i] if indexes is not None else None
-            found, count = _store_violations(root / name, index_i)
-            violations.extend(f"{name}: {v}" for v in found)
-            if count is None:
-                continue
-            total += count
-            with _opened(root / name, index_i) as index:
-                if count != entry.get("subscriptions") and not routed:
-                    violations.append(
-                        f"{name}: holds {count} subscriptions, the manifest says "
-                        f"{entry.get('subscriptions')}"
-                    )
-                if schema is None:
-                    schema = index.schema
-                elif index.schema != schema:
-                    violations.append(f"{name}: its schema differs from the first shard's")
-                if routed:
-                    violations.extend(f"{name}: {v}" for v in _misrouted(index, i, shards))
-        except BexdbError as exc:
-            violations.append(f"{name}: cannot be opened ({exc})")
-    if total != manifest.get("subscriptions") and not violations and not routed:
-        violations.append(
-            f"the shards hold {total} subscriptions, the manifest says "
-            f"{manifest.get('subscriptions')}"
-        )
-    return violations, total

@@ -85,7 +85,7 @@ BATCH_NS = b"shardwrite"
 BATCH_KEY = b"batch"
 
 #: One operation of a batch: ``["put", id, expression]``, ``["put", id, expression, meta]``
-#: (the metadata's JSON text, :mod:`betree.formats.metadata`; journals from before it have none)
+#: (the metadata's JSON text, :mod:`betree.disk.metadata`; journals from before it have none)
 #: or ``["delete", id]``; or, alone in its batch, ``["schema", document]``
 #: (:func:`change_schema`).
 Op = list[Any]

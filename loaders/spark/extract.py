@@ -1,7 +1,7 @@
 """Extract: the inputs of a load as one DataFrame of raw records, each with its place.
 
 Each input is JSON Lines (``spark.read.text``), Parquet or CSV (columns ``id``, ``expr``,
-optionally ``meta``: a subscription's metadata as JSON text, :mod:`betree.formats.metadata`; a row
+optionally ``meta``: a subscription's metadata as JSON text, :mod:`betree.disk.metadata`; a row
 becomes the JSON object ``to_json(struct(id, expr))``, so every format goes through
 the one record parser of :mod:`loaders.records`).  A JSON Lines line reaches the executors
 as its bytes, cut at ``"\\n"`` only, and is decoded there with the record, so that a line

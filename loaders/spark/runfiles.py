@@ -59,7 +59,7 @@ RUN = pa.schema(
         ("key", pa.binary()),  # codec.encode_id(id); null if the record is unusable
         ("id", pa.string()),  # the record's id as JSON (for rejects and the store)
         ("expr", pa.string()),
-        ("meta", pa.string()),  # the metadata's JSON text (betree.formats.metadata), null if none
+        ("meta", pa.string()),  # the metadata's JSON text (betree.disk.metadata), null if none
         ("error", pa.string()),  # extract error: malformed JSON, bad id, missing column
         ("cerror", pa.string()),  # compile error: syntax, types
         # the clauses (empty lists for a record with an error):

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from betree.disk import catalog
-from betree.formats.metadata import MAX_BYTES, MAX_NESTING
+from betree.disk.metadata import MAX_BYTES, MAX_NESTING
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.stores.sharded import open_index

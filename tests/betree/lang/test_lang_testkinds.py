@@ -20,6 +20,7 @@ from betree.lang.schema import Schema
 from betree.matching.direct import DirectAtoms
 from pbtree.operators import OPS
 from storage import codec
+from tests.support.direct import held
 
 SCHEMA = Schema.from_json(
     {
@@ -168,9 +169,7 @@ def test_truth_functions_and_direct_indexes_agree_with_the_evaluator() -> None:
             want = evaluate(node, event)
             assert atom.holds(event) == want, (atom, event)
             seen.setdefault(atom.test, set()).add(want)
-            value = event.get(atom.attr)
-            held = index.hits(value, event).tolist() if value is not None else index.undefined
-            assert (held == [1]) == want, (atom, event)
+            assert (held(index, atom.attr, event, 2) == [1]) == want, (atom, event)
     assert {kind: outcomes for kind, outcomes in seen.items() if outcomes != {True, False}} == {}
 
 
