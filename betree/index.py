@@ -754,6 +754,7 @@ class Index:
                 "subscriptions": rec["subs"],
                 "clauses": clauses,
                 "predicates": txn.count(catalog.ATOM),
+                "with_meta": txn.count(catalog.META),  # subscriptions that have metadata
                 "betree": {
                     "depth": depth,
                     "p_nodes": pnodes,

@@ -136,7 +136,7 @@ def _print_stats(stats: dict[str, Any]) -> None:
     tree = stats["betree"]
     print(
         f"subscriptions {stats['subscriptions']:,}  clauses {stats['clauses']:,}  "
-        f"distinct predicates {stats['predicates']:,}"
+        f"distinct predicates {stats['predicates']:,}  with metadata {stats['with_meta']:,}"
     )
     print(
         f"bytes on disk {store['file_bytes']:,}  pages used {store['used_pages']:,}  "

@@ -60,6 +60,14 @@ def test_inspect(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     }
     assert main(["inspect", store]) == 0
     assert "subscriptions 200" in capsys.readouterr().out
+    assert stats["with_meta"] == 0
+    with Index.open(store, schema=None) as idx:  # metadata counted; a replacement drops it
+        idx.subscribe_many([("m1", "i = 1", {"k": 1}), ("m2", "i = 2", {"k": 2})])
+        idx.subscribe("m2", "i = 3")
+    assert main(["inspect", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["with_meta"] == 1
+    assert main(["inspect", store]) == 0
+    assert "with metadata 1" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("rebuild", [False, True])
