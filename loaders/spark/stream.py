@@ -465,7 +465,12 @@ class Watch:
                 self.progress,
                 f"batch {doc['batch']}: {batch_events:,} events in {seconds:,.2f} s "
                 f"({doc['events_per_s']:,.0f}/s), {events:,} in all, "
-                + (f"{waiting} files waiting, lag {lag:,.1f} s" if waiting is not None else ""),
+                + (f"{waiting} files waiting, lag {lag:,.1f} s" if waiting is not None else "")
+                + (
+                    f", matched in {len(states)} states of the store (written during the batch)"
+                    if len(states) > 1
+                    else ""
+                ),
             )
         return len(fresh)
 

@@ -240,17 +240,18 @@ def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) ->
 
     writer = threading.Thread(target=write)
     writer.start()
-    reports = io.StringIO()
+    reports, said = io.StringIO(), io.StringIO()
     try:
         stream(
             store, Endpoint(path=str(src)), Endpoint(path=str(out)), tmp_path / "ck",
-            spark=spark, available_now=True, progress_json=reports,
+            spark=spark, available_now=True, progress_json=reports, progress=said,
         )  # fmt: skip
     finally:
         done.set()
         writer.join()
     (batch,) = [json.loads(line) for line in reports.getvalue().splitlines()]
     assert batch["snapshots"] >= 2 and batch["events"] == 40000
+    assert f"matched in {batch['snapshots']} states of the store" in said.getvalue()
     seen = set()
     for name, found in per_file(out).items():
         for n, ev in enumerate(events[name], 1):
