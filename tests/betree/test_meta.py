@@ -343,19 +343,26 @@ def test_verify_reports_damaged_metadata(
 # -- export -> load, both engines, plain and sharded ----------------------------------------
 
 
+def filled(path: Path, kind: str, model: dict[Any, tuple[str, Any]]) -> str:
+    """A store at ``path``, plain or (``kind`` "sharded") three hashed shards written through
+    the sharded writer, holding ``model``'s subscriptions with their metadata; its path."""
+    items = [(i, e, m) for i, (e, m) in model.items()]
+    if kind == "plain":
+        with Index.open(str(path), schema=SCHEMA) as idx:
+            idx.subscribe_many(items)
+        return str(path)
+    sharded = build_hashed(path, {}, 3)
+    with open_index(sharded, readonly=False) as store:
+        store.subscribe_many(items)
+    return sharded
+
+
 @pytest.fixture(params=["plain", "sharded"])
 def source(request: Any, tmp_path: Path) -> Iterator[tuple[str, dict[Any, tuple[str, Any]]]]:
     """A store of 90 subscriptions, two thirds with metadata; its path and model.  Sharded:
     written through the sharded writer (its journal: a batch spans shards)."""
     model = workload(28, 90)
-    if request.param == "plain":
-        path = str(tmp_path / "source")
-        with Index.open(path, schema=SCHEMA) as idx:
-            idx.subscribe_many([(i, e, m) for i, (e, m) in model.items()])
-    else:
-        path = build_hashed(tmp_path / "source", {}, 3)
-        with open_index(path, readonly=False) as store:
-            store.subscribe_many([(i, e, m) for i, (e, m) in model.items()])
+    path = filled(tmp_path / "source", request.param, model)
     yield path, model
 
 
@@ -507,14 +514,7 @@ def test_match_with_meta_against_brute_force(
 ) -> None:
     model = workload(32, 150)
     rng = random.Random(32)
-    if kind == "plain":
-        path = str(tmp_path / "store")
-        with Index.open(path, schema=SCHEMA) as idx:
-            idx.subscribe_many([(i, e, m) for i, (e, m) in model.items()])
-    else:
-        path = build_hashed(tmp_path / "sharded", {}, 3)
-        with open_index(path, readonly=False) as store:
-            store.subscribe_many([(i, e, m) for i, (e, m) in model.items()])
+    path = filled(tmp_path / kind, kind, model)
     with open_index(path, readonly=False) as store:  # replacements and deletes, then reopened
         for ident in rng.sample(list(model), 30):
             if rng.random() < 0.5:
@@ -568,14 +568,7 @@ def test_match_with_meta_in_worker_processes(
 @pytest.fixture(params=["plain", "sharded"])
 def served(request: Any, tmp_path: Path) -> Iterator[tuple[str, str, dict[Any, Any]]]:
     model = workload(34, 80)
-    if request.param == "plain":
-        path = str(tmp_path / "store")
-        with Index.open(path, schema=SCHEMA) as idx:
-            idx.subscribe_many([(i, e, m) for i, (e, m) in model.items()])
-    else:
-        path = build_hashed(tmp_path / "sharded", {}, 3)
-        with open_index(path, readonly=False) as store:
-            store.subscribe_many([(i, e, m) for i, (e, m) in model.items()])
+    path = filled(tmp_path / request.param, request.param, model)
     proc, url = spawn(path, "--workers", "1")
     try:
         yield path, url, model
