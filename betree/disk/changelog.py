@@ -7,13 +7,19 @@ older view as a base and reads from this log what was written since
 entry per commit that changed subscriptions.
 
 Layout: namespace :data:`LOG` (``log``), key the entry's sequence number (u64), value
-(msgpack) ``[removed, added]``:
+(msgpack) ``[removed, added, expressions]``:
 
 * ``removed``: ``[[sid, external id], ...]``, the subscriptions deleted (a replaced one
   is deleted, then added under a new internal id);
 * ``added``: ``[[sid, external id, clauses], ...]``, each clause as the atom ids of its
   ``sub`` record (``[0]`` for the empty conjunction).  A subscription added and then removed
   (or replaced) within one commit is in both lists.
+* ``expressions``: ``[text, ...]``, one per item of ``removed``, in its order: the removed
+  subscription's expression as its ``sub`` record held it, so that a reader can still
+  evaluate what a subscription removed since its pinned state answered
+  (:mod:`betree.streams.rewind`: its atom ids may have been freed and reused meanwhile).
+  Entries written before it existed are ``[removed, added]`` and still read
+  (:func:`read`: no texts).
 
 The root record's ``log_next`` is the next entry's number (absent: no entry yet).  Only
 the last :data:`KEEP` entries are kept (appending one drops the one ``KEEP`` before it);
@@ -21,12 +27,13 @@ a reader whose base is older rebuilds it.  Internal ids are never reused, so an 
 ``removed`` sids are absent from the ``sub`` records for good, and an ``added`` sid still
 present has exactly the record the entry says (:func:`check_log`).
 
-Cost: one record put and one delete per commit, of ~40 bytes a subscription written.
+Cost: one record put and one delete per commit, of ~40 bytes a subscription written (and
+its expression's text for a deletion).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from betree.disk import catalog
 from storage import codec
@@ -40,10 +47,24 @@ Removed = list[list[Any]]
 Added = list[list[Any]]
 
 
-def append(txn: WriteTxn, rec: dict[str, Any], removed: Removed, added: Added) -> None:
-    """Append one commit's entry (the caller writes ``rec``, the root record, after)."""
+class Entry(NamedTuple):
+    """One commit's entry; ``expressions`` parallels ``removed`` (None: an entry written
+    before the log kept them)."""
+
+    removed: Removed
+    added: Added
+    expressions: list[str] | None
+
+
+def append(
+    txn: WriteTxn, rec: dict[str, Any], removed: Removed, added: Added, expressions: list[str]
+) -> None:
+    """Append one commit's entry (the caller writes ``rec``, the root record, after);
+    ``expressions``: the text of each subscription of ``removed``."""
+    if len(expressions) != len(removed):
+        raise ValueError("one expression per removed subscription")
     seq = int(rec.get("log_next", 0))
-    txn.put_obj(LOG, codec.encode_u64(seq), [removed, added])
+    txn.put_obj(LOG, codec.encode_u64(seq), [removed, added, expressions])
     rec["log_next"] = seq + 1
     if seq >= KEEP:
         txn.delete(LOG, codec.encode_u64(seq - KEEP))
@@ -52,16 +73,30 @@ def append(txn: WriteTxn, rec: dict[str, Any], removed: Removed, added: Added) -
 def entry(txn: ReadTxn, seq: int) -> tuple[Removed, Added] | None:
     """Entry ``seq``, or None if it is no longer kept (or malformed: then the reader
     rebuilds from the pages, and :func:`check_log` reports it)."""
+    found = read(txn, seq)
+    return None if found is None else (found.removed, found.added)
+
+
+def read(txn: ReadTxn, seq: int) -> Entry | None:
+    """Entry ``seq`` with its removed subscriptions' expressions, or None as :func:`entry`."""
     found = txn.get_obj(LOG, codec.encode_u64(seq))
     if not _well_formed(found):
         return None
-    return found[0], found[1]
+    return Entry(found[0], found[1], found[2] if len(found) == 3 else None)
 
 
 def _well_formed(found: Any) -> bool:
-    if not isinstance(found, list) or len(found) != 2:
+    if not isinstance(found, list) or len(found) not in (2, 3):
         return False
-    removed, added = found
+    removed, added = found[:2]
+    if len(found) == 3:
+        texts = found[2]
+        if not (
+            isinstance(texts, list)
+            and len(texts) == len(removed)
+            and all(isinstance(t, str) for t in texts)
+        ):
+            return False
     return (
         isinstance(removed, list)
         and isinstance(added, list)
@@ -78,7 +113,8 @@ def _well_formed(found: Any) -> bool:
 
 
 def check_log(txn: ReadTxn, rec: dict[str, Any]) -> list[str]:
-    """The log's violations: entries outside the kept range, malformed ones, a removed
+    """The log's violations: entries outside the kept range, malformed ones (among them
+    ``expressions`` not one text per removed subscription), a removed
     subscription still present, an added one present with another record."""
     errors: list[str] = []
     end = int(rec.get("log_next", 0))

@@ -78,6 +78,7 @@ class Writer:
         #: what this transaction removed and added, for the change log (betree.disk.changelog)
         self.removed: changelog.Removed = []
         self.added: changelog.Added = []
+        self.expressions: list[str] = []  # of the removed, in their order
 
     def _places(self, entry: Entry) -> Places:
         """A stored clause's places, from the atom ids its l-node entry carries."""
@@ -201,7 +202,7 @@ class Writer:
         if sid_key is None:
             return False
         sid = codec.decode_u64(sid_key)
-        _, _, atom_ids = catalog.subscription_record(self.txn, ident, sid_key)
+        _, expr, atom_ids = catalog.subscription_record(self.txn, ident, sid_key)
         for k, ids in enumerate(atom_ids):
             cid = clause_id(sid, k)
             home_key = codec.encode_u64(cid)
@@ -217,6 +218,7 @@ class Writer:
         self.txn.delete(catalog.EXT, ext_key)
         catalog.put_meta(self.txn, ext_key, None)
         self.removed.append([sid, ident])
+        self.expressions.append(str(expr))
         self.rec["subs"] -= 1
         return True
 
@@ -238,7 +240,7 @@ class Writer:
         for attr, atoms in self.direct.items():
             catalog.put_direct(self.txn, attr, atoms)
         if self.removed or self.added:
-            changelog.append(self.txn, self.rec, self.removed, self.added)
+            changelog.append(self.txn, self.rec, self.removed, self.added, self.expressions)
         self.rec["attributes"] = catalog.record_attributes(self.txn)
         catalog.put_root(self.txn, self.rec)
 
