@@ -29,15 +29,26 @@ complete when it appears in the source: write it elsewhere, or under a name star
 cores with a ``repartition`` was tried: a one-file micro-batch of 1,000 events at 100K took
 1.7 s against 1.35 s without, the shuffle's stage costing more than the second core gave.)
 
-Snapshots: every task takes the store's latest commit when it starts matching (a batch of
-:data:`betree.streams.stream.BATCH` events in one snapshot of every shard), so a write committed
-before a micro-batch starts (``subscribe``, the service, ``load --replace``, ``compact``) is
-seen by all of that batch's events; one committed while a micro-batch runs is seen by the
-tasks that start after it.  Snapshots in separate executor processes cannot be made one
-without stopping the writers (LMDB gives a reader the latest commit only), which this does
-not do; instead each task notes the store's state (its identity and every shard's
-generation) before and after matching, and each micro-batch's progress says in how many
-states its tasks matched (``snapshots``: 1 is one snapshot of every shard).
+Snapshots: a micro-batch is answered as of one state of the store, its **pin**.  The first
+task of micro-batch N to start records the store's state then (its identity, and every
+shard's change log position, schema version and generation:
+:func:`betree.streams.rewind.take_pin`) in ``CHECKPOINT/bexdb-pins/N`` (written aside and
+linked into place, so that one task's pin wins and the others read it); every task matches
+in its own latest snapshots (LMDB gives a reader nothing older) and rewinds its answers to
+the pin through the change log (:class:`betree.streams.rewind.Rewinder`): the ids of
+subscriptions written since are dropped, and those removed or replaced since are evaluated
+again from their expressions in the log.  A write committed before the pin is seen by
+every event of the micro-batch, one committed after it by none (from the next micro-batch
+on); a micro-batch run again after a crash reads the same pin, so it gives the same
+answers.  On a cluster the checkpoint directory must be shared with the executors.
+
+The pin cannot be reached when the store was replaced (``load --replace``, ``compact``:
+another data file or manifest), its schema changed, or more than
+:data:`betree.disk.changelog.KEEP` commits (or commits of a version whose log kept no
+expressions) lie between the pin and a task's snapshot: that task's answers are then those
+of the snapshots it matched in, and the micro-batch's progress says so
+(``unpinned_tasks``, and ``snapshots``: the states its answers come from, the pin's among
+them; 1 when every task answered as of the pin, whose generations are ``generations``).
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -57,7 +69,8 @@ from pyspark.accumulators import AccumulatorParam
 
 from betree.formats.jsonl import dump_result
 from betree.stores.sharded import open_index
-from betree.streams.stream import match_lines
+from betree.streams.rewind import Pin, Rewinder, agree, take_pin
+from betree.streams.stream import BATCH, match_lines
 from loaders.spark.extract import CSV, JSONL, SplitRows, batch_rows, read_input
 from loaders.spark.jobs import short_error
 from loaders.spark.match import WARM, csv_event, event_json, warm_index
@@ -78,6 +91,10 @@ FORMATS = {"json": "jsonl", "parquet": "parquet", "csv": "csv"}
 KAFKA = "kafka://"
 #: The local property Spark gives a streaming query's jobs: their micro-batch's id.
 BATCH_ID = "streaming.sql.batchId"
+#: The pins' directory under the checkpoint (a file per micro-batch id), and how many of
+#: the last completed micro-batches' pins are kept
+PINS = "bexdb-pins"
+PINS_KEPT = 10
 
 State = tuple[Any, tuple[int, ...]]  # a store's identity and every shard's generation
 
@@ -90,6 +107,7 @@ class Counters(NamedTuple):
     peak_mb: Any  # the Python workers' largest peak memory (:class:`Largest`)
     python_s: Any  # seconds the tasks spent in Python (float)
     states: Any  # micro-batch id -> the store states its tasks matched in (:class:`States`)
+    unpinned: Any  # micro-batch id -> its tasks that could not reach its pin (:class:`States`)
 
 
 @dataclass(frozen=True)
@@ -177,11 +195,13 @@ def stream(
             sc.accumulator(0.0, Largest()),
             sc.accumulator(0.0),
             sc.accumulator({}, States()),
+            sc.accumulator({}, States()),
         )
         frame = events_frame(spark, source, FORMATS[fmt], max_files)
+        pins = Path(checkpoint).absolute() / PINS
         results = map_arrow(
             frame,
-            partial(match_partition, store=str(store_path), counters=counters),
+            partial(match_partition, store=str(store_path), counters=counters, pins=str(pins)),
             "value binary",
         ).selectExpr("CAST(value AS STRING) AS value")
         query = _start(results, out, str(Path(checkpoint).absolute()), trigger, available_now)
@@ -284,19 +304,36 @@ def _load(start: Any, what: str) -> Any:
 
 
 def match_partition(
-    batches: Iterable[pa.RecordBatch], *, store: str, counters: Counters | None = None
+    batches: Iterable[pa.RecordBatch],
+    *,
+    store: str,
+    counters: Counters | None = None,
+    pins: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Event rows -> one result line per event (``value``); blank lines get none.
 
+    ``pins``: the directory of the micro-batches' pins; each batch of events is answered
+    as of its micro-batch's pin (module docstring: Snapshots), where it can be reached.
     Cost: per input batch, the events' decoding, validation and match in snapshots of
-    :data:`betree.streams.stream.BATCH` events (:func:`match_lines`); memory: one input batch.
-    Per task, a read of every shard's generation before and after (``generations``).
+    :data:`betree.streams.stream.BATCH` events (:func:`match_lines`), each rewound to the
+    pin (:class:`betree.streams.rewind.Rewinder`: nothing per event unless subscriptions
+    were written since it); memory: one input batch.  Per task, a read of every shard's
+    generation before and after (``generations``), and of the pin file (the first task
+    of a micro-batch writes it).
     """
     from pyspark import TaskContext
 
     started = time.perf_counter()
     index = warm_index(store)  # the latest commit of every shard (reopened if replaced)
-    states = {(WARM[store].ident, index.generations())}
+    live = WARM[store]
+    context = TaskContext.get()
+    batch_id = context.getLocalProperty(BATCH_ID) if context is not None else None
+    pin: Pin | None = None
+    if pins is not None and batch_id is not None:
+        pin = agree(Path(pins) / batch_id, lambda: take_pin(index, live.ident))
+    rewinder = Rewinder(pin) if pin is not None else None
+    reached = rewinder is not None
+    states = {(live.ident, index.generations())}
     splits = SplitRows()
     heads: dict[str, bytes] = {}  # a file's path -> '{"file": NAME, ' (JSON)
     events = rejected = 0
@@ -319,24 +356,35 @@ def match_partition(
                 head = heads[path] = b'{"file": ' + json.dumps(local(path)).encode() + b", "
             where.append((head, line))
             lines.append(csv_event(text, index.schema) if kind == CSV else text)
+        answers: list[dict[str, Any]] = []
+        for k, chunk in enumerate(match_lines(index, lines)):
+            if rewinder is not None:
+                changes = rewinder.changes(index, live.ident)  # (read after the match)
+                if changes is None:
+                    reached = False
+                else:
+                    chunk = rewinder.rewind(changes, lines[k * BATCH : (k + 1) * BATCH], chunk)
+            answers.extend(chunk)
         out = []
-        for (head, line), found in zip(
-            where, (r for chunk in match_lines(index, lines) for r in chunk), strict=True
-        ):
+        for (head, line), found in zip(where, answers, strict=True):
             rejected += "error" in found
             # json.dumps({"file", "line", **found})'s bytes: '{"matches": ...}' less its "{"
             out.append(b'%s"line": %d, %s' % (head, line, dump_result(found)[1:-1]))
         events += len(out)
         yield pa.record_batch([pa.array(out, pa.binary())], names=["value"])
-    states.add((WARM[store].ident, index.generations()))
+    states.add((live.ident, index.generations()))
+    if pin is not None:  # every answer as of the pin: its state alone; else it beside them
+        pinned = (tuple(pin.ident[0]), pin.generations)
+        states = {pinned} if reached else states | {pinned}
     if counters is not None:
-        context = TaskContext.get()
-        batch_id = context.getLocalProperty(BATCH_ID) if context is not None else None
+        key = int(batch_id or -1)
         counters.events.add(events)
         counters.rejected.add(rejected)
         counters.peak_mb.add(_peak_rss_mb())
         counters.python_s.add(time.perf_counter() - started)
-        counters.states.add({int(batch_id or -1): states})
+        counters.states.add({key: states})
+        task = context.partitionId() if context is not None else -1
+        counters.unpinned.add({key: set() if reached else {task}})
 
 
 def _peak_rss_mb() -> float:
@@ -362,8 +410,10 @@ class Largest(AccumulatorParam):  # type: ignore[type-arg]
 
 
 class States(AccumulatorParam):  # type: ignore[type-arg]
-    """An accumulator of the store states each micro-batch's tasks matched in:
-    ``{batch id: {(store identity, every shard's generation), ...}}``."""
+    """An accumulator of sets per micro-batch: the store states its tasks matched in
+    ``{batch id: {(store identity, every shard's generation), ...}}`` (a task that
+    answered as of the micro-batch's pin adds the pin's state alone), or its tasks that
+    could not reach the pin (``{batch id: {partition, ...}}``)."""
 
     def zero(self, value: dict[int, set[State]]) -> dict[int, set[State]]:
         return {}
@@ -442,6 +492,7 @@ class Watch:
             self.events, self.rejected, self.python_s = events, rejected, python_s
             seconds = p["durationMs"].get("triggerExecution", 0) / 1000
             states = self.counters.states.value.pop(p["batchId"], set())
+            unpinned = len(self.counters.unpinned.value.pop(p["batchId"], set()))
             waiting, lag = self._lag()
             doc = {
                 "batch": p["batchId"],
@@ -455,6 +506,7 @@ class Watch:
                 "total_rejected": rejected,
                 "snapshots": len(states),
                 "generations": max(gens for _, gens in states) if states else None,
+                "unpinned_tasks": unpinned,
                 "python_s": round(batch_python_s, 3),
                 "durations_ms": p["durationMs"],
             }
@@ -467,12 +519,25 @@ class Watch:
                 f"({doc['events_per_s']:,.0f}/s), {events:,} in all, "
                 + (f"{waiting} files waiting, lag {lag:,.1f} s" if waiting is not None else "")
                 + (
-                    f", matched in {len(states)} states of the store (written during the batch)"
-                    if len(states) > 1
+                    f", {unpinned} tasks could not answer as of the micro-batch's pin (the "
+                    "store replaced, its schema changed, or the change log outrun)"
+                    if unpinned
                     else ""
-                ),
+                )
+                + (f", matched in {len(states)} states of the store" if len(states) > 1 else ""),
             )
+        if fresh:
+            self._drop_pins()
         return len(fresh)
+
+    def _drop_pins(self) -> None:
+        """Remove the pins of micro-batches completed :data:`PINS_KEPT` batches ago (only an
+        interrupted micro-batch is run again, and it is the last one)."""
+        with suppress(OSError), os.scandir(self.checkpoint / PINS) as it:
+            for entry in it:
+                if entry.name.isdigit() and int(entry.name) <= self.last - PINS_KEPT:
+                    with suppress(OSError):
+                        os.unlink(entry.path)
 
     def _lag(self) -> tuple[int | None, float | None]:
         """Files in the source no batch has taken, and the oldest one's age in seconds."""
