@@ -5,7 +5,8 @@ JSON Lines (bad events, a BOM, a line that is not UTF-8), CSV and Parquet source
 sharded store, each file's results read through the sink's log and compared with the
 single-process ``bexdb match`` of the same file; a running query that sees subscriptions
 written while it runs from the next micro-batch on (every shard); the Kafka arguments.
-The exactly-once test with real processes and ``kill -9`` is in test_spark_stream_kill.py.
+The exactly-once test with real processes and ``kill -9`` is in test_spark_stream_kill.py;
+writes during a micro-batch (its pin) in test_spark_stream_pin.py.
 """
 
 from __future__ import annotations
@@ -207,63 +208,6 @@ def _wait_for(
             return found
         time.sleep(0.2)
     raise AssertionError(f"{path}: no results committed ({failed})")
-
-
-def test_a_write_during_a_micro_batch_is_reported(spark: Any, tmp_path: Path) -> None:
-    """Writes committed every 10 ms while one micro-batch of two files is in hand: its
-    progress reports more than one state of the store (its tasks could not share one
-    snapshot), and every event was still matched in one snapshot: the written ids it
-    matches are the first m written, for some m, beside the brute-force evaluator's."""
-    schema = Schema.from_json(SCHEMA)
-    subs = subscriptions(81, 100)
-    store = build_hashed(tmp_path / "store", subs, shards=2)
-    src, out = tmp_path / "src", tmp_path / "out"
-    src.mkdir()
-    rng = random.Random(82)
-    events = {}
-    for f in range(2):
-        docs = [event(rng) for _ in range(20000)]
-        path = drop(src, f"e{f}.jsonl", "".join(json.dumps(e) + "\n" for e in docs).encode())
-        events[str(path)] = docs
-    every = "i < 3 or not (i < 3)"  # matches every event
-    done = threading.Event()
-    written: list[str] = []
-    ck = tmp_path / "ck"
-
-    def write() -> None:  # while the micro-batch is in hand: planned, not committed
-        while not done.is_set() and not (ck / "offsets" / "0").exists():
-            time.sleep(0.005)
-        while not done.is_set() and not (ck / "commits" / "0").exists() and len(written) < 400:
-            write_subscriptions(store, [(f"w{len(written)}", every)])
-            written.append(f"w{len(written)}")
-            time.sleep(0.01)
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    reports, said = io.StringIO(), io.StringIO()
-    try:
-        stream(
-            store, Endpoint(path=str(src)), Endpoint(path=str(out)), tmp_path / "ck",
-            spark=spark, available_now=True, progress_json=reports, progress=said,
-        )  # fmt: skip
-    finally:
-        done.set()
-        writer.join()
-    (batch,) = [json.loads(line) for line in reports.getvalue().splitlines()]
-    assert batch["snapshots"] >= 2 and batch["events"] == 40000
-    assert f"matched in {batch['snapshots']} states of the store" in said.getvalue()
-    seen = set()
-    for name, found in per_file(out).items():
-        for n, ev in enumerate(events[name], 1):
-            if "error" in found[n]:
-                continue
-            ids = set(found[n]["matches"])
-            mine = {i for i in ids if str(i).startswith("w")}
-            if n % 40 == 0:  # (the evaluator is slow)
-                assert ids - mine == brute(subs, schema, ev)
-            assert mine == {f"w{k}" for k in range(len(mine))}, n  # one snapshot's
-            seen.add(len(mine))
-    assert len(seen) >= 2 and max(seen) <= len(written)
 
 
 def test_kafka_arguments(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
