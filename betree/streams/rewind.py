@@ -47,8 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from betree.compiler import Compiler
 from betree.disk import catalog, changelog
+from betree.disk.nodes import id_array
 from betree.formats.jsonl import loads_line
 from betree.index import event_values
 from betree.lang.atoms import Clause
@@ -59,6 +62,7 @@ from storage.errors import InvalidInput
 
 Ident = Any  # a store's identity as JSON: [root (dev, inode), [each shard's (dev, inode)]]
 Result = dict[str, Any]  # {"matches": ids} or {"error": "..."} (betree.streams.stream)
+I64 = (-(2**63), 2**63 - 1)
 
 
 def store_ident(index: AnyIndex, root: tuple[int, int] | None) -> Ident | None:
@@ -189,7 +193,9 @@ class Rewinder:
                 schema = shard.schema_in(txn)
                 if found is None:
                     found = Changes(schema)
-                self._gather(k, entries, Compiler(schema, int(rec["max_clauses"])), found)
+                if entries:
+                    compiler = Compiler(schema, int(rec["max_clauses"]))
+                    self._gather(k, entries, compiler, found)
         return found
 
     def _gather(
@@ -216,15 +222,17 @@ class Rewinder:
         if not changes.touched:
             return out
         touched = changes.touched
+        ints = np.array([i for i in touched if type(i) is int and I64[0] <= i <= I64[1]], np.int64)
         for k, result in enumerate(out):
             ids = result.get("matches")
             if ids is None:
                 continue
-            listed = ids.tolist() if hasattr(ids, "tolist") else ids
-            kept = [i for i in listed if i not in touched]
-            if changes.restore:
-                kept += held(changes.schema, lines[k], changes.restore)
-            out[k] = {**result, "matches": kept}
+            if isinstance(ids, np.ndarray) and ids.dtype == np.int64:  # (every id an int)
+                kept = ids[~np.isin(ids, ints)]
+            else:
+                kept = id_array([i for i in list(ids) if i not in touched])
+            extra = held(changes.schema, lines[k], changes.restore) if changes.restore else []
+            out[k] = {**result, "matches": id_array([*kept.tolist(), *extra]) if extra else kept}
         return out
 
 
