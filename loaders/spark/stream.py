@@ -22,12 +22,18 @@ Parts of an interrupted attempt stay on disk but outside the log: read ``OUT`` t
 the log (:func:`loaders.spark.streamlog.committed_results`, or Spark itself).  A Kafka sink
 is at least once (Spark's), not exactly once.
 
-Lines without a second pass: each file is one task (:data:`WHOLE_FILES`: Spark neither
-splits nor packs files), so a row's line is its position in its task.  A file must be
-complete when it appears in the source: write it elsewhere, or under a name starting with
-``.`` or ``_`` (which the source ignores), and rename it in.  (Spreading a file's events over the
-cores with a ``repartition`` was tried: a one-file micro-batch of 1,000 events at 100K took
-1.7 s against 1.35 s without, the shuffle's stage costing more than the second core gave.)
+Lines without a second pass: each file is read whole by one task (:data:`WHOLE_FILES`:
+Spark neither splits nor packs files into one split), so a row's line is its position among
+its file's rows in the task.  A micro-batch's files are then packed, whole, into as many
+tasks as Spark's default parallelism (the cores; a ``coalesce``: no shuffle), since Spark's
+cost is per task more than per event: a backlog of 24 files of 500 events as 24 tasks ran at
+0.79-1.18x the rate of ``bexdb match --jobs 2``, as 2 tasks at 2.06-2.25x (``bexdb bench
+stream``, 20K subscriptions, alternated runs on a loaded machine; docs/bench/README.md).
+A file must be complete when it appears in the source: write it elsewhere, or under a name
+starting with ``.`` or ``_`` (which the source ignores), and rename it in.  (Spreading a
+file's events over the cores with a ``repartition`` was tried: a one-file micro-batch of
+1,000 events at 100K took 1.7 s against 1.35 s without, the shuffle's stage costing more
+than the second core gave.)
 
 Snapshots: a micro-batch is answered as of one state of the store, its **pin**.  The first
 task of micro-batch N to start records the store's state then (its identity, and every
@@ -198,6 +204,7 @@ def stream(
             sc.accumulator({}, States()),
         )
         frame = events_frame(spark, source, FORMATS[fmt], max_files)
+        frame = frame.coalesce(sc.defaultParallelism)  # (module docstring: Lines)
         pins = Path(checkpoint).absolute() / PINS
         results = map_arrow(
             frame,
