@@ -42,7 +42,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +122,7 @@ def agree(path: Path, make: Callable[[], Pin | None]) -> Pin | None:
     """The pin at ``path`` if there is one, else ``make()``'s, written there unless
     another process wrote its own first (then that one): a temporary file, synced, then
     ``os.link``\\ ed to ``path``, which fails if it exists.  None: ``make()`` gave none,
-    or the file holds no pin (it is left for a person to see)."""
+    the file holds no pin (it is left for a person to see), or it cannot be written."""
     try:
         return Pin.from_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -132,19 +132,21 @@ def agree(path: Path, make: Callable[[], Pin | None]) -> Pin | None:
     pin = make()
     if pin is None:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(temp, "w", encoding="utf-8") as fh:
             fh.write(pin.to_json())
             fh.flush()
             os.fsync(fh.fileno())
-        try:
-            os.link(temp, path)
-        except FileExistsError:
-            return agree(path, lambda: None)
+        os.link(temp, path)
+    except FileExistsError:
+        return agree(path, lambda: None)
+    except OSError:  # (a directory this process cannot write: no pin, reported by the caller)
+        return None
     finally:
-        temp.unlink(missing_ok=True)
+        with suppress(OSError):
+            temp.unlink(missing_ok=True)
     return pin
 
 
@@ -170,6 +172,12 @@ class Rewinder:
     def changes(self, index: AnyIndex, root: tuple[int, int] | None) -> Changes | None:
         """What was written since the pin in the store ``index`` holds, read now; None if
         the pin cannot be reached from it."""
+        try:
+            return self._changes(index, root)
+        except InvalidInput:  # a removed expression the pinned schema refuses: not expected
+            return None
+
+    def _changes(self, index: AnyIndex, root: tuple[int, int] | None) -> Changes | None:
         if store_ident(index, root) != self.pin.ident or len(index.indexes) != len(self.pin.shards):
             return None
         found: Changes | None = None

@@ -255,3 +255,5 @@ def test_racing_tasks_agree_on_one_pin(tmp_path: Path) -> None:
     assert sorted(p.name for p in path.parent.iterdir()) == ["7"]  # no temporary left
     (tmp_path / "pins" / "8").write_text("{not json")
     assert agree(tmp_path / "pins" / "8", lambda: got[0]) is None  # unreadable: no pin
+    (tmp_path / "file").write_text("")  # a pin that cannot be written: none, no error
+    assert agree(tmp_path / "file" / "9", lambda: got[0]) is None

@@ -26,7 +26,7 @@ from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.stores.live import LiveIndex
 from betree.streams.rewind import Pin
-from loaders.spark.stream import PINS, Endpoint, stream
+from loaders.spark.stream import PINS, PINS_KEPT, Endpoint, Watch, stream
 from tests.support.spark import drop, per_file, plain_store, sharded_store, subscriptions
 from tests.support.workload import SCHEMA, event, expression
 from tools import cli
@@ -195,3 +195,17 @@ def test_a_micro_batch_run_again_reads_its_pin(spark: Any, tmp_path: Path) -> No
     assert batch["unpinned_tasks"] == 1 and batch["snapshots"] == 2, batch
     assert "could not answer as of the micro-batch's pin" in said
     assert all(set(found[n]["matches"]) == brute(now, ev) for n, ev in enumerate(docs, 1))
+
+
+def test_the_driver_drops_old_pins(tmp_path: Path) -> None:
+    """Pins of micro-batches completed PINS_KEPT batches ago are removed; others stay."""
+    pins = tmp_path / "ck" / PINS
+    pins.mkdir(parents=True)
+    for n in range(16):
+        (pins / str(n)).write_text("{}")
+    (pins / ".3.tmp").write_text("")  # (not a pin: left alone)
+    watch = Watch(Endpoint(path=str(tmp_path)), tmp_path / "ck", None, None, None)  # type: ignore[arg-type]
+    watch.last = 15
+    watch._drop_pins()
+    kept = sorted(int(p.name) for p in pins.iterdir() if p.name.isdigit())
+    assert kept == list(range(15 - PINS_KEPT + 1, 16)) and (pins / ".3.tmp").exists()
