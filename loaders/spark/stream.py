@@ -88,7 +88,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-#: Each file one split and one task (line numbers without a count; a file in one task).
+#: Each file one split, read whole by one task (line numbers without a count; the splits of
+#: a micro-batch are then coalesced into as many tasks as cores).
 WHOLE_FILES = {
     "spark.sql.files.maxPartitionBytes": str(1 << 40),
     "spark.sql.files.openCostInBytes": str(1 << 40),
