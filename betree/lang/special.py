@@ -66,7 +66,8 @@ CAP_TYPES = frozenset(
     for suffix in ("", ":ip")
 )
 EARTH_RADIUS_KM = 6372.8
-_TO_RAD = 3.1415926536 / 180  # the library's constant, kept so that distances agree
+TO_RAD = 3.1415926536 / 180  # the library's constant, kept so that distances agree
+_TO_RAD = TO_RAD
 #: Slack (degrees) added around a radius's box: far above the rounding of the formulas.
 _BOX_SLACK = 1e-6
 

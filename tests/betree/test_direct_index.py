@@ -17,7 +17,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from betree.index import Index
@@ -26,27 +25,38 @@ from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from betree.matching.direct import DirectAtoms, counting, mark
+from betree.matching.direct import DirectAtoms, counting
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.codec import encode_id
+from tests.support.direct import held, held_many
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
 
 
 def _agree(atoms: list[tuple[int, Atom]], events: list[dict[str, Any]], attr: str) -> int:
-    """Assert the group's hits are exactly the atoms that hold; returns the hits seen."""
+    """Assert the group's hits are exactly the atoms that hold, event by event and in
+    batches (all the events, and random parts of them); returns the hits seen."""
     group = DirectAtoms(atoms)
+    size = max((aid for aid, _ in atoms), default=0) + 1
     seen = 0
+    wants = []
     for ev in events:
-        sat = np.zeros(max((aid for aid, _ in atoms), default=0) + 1, dtype=bool)
-        mark(sat, {attr: group}, ev)  # one event's truths, defaults and their failures
-        got = np.flatnonzero(sat).tolist()
+        got = held(group, attr, ev, size)  # one event's truths, defaults and their failures
         want = sorted(aid for aid, atom in atoms if atom.holds(ev))
         assert got == want, (ev, [a for a in atoms if (a[0] in got) != (a[0] in want)][:3])
+        wants.append(want)
         seen += len(want)
+    rng = random.Random(len(events))
+    for part in [
+        list(range(len(events))),
+        sorted(rng.sample(range(len(events)), len(events) // 3)),
+    ]:
+        batch = [events[k] for k in part]
+        for k, got in zip(part, held_many(group, attr, batch, size), strict=True):
+            assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
     return seen
 
 
@@ -138,10 +148,19 @@ def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian() -> None:
         elif r < 0.9:  # beyond the ranges: every atom tested
             lat, lon = rng.uniform(-200, 200), rng.uniform(-400, 400)
         events.append({"latitude": float(lat), "longitude": float(lon)})
-    with counting() as counts:
-        assert _agree(atoms, events, "latitude") > 2000
-    # the grid skips most atoms (a tenth of the events, beyond the ranges, test them all)
-    assert counts["geo"][1] < 500 * len(events) / 2
+    assert _agree(atoms, events, "latitude") > 2000
+    # the grid skips most atoms (a tenth of the events, beyond the ranges, test them all),
+    # event by event and in a batch
+    group = DirectAtoms(atoms)
+    for one_by_one in (True, False):
+        with counting() as counts:
+            if one_by_one:
+                for ev in events:
+                    held(group, "latitude", ev, 502)
+            else:
+                held_many(group, "latitude", events, 502)
+        assert counts["geo"][0] == len(events)
+        assert counts["geo"][1] < 500 * len(events) / 2
 
 
 def test_caps_and_segments_are_exact() -> None:
