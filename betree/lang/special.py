@@ -74,7 +74,7 @@ _BOX_SLACK = 1e-6
 Event = Mapping[str, object]
 
 
-def _seconds(timestamp_us: int) -> int:
+def seconds(timestamp_us: int) -> int:
     """``timestamp_us / 1000000`` truncated toward zero (C integer division)."""
     q = abs(timestamp_us) // 1_000_000
     return q if timestamp_us >= 0 else -q
@@ -131,7 +131,7 @@ def truth(func: str, attr: str, args: tuple[Any, ...], event: Event) -> bool:
             if c_kind == kind and c_ns == namespace and (cap_id is None or c_id == cap_id):
                 if length <= 0:
                     return bool(limit > c_count)
-                if c_ts is None or now - _seconds(c_ts) > length:
+                if c_ts is None or now - seconds(c_ts) > length:
                     return True
                 return bool(limit > c_count)
         return True
@@ -142,9 +142,9 @@ def truth(func: str, attr: str, args: tuple[Any, ...], event: Event) -> bool:
     if ts is None:
         return False
     if func == "segment_within":
-        return now - args[1] <= _seconds(ts)
+        return now - args[1] <= seconds(ts)
     if func == "segment_before":
-        return now - args[1] > _seconds(ts)
+        return now - args[1] > seconds(ts)
     raise ValueError(f"unknown function {func!r}")
 
 

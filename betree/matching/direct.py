@@ -72,7 +72,7 @@ class DirectAtoms:
     does not define the attribute; when it does, ``default`` (those held unless found
     failing) and :meth:`found`'s."""
 
-    __slots__ = ("always", "batched", "default", "indexes", "undefined")
+    __slots__ = ("active", "always", "batched", "default", "indexes", "undefined")
 
     def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
         self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
@@ -92,6 +92,12 @@ class DirectAtoms:
         self.default = directkinds.Complement(
             [aid for _, index in self.indexes for aid in index.default.ids.tolist()]
         )
+        #: the indexes that may find something (not those of defaults alone: ``defined``)
+        self.active = [
+            (kind, index)
+            for kind, index in self.indexes
+            if not isinstance(index, directkinds.Presence) or index.pairs
+        ]
         #: the indexes' batch forms (:mod:`betree.matching.directmany`), made at first use
         self.batched: list[tuple[str, directmany.Batched]] | None = None
 
@@ -111,7 +117,7 @@ class DirectAtoms:
             held.append(ok)
             if counts is not None:
                 _add(counts, "other", len(self.always), len(ok))
-        for kind, index in self.indexes:
+        for kind, index in self.active:
             ok, gone, tests = index.found(value, event)
             if len(ok):
                 held.append(ok)
@@ -126,7 +132,7 @@ class DirectAtoms:
         of the events they hold for, the failing defaults and theirs."""
         counts = _counts
         if self.batched is None:
-            self.batched = [(kind, directmany.many(kind, index)) for kind, index in self.indexes]
+            self.batched = [(kind, directmany.many(kind, index)) for kind, index in self.active]
         parts: list[directmany.Many] = []
         if self.always:
             parts.append(directmany.each_atom(self.always, values, events))

@@ -355,19 +355,20 @@ class GeoGrid:
 class CapGroups:
     """``within_frequency_cap`` tests by (type, namespace, id or ``None``): only the groups
     the event's caps name are tested (a test's first cap of its type, namespace and id
-    decides it); the others hold as when no cap applies."""
+    decides it: :func:`betree.lang.special.truth`'s arithmetic, on the group's cap found
+    once); the others hold as when no cap applies."""
 
     __slots__ = ("default", "groups", "neg_all")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
-        #: (type, namespace, id) -> (atom id, negated, exact test)
-        self.groups: dict[tuple[object, object, object], list[tuple[int, bool, Atom]]] = {}
+        #: (type, namespace, id) -> (atom id, negated, limit, length)
+        self.groups: dict[tuple[object, object, object], list[tuple[int, bool, Any, Any]]] = {}
         # a group the caps do not name: no cap applies, the positive form holds
         self.default = Complement([aid for aid, atom in atoms if not atom.test.startswith("not_")])
         self.neg_all = ids([aid for aid, atom in atoms if atom.test.startswith("not_")])
         for aid, atom in atoms:
             args: tuple[object, ...] = atom.arg  # type: ignore[assignment]
-            entry = (aid, atom.test.startswith("not_"), atom)
+            entry = (aid, atom.test.startswith("not_"), args[3], args[4])
             self.groups.setdefault((args[0], args[2], args[1]), []).append(entry)
 
     def found(self, value: object, event: Event) -> Found:
@@ -382,18 +383,23 @@ class CapGroups:
         tests = 0
         seen: set[tuple[object, object, object]] = set()
         groups = self.groups
-        for kind, ident, namespace, _, _ in caps:
+        for kind, ident, namespace, ts, count in caps:
             for key in ((kind, namespace, ident), (kind, namespace, None)):
                 if key in seen:
                     continue
                 seen.add(key)
-                for aid, negated, atom in groups.get(key, ()):
-                    tests += 1
-                    if atom.holds(event):
-                        if negated:
-                            out.append(aid)
-                    elif not negated:
-                        failed.append(aid)
+                entries = groups.get(key)
+                if entries is None:
+                    continue
+                tests += len(entries)
+                age = None if ts is None else now - special.seconds(ts)
+                for aid, negated, limit, length in entries:
+                    if length <= 0 or (age is not None and age <= length):
+                        holds = limit > count
+                    else:  # the cap's window has passed
+                        holds = True
+                    if not holds:  # (the positive form: a negated atom holds)
+                        (out if negated else failed).append(aid)
         return ids(out), ids(failed), tests
 
 

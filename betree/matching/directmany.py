@@ -198,36 +198,31 @@ class ByValue:
         self.index = index
 
     def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
-        memo: dict[object, directkinds.Found] = {}
+        by_key: dict[object, list[int]] = {}
+        alone: list[int] = []  # (unhashable values: asked for themselves)
+        for k, v in enumerate(values):
+            try:
+                by_key.setdefault((type(v), v), []).append(k)
+            except TypeError:
+                alone.append(k)
+        parts = [_each(self.index, alone, values, events)] if alone else []
         held: list[np.ndarray] = []
         failed: list[np.ndarray] = []
         held_at: list[np.ndarray] = []
         failed_at: list[np.ndarray] = []
         tests = 0
-        for k, v in enumerate(values):
-            try:
-                key: object = (type(v), v)
-                got = memo.get(key)
-            except TypeError:  # (unhashable: asked for itself)
-                key, got = None, None
-            if got is None:
-                got = self.index.found(v, events[k])
-                tests += got[2]
-                if key is not None:
-                    memo[key] = got
-            if len(got[0]):
-                held.append(got[0])
-                held_at.append(np.full(len(got[0]), k, dtype=np.int64))
-            if len(got[1]):
-                failed.append(got[1])
-                failed_at.append(np.full(len(got[1]), k, dtype=np.int64))
-        return (
-            directkinds.joined(held),
-            directkinds.joined(held_at),
-            directkinds.joined(failed),
-            directkinds.joined(failed_at),
-            tests,
-        )
+        for at in by_key.values():
+            ok, gone, n = self.index.found(values[at[0]], events[at[0]])
+            tests += n
+            if len(ok) or len(gone):
+                where = np.array(at, dtype=np.int64)
+                held.append(np.tile(ok, len(at)))
+                held_at.append(np.repeat(where, len(ok)))
+                failed.append(np.tile(gone, len(at)))
+                failed_at.append(np.repeat(where, len(gone)))
+        joined = directkinds.joined
+        parts.append((joined(held), joined(held_at), joined(failed), joined(failed_at), tests))
+        return _join(parts)
 
 
 def _cell_key(level: Any, i: Any, j: Any) -> Any:
@@ -238,7 +233,18 @@ def _cell_key(level: Any, i: Any, j: Any) -> Any:
 class GeoMany:
     """:class:`directkinds.GeoGrid` for a batch (one per longitude attribute read)."""
 
-    __slots__ = ("box", "centre", "entries", "index", "keys", "levels", "parts", "starts")
+    __slots__ = (
+        "aid",
+        "box",
+        "centre",
+        "entries",
+        "index",
+        "keys",
+        "levels",
+        "neg",
+        "parts",
+        "starts",
+    )
 
     def __init__(self, index: directkinds.GeoGrid) -> None:
         self.index = index
@@ -250,6 +256,8 @@ class GeoMany:
         self.starts = np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
         #: the cells' entries end to end: (atom id, negated, exact test)
         self.entries = [(aid, neg, holds) for c in keys for aid, neg, *_, holds in index.cells[c]]
+        self.aid = np.array([aid for aid, _, _ in self.entries], dtype=np.int64)
+        self.neg = np.array([neg for _, neg, _ in self.entries], dtype=bool)
         self.box = np.array(
             [(la, lb, oa, ob) for c in keys for _, _, la, lb, oa, ob, _ in index.cells[c]],
             dtype=np.float64,
@@ -350,9 +358,7 @@ class GeoMany:
         for i in doubt.tolist():  # decided by the atom's own test
             yes[i] = entries[int(entry[i])][2](events[int(at[point[i]])])
         entry, point = entry[yes], point[yes]
-        aid = np.fromiter((entries[i][0] for i in entry.tolist()), np.int64, len(entry))
-        neg = np.fromiter((entries[i][1] for i in entry.tolist()), bool, len(entry))
-        ev = at[point]
+        aid, neg, ev = self.aid[entry], self.neg[entry], at[point]
         return aid[~neg], ev[~neg], aid[neg], ev[neg], int(inside.sum())
 
 
