@@ -312,6 +312,14 @@ def check_segments(name: str, v: object) -> tuple[tuple[int, int], ...]:
     of integers, returned sorted by segment id (the library's search expects that order)."""
     if not isinstance(v, (list, tuple)):
         raise InvalidInput(f'attribute "{name}": expected a list of [segment_id, timestamp] pairs')
+    if all(type(p) in (list, tuple) and len(p) == 2 for p in v):  # (at once where plain)
+        out = [(a, b) for a, b in v]
+        ints = [x for pair in out for x in pair]
+        if all(type(x) is int for x in ints) and (
+            not ints or (min(ints) >= -(2**63) and max(ints) <= 2**63 - 1)
+        ):
+            out.sort(key=lambda p: p[0])
+            return tuple(out)
     out = []
     for i, pair in enumerate(v):
         if (

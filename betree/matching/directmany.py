@@ -416,10 +416,17 @@ class SegmentMany:
         if not all(s[3] for s in self.sorts):
             return _each(index, range(len(values)), values, events)
         stamps = np.array(ts, dtype=np.int64)
-        q = np.where(stamps >= 0, stamps // 1_000_000, -(-stamps // 1_000_000))
-        bound = np.array(now, dtype=np.int64) - q
         at = np.array(ev, dtype=np.int64)
         segs = np.array(seg, dtype=np.int64)
+        nows = np.array(now, dtype=np.int64)
+        beyond = (stamps <= -_I64) | (stamps >= _I64)  # (-stamps would overflow)
+        if beyond.any():  # those events one by one
+            gone = np.unique(at[beyond])
+            odd = sorted([*odd, *gone.tolist()])
+            keep = ~np.isin(at, gone)
+            stamps, at, segs, nows = stamps[keep], at[keep], segs[keep], nows[keep]
+        q = np.where(stamps >= 0, stamps // 1_000_000, -(-stamps // 1_000_000))
+        bound = nows - q
         hits: list[np.ndarray] = []
         hits_at: list[np.ndarray] = []
         for form, (starts, secs, ids, _) in enumerate(self.sorts):
@@ -430,7 +437,7 @@ class SegmentMany:
             hits_at.append(np.repeat(at, b - a))
         hit, hit_at = np.concatenate(hits), np.concatenate(hits_at)
         neg = hit < 0
-        found: Many = (hit[~neg], hit_at[~neg], -hit[neg] - 1, hit_at[neg], len(ev))
+        found: Many = (hit[~neg], hit_at[~neg], -hit[neg] - 1, hit_at[neg], len(at))
         if odd:
             return _join([found, _each(index, odd, values, events)])
         return found

@@ -30,34 +30,10 @@ from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.codec import encode_id
-from tests.support.direct import held, held_many
+from tests.support.direct import agree, held, held_many
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
-
-
-def _agree(atoms: list[tuple[int, Atom]], events: list[dict[str, Any]], attr: str) -> int:
-    """Assert the group's hits are exactly the atoms that hold, event by event and in
-    batches (all the events, and random parts of them); returns the hits seen."""
-    group = DirectAtoms(atoms)
-    size = max((aid for aid, _ in atoms), default=0) + 1
-    seen = 0
-    wants = []
-    for ev in events:
-        got = held(group, attr, ev, size)  # one event's truths, defaults and their failures
-        want = sorted(aid for aid, atom in atoms if atom.holds(ev))
-        assert got == want, (ev, [a for a in atoms if (a[0] in got) != (a[0] in want)][:3])
-        wants.append(want)
-        seen += len(want)
-    rng = random.Random(len(events))
-    for part in [
-        list(range(len(events))),
-        sorted(rng.sample(range(len(events)), len(events) // 3)),
-    ]:
-        batch = [events[k] for k in part]
-        for k, got in zip(part, held_many(group, attr, batch, size), strict=True):
-            assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
-    return seen
 
 
 def test_list_postings_are_exact() -> None:
@@ -75,7 +51,7 @@ def test_list_postings_are_exact() -> None:
     events: list[dict[str, Any]] = [{}]
     events += [{"il": ()}, {"il": tuple(range(-5, 20))}, {"il": tuple(range(100_000))}]
     events += [{"il": tuple(rng.choices(pool, k=rng.randint(0, 9)))} for _ in range(300)]
-    assert _agree(atoms, events, "il") > 1000
+    assert agree(atoms, events, "il") > 1000
 
 
 def test_string_list_postings_with_unicode() -> None:
@@ -89,14 +65,14 @@ def test_string_list_postings_with_unicode() -> None:
         if atom is not None:
             atoms.append((aid, atom))
     events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 6)))} for _ in range(200)]
-    assert _agree(atoms, events, "sl") > 500
+    assert agree(atoms, events, "sl") > 500
 
 
 @pytest.mark.parametrize("tests", [["bool_true", "bool_false"], ["bool_false"], ["undefined"]])
 def test_presence_pairs_are_exact(tests: list[str]) -> None:
     atoms: list[tuple[int, Atom]] = [(k, TestAtom("b", t)) for k, t in enumerate(tests)]
     events: list[dict[str, Any]] = [{"b": True}, {"b": False}, {}]
-    _agree(atoms, events, "b")
+    agree(atoms, events, "b")
 
 
 @pytest.mark.parametrize("test", ["ends_with", "contains"])
@@ -111,7 +87,7 @@ def test_suffixes_and_needles_are_exact(test: str) -> None:
             atoms.append((aid, atom))
     words = ["", "a", "ab" * 500, "é\U0001f600"]
     words += ["".join(rng.choices(alphabet, k=rng.randint(0, 12))) for _ in range(300)]
-    assert _agree(atoms, [{"s": w} for w in words], "s") > 1000
+    assert agree(atoms, [{"s": w} for w in words], "s") > 1000
 
 
 CENTRES = [(90.0, 0.0), (-90.0, 45.0), (89.99, 179.99), (0.0, 180.0), (0.0, -180.0), (10, -179.9)]
@@ -148,7 +124,7 @@ def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian() -> None:
         elif r < 0.9:  # beyond the ranges: every atom tested
             lat, lon = rng.uniform(-200, 200), rng.uniform(-400, 400)
         events.append({"latitude": float(lat), "longitude": float(lon)})
-    assert _agree(atoms, events, "latitude") > 2000
+    assert agree(atoms, events, "latitude") > 2000
     # the grid skips most atoms (a tenth of the events, beyond the ranges, test them all),
     # event by event and in a batch
     group = DirectAtoms(atoms)
@@ -191,8 +167,8 @@ def test_caps_and_segments_are_exact() -> None:
             )
         )
         events.append(ev)
-    assert _agree(caps, events, "frequency_caps") > 1000
-    assert _agree(segs, events, "seg") > 1000
+    assert agree(caps, events, "frequency_caps") > 1000
+    assert agree(segs, events, "seg") > 1000
 
 
 # -- stores on the rich workload ----------------------------------------------------------------

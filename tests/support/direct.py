@@ -5,10 +5,13 @@ with every atom's own test."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from betree.lang.atoms import Atom
 from betree.matching.direct import DirectAtoms, found_batch, mark
 
 
@@ -34,3 +37,26 @@ def held_many(
     sat[on_at, on] = True
     sat[off_at, off] = False
     return [np.flatnonzero(row).tolist() for row in sat]
+
+
+def agree(atoms: list[tuple[int, Atom]], events: Sequence[Mapping[str, Any]], attr: str) -> int:
+    """Assert the group's hits are exactly the atoms that hold, event by event
+    (:func:`held`) and in batches (:func:`held_many`: all the events, and a random third
+    of them); returns the hits seen."""
+    group = DirectAtoms(atoms)
+    size = max((aid for aid, _ in atoms), default=0) + 1
+    seen = 0
+    wants = []
+    for ev in events:
+        got = held(group, attr, ev, size)  # one event's truths, defaults and their failures
+        want = sorted(aid for aid, atom in atoms if atom.holds(ev))
+        assert got == want, (ev, [a for a in atoms if (a[0] in got) != (a[0] in want)][:3])
+        wants.append(want)
+        seen += len(want)
+    rng = random.Random(len(events))
+    third = sorted(rng.sample(range(len(events)), len(events) // 3))
+    for part in (list(range(len(events))), third):
+        batch = [events[k] for k in part]
+        for k, got in zip(part, held_many(group, attr, batch, size), strict=True):
+            assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
+    return seen
