@@ -24,11 +24,23 @@ from storage.errors import InvalidInput
 MAX_DEPTH = 32
 
 
+#: value types that are never objects nor arrays (checked first: the ABC check of
+#: ``Mapping`` costs ~0.3 µs a value, ~100 of them an ad-targeting event)
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+
+
 def is_nested(value: object) -> bool:
     """Whether a top-level event value is an object, or an array of objects."""
+    if type(value) in _LEAVES:
+        return False
     if isinstance(value, Mapping):
         return True
     return isinstance(value, list) and bool(value) and isinstance(value[0], Mapping)
+
+
+def is_nested_element(x: object) -> bool:
+    """Whether an array's element is an object."""
+    return type(x) not in _LEAVES and isinstance(x, Mapping)
 
 
 def flatten(event: Mapping[str, object]) -> dict[str, object]:
@@ -54,11 +66,12 @@ def flatten(event: Mapping[str, object]) -> dict[str, object]:
 def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: bool) -> None:
     if depth > MAX_DEPTH:
         raise InvalidInput(f'"{path}" nests deeper than {MAX_DEPTH} objects')
-    if isinstance(value, Mapping):
+    leaf = type(value) in _LEAVES
+    if not leaf and isinstance(value, Mapping):
         for key, child in value.items():
             _walk(f"{path}.{key}", child, depth + 1, out, in_array)
         return
-    if isinstance(value, list) and value and any(isinstance(x, Mapping) for x in value):
+    if not leaf and isinstance(value, list) and value and any(map(is_nested_element, value)):
         if not all(isinstance(x, Mapping) for x in value):
             raise InvalidInput(f'"{path}" is an array that mixes objects and other values')
         for element in value:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -457,14 +457,35 @@ def _check_string(name: str, v: object) -> str:
     return v
 
 
+def _plain_ints(v: Sequence[object]) -> bool:
+    """Every element an ``int`` (not a bool or a subclass) of signed 64 bits."""
+    if not all(type(x) is int for x in v):
+        return False
+    ints: Sequence[int] = v  # type: ignore[assignment]
+    return not ints or (min(ints) >= INT64_MIN and max(ints) <= INT64_MAX)
+
+
+def _ascii_strings(v: Sequence[object]) -> bool:
+    """Every element a ``str`` of ASCII (nothing to check in its encoding)."""
+    return all(type(x) is str for x in v) and "".join(v).isascii()  # type: ignore[arg-type]
+
+
 def _list_checker(
-    element: Callable[[str, object], object], what: str
+    element: Callable[[str, object], object],
+    what: str,
+    plain: Callable[[Sequence[object]], bool] | None = None,
 ) -> Callable[[str, object], object]:
+    """The check of a list attribute; ``plain`` says at once (no call an element) that a
+    list's elements come back as they are (20-40 elements an event on ad-targeting
+    rules: the per-element calls were a fifth of a batch's validation)."""
+
     def check(name: str, v: object) -> tuple[object, ...]:
         if not isinstance(v, (list, tuple)):
             raise _bad(name, f"a list of {what}", v)
         if len(v) > MAX_EVENT_ELEMENTS:
             raise _too_many_elements(f'attribute "{name}"', len(v))
+        if plain is not None and plain(v):
+            return Elements(v)
         out = []
         for i, x in enumerate(v):
             if x is None:
@@ -511,8 +532,8 @@ _CHECKERS: dict[str, Callable[[str, object], object]] = {
     "float": _check_float,
     "bool": _check_bool,
     "string": _check_string,
-    "int_list": _list_checker(_check_int, "integers"),
-    "string_list": _list_checker(_check_string, "strings"),
+    "int_list": _list_checker(_check_int, "integers", _plain_ints),
+    "string_list": _list_checker(_check_string, "strings", _ascii_strings),
     "float_list": _list_checker(_check_number, "numbers"),
     "int_enum": _check_int,
     "segments": special.check_segments,

@@ -66,14 +66,15 @@ CAP_TYPES = frozenset(
     for suffix in ("", ":ip")
 )
 EARTH_RADIUS_KM = 6372.8
-_TO_RAD = 3.1415926536 / 180  # the library's constant, kept so that distances agree
+TO_RAD = 3.1415926536 / 180  # the library's constant, kept so that distances agree
+_TO_RAD = TO_RAD
 #: Slack (degrees) added around a radius's box: far above the rounding of the formulas.
 _BOX_SLACK = 1e-6
 
 Event = Mapping[str, object]
 
 
-def _seconds(timestamp_us: int) -> int:
+def seconds(timestamp_us: int) -> int:
     """``timestamp_us / 1000000`` truncated toward zero (C integer division)."""
     q = abs(timestamp_us) // 1_000_000
     return q if timestamp_us >= 0 else -q
@@ -130,7 +131,7 @@ def truth(func: str, attr: str, args: tuple[Any, ...], event: Event) -> bool:
             if c_kind == kind and c_ns == namespace and (cap_id is None or c_id == cap_id):
                 if length <= 0:
                     return bool(limit > c_count)
-                if c_ts is None or now - _seconds(c_ts) > length:
+                if c_ts is None or now - seconds(c_ts) > length:
                     return True
                 return bool(limit > c_count)
         return True
@@ -141,9 +142,9 @@ def truth(func: str, attr: str, args: tuple[Any, ...], event: Event) -> bool:
     if ts is None:
         return False
     if func == "segment_within":
-        return now - args[1] <= _seconds(ts)
+        return now - args[1] <= seconds(ts)
     if func == "segment_before":
-        return now - args[1] > _seconds(ts)
+        return now - args[1] > seconds(ts)
     raise ValueError(f"unknown function {func!r}")
 
 
@@ -311,6 +312,14 @@ def check_segments(name: str, v: object) -> tuple[tuple[int, int], ...]:
     of integers, returned sorted by segment id (the library's search expects that order)."""
     if not isinstance(v, (list, tuple)):
         raise InvalidInput(f'attribute "{name}": expected a list of [segment_id, timestamp] pairs')
+    if all(type(p) in (list, tuple) and len(p) == 2 for p in v):  # (at once where plain)
+        out = [(a, b) for a, b in v]
+        ints = [x for pair in out for x in pair]
+        if all(type(x) is int for x in ints) and (
+            not ints or (min(ints) >= -(2**63) and max(ints) <= 2**63 - 1)
+        ):
+            out.sort(key=lambda p: p[0])
+            return tuple(out)
     out = []
     for i, pair in enumerate(v):
         if (

@@ -7,7 +7,8 @@ visited l-node pages checked against phase 1).  A batch of B events shares both:
 * **Phase 1** (:func:`satisfied`): per attribute, one PB+tree search per *distinct* value
   in the batch; the result is a bit matrix ``atoms x events`` (``uint64`` words, bit e of
   an atom's row set when the atom holds for event e).  Direct atoms (lists, booleans,
-  string tests) are evaluated per event, as :meth:`Index.match_validated` does.
+  string tests) through their indexes for the batch at once
+  (:func:`betree.matching.direct.found_batch`).
 * **Phase 2** (:func:`reached_pages`): the BE-Tree is walked once, each node carrying the
   set of events that reach it (a Python int used as a bit set); a c-directory bucket is
   entered by the events whose coordinate it encloses (a bisection over the batch's sorted
@@ -42,7 +43,7 @@ import numpy as np
 from betree.disk.catalog import SubId
 from betree.disk.nodes import PageArrays, id_array
 from betree.disk.tree import BETree
-from betree.matching.direct import DirectAtoms
+from betree.matching.direct import DirectAtoms, found_batch
 from pbtree import PBTree
 from storage.errors import InvalidInput
 
@@ -96,36 +97,21 @@ def satisfied(
             if len(ids):
                 sat[ids] |= words(mask, width)
         pages += pbtree.pages_read
-    # each attribute's defaults ORed in once for the events defining it, then each
-    # event's other hits set and failing defaults cleared (betree.matching.direct)
-    held: list[np.ndarray] = []
-    failed: list[np.ndarray] = []
-    held_at: list[np.ndarray] = []
-    failed_at: list[np.ndarray] = []
-    for attr, group in direct.items():
-        undefined = defined = 0
-        for e, values in enumerate(batch):
-            if attr not in values:
-                undefined |= 1 << e
-                continue
-            defined |= 1 << e
-            on: list[np.ndarray] = []
-            off: list[np.ndarray] = []
-            group.found(values[attr], values, on, off)
-            for got, into, at in ((on, held, held_at), (off, failed, failed_at)):
-                if got:
-                    into += got
-                    at.append(np.full(sum(map(len, got)), e, dtype=np.int64))
-        if undefined and group.undefined:
-            sat[group.undefined] |= words(undefined, width)
+    # each attribute's defaults ORed in once for the events defining it, its undefined
+    # atoms for the others, then the other hits set and failing defaults cleared
+    # (betree.matching.direct.found_batch)
+    by_attr, (held, held_at, failed, failed_at) = found_batch(direct, batch)
+    everyone = (1 << len(batch)) - 1
+    for group, events in by_attr:
+        defined = sum(1 << e for e in events.tolist())
+        if defined != everyone and group.undefined:
+            sat[group.undefined] |= words(everyone & ~defined, width)
         if defined and len(group.default):
             sat[group.default.ids] |= words(defined, width)
-    if held:
-        ev = np.concatenate(held_at)
-        np.bitwise_or.at(sat, (np.concatenate(held), ev >> 6), _BIT[ev & 63])
-    if failed:
-        ev = np.concatenate(failed_at)
-        np.bitwise_and.at(sat, (np.concatenate(failed), ev >> 6), ~_BIT[ev & 63])
+    if len(held):
+        np.bitwise_or.at(sat, (held, held_at >> 6), _BIT[held_at & 63])
+    if len(failed):
+        np.bitwise_and.at(sat, (failed, failed_at >> 6), ~_BIT[failed_at & 63])
     return sat, pages
 
 

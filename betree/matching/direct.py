@@ -29,14 +29,14 @@ value and to the candidates each index yields (see :mod:`betree.matching.directk
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
 
 from betree.lang.atoms import Atom, TestAtom
-from betree.matching import directkinds, sameelement
+from betree.matching import directkinds, directmany, sameelement
 
 
 class _Index(Protocol):
@@ -63,12 +63,16 @@ _INDEXES: dict[str, type[_Index]] = {
 _counts: dict[str, list[int]] | None = None
 
 
+#: (held ids beyond the defaults, their events' positions, failed defaults, theirs)
+Many = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
 class DirectAtoms:
     """One attribute's direct atoms: ``undefined`` the ids of those true when the event
     does not define the attribute; when it does, ``default`` (those held unless found
     failing) and :meth:`found`'s."""
 
-    __slots__ = ("always", "default", "indexes", "undefined")
+    __slots__ = ("active", "always", "batched", "default", "indexes", "undefined")
 
     def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
         self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
@@ -88,6 +92,14 @@ class DirectAtoms:
         self.default = directkinds.Complement(
             [aid for _, index in self.indexes for aid in index.default.ids.tolist()]
         )
+        #: the indexes that may find something (not those of defaults alone: ``defined``)
+        self.active = [
+            (kind, index)
+            for kind, index in self.indexes
+            if not isinstance(index, directkinds.Presence) or index.pairs
+        ]
+        #: the indexes' batch forms (:mod:`betree.matching.directmany`), made at first use
+        self.batched: list[tuple[str, directmany.Batched]] | None = None
 
     def found(
         self,
@@ -105,7 +117,7 @@ class DirectAtoms:
             held.append(ok)
             if counts is not None:
                 _add(counts, "other", len(self.always), len(ok))
-        for kind, index in self.indexes:
+        for kind, index in self.active:
             ok, gone, tests = index.found(value, event)
             if len(ok):
                 held.append(ok)
@@ -113,6 +125,29 @@ class DirectAtoms:
                 failed.append(gone)
             if counts is not None:
                 _add(counts, kind, tests, len(ok) + len(index.default) - len(np.unique(gone)))
+
+    def found_many(self, values: Sequence[object], events: Sequence[Mapping[str, object]]) -> Many:
+        """:meth:`found` for events that all define the attribute (``values[k]`` that of
+        ``events[k]``): the held ids beyond ``default`` and the positions (in ``values``)
+        of the events they hold for, the failing defaults and theirs."""
+        counts = _counts
+        if self.batched is None:
+            self.batched = [(kind, directmany.many(kind, index)) for kind, index in self.active]
+        parts: list[directmany.Many] = []
+        if self.always:
+            parts.append(directmany.each_atom(self.always, values, events))
+        for kind, index in self.batched:
+            got = index.found(values, events)
+            parts.append(got)
+            if counts is not None:
+                gone = len(np.unique(got[3] * (1 << 32) + got[2])) if len(got[2]) else 0
+                held = len(got[0]) + len(index.index.default) * len(values) - gone
+                c = counts.setdefault(kind, [0, 0, 0])
+                c[0] += len(values)
+                c[1] += got[4]
+                c[2] += held
+        on, on_at, off, off_at, _ = directmany.joined(parts)
+        return on, on_at, off, off_at
 
 
 def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:
@@ -150,6 +185,34 @@ def found(
             undefined += group.undefined
     held.append(directkinds.ids(undefined))
     return directkinds.joined(held), directkinds.joined(failed)
+
+
+def found_batch(
+    direct: Mapping[str, DirectAtoms], batch: Sequence[Mapping[str, object]]
+) -> tuple[list[tuple[DirectAtoms, np.ndarray]], Many]:
+    """For a batch of validated events: per attribute, its atoms and the positions of the
+    events defining it (int64, ascending; the ``default`` holds there, the ``undefined``
+    atoms on the others); and, with the events' positions in the batch, the atoms held
+    beyond those and the defaults that fail (:meth:`DirectAtoms.found_many`)."""
+    defining: dict[str, list[int]] = {attr: [] for attr in direct}
+    for e, values in enumerate(batch):
+        for attr in values:
+            got = defining.get(attr)
+            if got is not None:
+                got.append(e)
+    groups = []
+    parts: list[directmany.Many] = []
+    for attr, group in direct.items():
+        events = np.array(defining[attr], dtype=np.int64)
+        groups.append((group, events))
+        if not len(events):
+            continue
+        on, on_at, off, off_at = group.found_many(
+            [batch[e][attr] for e in defining[attr]], [batch[e] for e in defining[attr]]
+        )
+        parts.append((on, events[on_at], off, events[off_at], 0))
+    held, held_at, failed, failed_at, _ = directmany.joined(parts)
+    return groups, (held, held_at, failed, failed_at)
 
 
 def mark(

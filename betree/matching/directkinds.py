@@ -33,7 +33,7 @@ few that fail, not the thousands that hold (a batch ORs them in once an attribut
 - :class:`Patterns` (``like``/``matches`` and negations): one RE2 set, one call an event.
 - :class:`Presence` (``defined``, ``undefined``, ``bool_true``/``bool_false``,
   ``empty``/``not_empty``, the geo test's out-of-range points): one check of the value
-  decides each group of them.
+  decides each group of them (``defined`` is the default: no check).
 
 Every answer is exact (the differential tests compare them with the atoms' own ``holds``).
 Cost: built once per snapshot, linear in the atoms (a geo atom in at most 4 cells); per
@@ -274,7 +274,7 @@ class GeoGrid:
     """``geo_within_radius`` through a multi-level grid of the radii's boxes (one grid per
     longitude attribute the atoms read: ``parts`` when they read several)."""
 
-    __slots__ = ("atoms", "cells", "default", "levels", "lon", "loose", "parts")
+    __slots__ = ("args", "atoms", "cells", "default", "levels", "lon", "loose", "parts")
     default: Complement
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
@@ -288,6 +288,8 @@ class GeoGrid:
         self.atoms: list[tuple[int, Atom]] = list(atoms)
         self.cells: dict[tuple[int, int, int], list[_GeoEntry]] = {}
         self.loose: list[_GeoEntry] = []  # boxes the grid cannot hold (never, for finite args)
+        #: each atom's centre and radius (lat, lon, km)
+        self.args: dict[int, tuple[float, float, float]] = {}
         held_by_default = [aid for aid, atom in atoms if atom.test.startswith("not_")]
         for part in self.parts:
             held_by_default += part.default.ids.tolist()
@@ -296,6 +298,7 @@ class GeoGrid:
         for aid, atom in atoms:
             negated = atom.test.startswith("not_")
             args: tuple[float, float, float] = atom.arg[:3]  # type: ignore[index]
+            self.args[aid] = args
             box = special.geo_box(*args)
             if box is None:  # a negative radius: the positive form holds nowhere
                 continue
@@ -352,19 +355,20 @@ class GeoGrid:
 class CapGroups:
     """``within_frequency_cap`` tests by (type, namespace, id or ``None``): only the groups
     the event's caps name are tested (a test's first cap of its type, namespace and id
-    decides it); the others hold as when no cap applies."""
+    decides it: :func:`betree.lang.special.truth`'s arithmetic, on the group's cap found
+    once); the others hold as when no cap applies."""
 
     __slots__ = ("default", "groups", "neg_all")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
-        #: (type, namespace, id) -> (atom id, negated, exact test)
-        self.groups: dict[tuple[object, object, object], list[tuple[int, bool, Atom]]] = {}
+        #: (type, namespace, id) -> (atom id, negated, limit, length)
+        self.groups: dict[tuple[object, object, object], list[tuple[int, bool, Any, Any]]] = {}
         # a group the caps do not name: no cap applies, the positive form holds
         self.default = Complement([aid for aid, atom in atoms if not atom.test.startswith("not_")])
         self.neg_all = ids([aid for aid, atom in atoms if atom.test.startswith("not_")])
         for aid, atom in atoms:
             args: tuple[object, ...] = atom.arg  # type: ignore[assignment]
-            entry = (aid, atom.test.startswith("not_"), atom)
+            entry = (aid, atom.test.startswith("not_"), args[3], args[4])
             self.groups.setdefault((args[0], args[2], args[1]), []).append(entry)
 
     def found(self, value: object, event: Event) -> Found:
@@ -379,18 +383,23 @@ class CapGroups:
         tests = 0
         seen: set[tuple[object, object, object]] = set()
         groups = self.groups
-        for kind, ident, namespace, _, _ in caps:
+        for kind, ident, namespace, ts, count in caps:
             for key in ((kind, namespace, ident), (kind, namespace, None)):
                 if key in seen:
                     continue
                 seen.add(key)
-                for aid, negated, atom in groups.get(key, ()):
-                    tests += 1
-                    if atom.holds(event):
-                        if negated:
-                            out.append(aid)
-                    elif not negated:
-                        failed.append(aid)
+                entries = groups.get(key)
+                if entries is None:
+                    continue
+                tests += len(entries)
+                age = None if ts is None else now - special.seconds(ts)
+                for aid, negated, limit, length in entries:
+                    if length <= 0 or (age is not None and age <= length):
+                        holds = limit > count
+                    else:  # the cap's window has passed
+                        holds = True
+                    if not holds:  # (the positive form: a negated atom holds)
+                        (out if negated else failed).append(aid)
         return ids(out), ids(failed), tests
 
 
@@ -496,10 +505,12 @@ _PAIRS = {"bool_true": "bool_false", "empty": "not_empty", "defined": "undefined
 class Presence:
     """Tests of the value's presence, truth or length, in pairs of which exactly one holds
     on a defined value (``bool_true``/``bool_false``, ``empty``/``not_empty``,
-    ``defined``/``undefined``): one check of the value each pair (none for ``defined``);
-    the out-of-range test alone."""
+    ``defined``/``undefined``): one check of the value each pair (``defined``: the
+    default, held wherever the attribute is); the out-of-range test alone.  ``by_value``:
+    whether the answer depends on the value alone (no out-of-range test, which reads the
+    longitude too)."""
 
-    __slots__ = ("default", "pairs")
+    __slots__ = ("by_value", "default", "pairs")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         listed: dict[str, tuple[list[int], TestAtom]] = {}
@@ -509,27 +520,23 @@ class Presence:
                 beyond.setdefault(atom.arg, ([], atom))[0].append(aid)
             else:
                 listed.setdefault(atom.test, ([], atom))[0].append(aid)
-        #: (the first test's atom, or None: it always holds; ids where it holds; where not)
-        self.pairs: list[tuple[TestAtom | None, np.ndarray, np.ndarray]] = []
+        #: (the first test's atom; ids where it holds; where not)
+        self.pairs: list[tuple[TestAtom, np.ndarray, np.ndarray]] = []
         for first, second in _PAIRS.items():
-            if first in listed or second in listed:
+            if first != "defined" and (first in listed or second in listed):
                 yes = listed[first][0] if first in listed else []
                 no = listed[second][0] if second in listed else []
-                check = None if first == "defined" else listed[first if yes else second][1]
+                check = listed[first if yes else second][1]
                 self.pairs.append((check, ids(yes), ids(no)))
         for found, atom in beyond.values():
             self.pairs.append((atom, ids(found), ids([])))
-        self.default = Complement([])
+        self.default = Complement(listed["defined"][0] if "defined" in listed else [])
+        self.by_value = not beyond
 
     def found(self, value: object, event: Event) -> Found:
         parts = []
-        tests = 0
         for check, yes, no in self.pairs:
-            if check is None:
-                parts.append(yes)
-                continue
-            tests += 1
             holds = check.holds(event)
             first = check.test in _PAIRS or check.test == special.OUT_OF_RANGE
             parts.append(yes if holds == first else no)
-        return joined(parts), _NONE, tests
+        return joined(parts), _NONE, len(self.pairs)

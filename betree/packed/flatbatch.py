@@ -57,7 +57,7 @@ import numpy as np
 
 from betree.disk import grid
 from betree.disk.nodes import id_array
-from betree.matching.direct import DirectAtoms, found
+from betree.matching.direct import DirectAtoms, found_batch
 from betree.packed.flat import FlatTree, Nodes
 from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges
@@ -322,37 +322,33 @@ def satisfied(
 def _direct(
     sat: np.ndarray, shards: Sequence[Shard], batch: Sequence[Mapping[str, object]], where: Layout
 ) -> None:
-    """The direct atoms' bits (:mod:`betree.matching.direct`): each attribute's defaults ORed into
-    the words of the events that define it at once, then each event's other hits set and
-    its failing defaults cleared (a default is never among an event's hits)."""
-    groups = [(shard.atoms, shard.direct) for shard in shards if shard.direct]
-    if not groups:
-        return
-    defining: dict[str, list[int]] = {attr: [] for _, direct in groups for attr in direct}
+    """The direct atoms' bits (:mod:`betree.matching.direct`, a batch at once:
+    :func:`betree.matching.direct.found_batch`): each attribute's defaults ORed into the
+    words of the events that define it, its ``undefined`` atoms into the others', then the
+    other hits set and the failing defaults cleared (a default is never among the hits)."""
     held: list[np.ndarray] = []
     failed: list[np.ndarray] = []
     held_at: list[np.ndarray] = []
     failed_at: list[np.ndarray] = []
-    for e, values in enumerate(batch):
-        for attr in values:
-            if attr in defining:
-                defining[attr].append(e)
-        for base, direct in groups:
-            on, off = found(direct, values)
-            if len(on):
-                held.append(on + base)
-                held_at.append(np.full(len(on), e, dtype=np.int64))
-            if len(off):
-                failed.append(off + base)
-                failed_at.append(np.full(len(off), e, dtype=np.int64))
-    for attr, events in defining.items():
-        cols = [g[attr].default.ids + base for base, g in groups if attr in g]
-        if not events or not any(len(c) for c in cols):
+    for shard in shards:
+        if not shard.direct:
             continue
-        slots = where.slots[np.array(events, dtype=np.int64)]
-        mask = np.zeros(where.words, dtype=np.uint64)
-        np.bitwise_or.at(mask, slots >> 6, _BIT[slots & 63])
-        sat[:, np.concatenate(cols)] |= mask[:, None]
+        base = shard.atoms
+        groups, (on, on_at, off, off_at) = found_batch(shard.direct, batch)
+        for group, events in groups:
+            mask = np.zeros(where.words, dtype=np.uint64)
+            if len(events):
+                slots = where.slots[events]
+                np.bitwise_or.at(mask, slots >> 6, _BIT[slots & 63])
+                if len(group.default):
+                    sat[:, group.default.ids + base] |= mask[:, None]
+            if group.undefined and len(events) < len(batch):
+                undefined = np.array(group.undefined, dtype=np.int64) + base
+                sat[:, undefined] |= (where.present & ~mask)[:, None]
+        held.append(on + base)
+        held_at.append(on_at)
+        failed.append(off + base)
+        failed_at.append(off_at)
     if held:
         ev = where.slots[np.concatenate(held_at)]
         np.bitwise_or.at(sat, (ev >> 6, np.concatenate(held)), _BIT[ev & 63])

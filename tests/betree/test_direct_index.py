@@ -17,7 +17,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from betree.index import Index
@@ -26,28 +25,15 @@ from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from betree.matching.direct import DirectAtoms, counting, mark
+from betree.matching.direct import DirectAtoms, counting
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.codec import encode_id
+from tests.support.direct import agree, held, held_many
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
-
-
-def _agree(atoms: list[tuple[int, Atom]], events: list[dict[str, Any]], attr: str) -> int:
-    """Assert the group's hits are exactly the atoms that hold; returns the hits seen."""
-    group = DirectAtoms(atoms)
-    seen = 0
-    for ev in events:
-        sat = np.zeros(max((aid for aid, _ in atoms), default=0) + 1, dtype=bool)
-        mark(sat, {attr: group}, ev)  # one event's truths, defaults and their failures
-        got = np.flatnonzero(sat).tolist()
-        want = sorted(aid for aid, atom in atoms if atom.holds(ev))
-        assert got == want, (ev, [a for a in atoms if (a[0] in got) != (a[0] in want)][:3])
-        seen += len(want)
-    return seen
 
 
 def test_list_postings_are_exact() -> None:
@@ -65,7 +51,7 @@ def test_list_postings_are_exact() -> None:
     events: list[dict[str, Any]] = [{}]
     events += [{"il": ()}, {"il": tuple(range(-5, 20))}, {"il": tuple(range(100_000))}]
     events += [{"il": tuple(rng.choices(pool, k=rng.randint(0, 9)))} for _ in range(300)]
-    assert _agree(atoms, events, "il") > 1000
+    assert agree(atoms, events, "il") > 1000
 
 
 def test_string_list_postings_with_unicode() -> None:
@@ -79,14 +65,14 @@ def test_string_list_postings_with_unicode() -> None:
         if atom is not None:
             atoms.append((aid, atom))
     events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 6)))} for _ in range(200)]
-    assert _agree(atoms, events, "sl") > 500
+    assert agree(atoms, events, "sl") > 500
 
 
 @pytest.mark.parametrize("tests", [["bool_true", "bool_false"], ["bool_false"], ["undefined"]])
 def test_presence_pairs_are_exact(tests: list[str]) -> None:
     atoms: list[tuple[int, Atom]] = [(k, TestAtom("b", t)) for k, t in enumerate(tests)]
     events: list[dict[str, Any]] = [{"b": True}, {"b": False}, {}]
-    _agree(atoms, events, "b")
+    agree(atoms, events, "b")
 
 
 @pytest.mark.parametrize("test", ["ends_with", "contains"])
@@ -101,7 +87,7 @@ def test_suffixes_and_needles_are_exact(test: str) -> None:
             atoms.append((aid, atom))
     words = ["", "a", "ab" * 500, "é\U0001f600"]
     words += ["".join(rng.choices(alphabet, k=rng.randint(0, 12))) for _ in range(300)]
-    assert _agree(atoms, [{"s": w} for w in words], "s") > 1000
+    assert agree(atoms, [{"s": w} for w in words], "s") > 1000
 
 
 CENTRES = [(90.0, 0.0), (-90.0, 45.0), (89.99, 179.99), (0.0, 180.0), (0.0, -180.0), (10, -179.9)]
@@ -138,10 +124,19 @@ def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian() -> None:
         elif r < 0.9:  # beyond the ranges: every atom tested
             lat, lon = rng.uniform(-200, 200), rng.uniform(-400, 400)
         events.append({"latitude": float(lat), "longitude": float(lon)})
-    with counting() as counts:
-        assert _agree(atoms, events, "latitude") > 2000
-    # the grid skips most atoms (a tenth of the events, beyond the ranges, test them all)
-    assert counts["geo"][1] < 500 * len(events) / 2
+    assert agree(atoms, events, "latitude") > 2000
+    # the grid skips most atoms (a tenth of the events, beyond the ranges, test them all),
+    # event by event and in a batch
+    group = DirectAtoms(atoms)
+    for one_by_one in (True, False):
+        with counting() as counts:
+            if one_by_one:
+                for ev in events:
+                    held(group, "latitude", ev, 502)
+            else:
+                held_many(group, "latitude", events, 502)
+        assert counts["geo"][0] == len(events)
+        assert counts["geo"][1] < 500 * len(events) / 2
 
 
 def test_caps_and_segments_are_exact() -> None:
@@ -172,8 +167,8 @@ def test_caps_and_segments_are_exact() -> None:
             )
         )
         events.append(ev)
-    assert _agree(caps, events, "frequency_caps") > 1000
-    assert _agree(segs, events, "seg") > 1000
+    assert agree(caps, events, "frequency_caps") > 1000
+    assert agree(segs, events, "seg") > 1000
 
 
 # -- stores on the rich workload ----------------------------------------------------------------

@@ -1,14 +1,18 @@
 """One attribute's direct atoms that hold on an event, as the matchers set them
-(:func:`betree.matching.direct.mark`: the defaults less the failures, and the other hits), for
-tests to compare with every atom's own test."""
+(:func:`betree.matching.direct.mark`: the defaults less the failures, and the other hits), and
+on a batch of events at once (:func:`betree.matching.direct.found_batch`), for tests to compare
+with every atom's own test."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from betree.matching.direct import DirectAtoms, mark
+from betree.lang.atoms import Atom
+from betree.matching.direct import DirectAtoms, found_batch, mark
 
 
 def held(group: DirectAtoms, attr: str, event: Mapping[str, object], size: int) -> list[int]:
@@ -17,3 +21,42 @@ def held(group: DirectAtoms, attr: str, event: Mapping[str, object], size: int) 
     sat = np.zeros(size, dtype=bool)
     mark(sat, {attr: group}, event)
     return np.flatnonzero(sat).tolist()  # type: ignore[no-any-return]
+
+
+def held_many(
+    group: DirectAtoms, attr: str, events: Sequence[Mapping[str, object]], size: int
+) -> list[list[int]]:
+    """:func:`held` of each event, from one batch of them all (as the batch matchers set
+    the truths: the defaults and ``undefined`` atoms by the events defining the attribute,
+    then the hits, then the failures cleared)."""
+    sat = np.zeros((len(events), size), dtype=bool)
+    [(_, defining)], (on, on_at, off, off_at) = found_batch({attr: group}, events)
+    others = np.setdiff1d(np.arange(len(events)), defining)
+    sat[np.ix_(defining, group.default.ids)] = True
+    sat[np.ix_(others, np.array(group.undefined, dtype=np.int64))] = True
+    sat[on_at, on] = True
+    sat[off_at, off] = False
+    return [np.flatnonzero(row).tolist() for row in sat]
+
+
+def agree(atoms: list[tuple[int, Atom]], events: Sequence[Mapping[str, Any]], attr: str) -> int:
+    """Assert the group's hits are exactly the atoms that hold, event by event
+    (:func:`held`) and in batches (:func:`held_many`: all the events, and a random third
+    of them); returns the hits seen."""
+    group = DirectAtoms(atoms)
+    size = max((aid for aid, _ in atoms), default=0) + 1
+    seen = 0
+    wants = []
+    for ev in events:
+        got = held(group, attr, ev, size)  # one event's truths, defaults and their failures
+        want = sorted(aid for aid, atom in atoms if atom.holds(ev))
+        assert got == want, (ev, [a for a in atoms if (a[0] in got) != (a[0] in want)][:3])
+        wants.append(want)
+        seen += len(want)
+    rng = random.Random(len(events))
+    third = sorted(rng.sample(range(len(events)), len(events) // 3))
+    for part in (list(range(len(events))), third):
+        batch = [events[k] for k in part]
+        for k, got in zip(part, held_many(group, attr, batch, size), strict=True):
+            assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
+    return seen

@@ -1,0 +1,472 @@
+"""The direct atoms' indexes for a batch of events at once (issue 26 section 4).
+
+Why: a batch (:mod:`betree.packed.flatbatch`, :mod:`betree.matching.batch`) used to run
+each index of :mod:`betree.matching.directkinds` event by event, so ``match_many`` paid
+the per-event Python of phase 1 in full: on 20K ad-targeting rules, ~60% of a batch.
+Here each kind answers for all the events of a batch defining one attribute
+(:func:`many`: the events' positions in the batch with the atoms held beyond the
+index's ``default``, and with the defaults that fail), doing once a batch what does not
+depend on the event:
+
+- :class:`ListMany`: the batch's list elements through one dict lookup each into
+  postings held as arrays (value -> a range of atom ids); (event, element) pairs
+  deduplicated with numpy; ``all_of``/``not_all_of`` by counting (event, atom) pairs.
+- :class:`GeoMany`: every event's grid cell at every level at once (one ``searchsorted``
+  into the grid's sorted cell keys), the boxes tested as arrays, the haversine in numpy;
+  only a pair whose distance lies within :data:`DOUBT` of its radius (or whose chord is
+  near the sphere's diameter) is decided by the atom's own Python test, so the answer is
+  the per-event one to the bit.
+- :class:`SegmentMany`: every (event, segment) pair's bound ``now - seconds(ts)`` at once
+  and, per segment, a bisection of its sorted seconds as arrays.
+- :class:`ByValue` (suffixes, needles, patterns, presence without the geo out-of-range
+  test): one answer per distinct value of the batch.
+- Any other kind (caps, the ``any`` atoms), and an event whose value is not of the form
+  an array path reads (values beyond int64, coordinates beyond their ranges): the
+  per-event ``found``.
+
+Every answer is the per-event one (``tests/betree/test_direct_many.py`` compares them,
+and both with each atom's ``holds``).  Cost: built at a batch's first use of an index
+(linear in its atoms); per batch, a few dozen numpy calls a kind and attribute plus one
+dict lookup per list element or distinct value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from betree.lang import special
+from betree.matching import directkinds
+from pbtree.view import ranges
+
+Event = Mapping[str, object]
+#: (held ids, their events' positions, failed default ids, their positions, exact tests),
+#: ids and positions int64
+Many = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
+_NONE = np.zeros(0, dtype=np.int64)
+#: a haversine in numpy this close (km, and relative) to its radius is decided by the
+#: atom's own test in Python (numpy's sine may differ from libm's by an ulp or two)
+DOUBT = 1e-6
+_I64 = 2**62  # bounds within which int64 arithmetic on segment times cannot overflow
+
+
+class Each:
+    """The per-event ``found`` of an index, event by event (the kinds not batched)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        return _each(self.index, range(len(values)), values, events)
+
+
+def _each(index: Any, at: Sequence[int], values: Sequence[object], events: Sequence[Event]) -> Many:
+    held: list[np.ndarray] = []
+    failed: list[np.ndarray] = []
+    held_at: list[int] = []
+    failed_at: list[int] = []
+    tests = 0
+    for k in at:
+        ok, gone, n = index.found(values[k], events[k])
+        tests += n
+        if len(ok):
+            held.append(ok)
+            held_at += [k] * len(ok)
+        if len(gone):
+            failed.append(gone)
+            failed_at += [k] * len(gone)
+    return (
+        directkinds.joined(held),
+        directkinds.ids(held_at),
+        directkinds.joined(failed),
+        directkinds.ids(failed_at),
+        tests,
+    )
+
+
+def each_atom(
+    atoms: list[tuple[int, Any]], values: Sequence[object], events: Sequence[Event]
+) -> Many:
+    """Atoms no index covers, each tested on each event (none of the tests of today)."""
+    held = [(aid, k) for k, event in enumerate(events) for aid, atom in atoms if atom.holds(event)]
+    ids = directkinds.ids
+    return (
+        ids([a for a, _ in held]),
+        ids([k for _, k in held]),
+        _NONE,
+        _NONE,
+        len(atoms) * len(values),
+    )
+
+
+def joined(parts: list[Many]) -> Many:
+    """Several answers for the same events as one."""
+    return _join(parts)
+
+
+def _join(parts: list[Many]) -> Many:
+    return (
+        directkinds.joined([p[0] for p in parts]),
+        directkinds.joined([p[1] for p in parts]),
+        directkinds.joined([p[2] for p in parts]),
+        directkinds.joined([p[3] for p in parts]),
+        sum(p[4] for p in parts),
+    )
+
+
+def _csr(postings: dict[object, list[int]], slot: dict[object, int]) -> tuple[Any, Any]:
+    """Postings as (starts by slot, ids): the slot of value v is ``slot[v]``."""
+    lens = np.zeros(len(slot) + 1, dtype=np.int64)
+    ids: list[int] = []
+    for v, k in slot.items():
+        got = postings.get(v, [])
+        lens[k + 1] = len(got)
+        ids += got
+    return np.cumsum(lens), np.array(ids, dtype=np.int64)
+
+
+class ListMany:
+    """:class:`directkinds.ListPostings` for a batch."""
+
+    __slots__ = ("count", "index", "need", "neg", "pos", "slot", "whose")
+
+    def __init__(self, index: directkinds.ListPostings) -> None:
+        self.index = index
+        self.slot: dict[object, int] = {}
+        for postings in (index.pos_any, index.neg_any, index.count_of):
+            for v in postings:
+                self.slot.setdefault(v, len(self.slot))
+        self.pos = _csr(index.pos_any, self.slot)
+        self.neg = _csr(index.neg_any, self.slot)
+        self.count = _csr(index.count_of, self.slot)
+        counted = {**index.all_need, **{aid: -n for aid, n in index.neg_count.items()}}
+        self.whose = np.array(sorted(counted), dtype=np.int64)  # the counted atoms, sorted
+        self.need = np.array([counted[a] for a in self.whose.tolist()], dtype=np.int64)
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        odd = [k for k, v in enumerate(values) if not isinstance(v, tuple)]
+        lists: Any = values
+        if odd:
+            lists = [v if isinstance(v, tuple) else () for v in values]
+        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        slot = self.slot
+        flat = [v for t in lists for v in t]
+        codes = np.fromiter(map(slot.get, flat, [-1] * len(flat)), np.int64, len(flat))
+        ev = np.repeat(np.arange(len(lists), dtype=np.int64), lens)
+        keep = codes >= 0
+        pair = np.unique(ev[keep] * len(slot) + codes[keep])  # (event, element) once each
+        ev, code = np.divmod(pair, max(len(slot), 1))
+        tests = 0
+        out = []
+        for starts, ids in (self.pos, self.neg):
+            lo, hi = starts[code], starts[code + 1]
+            out.append((ids[ranges(lo, hi)], np.repeat(ev, hi - lo)))
+            tests += len(out[-1][0])
+        held, held_at = out[0]
+        failed, failed_at = out[1]
+        starts, ids = self.count
+        lo, hi = starts[code], starts[code + 1]
+        if len(ids) and int((hi - lo).sum()):
+            atom = ids[ranges(lo, hi)]
+            tests += len(atom)
+            key, counts = np.unique(
+                np.repeat(ev, hi - lo) * (int(self.whose[-1]) + 1) + atom, return_counts=True
+            )
+            at, atom = np.divmod(key, int(self.whose[-1]) + 1)
+            need = self.need[np.searchsorted(self.whose, atom)]
+            held = np.concatenate((held, atom[counts == need]))
+            held_at = np.concatenate((held_at, at[counts == need]))
+            failed = np.concatenate((failed, atom[counts == -need]))
+            failed_at = np.concatenate((failed_at, at[counts == -need]))
+        found: Many = (held, held_at, failed, failed_at, tests)
+        if odd:
+            return _join([found, _each(self.index, odd, values, events)])
+        return found
+
+
+class ByValue:
+    """An index whose answer depends on the value alone, asked once per distinct value."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        by_key: dict[object, list[int]] = {}
+        alone: list[int] = []  # (unhashable values: asked for themselves)
+        for k, v in enumerate(values):
+            try:
+                by_key.setdefault((type(v), v), []).append(k)
+            except TypeError:
+                alone.append(k)
+        parts = [_each(self.index, alone, values, events)] if alone else []
+        held: list[np.ndarray] = []
+        failed: list[np.ndarray] = []
+        held_at: list[np.ndarray] = []
+        failed_at: list[np.ndarray] = []
+        tests = 0
+        for at in by_key.values():
+            ok, gone, n = self.index.found(values[at[0]], events[at[0]])
+            tests += n
+            if len(ok) or len(gone):
+                where = np.array(at, dtype=np.int64)
+                held.append(np.tile(ok, len(at)))
+                held_at.append(np.repeat(where, len(ok)))
+                failed.append(np.tile(gone, len(at)))
+                failed_at.append(np.repeat(where, len(gone)))
+        joined = directkinds.joined
+        parts.append((joined(held), joined(held_at), joined(failed), joined(failed_at), tests))
+        return _join(parts)
+
+
+def _cell_key(level: Any, i: Any, j: Any) -> Any:
+    """A grid cell as one int64 (levels under 16, |i| and |j| under 2,048)."""
+    return (level << 24) | ((i + 2048) << 12) | (j + 2048)
+
+
+class GeoMany:
+    """:class:`directkinds.GeoGrid` for a batch (one per longitude attribute read)."""
+
+    __slots__ = (
+        "aid",
+        "box",
+        "centre",
+        "entries",
+        "index",
+        "keys",
+        "levels",
+        "neg",
+        "parts",
+        "starts",
+    )
+
+    def __init__(self, index: directkinds.GeoGrid) -> None:
+        self.index = index
+        self.parts = [GeoMany(part) for part in index.parts]
+        self.levels = [(k, w) for k, w in index.levels]
+        keys = sorted(index.cells, key=lambda c: _cell_key(*c))
+        self.keys = np.array([_cell_key(*c) for c in keys], dtype=np.int64)
+        lens = [len(index.cells[c]) for c in keys]
+        self.starts = np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
+        #: the cells' entries end to end: (atom id, negated, exact test)
+        self.entries = [(aid, neg, holds) for c in keys for aid, neg, *_, holds in index.cells[c]]
+        self.aid = np.array([aid for aid, _, _ in self.entries], dtype=np.int64)
+        self.neg = np.array([neg for _, neg, _ in self.entries], dtype=bool)
+        self.box = np.array(
+            [(la, lb, oa, ob) for c in keys for _, _, la, lb, oa, ob, _ in index.cells[c]],
+            dtype=np.float64,
+        ).reshape(-1, 4)
+        # each entry's centre and radius, its sine and cosine of latitude as the test keeps
+        # them (the same Python floats), its longitude and radius
+        centre = []
+        for aid, _, _ in self.entries:
+            lat0, lon0, km = index.args[aid]
+            la2 = lat0 * special.TO_RAD
+            centre.append((math.sin(la2), math.cos(la2), lon0, km))
+        self.centre = np.array(centre, dtype=np.float64).reshape(-1, 4)
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        if self.parts:
+            return _join([part.found(values, events) for part in self.parts])
+        lon_attr = self.index.lon
+        lats: list[float] = []
+        lons: list[float] = []
+        at: list[int] = []
+        odd: list[int] = []
+        for k, (lat, event) in enumerate(zip(values, events, strict=True)):
+            lon = event.get(lon_attr)
+            if lon is None:  # the haversine is false: every negation holds
+                continue
+            if (
+                type(lat) is float
+                and type(lon) is float
+                and -90.0 <= lat <= 90.0
+                and -180.0 <= lon <= 180.0
+            ):
+                lats.append(lat)
+                lons.append(lon)
+                at.append(k)
+            else:
+                odd.append(k)
+        found = self._grid(np.array(lats), np.array(lons), np.array(at, dtype=np.int64), events)
+        if odd or self.index.loose:
+            rest = _each(self.index, odd, values, events)
+            loose = self._loose(at, events)
+            return _join([found, rest, loose])
+        return found
+
+    def _loose(self, at: list[int], events: Sequence[Event]) -> Many:
+        """The boxes no grid level holds (none for finite constants), each tested."""
+        held: list[int] = []
+        failed: list[int] = []
+        held_at: list[int] = []
+        failed_at: list[int] = []
+        for k in at:
+            for aid, negated, *_, holds in self.index.loose:
+                if holds(events[k]):
+                    (failed if negated else held).append(aid)
+                    (failed_at if negated else held_at).append(k)
+        ids = directkinds.ids
+        return ids(held), ids(held_at), ids(failed), ids(failed_at), len(at) * len(self.index.loose)
+
+    def _grid(
+        self, lat: np.ndarray, lon: np.ndarray, at: np.ndarray, events: Sequence[Event]
+    ) -> Many:
+        if not len(at) or not len(self.keys):
+            return _NONE, _NONE, _NONE, _NONE, 0
+        keys = np.concatenate(
+            [
+                _cell_key(k, np.floor(lat / w).astype(np.int64), np.floor(lon / w).astype(np.int64))
+                for k, w in self.levels
+            ]
+        )
+        point = np.tile(np.arange(len(at), dtype=np.int64), len(self.levels))
+        cell = np.searchsorted(self.keys, keys)
+        hit = cell < len(self.keys)
+        hit[hit] = self.keys[cell[hit]] == keys[hit]
+        cell, point = cell[hit], point[hit]
+        lo, hi = self.starts[cell], self.starts[cell + 1]
+        entry = ranges(lo, hi)
+        point = np.repeat(point, hi - lo)
+        box = self.box[entry]
+        y, x = lat[point], lon[point]
+        inside = (box[:, 0] <= y) & (y <= box[:, 1]) & (box[:, 2] <= x) & (x <= box[:, 3])
+        entry, point = entry[inside], point[inside]
+        y, x = lat[point], lon[point]
+        sin2, cos2, lon0, km = self.centre[entry].T
+        with np.errstate(invalid="ignore"):
+            dlon = (x - lon0) * special.TO_RAD
+            la1 = y * special.TO_RAD
+            cos1 = np.cos(la1)
+            dz = np.sin(la1) - sin2
+            dx = np.cos(dlon) * cos1 - cos2
+            dy = np.sin(dlon) * cos1
+            half = np.sqrt(dx * dx + dy * dy + dz * dz) / 2
+            dist = np.arcsin(np.minimum(half, 1.0)) * 2 * special.EARTH_RADIUS_KM
+        yes = (half <= 1.0) & (dist <= km)
+        doubt = np.flatnonzero(
+            (np.abs(dist - km) <= DOUBT * np.maximum(1.0, np.abs(km)))
+            | (np.abs(half - 1.0) <= DOUBT)
+        )
+        entries = self.entries
+        for i in doubt.tolist():  # decided by the atom's own test
+            yes[i] = entries[int(entry[i])][2](events[int(at[point[i]])])
+        entry, point = entry[yes], point[yes]
+        aid, neg, ev = self.aid[entry], self.neg[entry], at[point]
+        return aid[~neg], ev[~neg], aid[neg], ev[neg], int(inside.sum())
+
+
+class SegmentMany:
+    """:class:`directkinds.SegmentTests` for a batch: each segment's within and before
+    tests as sorted arrays end to end, bisected for every (event, segment) pair at once."""
+
+    __slots__ = ("index", "sid", "sorts")
+
+    def __init__(self, index: directkinds.SegmentTests) -> None:
+        self.index = index
+        sids = sorted(index.by_segment)
+        self.sid = {s: k for k, s in enumerate(sids)}
+        #: per form (within, before): (starts by segment, seconds, atom ids (negated -id-1))
+        self.sorts = []
+        for form in (0, 1):
+            lens = [len(index.by_segment[s][form][0]) for s in sids]
+            secs = [x for s in sids for x in index.by_segment[s][form][0]]
+            ids = [a for s in sids for a in index.by_segment[s][form][1]]
+            ok = all(-_I64 < x < _I64 for x in secs)
+            self.sorts.append(
+                (
+                    np.concatenate(([0], np.cumsum(lens, dtype=np.int64))),
+                    np.array(secs if ok else [], dtype=np.int64),
+                    np.array(ids, dtype=np.int64),
+                    ok,
+                )
+            )
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        index, sid = self.index, self.sid
+        ev: list[int] = []
+        seg: list[int] = []
+        ts: list[int] = []
+        now: list[int] = []
+        odd: list[int] = []
+        for k, (value, event) in enumerate(zip(values, events, strict=True)):
+            t: Any = event.get(special.NOW)
+            if t is None:
+                continue
+            if not -_I64 < t < _I64:
+                odd.append(k)
+                continue
+            last = None
+            for s, stamp in value:  # type: ignore[attr-defined]
+                if s == last:
+                    continue  # a repeated id counts at its first occurrence
+                last = s
+                j = sid.get(s)
+                if j is not None:
+                    ev.append(k)
+                    seg.append(j)
+                    ts.append(stamp)
+                    now.append(t)
+        if not all(s[3] for s in self.sorts):
+            return _each(index, range(len(values)), values, events)
+        stamps = np.array(ts, dtype=np.int64)
+        at = np.array(ev, dtype=np.int64)
+        segs = np.array(seg, dtype=np.int64)
+        nows = np.array(now, dtype=np.int64)
+        beyond = (stamps <= -_I64) | (stamps >= _I64)  # (-stamps would overflow)
+        if beyond.any():  # those events one by one
+            gone = np.unique(at[beyond])
+            odd = sorted([*odd, *gone.tolist()])
+            keep = ~np.isin(at, gone)
+            stamps, at, segs, nows = stamps[keep], at[keep], segs[keep], nows[keep]
+        q = np.where(stamps >= 0, stamps // 1_000_000, -(-stamps // 1_000_000))
+        bound = nows - q
+        hits: list[np.ndarray] = []
+        hits_at: list[np.ndarray] = []
+        for form, (starts, secs, ids, _) in enumerate(self.sorts):
+            lo, hi = starts[segs], starts[segs + 1]
+            cut = _bisect(secs, lo, hi, bound)
+            a, b = (cut, hi) if form == 0 else (lo, cut)  # within: from the cut; before: below
+            hits.append(ids[ranges(a, b)])
+            hits_at.append(np.repeat(at, b - a))
+        hit, hit_at = np.concatenate(hits), np.concatenate(hits_at)
+        neg = hit < 0
+        found: Many = (hit[~neg], hit_at[~neg], -hit[neg] - 1, hit_at[neg], len(at))
+        if odd:
+            return _join([found, _each(index, odd, values, events)])
+        return found
+
+
+def _bisect(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``bisect_left(keys, x, lo, hi)`` for each row, as arrays."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = (lo + hi) // 2
+        less = open_ & (keys[np.minimum(mid, len(keys) - 1)] < x)
+        lo = np.where(less, mid + 1, lo)
+        hi = np.where(open_ & ~less, mid, hi)
+
+
+Batched = Each | ListMany | ByValue | GeoMany | SegmentMany
+
+
+def many(kind: str, index: Any) -> Batched:
+    """The batch form of one attribute's index of ``kind`` (``found(values, events)``)."""
+    if kind == "list":
+        return ListMany(index)
+    if kind == "geo":
+        return GeoMany(index)
+    if kind == "segment":
+        return SegmentMany(index)
+    if kind in ("suffix", "contains", "pattern") or (kind == "presence" and index.by_value):
+        return ByValue(index)
+    return Each(index)

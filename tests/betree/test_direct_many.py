@@ -1,0 +1,237 @@
+"""The direct indexes for a batch at once (betree.matching.directmany) at the edges, the
+validation's fast paths, and batches of rich events on packed views against the brute force.
+
+Per kind the batch's answer is compared with the per-event one and each atom's own
+``holds`` (:func:`tests.support.direct.agree`): lists of 10,000 elements, empty lists, ints
+at the ends of int64, Unicode; geo radii on the exact distance of the event's point (the
+numpy haversine's doubtful band decided by the atom's test) and points at the poles, on
+±180 and beyond the ranges; segment times and ``now`` at the ends of int64 (the events the
+arrays cannot hold, answered one by one); several attributes with absent ones at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from betree.index import Index
+from betree.lang import special
+from betree.lang.atoms import Atom, TestAtom, make_test
+from betree.lang.schema import Schema
+from betree.matching.direct import DirectAtoms, found_batch, mark
+from loaders import python_load
+from loaders.records import parse_lines
+from storage.errors import InvalidInput
+from tests.support.brute import brute
+from tests.support.direct import agree
+from tools.bench import gen_rich
+
+I64 = (-(2**63), 2**63 - 1)
+
+
+def test_lists_of_ten_thousand_elements_empty_and_at_the_ends_of_int64() -> None:
+    rng = random.Random(21)
+    pool: list[object] = [*range(-50, 50), *I64, I64[0] + 1, I64[1] - 1]
+    atoms: list[tuple[int, Atom]] = []
+    for aid in range(800):
+        test = rng.choice(["has", "lacks", "one_of", "none_of", "all_of", "not_all_of"])
+        values = tuple(rng.sample(pool, rng.randint(1, 8)))
+        atom = make_test("il", test, values[0] if test in ("has", "lacks") else values)
+        if atom is not None:
+            atoms.append((aid, atom))
+    events: list[dict[str, Any]] = [{}, {"il": ()}, {"il": tuple(range(-5_000, 5_000))}]
+    events += [{"il": tuple(rng.choices(pool, k=10_000))} for _ in range(3)]
+    events += [{"il": tuple(rng.choices(pool, k=rng.randint(0, 30)))} for _ in range(200)]
+    assert agree(atoms, events, "il") > 5_000
+
+
+def test_string_lists_with_unicode_and_repeats() -> None:
+    rng = random.Random(22)
+    pool = ["", "a", "A", "é", "e\u0301", "ß", "ss", "\U0001f600", "\x00", "x" * 10_000]
+    atoms: list[tuple[int, Atom]] = []
+    for aid in range(400):
+        test = rng.choice(["has", "lacks", "one_of", "none_of", "all_of", "not_all_of"])
+        values = tuple(rng.sample(pool, rng.randint(1, 5)))
+        atom = make_test("sl", test, values[0] if test in ("has", "lacks") else values)
+        if atom is not None:
+            atoms.append((aid, atom))
+    events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 12)))} for _ in range(300)]
+    assert agree(atoms, events, "sl") > 1_000
+
+
+def test_geo_radii_on_the_exact_distance_are_decided_by_the_atom() -> None:
+    rng = random.Random(23)
+    points = [(rng.uniform(-89, 89), rng.uniform(-179, 179)) for _ in range(60)]
+    points += [(90.0, 0.0), (-90.0, 180.0), (0.0, -180.0), (0.0, 180.0), (-0.0, -0.0)]
+    atoms: list[tuple[int, Atom]] = []
+    events: list[dict[str, Any]] = []
+    for lat, lon in points:
+        # a centre near the point, the radius its exact distance, one ulp either side
+        lat0 = max(-90.0, min(90.0, lat + rng.uniform(-0.5, 0.5)))
+        lon0 = lon + rng.uniform(-0.5, 0.5)
+        d = special.geo_distance(lat0, lon0, lat, lon)
+        assert d is not None
+        for km in (d, math.nextafter(d, 0.0), math.nextafter(d, math.inf), 0.0):
+            test = "geo_within_radius" if rng.random() < 0.7 else "not_geo_within_radius"
+            atoms.append((len(atoms), TestAtom("latitude", test, (lat0, lon0, km))))
+        events.append({"latitude": lat, "longitude": lon})
+    events += [{"latitude": 10.0}, {"latitude": 95.0, "longitude": 0.0}]  # no lon; beyond
+    events += [{"latitude": 0.0, "longitude": 400.0}, {"longitude": 1.0}]
+    assert agree(atoms, events, "latitude") > 100
+
+
+@pytest.mark.parametrize("ends", [False, True])
+def test_segments_at_the_ends_of_int64(ends: bool) -> None:
+    rng = random.Random(24 + ends)
+    secs = [*I64, 0, -1, 1] if ends else list(range(-5, 30))
+    atoms: list[tuple[int, Atom]] = []
+    for aid in range(300):
+        func = rng.choice(["", "not_"]) + rng.choice(["segment_within", "segment_before"])
+        atoms.append((aid, TestAtom("seg", func, (rng.randint(0, 6), rng.choice(secs)))))
+    stamps = [*I64, 0, -1, 999_999, -999_999, 10**6, -(10**6), 25 * 10**6]
+    events: list[dict[str, Any]] = []
+    for _ in range(300):
+        ev: dict[str, Any] = {}
+        if rng.random() < 0.9:
+            ev["now"] = rng.choice([0, 10, 20, *I64, I64[0] + 1, I64[1] - 1])
+        pairs = [(rng.randint(0, 6), rng.choice(stamps)) for _ in range(rng.randint(0, 6))]
+        ev["seg"] = tuple(sorted(pairs, key=lambda p: p[0]))  # repeats kept, first counts
+        events.append(ev)
+    assert agree(atoms, events, "seg") > 500
+
+
+def test_a_batch_of_several_attributes_with_absent_ones() -> None:
+    """:func:`found_batch` over several attributes equals :func:`mark` event by event."""
+    rng = random.Random(25)
+    by_attr: dict[str, list[tuple[int, Atom]]] = {"il": [], "s": [], "latitude": []}
+    aid = 0
+    for _ in range(300):
+        v = tuple(sorted(rng.sample(range(20), 3)))
+        atom = make_test("il", rng.choice(["one_of", "none_of", "all_of"]), v)
+        assert atom is not None
+        by_attr["il"].append((aid := aid + 1, atom))
+        needle = "".join(rng.choices("abc", k=rng.randint(1, 3)))
+        by_attr["s"].append(
+            (aid := aid + 1, TestAtom("s", rng.choice(["ends_with", "contains"]), needle))
+        )
+        lat, lon = rng.uniform(-10, 10), rng.uniform(-10, 10)
+        by_attr["latitude"].append(
+            (aid := aid + 1, TestAtom("latitude", "geo_within_radius", (lat, lon, 500.0)))
+        )
+    for attr in by_attr:
+        by_attr[attr].append((aid := aid + 1, TestAtom(attr, "undefined")))
+        by_attr[attr].append((aid := aid + 1, TestAtom(attr, "defined")))
+    direct = {attr: DirectAtoms(atoms) for attr, atoms in by_attr.items()}
+    events: list[dict[str, Any]] = []
+    for _ in range(400):
+        ev: dict[str, Any] = {}
+        if rng.random() < 0.7:
+            ev["il"] = tuple(rng.choices(range(25), k=rng.randint(0, 6)))
+        if rng.random() < 0.7:
+            ev["s"] = "".join(rng.choices("abc", k=rng.randint(0, 8)))
+        if rng.random() < 0.7:
+            ev["latitude"] = rng.uniform(-12, 12)
+        if rng.random() < 0.8:
+            ev["longitude"] = rng.uniform(-12, 12)
+        events.append(ev)
+    size = aid + 1
+    want = np.zeros((len(events), size), dtype=bool)
+    for row, ev in zip(want, events, strict=True):
+        mark(row, direct, ev)
+        assert row.tolist() == [
+            any(a == k and atom.holds(ev) for atoms in by_attr.values() for a, atom in atoms)
+            for k in range(size)
+        ]
+    got = np.zeros_like(want)
+    groups, (on, on_at, off, off_at) = found_batch(direct, events)
+    for group, defining in groups:
+        got[np.ix_(defining, group.default.ids)] = True
+        others = np.setdiff1d(np.arange(len(events)), defining)
+        got[np.ix_(others, np.array(group.undefined, dtype=np.int64))] = True
+    got[on_at, on] = True
+    got[off_at, off] = False
+    assert (got == want).all()
+    assert want.sum() > 1_000
+
+
+def test_validation_fast_paths_refuse_as_before() -> None:
+    """The lists and segments checked at once where plain give the same values, and the
+    same errors where not (the element-by-element check names the element)."""
+    schema = Schema.from_json(
+        {
+            "attributes": {
+                "il": {"type": "int_list"},
+                "sl": {"type": "string_list"},
+                "fl": {"type": "string_list", "fold_case": True},
+                "seg": {"type": "segments"},
+            }
+        }
+    )
+    ok = schema.validate_event(
+        {
+            "il": [*I64, 0],
+            "sl": ["a", "é", "\U0001f600"],
+            "fl": ["ÀB", "x"],
+            "seg": [[2, 5], [1, -(2**63)]],
+        }
+    )
+    assert ok["il"] == (*I64, 0) and ok["sl"] == ("a", "é", "\U0001f600")
+    assert ok["fl"] == ("àb", "x") and ok["seg"] == ((1, -(2**63)), (2, 5))
+    bad = [
+        ({"il": [1, True]}, "list element 1"),
+        ({"il": [1, 2**63]}, "outside the signed 64-bit range (list element 1)"),
+        ({"il": [1.0]}, "list element 0"),
+        ({"sl": ["a", "\ud800"]}, "lone surrogate (not valid Unicode) (list element 1)"),
+        ({"sl": ["a", 1]}, "list element 1"),
+        ({"seg": [[1, 2], [3, 2**63]]}, "list element 1 is not a [segment_id, timestamp] pair"),
+        ({"seg": [[1, True]]}, "list element 0 is not"),
+        ({"seg": [[1, 2, 3]]}, "list element 0 is not"),
+    ]
+    for event, message in bad:
+        with pytest.raises(InvalidInput, match=re.escape(message)):
+            schema.validate_event(event)
+
+
+def test_rich_batches_on_views_match_the_brute_force(tmp_path: Path) -> None:
+    """Batches of more than ``flatbatch.LEAST`` rich events (matched as batches on the
+    packed view), python-loaded and online with writes and deletes, and reopened."""
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        1500, 300, check=False, seed=31, target_rate=0.01
+    )
+    subs = dict(subs_list)
+    schema = Schema.from_json(schema_doc)
+    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    want = [brute(subs, schema, ev) for ev in events]
+    assert sum(map(len, want)) > 200
+    with Index.open(tmp_path / "py") as idx:
+        for _ in range(3):  # the first builds the view
+            for got, w in zip(idx.match_many(events), want, strict=True):
+                assert set(got) == w  # type: ignore[arg-type]
+        items = list(subs.items())
+        for ident, _ in items[::5]:
+            assert idx.unsubscribe(ident)
+            del subs[ident]
+        added = {
+            f"n{k}": e
+            for k, e in enumerate(
+                dict(gen_rich.make(120, 1, check=False, seed=32, target_rate=0.01)[1]).values()
+            )
+        }
+        idx.subscribe_many(list(added.items()))
+        subs.update(added)
+        idx.check()
+        want = [brute(subs, schema, ev) for ev in events]
+        for got, w in zip(idx.match_many(events), want, strict=True):
+            assert set(got) == w  # type: ignore[arg-type]
+    with Index.open(tmp_path / "py", readonly=True) as idx:  # reopened
+        for _ in range(2):
+            for got, w in zip(idx.match_many(events + events[:40]), want + want[:40], strict=True):
+                assert set(got) == w  # type: ignore[arg-type]
