@@ -91,7 +91,8 @@ class Index:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
-        self.flat.background = lambda: flat.fresh_base(self.store, self._attribute)  # folds aside
+        folds = Records(self._attribute)  # the background folds' own (one at a time)
+        self.flat.background = lambda: flat.fresh_base(self.store, folds)  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self._types)
 

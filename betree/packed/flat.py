@@ -443,14 +443,14 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
     return {"row_at": row_at, "rows": rows}
 
 
-def fresh_base(store: Store, attribute: Callable[[bytes, str], str]) -> tuple[int, Based]:
+def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
     """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
-    background: :class:`FlatSlot`); its per-attribute records read afresh (``attribute``:
-    as :class:`betree.matching.snapshot.Records` takes it; the index's own are the matching
-    thread's)."""
+    background: :class:`FlatSlot`); its per-attribute records read with ``records``, the
+    folds' own (kept from fold to fold: what did not change is not decoded again; the
+    index's own are the matching thread's)."""
     with store.read() as txn:
         rec = catalog.root_record(txn)
-        trees, grouped = Records(attribute).read(txn)
+        trees, grouped = records.read(txn)
         view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
         return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
 

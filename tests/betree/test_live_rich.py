@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from betree.disk import catalog, changelog
@@ -20,6 +21,8 @@ from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
+from betree.matching.direct import mark
+from betree.matching.snapshot import Records
 from betree.stores.sharded import (
     HASH,
     ShardedIndex,
@@ -188,3 +191,32 @@ def test_a_direct_record_is_written_from_kept_parts(tmp_path: Path) -> None:
         assert len(aids) == 50 and aids == list(idx._memo.direct["tags"][1])
         assert sorted(idx.match({"tags": ["new", "t3", "t4"]})) == [4, 100]
         idx.check()
+
+
+def test_a_changed_direct_record_makes_only_its_new_atoms(tmp_path: Path) -> None:
+    """Records take back the atoms whose id's stored tuple is unchanged, and make again
+    one whose id now holds another tuple (the same Records reading another store)."""
+    schema = {"attributes": {"tags": {"type": "string_list"}, "n": {"type": "int"}}}
+    with (
+        Index.open(tmp_path / "a", schema=schema) as a,
+        Index.open(tmp_path / "b", schema=schema) as b,
+    ):
+        a.subscribe_many([(k, f'"t{k}" in tags') for k in range(20)])
+        b.subscribe_many([(k, f'"u{k}" in tags') for k in range(20)])  # the same atom ids
+        records = Records(a._attribute)
+        with a.store.read() as txn:
+            records.read(txn)
+        first = dict(records._atoms["tags"])
+        a.subscribe(20, '"t20" in tags')
+        with a.store.read() as txn:
+            grouped = records.read(txn)[1]
+        again = records._atoms["tags"]
+        assert len(again) == 21 and all(again[aid][1] is first[aid][1] for aid in first)
+        with b.store.read() as txn:
+            grouped = records.read(txn)[1]
+        other = records._atoms["tags"]
+        assert all(other[aid][1] is not first[aid][1] for aid in first if aid in other)
+        held = np.zeros(100, dtype=bool)
+        mark(held, grouped, {"tags": ["u3", "t4"]})
+        want = {aid for aid, (_, atom) in other.items() if atom.holds({"tags": ["u3", "t4"]})}
+        assert set(np.flatnonzero(held).tolist()) == want and len(want) == 1
