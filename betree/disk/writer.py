@@ -303,10 +303,11 @@ def gc_paused() -> Iterator[None]:
     vs 2,900 subscriptions/s).  Nothing here makes reference cycles; whatever another
     thread makes meanwhile is collected once the collector is back.
 
-    What the batch allocated is still counted: the collector's first young pass would
-    come at the next allocation, inside the next match (a batch of 1,000 left one over
-    ~87K objects; a rich write 0.1-0.2 s).  The batch pays it here instead, when it
-    allocated past the collector's threshold (one pass over the two young generations).
+    What the batch allocated is still counted: the collector's next young pass would come
+    inside the next match (a batch of 1,000 left one over ~100K objects, 0.15-0.25 s; one
+    BEGen subscription a few hundred, whose passes cost a match right after a write ~0.1
+    ms on average at 100K, against none in a frozen store's matches, which allocate and
+    free).  The batch pays it here instead: one pass over the two young generations.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -315,5 +316,4 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-            if gc.get_count()[0] > gc.get_threshold()[0]:
-                gc.collect(1)
+            gc.collect(1)
