@@ -574,8 +574,9 @@ class Index:
         """After a write of ``changed`` subscriptions by this process: the held view caught
         up to it now, not at the next match (:meth:`betree.packed.flat.FlatSlot.advance`; other
         processes catch up at theirs).  Cost: what that match saves (~0.2 ms a commit at
-        100K; ~5 ms after a batch of 1,000, ~1.5% of its CPU); not past
-        :data:`CATCH_UP_WRITES` (a bigger batch leaves it to the next match)."""
+        100K; after a batch of 1,000 the 3-7 ms of CPU its next match saved, 1-2% of the
+        batch's); not past :data:`CATCH_UP_WRITES` (a bigger batch leaves it to the next
+        match)."""
         if self.flat.held_gen() < 0 or changed > CATCH_UP_WRITES:
             return
         with self.store.read() as txn:
