@@ -8,6 +8,15 @@ atoms whose last use goes.  PB+trees and direct-atom lists touched are kept open
 transaction, and :meth:`Writer.finish` writes the direct lists, the change log's entry
 (:mod:`betree.disk.changelog`) and the root record once at the end.
 
+An attribute's direct atoms are one record (a list of ``[atom id, atom tuple]``; 4 MB for
+31K atoms of ``user.interests`` at 50K rich rules).  Decoded and encoded whole, a write
+that adds or drops one cost ~200 ms and left ~100K objects for the garbage collector
+(whose passes then cost the next matches up to 1.5 s).  Instead the writer keeps each
+list as its elements' packed bytes by atom id (:class:`Memo`, across transactions, taken
+again only while the stored record is the very bytes it wrote or read), and writes the
+record by joining them (:func:`storage.codec.encode_parts`): a write costs one
+comparison, one join and one checksum of the record, and no object an element.
+
 :meth:`betree.index.Index.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
 """
@@ -66,7 +75,8 @@ class Writer:
             feedback=feedback(txn),
             dissolve=bool(self.rec.get("adjust")),
         )
-        self.direct: dict[str, list[list[Any]]] = {}
+        #: the direct-atom lists read or changed: each element's packed bytes by atom id
+        self.direct: dict[str, dict[int, bytes]] = {}
         self.atoms: dict[int, Atom] = {}
         #: ``atom`` records read or changed in this transaction (key -> [aid, refcount],
         #: None once dropped), written once by :meth:`finish`: a batch's repeated atoms
@@ -111,10 +121,20 @@ class Writer:
             self.trees[attr] = PBTree(self.txn, attr)
         return self.trees[attr]
 
-    def _direct(self, attr: str) -> list[list[Any]]:
-        if attr not in self.direct:
-            self.direct[attr] = catalog.load_direct(self.txn, attr)
-        return self.direct[attr]
+    def _direct(self, attr: str) -> dict[int, bytes]:
+        """The direct atoms of ``attr`` as this transaction left them (module docstring);
+        the memo's copy is taken (not copied): :meth:`finish` gives it back."""
+        parts = self.direct.get(attr)
+        if parts is None:
+            stored = self.txn.get(catalog.DIRECT, attr.encode()) or b""
+            kept = self.memo.direct.pop(attr, None)
+            if kept is not None and kept[0] == stored:
+                parts = kept[1]
+            else:
+                listed = codec.decode_value(stored) if stored else []
+                parts = {int(entry[0]): codec.pack_part(entry) for entry in listed}
+            self.direct[attr] = parts
+        return parts
 
     def intern(self, atom: Atom) -> int:
         """The id of ``atom``, counting one more use (a new atom gets the next id, its
@@ -135,7 +155,7 @@ class Writer:
             for op, const in atom.entries:
                 tree.insert(op, const, aid)
         else:
-            self._direct(atom.attr).append([aid, list(atom.as_tuple())])
+            self._direct(atom.attr)[aid] = codec.pack_part([aid, list(atom.as_tuple())])
         return aid
 
     def _count(self, key: bytes) -> list[int] | None:
@@ -168,8 +188,7 @@ class Writer:
             for op, const in atom.entries:
                 tree.delete(op, const, aid)
         else:
-            atoms = self._direct(atom.attr)
-            atoms[:] = [entry for entry in atoms if entry[0] != aid]
+            self._direct(atom.attr).pop(aid, None)
 
     def insert(
         self, ident: SubId, expr: str, clauses: list[Clause], meta: str | None = None
@@ -237,8 +256,16 @@ class Writer:
                 self.txn.delete(catalog.ATOM, key)
             else:
                 self.txn.put_obj(catalog.ATOM, key, found)
-        for attr, atoms in self.direct.items():
-            catalog.put_direct(self.txn, attr, atoms)
+        for attr, parts in self.direct.items():  # (as catalog.put_direct writes them)
+            key = attr.encode()
+            if parts:
+                stored = codec.encode_parts(list(parts.values()))
+                self.txn.put(catalog.DIRECT, key, stored)
+            else:
+                stored = b""
+                self.txn.delete(catalog.DIRECT, key)
+            # the memo's again (an aborted commit leaves other bytes stored: not taken)
+            self.memo.direct[attr] = (stored, parts)
         if self.removed or self.added:
             changelog.append(self.txn, self.rec, self.removed, self.added, self.expressions)
         self.rec["attributes"] = catalog.record_attributes(self.txn)
@@ -254,11 +281,13 @@ class Memo:
     bytes each) and stored clauses' places (~200), at most :data:`MEMO_LIMIT` of each.  It
     saves clustering (which takes every clause of an overflowing l-node again), and the
     catch-up of this process's views (:meth:`betree.packed.delta.Delta.advance`), a catalog read
-    and decode per atom."""
+    and decode per atom.  And per attribute, its direct-atom record as last written or
+    read with its elements' packed bytes (~2x the record: module docstring)."""
 
     def __init__(self) -> None:
         self.atoms: dict[int, Atom] = {}
         self.placed: dict[int, Places] = {}
+        self.direct: dict[str, tuple[bytes, dict[int, bytes]]] = {}
 
 
 def remember(memo: dict[int, Any], key: int, value: Any) -> None:
@@ -275,6 +304,12 @@ def gc_paused() -> Iterator[None]:
     the collector's full passes over them cost 40% of bulk insertion time (measured: 1,690
     vs 2,900 subscriptions/s).  Nothing here makes reference cycles; whatever another
     thread makes meanwhile is collected once the collector is back.
+
+    What the batch allocated is still counted: the collector's next young pass would come
+    inside the next match (a batch of 1,000 left one over ~100K objects, 0.15-0.25 s; one
+    BEGen subscription a few hundred, whose passes cost a match right after a write ~0.1
+    ms on average at 100K, against none in a frozen store's matches, which allocate and
+    free).  The batch pays it here instead: one pass over the two young generations.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -283,3 +318,4 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+            gc.collect(1)

@@ -8,6 +8,13 @@ re-decodes (and rebuilds the ``DirectAtoms`` of) only the attributes whose recor
 changed, and the others keep the very objects they had.  Cost per commit: one scan of
 the two namespaces (a record an attribute) and one bytes comparison a record, plus the
 decoding of what changed: a write costs in proportion to the attributes it touched.
+
+A changed direct record is decoded whole (one record an attribute: 4 MB, 31K atoms, for
+``user.interests`` at 50K rich rules), but its atoms are made again only where new: each
+atom kept is taken back when its id's stored tuple is the one it was made from (a list
+comparison, ~0.2 µs, against ``atom_from_tuple``'s ~20-70 µs for a rich atom); the
+attribute's :class:`DirectAtoms` is then built from them.  A reader's background folds
+(:func:`betree.packed.flat.fresh_base`) keep a :class:`Records` of their own the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from betree.disk import catalog
-from betree.lang.atoms import atom_from_tuple
+from betree.lang.atoms import Atom, atom_from_tuple
 from betree.matching.direct import DirectAtoms
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -35,6 +42,8 @@ class Records:
         self.attribute = attribute
         self._trees: dict[str, tuple[bytes, dict[str, Any]]] = {}
         self._direct: dict[str, tuple[bytes, DirectAtoms]] = {}
+        #: per attribute, its direct atoms by id with the stored tuple each was made from
+        self._atoms: dict[str, dict[int, tuple[list[Any], Atom]]] = {}
         #: attributes decoded again by the last :meth:`read` (for tests and diagnostics)
         self.decoded: list[str] = []
 
@@ -51,18 +60,35 @@ class Records:
                 self.decoded.append(name)
             trees[name] = kept
         direct: dict[str, tuple[bytes, DirectAtoms]] = {}
+        made: dict[str, dict[int, tuple[list[Any], Atom]]] = {}
         for key, value in txn.scan(catalog.DIRECT):
             name = self.attribute(key, "direct atoms")
             kept_atoms = self._direct.get(name)
             if kept_atoms is None or kept_atoms[0] != value:
-                atoms = [(aid, atom_from_tuple(t)) for aid, t in codec.decode_value(value)]
-                if any(atom.attr != name for _, atom in atoms):
-                    raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
+                made[name] = self._made(name, codec.decode_value(value))
+                atoms = [(aid, atom) for aid, (_, atom) in made[name].items()]
                 kept_atoms = (bytes(value), DirectAtoms(atoms))
                 self.decoded.append(name)
+            else:
+                made[name] = self._atoms[name]
             direct[name] = kept_atoms
-        self._trees, self._direct = trees, direct
+        self._trees, self._direct, self._atoms = trees, direct, made
         return (
             {name: rec for name, (_, rec) in trees.items()},
             {name: grouped for name, (_, grouped) in direct.items()},
         )
+
+    def _made(self, name: str, listed: list[Any]) -> dict[int, tuple[list[Any], Atom]]:
+        """The atoms of ``name``'s decoded direct record ``[[id, tuple], ...]`` by id,
+        those kept from the same stored tuple taken back (module docstring)."""
+        kept = self._atoms.get(name, {})
+        out: dict[int, tuple[list[Any], Atom]] = {}
+        for aid, t in listed:
+            old = kept.get(aid)
+            if old is None or old[0] != t:
+                atom = atom_from_tuple(t)
+                if atom.attr != name:
+                    raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
+                old = (t, atom)
+            out[aid] = old
+        return out

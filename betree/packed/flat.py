@@ -443,14 +443,14 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
     return {"row_at": row_at, "rows": rows}
 
 
-def fresh_base(store: Store, attribute: Callable[[bytes, str], str]) -> tuple[int, Based]:
+def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
     """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
-    background: :class:`FlatSlot`); its per-attribute records read afresh (``attribute``:
-    as :class:`betree.matching.snapshot.Records` takes it; the index's own are the matching
-    thread's)."""
+    background: :class:`FlatSlot`); its per-attribute records read with ``records``, the
+    folds' own (kept from fold to fold: what did not change is not decoded again; the
+    index's own are the matching thread's)."""
     with store.read() as txn:
         rec = catalog.root_record(txn)
-        trees, grouped = Records(attribute).read(txn)
+        trees, grouped = records.read(txn)
         view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
         return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
 
@@ -607,15 +607,16 @@ class FlatSlot:
         return held[0] if held is not None else -1
 
     def advance(self, gen: int, catch_up: Callable[[Based], Based | None]) -> None:
-        """The held view caught up to ``gen`` by ``catch_up`` (as :meth:`get` would), unless
-        the delta would be due for folding or the log cannot say: then :meth:`get` does it
-        (and folds) at the next match.  Never builds a view."""
+        """The held view caught up to ``gen`` by ``catch_up`` (as :meth:`get` would: a delta
+        due for folding is held while a fold runs in the background, started now), unless
+        the log cannot say or the delta is too far past its bound: then :meth:`get` does
+        it (and folds) at the next match.  Never builds a view."""
         with self._lock:
             held = self._held
             if held is None or gen <= held[0]:
                 return
             newer = catch_up(held[1])
-            if newer is not None and not newer.delta.due():
+            if newer is not None and (not newer.delta.due() or self._behind(newer)):
                 self._held, self._quiet = (gen, newer), 0.0
 
     def drop(self) -> None:

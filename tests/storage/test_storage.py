@@ -56,6 +56,28 @@ def test_u64_keys_preserve_order(a: int, b: int) -> None:
     assert codec.decode_u64(codec.encode_u64(a)) == a
 
 
+_ELEMENT = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4),
+    max_leaves=8,
+)
+
+
+@given(st.lists(_ELEMENT, max_size=20))
+def test_a_list_record_from_its_packed_elements(values: list[object]) -> None:
+    """encode_parts of the elements packed alone is encode_value of the list (what a
+    writer's direct-atom lists rely on), and decodes back."""
+    parts = [codec.pack_part(v) for v in values]
+    assert codec.encode_parts(parts) == codec.encode_value(values)
+
+
+@pytest.mark.parametrize("n", [0, 15, 16, 65535, 65536])
+def test_a_list_record_from_parts_at_the_header_sizes(n: int) -> None:
+    values = [[k, ["test", "tags", "has", "é" * (k % 3)]] for k in range(n)]
+    joined = codec.encode_parts([codec.pack_part(v) for v in values])
+    assert joined == codec.encode_value(values) and codec.decode_value(joined) == values
+
+
 def test_page_envelope_round_trip() -> None:
     node = LeafNode(
         9, 1, 2, [1, 2.5, 3], [[1], [], [7, 8]], [[], [4], []], [1, 2, 3], [4, 5, 6], [7, 8, 9]

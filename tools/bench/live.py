@@ -49,7 +49,9 @@ from tools.bench.harness import logger, machine, markdown_table, stats
 _log = logger("bench live")
 
 
-def build(out: Path, subs: int, shards: int, spare: int, events: int) -> dict[str, Any]:
+def build(
+    out: Path, subs: int, shards: int, spare: int, events: int, profile: str = "begen"
+) -> dict[str, Any]:
     """The store (reused when its stamp matches), the spare subscriptions the writes use
     and the events."""
     from betree.disk.bulk import build_index
@@ -59,12 +61,14 @@ def build(out: Path, subs: int, shards: int, spare: int, events: int) -> dict[st
     from tools.bench.gen import make_workload
 
     stamp = out / "workload.json"
-    wanted = {"subs": subs, "shards": shards, "spare": spare, "events": events}
+    wanted: dict[str, Any] = {"subs": subs, "shards": shards, "spare": spare, "events": events}
+    if profile != "begen":  # (a BEGen store's stamp stays as it was)
+        wanted["profile"] = profile
     work = out / "workload-data.json"
     if stamp.exists() and json.loads(stamp.read_text()) == wanted and work.exists():
         return dict(json.loads(work.read_text()))
-    _log(f"generating {subs:,} BEGen subscriptions and building the store")
-    w = make_workload(subs=subs + spare, events=events, check=False)
+    _log(f"generating {subs:,} {profile} subscriptions and building the store")
+    w = make_workload(subs=subs + spare, events=events, check=False, profile=profile)
     store = out / "store"
     shutil.rmtree(store, ignore_errors=True)
     parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]
@@ -276,6 +280,9 @@ def served(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subs", type=positive, default=100_000, help="store size (100000)")
+    parser.add_argument(
+        "--profile", choices=("begen", "rich"), default="begen", help="workload (bexdb gen)"
+    )
     parser.add_argument("--shards", type=positive, default=1, help="shards of the store (1)")
     parser.add_argument("--events", type=positive, default=500, help="frozen events timed (500)")
     parser.add_argument("--writes", type=positive, default=300, help="writes a ratio (300)")
@@ -300,7 +307,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     spare = args.writes + sum(args.batches) * args.batch_count + 20_000
-    data = build(out, args.subs, args.shards, spare, max(args.events, 2000))
+    data = build(out, args.subs, args.shards, spare, max(args.events, 2000), args.profile)
     rows = []
     for ratio in [] if args.serve_only else args.ratios:
         writes = max(20, args.writes // max(1, ratio // 10))  # 1:100 -> a tenth of the writes
@@ -336,7 +343,8 @@ def main(args: argparse.Namespace) -> int:
                 "-" if idle is None else f"{m['p50'] / idle:.2f}",
             ]
         )
-    print(f"`bexdb bench live --subs {args.subs} --shards {args.shards}` (times in ms)\n")
+    name = f"--subs {args.subs} --shards {args.shards} --profile {args.profile}"
+    print(f"`bexdb bench live {name}` (times in ms)\n")
     print(markdown_table(heads, cells))
     return 0
 

@@ -1,0 +1,222 @@
+"""Writes on the rich workload (long direct-atom lists): the writer's direct records kept
+across transactions (:class:`betree.disk.writer.Memo`), under random interleavings of
+writes, matches and reopens, in plain and sharded stores, against the brute force; and
+a memo that no longer describes the stored record (another process wrote it, or a
+transaction aborted after writing it) is not taken."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from betree.disk import catalog, changelog
+from betree.index import Index
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
+from betree.matching.direct import mark
+from betree.matching.snapshot import Records
+from betree.stores.sharded import (
+    HASH,
+    ShardedIndex,
+    open_index,
+    shard_name,
+    shard_of,
+    write_manifest,
+)
+from storage import codec
+from storage.codec import encode_id
+from tools.bench import gen_rich
+
+
+def _rich(n: int, seed: int) -> tuple[dict[str, Any], list[tuple[str, str]], list[Any]]:
+    schema, subs, evs, _ = gen_rich.make(n, 60, check=False, seed=seed, target_rate=0.02)
+    return schema, [(f"r{seed}-{k}", expr) for k, (_, expr) in enumerate(subs)], evs
+
+
+def _build(path: Path, schema: dict[str, Any], subs: dict[Any, str], shards: int) -> None:
+    if shards == 1:
+        with Index.open(path, schema=schema, settings={"max_cap": 8}) as idx:
+            idx.subscribe_many(subs.items())
+        return
+    parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]
+    for ident, expr in subs.items():
+        parts[shard_of(encode_id(ident), shards)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(path / shard_name(k), schema=schema, settings={"max_cap": 8}) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(path, entries, {"by": "id", "hash": HASH, "shards": shards})
+
+
+def _indexes(store: Any) -> list[Index]:
+    return store.indexes if isinstance(store, ShardedIndex) else [store.index]
+
+
+def _kept_as_stored(store: Any) -> int:
+    """Assert every direct record the writers' memos keep is the stored one's bytes
+    element by element; returns how many records were compared."""
+    seen = 0
+    for idx in _indexes(store):
+        with idx.store.read() as txn:
+            for attr, (stored, parts) in idx._memo.direct.items():
+                now = txn.get(catalog.DIRECT, attr.encode()) or b""
+                if stored != now:
+                    continue  # stale (another writer): compared again before use
+                listed = codec.decode_value(now) if now else []
+                assert [int(e[0]) for e in listed] == list(parts), attr
+                assert [codec.pack_part(e) for e in listed] == list(parts.values()), attr
+                seen += 1
+    return seen
+
+
+def _other_process_writes(path: Path, ident: str, expr: str) -> None:
+    """A ``bexdb subscribe`` in a process of its own (its own writer, no memo of ours)."""
+    run = [sys.executable, "-c", "import sys; from tools.cli import main; sys.exit(main())"]
+    line = json.dumps({"id": ident, "expr": expr}) + "\n"
+    argv = [*run, "subscribe", str(path)]
+    done = subprocess.run(argv, input=line, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("shards", [1, 2], ids=["plain", "sharded"])
+def test_rich_writes_under_random_interleavings(
+    tmp_path: Path, shards: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema_doc, pool, events = _rich(900, seed=20 + shards)
+    schema = Schema.from_json(schema_doc)
+    compiled: dict[str, Any] = {}
+
+    def truth(subs: dict[Any, str], ev: dict[str, Any]) -> set[Any]:
+        values = schema.validate_event(ev)
+        for expr in subs.values():
+            if expr not in compiled:
+                compiled[expr] = compile_expr(expr, schema)
+        return {i for i, e in subs.items() if evaluate(compiled[e], values)}
+
+    rng = random.Random(shards)
+    subs = dict(pool[:300])
+    spare = pool[300:]
+    path = tmp_path / "store"
+    _build(path, schema_doc, subs, shards)
+    store = open_index(path, readonly=False)
+    aborted = external = compared = 0
+    try:
+        for idx in _indexes(store):
+            idx.flat.after = 0  # views from the first event: matches use base + delta
+        for step in range(90):
+            r = rng.random()
+            where = f"step {step}"
+            if r < 0.25:
+                ident = rng.choice([spare[step][0], *subs])  # new or a replacement
+                subs[ident] = rng.choice(spare)[1]
+                store.subscribe(ident, subs[ident])
+            elif r < 0.35:
+                ids = [rng.choice([spare[-k][0], *subs]) for k in range(12)]
+                batch = [(ident, rng.choice(spare)[1]) for ident in ids]
+                store.subscribe_many(batch)
+                subs.update(batch)
+            elif r < 0.47 and subs:
+                ident = rng.choice(sorted(subs))
+                assert store.unsubscribe(ident)
+                del subs[ident]
+            elif r < 0.52:  # an aborted commit after the direct records were written
+
+                def fail(*args: Any) -> None:
+                    raise RuntimeError("aborted")
+
+                with monkeypatch.context() as m:
+                    m.setattr(changelog, "append", fail)
+                    with pytest.raises(RuntimeError):  # a new direct atom, and another
+                        store.subscribe_many([(f"x{step}", f'contains(page.url, "/x{step}/")')])
+                aborted += 1
+            elif r < 0.57:  # another process's write, this one open: its memos stale
+                ident, expr = f"o{step}", f'contains(page.url, "/o{step}/")'
+                if rng.random() < 0.5:
+                    expr += f" or {rng.choice(spare)[1]}"
+                _other_process_writes(path, ident, expr)
+                subs[ident] = expr
+                external += 1
+            elif r < 0.85:
+                ev = rng.choice(events)
+                got = store.match(ev)
+                assert len(got) == len(set(got)) and set(got) == truth(subs, ev), where
+            else:
+                evs = rng.sample(events, 20)
+                for got, ev in zip(store.match_many(evs), evs, strict=True):
+                    assert set(got) == truth(subs, ev), where  # type: ignore[arg-type]
+            compared += _kept_as_stored(store)
+            if step % 15 == 14:
+                store.check()
+        store.check()
+        assert aborted and external and compared, (aborted, external, compared)
+    finally:
+        store.close()
+    with open_index(path) as fresh:  # reopened: the stored answer is the brute force's
+        for ev in events[:20]:
+            assert set(fresh.match(ev)) == truth(subs, ev)
+
+
+def test_a_direct_record_is_written_from_kept_parts(tmp_path: Path) -> None:
+    """The second write to an attribute's direct atoms takes the memo's parts (no decode
+    of the record), and the bytes are exactly ``encode_value`` of the list."""
+    schema = {"attributes": {"tags": {"type": "string_list"}, "n": {"type": "int"}}}
+    with Index.open(tmp_path, schema=schema) as idx:
+        idx.subscribe_many([(k, f'"t{k}" in tags') for k in range(50)])
+        decoded: list[int] = []
+        real = codec.decode_value
+
+        def counting(data: Any) -> Any:
+            decoded.append(len(data))
+            return real(data)
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(codec, "decode_value", counting)
+            idx.subscribe(100, '"new" in tags')
+            idx.unsubscribe(3)
+        with idx.store.read() as txn:
+            stored = txn.get(catalog.DIRECT, b"tags")
+        assert stored is not None
+        assert max(decoded, default=0) < len(stored) // 2  # the list was not decoded
+        listed = real(stored)
+        assert codec.encode_value(listed) == stored
+        aids = [int(e[0]) for e in listed]
+        assert len(aids) == 50 and aids == list(idx._memo.direct["tags"][1])
+        assert sorted(idx.match({"tags": ["new", "t3", "t4"]})) == [4, 100]
+        idx.check()
+
+
+def test_a_changed_direct_record_makes_only_its_new_atoms(tmp_path: Path) -> None:
+    """Records take back the atoms whose id's stored tuple is unchanged, and make again
+    one whose id now holds another tuple (the same Records reading another store)."""
+    schema = {"attributes": {"tags": {"type": "string_list"}, "n": {"type": "int"}}}
+    with (
+        Index.open(tmp_path / "a", schema=schema) as a,
+        Index.open(tmp_path / "b", schema=schema) as b,
+    ):
+        a.subscribe_many([(k, f'"t{k}" in tags') for k in range(20)])
+        b.subscribe_many([(k, f'"u{k}" in tags') for k in range(20)])  # the same atom ids
+        records = Records(a._attribute)
+        with a.store.read() as txn:
+            records.read(txn)
+        first = dict(records._atoms["tags"])
+        a.subscribe(20, '"t20" in tags')
+        with a.store.read() as txn:
+            grouped = records.read(txn)[1]
+        again = records._atoms["tags"]
+        assert len(again) == 21 and all(again[aid][1] is first[aid][1] for aid in first)
+        with b.store.read() as txn:
+            grouped = records.read(txn)[1]
+        other = records._atoms["tags"]
+        assert all(other[aid][1] is not first[aid][1] for aid in first if aid in other)
+        held = np.zeros(100, dtype=bool)
+        mark(held, grouped, {"tags": ["u3", "t4"]})
+        want = {aid for aid, (_, atom) in other.items() if atom.holds({"tags": ["u3", "t4"]})}
+        assert set(np.flatnonzero(held).tolist()) == want and len(want) == 1
