@@ -45,8 +45,8 @@ from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
 from betree.matching import batch as batching
-from betree.matching.direct import mark
-from betree.matching.snapshot import Records
+from betree.matching.direct import DirectAtoms, mark
+from betree.matching.snapshot import Records, Snapshot
 from betree.packed import flat, flatbatch, ranging
 from betree.packed.delta import Based, Delta, settle
 from pbtree import PBTree
@@ -73,7 +73,7 @@ class Index:
         self.store = store
         self._use_schema(schema, None)
         self._schema_gen = -1  # the generation whose schema version was last compared
-        self._snapshot: tuple[int, dict[str, Any]] | None = None
+        self._snapshot: tuple[int, Snapshot] | None = None
         #: the per-attribute records of the last snapshot, reused while unchanged
         self._records = Records(self._attribute)
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
@@ -442,7 +442,7 @@ class Index:
         ``last_stats`` holds the totals, ``last_timings`` the seconds of each phase.
         """
         snap = self._snap(txn, records=False)
-        collecting = self._collector is not None or snap["collect"] or self.collecting
+        collecting = self._collector is not None or snap.collect or self.collecting
         if len(batch) <= 1 or collecting:
             return listed([id_array(self.match_validated(txn, v)) for v in batch], lists)
         view = self._view(txn, snap, len(batch))
@@ -463,14 +463,14 @@ class Index:
         t0 = clock()
         types = self._types
         sat, pages = batching.satisfied(
-            txn, snap["trees"], snap["grouped"], snap["next_atom"], self._scalar, batch
+            txn, snap.trees, snap.grouped, snap.next_atom, self._scalar, batch
         )
         t1 = clock()
         coords = [
             {attr: grid.event_coord(types[attr], value) for attr, value in values.items()}
             for values in batch
         ]
-        tree = BETree(txn, snap["rec"])
+        tree = BETree(txn, snap.rec)
         reached = batching.reached_pages(tree, coords)
         t2 = clock()
         hits = batching.check_pages(reached, sat, len(batch))
@@ -523,15 +523,17 @@ class Index:
         """Match an event already validated by ``schema.validate_event`` in ``txn``."""
         snap = self._snap(txn, records=False)
         stats = self._collector
-        if stats is None and (snap["collect"] or self.collecting):
+        if stats is None and (snap.collect or self.collecting):
             stats = self._collector = Collector()
         # the per-node statistics come from the walk only
         view = None if stats is not None else self._view(txn, snap)
         if view is not None:
             return self._match_view(txn, view, values).tolist()  # type: ignore[no-any-return]
         snap = self._snap(txn)
-        sat, coords, pages = self._phase1(txn, snap, values, False)
-        tree = BETree(txn, snap["rec"])
+        sat, coords, pages = self._phase1(
+            txn, snap.trees, snap.grouped, snap.next_atom, values, False
+        )
+        tree = BETree(txn, snap.rec)
         out: dict[int, SubId] = {}
         candidates = tree.match(coords, sat, out, stats)
         if stats is not None:
@@ -543,22 +545,22 @@ class Index:
         """The packed view of ``txn``'s snapshot if one is held (caught up to it, not
         built: :meth:`_view`), for a sharded store to join its shards' (betree.packed.joined)."""
         snap = self._snap(txn, records=False)
-        if self._collector is not None or snap["collect"] or self.collecting:
+        if self._collector is not None or snap.collect or self.collecting:
             return None  # (the statistics come from walks)
         return self._view(txn, snap, 0)
 
-    def _view(self, txn: ReadTxn, snap: dict[str, Any], events: int = 1) -> Based | None:
+    def _view(self, txn: ReadTxn, snap: Snapshot, events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:
         :mod:`betree.packed.delta`) for ``events`` more events, or None (:class:`FlatSlot`;
         never within a write: it holds committed pages)."""
         if txn.writable:
             return None
-        rec = snap["rec"]
+        rec = snap.rec
 
         def make() -> Based:
             full = self._snap(txn)
-            view = flat.build(BETree(txn, rec), full["trees"])
-            return Based(view, full["grouped"], rec["next_atom"], Delta.empty(rec))
+            view = flat.build(BETree(txn, rec), full.trees)
+            return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
         return self.flat.get(txn.gen, make, rec["subs"], events, self._catch_up(txn, rec))
 
@@ -577,16 +579,17 @@ class Index:
         if self.flat.held_gen() < 0 or changed > CATCH_UP_WRITES:
             return
         with self.store.read() as txn:
-            rec = self._snap(txn, records=False)["rec"]
+            rec = self._snap(txn, records=False).rec
             self.flat.advance(txn.gen, self._catch_up(txn, rec))
 
     def _match_view(self, txn: ReadTxn, based: Based, values: Mapping[str, object]) -> np.ndarray:
         """The ids an event matches, from a view (:func:`betree.disk.nodes.id_array` form)."""
-        fields = {"trees": based.view.searches, "grouped": based.grouped, "next_atom": based.atoms}
         truths: list[np.ndarray] = []
 
         def tree() -> tuple[list[np.ndarray], int]:
-            sat, coords, _ = self._phase1(txn, fields, values, True)
+            sat, coords, _ = self._phase1(
+                txn, based.view.searches, based.grouped, based.atoms, values, True
+            )
             truths.append(sat)
             found, candidates = based.view.match(coords, sat)
             return [found], candidates
@@ -599,13 +602,18 @@ class Index:
         return settle([found], [based.delta], [values], [txn])[0]  # matched by intervals
 
     def _phase1(
-        self, txn: ReadTxn, snap: Mapping[str, Any], values: Mapping[str, object], based: bool
+        self,
+        txn: ReadTxn,
+        trees: Mapping[str, Any],
+        grouped: Mapping[str, DirectAtoms],
+        next_atom: int,
+        values: Mapping[str, object],
+        based: bool,
     ) -> tuple[np.ndarray, dict[str, int], int]:
         """The satisfied atoms (by atom id), the event's grid coordinates and the PB+tree
-        pages read: from the snapshot's pages, or (``based``, ``snap`` a :class:`Based`'s
-        fields) from a base view's sorted arrays, by the base's atom ids."""
-        trees, grouped = snap["trees"], snap["grouped"]
-        sat = np.zeros(snap["next_atom"], dtype=bool)
+        pages read: from the snapshot's pages (``trees`` their records), or (``based``, ``trees``
+        a base view's searches) from a base view's sorted arrays, by the base's atom ids."""
+        sat = np.zeros(next_atom, dtype=bool)
         sat[0] = True
         pages = 0
         coords: dict[str, int] = {}
@@ -629,32 +637,25 @@ class Index:
         mark(sat, grouped, values)
         return sat, coords, pages
 
-    def _snap(self, txn: ReadTxn, records: bool = True) -> dict[str, Any]:
+    def _snap(self, txn: ReadTxn, records: bool = True) -> Snapshot:
         """Per-commit state (cached by gen): the root record, and with ``records`` the
         PB+tree records and direct atoms (:mod:`betree.matching.snapshot`; a match on a held
         view needs neither: one scan of a record per attribute saved per commit)."""
         if self._snapshot is not None and self._snapshot[0] == txn.gen:
             snap = self._snapshot[1]
-            if "trees" in snap or not records:
+            if snap.complete or not records:
                 return snap
         rec = root_record(txn)
         self.schema_in(txn)
         # read-only, statistics could never be flushed: collect only when asked to
         collect = bool(rec.get("adjust")) and not self.store.readonly
-        snap = {"rec": rec, "next_atom": rec["next_atom"], "collect": collect}
+        snap = Snapshot(rec, rec["next_atom"], collect)
         auto = collect and self.auto_adjust and not self.store.readonly
         self._flush_every = rec.get("adjust_window", 1) if auto else math.inf
         self._snapshot = (txn.gen, snap)
         if not records:
             return snap
-        trees, grouped = self._records.read(txn)
-        listed = {"pbtrees": list(trees), "direct": list(grouped)}
-        if listed != rec.get("attributes"):
-            raise StoreDamaged(
-                f"the per-attribute records found ({listed}) are not those the root record "
-                f"lists ({rec.get('attributes')})"
-            )
-        snap.update(trees=trees, grouped=grouped)
+        snap.with_records(self._records, txn)
         return snap
 
     def _attribute(self, key: bytes, what: str) -> str:
