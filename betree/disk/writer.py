@@ -8,7 +8,7 @@ atoms whose last use goes.  PB+trees and direct-atom lists touched are kept open
 transaction, and :meth:`Writer.finish` writes the direct lists, the change log's entry
 (:mod:`betree.disk.changelog`) and the root record once at the end.
 
-:meth:`betree.index.Index.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
+:meth:`betree.engine.Engine.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
 """
 
@@ -35,7 +35,7 @@ from storage.txn import WriteTxn
 class Writer:
     """Inserting and deleting subscriptions in ``txn``.
 
-    ``places`` gives a clause's places (:meth:`betree.index.Index.places`); ``hints`` the
+    ``places`` gives a clause's places (:meth:`betree.engine.Engine.places`); ``hints`` the
     grid range a new p-node's top bucket halves, per attribute.  ``memo``: the atoms (by
     id) and stored clauses' places (by clause id) that earlier transactions of this store
     read, kept by the caller across them (bounded): ids are never reused and a clause's

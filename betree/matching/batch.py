@@ -7,7 +7,7 @@ visited l-node pages checked against phase 1).  A batch of B events shares both:
 * **Phase 1** (:func:`satisfied`): per attribute, one PB+tree search per *distinct* value
   in the batch; the result is a bit matrix ``atoms x events`` (``uint64`` words, bit e of
   an atom's row set when the atom holds for event e).  Direct atoms (lists, booleans,
-  string tests) are evaluated per event, as :meth:`Index.match_validated` does.
+  string tests) are evaluated per event, as :meth:`betree.matching.pages.Pages.match` does.
 * **Phase 2** (:func:`reached_pages`): the BE-Tree is walked once, each node carrying the
   set of events that reach it (a Python int used as a bit set); a c-directory bucket is
   entered by the events whose coordinate it encloses (a bisection over the batch's sorted

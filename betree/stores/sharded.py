@@ -48,9 +48,8 @@ from betree.disk.nodes import listed
 from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
 from betree.matching.batch import match_batch
-from betree.packed import flatbatch
-from betree.packed.delta import Delta, settle
 from betree.packed.joined import Joined
+from betree.packed.views import JoinedViews
 from betree.stores import schemaedit, shardwrite
 from betree.stores.manifest import (  # re-exported: the routing of sharded stores' callers
     FORMAT as FORMAT,
@@ -85,7 +84,7 @@ class AnyIndex(Protocol):
     """What the commands and the service need from a store, plain or sharded."""
 
     @property
-    def schema(self) -> Schema: ...  # as of the last snapshot (Index.schema_in)
+    def schema(self) -> Schema: ...  # as of the last snapshot (Engine.schema_in)
 
     #: The open :class:`Index` of each plain store inside (one for a plain store).
     indexes: list[Index]
@@ -194,11 +193,8 @@ class PlainIndex:
 
     @contextmanager
     def snapshot(self) -> Iterator[Matcher]:
-        index = self.index
-        with index.store.read() as txn:
-            index.schema_in(txn)
-            yield lambda values: index.match_validated(txn, values)
-        index.adjust_if_due()  # self-adjustment, when the store has it on (a write)
+        with self.index.snapshot() as match:
+            yield match
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         return self.index.match(event)
@@ -357,7 +353,7 @@ class ShardedIndex:
             self._refresh()
             self._recover()
             for index in self.indexes:
-                index.refresh_schema()
+                index.engine.refresh_schema()
             yield
 
     # -- writing (betree.stores.shardwrite) ------------------------------------------------------
@@ -506,33 +502,33 @@ class ShardedIndex:
             with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
             for index, txn in txns:
-                index.schema_in(txn)
-            joined, deltas = self._joined(txns)
-            shard_txns = [txn for _, txn in txns]
+                index.engine.schema_in(txn)
+            views = self._views(txns)
 
             def match(values: Mapping[str, object]) -> list[SubId]:
-                if joined is not None:
-                    first = self.indexes[0]
-                    base = first.ranging.match_joined(joined, [values], first.coords)
-                    found = settle(base, deltas, [values], shard_txns)[0]
-                    return found.tolist()  # type: ignore[no-any-return]
+                if views is not None:
+                    return views.match(values)
                 out: list[SubId] = []
                 for index, txn in txns:
-                    out.extend(index.match_validated(txn, values))
+                    out.extend(index.engine.match(txn, values))
                 return out
 
             yield match
 
-    def _joined(self, txns: list[tuple[Index, ReadTxn]]) -> tuple[Joined | None, list[Delta]]:
-        """The shards' base views joined, when every shard holds one for its snapshot
-        (:mod:`betree.packed.joined`; kept while they last), and each shard's delta since."""
-        parts = [index.held_view(txn) for index, txn in txns]
+    def _views(self, txns: list[tuple[Index, ReadTxn]]) -> JoinedViews | None:
+        """The strategy of the shards' base views joined, when every shard holds one for its
+        snapshot (:mod:`betree.packed.joined`; kept while they last), each shard's delta
+        since applied (:class:`betree.packed.views.JoinedViews`); None: match shard by shard."""
+        parts = [index.engine.held_view(txn) for index, txn in txns]
         held = [p for p in parts if p is not None]
         if len(held) < len(parts):
             self.join = None
-        elif self.join is None or not self.join.holds(parts):
+            return None
+        if self.join is None or not self.join.holds(parts):
             self.join = Joined(held)
-        return self.join, [p.delta for p in held]
+        first = self.indexes[0].engine
+        deltas = [p.delta for p in held]
+        return JoinedViews(self.join, deltas, [txn for _, txn in txns], first.ranging, first.types)
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         with self.snapshot() as match:
@@ -542,15 +538,15 @@ class ShardedIndex:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
         Events are validated once, in the schema of a snapshot begun just before."""
-        self.indexes[0].refresh_schema()
+        self.indexes[0].engine.refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, True))
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
-        self.indexes[0].refresh_schema()
+        self.indexes[0].engine.refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
 
     def match_many_meta(self, events: Sequence[object]) -> list[Any]:
-        self.indexes[0].refresh_schema()
+        self.indexes[0].engine.refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, None))
 
     def _match_valid(self, lists: bool | None, valid: list[Mapping[str, object]]) -> list[Any]:
@@ -560,17 +556,13 @@ class ShardedIndex:
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
-            joined, deltas = self._joined(txns)
+            views = self._views(txns)
             shard_txns = [txn for _, txn in txns]
-            if joined is not None:
-                first = self.indexes[0]
-                if len(valid) >= flatbatch.LEAST:
-                    found = first.match_on_views(joined, joined.shards(), valid)
-                else:
-                    found = first.ranging.match_joined(joined, valid, first.coords)
-                found = settle(found, deltas, valid, shard_txns)
+            if views is not None:
+                found = views.match_many(valid)
+                self.indexes[0].engine.note(views)  # (what bexdb serve's metrics read)
             else:
-                parts = [index.match_many_validated(txn, valid) for index, txn in txns]
+                parts = [index.engine.match_many(txn, valid) for index, txn in txns]
                 found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
             if lists is None:
                 route = self._route if self.routed else None

@@ -107,7 +107,11 @@ def agree(store: Any, model: dict[Any, str], rng: random.Random, n: int = 25) ->
 def stored_state(index: Index) -> tuple[Any, Any, Any]:
     with index.store.read() as txn:
         rec = root_record(txn)
-        return index.refresh_schema().to_json(), rec.get("schema_version"), rec.get("former_hints")
+        return (
+            index.engine.refresh_schema().to_json(),
+            rec.get("schema_version"),
+            rec.get("former_hints"),
+        )
 
 
 def test_added_attributes_are_subscribed_and_matched_as_brute_force(tmp_path: Path) -> None:
