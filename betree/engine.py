@@ -74,12 +74,12 @@ class Engine:
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
 
-    # -- the schema (betree.stores.schemaedit changes it on a live store) -------------------------
+    # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
 
     def schema_in(self, txn: ReadTxn) -> Schema:
         """The schema of ``txn``'s snapshot, everything derived from it rebuilt when another
         process or call changed it since (the root record's ``schema_version``, which
-        :mod:`betree.stores.schemaedit` counts).  Cost: one root-record read per new generation."""
+        :mod:`betree.disk.schemaedit` counts).  Cost: one root-record read per new generation."""
         if txn.gen != self._schema_gen:
             version = root_record(txn).get("schema_version", 0)
             if version != self._schema_version:

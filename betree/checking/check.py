@@ -266,7 +266,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
             return 0
         attr, top, lo, hi = expect
         if top and [node.lo, node.hi] in former.get(attr, []):
-            lo, hi = node.lo, node.hi  # made under hints changed since (betree.stores.schemaedit)
+            lo, hi = node.lo, node.hi  # made under hints changed since (betree.disk.schemaedit)
         if (node.attr, node.top, node.lo, node.hi) != (attr, top, lo, hi):
             err(page, f"bucket {(node.attr, node.top, node.lo, node.hi)}, expected {expect}")
         if node.parent != parent:

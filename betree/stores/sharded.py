@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from betree.disk import schemaedit
 from betree.disk.catalog import SubId, subscriptions_by_id
 from betree.disk.metadata import item_meta, with_metas
 from betree.disk.nodes import listed
@@ -50,7 +51,7 @@ from betree.lang.schema import Schema
 from betree.matching.batch import match_batch
 from betree.packed.joined import Joined
 from betree.packed.views import JoinedViews
-from betree.stores import schemaedit, shardwrite
+from betree.stores import shardwrite
 from betree.stores.manifest import (  # re-exported: the routing of sharded stores' callers
     FORMAT as FORMAT,
 )
@@ -340,7 +341,7 @@ class ShardedIndex:
         return self.indexes[0].schema
 
     def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
-        """Add attributes or change hints in all shards or none (betree.stores.schemaedit)."""
+        """Add attributes or change hints in all shards or none (betree.disk.schemaedit)."""
         with self._write_locked():
             return shardwrite.change_schema(self.root, self._shard, len(self.indexes), doc)
 

@@ -67,10 +67,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from betree.disk import schemaedit
 from betree.disk.catalog import SubId
 from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
-from betree.stores import schemaedit
 from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
 from storage.swap import fsync_dir
 
@@ -292,7 +292,7 @@ def _apply(
 def change_schema(
     root: Path, shards: Callable[[int, bool], Index], count: int, doc: Any
 ) -> dict[str, list[str]]:
-    """A schema change (:mod:`betree.stores.schemaedit`) in all ``count`` shards or none: steps
+    """A schema change (:mod:`betree.disk.schemaedit`) in all ``count`` shards or none: steps
     3-5 with the batch ``["schema", new document]`` in every shard's part.  The caller
     holds the writer lock and has completed any killed writer's batch (step 2)."""
     current = [shards(i, False).engine.refresh_schema() for i in range(count)]

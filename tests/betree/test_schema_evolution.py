@@ -1,4 +1,4 @@
-"""Schema evolution (SPEC section 11, betree.stores.schemaedit): attributes added and hints changed
+"""Schema evolution (SPEC section 11, betree.disk.schemaedit): attributes added and hints changed
 on a live store, plain and sharded, through the library, ``bexdb schema --add`` and
 ``PUT /schema``; every change that would alter what a stored subscription means refused
 with nothing changed; processes that opened the store before the change see it from their
@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from betree.disk.catalog import put_root, root_record
+from betree.disk.schemaedit import SchemaConflict, add_to_schema
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.stores import shardwrite
-from betree.stores.schemaedit import SchemaConflict, add_to_schema
 from betree.stores.sharded import ShardedIndex, open_index, shard_name, verify
 from storage.errors import CheckFailed, InvalidInput
 from tests.support.brute import brute

@@ -30,13 +30,15 @@ journal's fsyncs when sharded); nothing is rebuilt.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from betree.disk import catalog, grid
-from betree.index import Index
 from betree.lang.schema import AttrSpec, Schema
 from storage.errors import InvalidInput
 from storage.txn import WriteTxn
+
+if TYPE_CHECKING:
+    from betree.index import Index
 
 
 class SchemaConflict(InvalidInput):
