@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from betree.checking.check import check_index
 from betree.checking.explained import bucket_path, sent_values, shown_atom
 from betree.compiler import Compiler
 from betree.disk import adjust as adjusting
-from betree.disk import catalog
+from betree.disk import catalog, schemaedit
 from betree.disk.adjust import ADJUST_DEFAULTS, Collector
 from betree.disk.catalog import (
     SubId,
@@ -185,6 +186,35 @@ class Index:
         with self.store.read() as txn:
             return int(root_record(txn)["subs"])
 
+    # -- what a sharded store has too (betree.stores.sharded.AnyIndex) ---------------------------
+
+    @property
+    def indexes(self) -> list[Index]:
+        """The plain stores inside: this one (a sharded store has one per shard)."""
+        return [self]
+
+    @property
+    def index(self) -> Index:
+        """The one writable plain store: this one (a sharded store raises ``ShardedStore``)."""
+        return self
+
+    @property
+    def writable(self) -> bool:
+        """Whether the write methods work (the store was opened writable)."""
+        return not self.store.readonly
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        """Add attributes or change hints (:func:`betree.disk.schemaedit.add_to_schema`)."""
+        return schemaedit.add_to_schema(self, doc)
+
+    def size_on_disk(self) -> int:
+        return self.store.size_on_disk()
+
+    def generations(self) -> tuple[int, ...]:
+        """The latest committed generation, as a match begun now sees it."""
+        with self.store.read() as txn:
+            return (txn.gen,)
+
     # -- writing -------------------------------------------------------------------------
 
     def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
@@ -252,24 +282,23 @@ class Index:
         self.engine.caught_up(len(found))
         return found
 
-    def subscriptions(self, txn: ReadTxn | None = None) -> list[tuple[SubId, str]]:
-        """Every ``(id, expression)``, in insertion order (one snapshot, or ``txn``'s)."""
-        if txn is None:
-            with self.store.read() as snap:
-                return self.subscriptions(snap)
-        return list(catalog.subscriptions(txn))
-
-    def iter_subscriptions(self) -> Iterator[tuple[SubId, str]]:
+    def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         """Every ``(id, expression)`` as given, in insertion order, streamed from one
         snapshot (held until the iterator is exhausted or closed): what ``bexdb export``
         writes.  Cost: one cursor step and one small decode per subscription."""
         with self.store.read() as txn:
             yield from catalog.subscriptions(txn, int(root_record(txn)["subs"]))
 
-    def iter_records(self) -> Iterator[tuple[SubId, str, str | None]]:
-        """:meth:`iter_subscriptions` with each one's metadata text (None: none)."""
+    def records(self) -> Iterator[tuple[SubId, str, str | None]]:
+        """:meth:`subscriptions` with each one's metadata text (None: none)."""
         with self.store.read() as txn:
             yield from catalog.subscription_records(txn, int(root_record(txn)["subs"]))
+
+    def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
+        """Up to ``limit`` ``(id, expression)`` in id order from the first id above
+        ``after`` (:func:`betree.disk.catalog.subscriptions_by_id`; ``GET /subscriptions``)."""
+        with self.store.read() as txn:
+            return list(islice(catalog.subscriptions_by_id(txn, after), limit))
 
     def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
         """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
@@ -458,8 +487,12 @@ class Index:
 
     # -- inspecting -----------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """Counts and shapes for ``bexdb inspect`` (reads every directory and tree page)."""
+    def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
+        """Counts and shapes for ``bexdb inspect`` (reads every directory and tree page),
+        as a sharded store gives them: one ``(shard name, counts)``, here ``(None, …)``."""
+        return [(None, self._counts())]
+
+    def _counts(self) -> dict[str, Any]:
         with self.store.read() as txn:
             rec = root_record(txn)
             tree = BETree(txn, rec)

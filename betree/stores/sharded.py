@@ -18,10 +18,11 @@ Why shards rather than one big store: the K stores are built by K Spark tasks at
 batch build of one store is single-threaded), and can sit on different disks.
 
 Callers use :func:`open_index`, which returns the same interface (:class:`AnyIndex`) for
-both kinds, and :func:`verify`, which checks every shard and the manifest and reports all
-violations once.  Writes to a sharded store (routed by :data:`HASH`, all-or-nothing across
-shards, recovered after a crash) are :mod:`betree.stores.shardwrite`'s; :attr:`AnyIndex.writable`
-says whether a store opened takes them.
+both kinds (a plain store's :class:`Index` itself), and :func:`verify`, which checks every
+shard and the manifest and reports all violations once.  Writes to a sharded store (routed
+by :data:`HASH`, all-or-nothing across shards, recovered after a crash) are
+:mod:`betree.stores.shardwrite`'s; :attr:`AnyIndex.writable` says whether a store opened
+takes them.
 
 >>> with open_index("store/") as store:  # doctest: +SKIP
 ...     store.match({"price": 26})
@@ -42,8 +43,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree.disk import schemaedit
-from betree.disk.catalog import SubId, subscriptions_by_id
+from betree.disk.catalog import SubId
 from betree.disk.metadata import item_meta, with_metas
 from betree.disk.nodes import listed
 from betree.index import Index, gc_paused
@@ -82,20 +82,31 @@ Matcher = Callable[[Mapping[str, object]], list[SubId]]
 
 
 class AnyIndex(Protocol):
-    """What the commands and the service need from a store, plain or sharded."""
+    """What the commands and the service need from a store, plain (:class:`Index` itself)
+    or sharded (:class:`ShardedIndex`): the one interface :func:`open_index` returns."""
 
     @property
     def schema(self) -> Schema: ...  # as of the last snapshot (Engine.schema_in)
 
-    #: The open :class:`Index` of each plain store inside (one for a plain store).
-    indexes: list[Index]
-    #: Whether the write methods work (a store opened writable; a sharded one also
-    #: partitioned by :data:`HASH`).
-    writable: bool
+    @property
+    def indexes(self) -> list[Index]:
+        """The open :class:`Index` of each plain store inside (itself for a plain store)."""
+        ...
+
+    @property
+    def writable(self) -> bool:
+        """Whether the write methods work (a store opened writable; a sharded one also
+        partitioned by :data:`HASH`)."""
+        ...
 
     @property
     def index(self) -> Index:
         """The one writable :class:`Index`; raises :class:`ShardedStore` for a sharded one."""
+        ...
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        """Add attributes or change hints (:mod:`betree.disk.schemaedit`), in every shard
+        or none."""
         ...
 
     def snapshot(self) -> Any:
@@ -172,98 +183,6 @@ class AnyIndex(Protocol):
     def __enter__(self) -> AnyIndex: ...
 
     def __exit__(self, *exc: object) -> None: ...
-
-
-class PlainIndex:
-    """A plain store behind the :class:`AnyIndex` interface."""
-
-    def __init__(self, index: Index) -> None:
-        self.indexes = [index]
-        self.writable = not index.store.readonly
-
-    @property
-    def schema(self) -> Schema:
-        return self.indexes[0].schema
-
-    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
-        return schemaedit.add_to_schema(self.index, doc)
-
-    @property
-    def index(self) -> Index:
-        return self.indexes[0]
-
-    @contextmanager
-    def snapshot(self) -> Iterator[Matcher]:
-        with self.index.snapshot() as match:
-            yield match
-
-    def match(self, event: Mapping[str, object]) -> list[SubId]:
-        return self.index.match(event)
-
-    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
-        return self.index.match_many(events)
-
-    def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
-        return self.index.match_many_arrays(events)
-
-    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
-        return self.index.subscribe(ident, expr, meta)
-
-    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
-        return self.index.subscribe_many(items)
-
-    def record(self, ident: SubId) -> tuple[str, str | None] | None:
-        return self.index.record(ident)
-
-    def records(self) -> Iterator[tuple[SubId, str, str | None]]:
-        return self.index.iter_records()
-
-    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
-        return self.index.match_many_meta(events)
-
-    def unsubscribe(self, ident: SubId) -> bool:
-        return self.index.unsubscribe(ident)
-
-    def unsubscribe_many(self, idents: Iterable[SubId], *, strict: bool = False) -> list[bool]:
-        return self.index.unsubscribe_many(idents, strict=strict)
-
-    def expression(self, ident: SubId) -> str | None:
-        return self.index.expression(ident)
-
-    def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
-        return self.index.explain(ident, event)
-
-    def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
-        return [(None, self.index.stats())]
-
-    def subscriptions(self) -> Iterator[tuple[SubId, str]]:
-        return self.index.iter_subscriptions()
-
-    def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
-        with self.index.store.read() as txn:
-            return list(islice(subscriptions_by_id(txn, after), limit))
-
-    def check(self) -> None:
-        self.index.check()
-
-    def size_on_disk(self) -> int:
-        return self.index.store.size_on_disk()
-
-    def close(self) -> None:
-        self.index.close()
-
-    def generations(self) -> tuple[int, ...]:
-        with self.index.store.read() as txn:
-            return (txn.gen,)
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def __enter__(self) -> PlainIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class ShardedIndex:
@@ -585,23 +504,27 @@ class ShardedIndex:
         return {**self.indexes[shard].explain(ident, event), "shard": self.names[shard]}
 
     def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
-        return [(name, index.stats()) for name, index in zip(self.names, self.indexes, strict=True)]
+        return [
+            (name, counts)
+            for name, index in zip(self.names, self.indexes, strict=True)
+            for _, counts in index.stats()
+        ]
 
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         """Every ``(id, expression)``, shard after shard (each shard in one snapshot)."""
         for index in self.indexes:
-            yield from index.iter_subscriptions()
+            yield from index.subscriptions()
 
     def records(self) -> Iterator[tuple[SubId, str, str | None]]:
         for index in self.indexes:
-            yield from index.iter_records()
+            yield from index.records()
 
     def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
         """Each shard's page, read while no batch is applied, merged by id: ``limit``
         records read per shard."""
         self._refresh()
         with self._reading():
-            pages = [PlainIndex(index).page(after, limit) for index in self.indexes]
+            pages = [index.page(after, limit) for index in self.indexes]
         return list(islice(heapq.merge(*pages, key=lambda item: encode_id(item[0])), limit))
 
     def check(self) -> None:
@@ -631,7 +554,7 @@ class ShardedIndex:
 
 def open_index(
     path: str | os.PathLike[str], *, readonly: bool = True, **options: Any
-) -> PlainIndex | ShardedIndex:
+) -> Index | ShardedIndex:
     """Open a plain or a sharded store (``options`` go to :meth:`Index.open`).
 
     ``readonly=False`` opens a plain store writable (creating it if ``options`` hold a
@@ -639,7 +562,7 @@ def open_index(
     """
     if is_sharded(path):
         return ShardedIndex.open(path, readonly=readonly, **options)
-    return PlainIndex(Index.open(path, readonly=readonly, **options))
+    return Index.open(path, readonly=readonly, **options)
 
 
 def recover(root: Path, manifest: dict[str, Any], *, held: bool = False, **options: Any) -> bool:

@@ -21,7 +21,6 @@ from betree.disk.nodes import CNode
 from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.stores.sharded import PlainIndex
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput, StoreDamaged
 from tests.support.brute import brute
@@ -317,13 +316,12 @@ def test_bench_adapt_smoke(tmp_path: Path) -> None:
 
 
 def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
-    """``bexdb serve`` matches through PlainIndex snapshots: windows flush after them."""
+    """``bexdb serve`` matches through Index snapshots: windows flush after them."""
     rng = random.Random(3)
     with _open(str(tmp_path), adjust=1, adjust_window=10) as idx:
         idx.subscribe_many([(k, expression(rng)) for k in range(60)])
-        reader = PlainIndex(idx)
         for _ in range(5):
-            with reader.snapshot() as match:
+            with idx.snapshot() as match:
                 for _ in range(6):
                     match(idx.schema.validate_event(event(rng)))
         with idx.store.read() as txn:
