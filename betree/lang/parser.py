@@ -9,13 +9,13 @@ How it is fast: one compiled regex splits the text into token strings with ``fin
 single C call; on a *plain* text, with no string, float or tab, one ``fullmatch`` and
 ``str.split`` do it in about half the time), and one ``map`` of a dict lookup gives every
 keyword and operator its kind (all case variants of the keywords are in the dict, so
-identifiers never need lowering).  Numbers and strings are decoded
+identifiers never need lowering). Numbers and strings are decoded
 (:mod:`betree.lang.literals`) only when the parser reaches them, so a malformed literal is
-reported in left-to-right order with the other errors.  The most frequent atoms,
-``a op 12``, ``a between 1 and 9`` and lists of small naturals, are checked and built by short paths that fall back to the general code on
-anything else.  Token positions are not kept: only when an error is raised does the same
-regex run again with ``finditer`` to find the column of token *i* (Python ``str`` indices
-are code points, so the column is the index plus one).
+reported in left-to-right order with the other errors. The most frequent atoms, ``a op 12``,
+``a between 1 and 9`` and lists of small naturals, are checked and built by short paths that
+fall back to the general code on anything else. Token positions are not kept: only when an
+error is raised does the same regex run again with ``finditer`` to find the column of token
+*i* (Python ``str`` indices are code points, so the column is the index plus one).
 
 Two entry points:
 
