@@ -168,7 +168,8 @@ class Index:
         cannot be written to it, and closing it is what its reopening needs.
         """
         try:
-            if self.engine.collector and self.engine.collector.events and not self.store.readonly:
+            collector = self.engine.collector
+            if collector is not None and collector.events and not self.store.readonly:
                 self.adjust()
         except StoreReplaced:
             pass
