@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from betree import index as index_module
+from betree import engine as index_module
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import delta
