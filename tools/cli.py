@@ -238,7 +238,7 @@ def _output(path: str | None) -> Iterator[TextIO]:
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the store's schema document (what ``--schema`` takes; an export's header).
 
-    With ``--add FILE``, first add attributes or change hints (:mod:`betree.stores.schemaedit`), all
+    With ``--add FILE``, first add attributes or change hints (:mod:`betree.disk.schemaedit`), all
     shards or none; a change that would alter what a stored subscription means is refused:
     exit 2, nothing changed.
     """

@@ -355,9 +355,9 @@ class Service:
 
     def schema(self, change: Any) -> Answer:
         """``GET /schema``: the schema document; ``PUT /schema`` (a write) first adds
-        attributes or changes hints (:mod:`betree.stores.schemaedit`): 409 naming the attribute if
+        attributes or changes hints (:mod:`betree.disk.schemaedit`): 409 naming the attribute if
         that would alter what a stored subscription means, nothing changed."""
-        from betree.stores.schemaedit import SchemaConflict
+        from betree.disk.schemaedit import SchemaConflict
 
         if change is None:
             return 200, self.current().schema.to_json()

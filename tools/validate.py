@@ -36,7 +36,8 @@ def check(store: AnyIndex, lines: list[bytes]) -> tuple[list[Result], list[Recor
     """The result of each record of ``lines``, and the valid records, in input order."""
     records = list(parse_lines(lines))
     mark_duplicates(records)
-    store.indexes[0].refresh_schema()  # as committed now (betree.stores.schemaedit changes it)
+    # the schema as committed now (betree.disk.schemaedit changes it)
+    store.indexes[0].engine.refresh_schema()
     compile_ = store.indexes[0].compile  # every shard has the store's one schema
     results: list[Result] = []
     valid: list[Record] = []

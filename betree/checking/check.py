@@ -24,7 +24,7 @@ each (keys decoded with numpy; int ids found with numpy among the id map's keys)
 walk of the BE-Tree collects every stored clause from the l-node pages' packed arrays
 (zero-copy), with the c-node holding it, and decodes each c-node once; then the
 per-clause facts are checked over whole arrays: a clause's place on an attribute is the
-intersection of its atoms' grid spans on it (the rule of :meth:`Index.places`, from a
+intersection of its atoms' grid spans on it (the rule of :meth:`betree.engine.Engine.places`, from a
 per-atom table), the stored copy is compared with the record.  Python work per
 subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
@@ -266,7 +266,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
             return 0
         attr, top, lo, hi = expect
         if top and [node.lo, node.hi] in former.get(attr, []):
-            lo, hi = node.lo, node.hi  # made under hints changed since (betree.stores.schemaedit)
+            lo, hi = node.lo, node.hi  # made under hints changed since (betree.disk.schemaedit)
         if (node.attr, node.top, node.lo, node.hi) != (attr, top, lo, hi):
             err(page, f"bucket {(node.attr, node.top, node.lo, node.hi)}, expected {expect}")
         if node.parent != parent:
@@ -285,7 +285,7 @@ def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[st
         for pattr, ptop, score in node.pdir:
             if pattr in used:
                 err(page, f"attribute {pattr!r} partitioned twice on one path")
-            hint = index.hints.get(pattr)
+            hint = index.engine.hints.get(pattr)
             if hint is None:
                 err(page, f"p-node on unknown attribute {pattr!r}")
                 continue

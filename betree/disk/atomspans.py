@@ -1,5 +1,5 @@
 """Every atom of a store with its grid span, read from the atoms' store keys: the rule of
-:meth:`betree.index.Index.places` for a whole store at once, in numpy.
+:meth:`betree.engine.Engine.places` for a whole store at once, in numpy.
 
 Two users: the batch build of a Spark load (:func:`betree.disk.bulk.build_from_parts`), which
 computes its clauses' places here from their atom ids instead of the compile job packing
@@ -125,12 +125,12 @@ class AtomSpans:
     def places(
         self, lens: np.ndarray, atoms: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`Index.places` of every clause (its atom count in ``lens``, the atom ids of
-        all concatenated in ``atoms``) as rows: rows per clause, and per row the
+        """:meth:`betree.engine.Engine.places` of every clause (its atom count in ``lens``,
+        the atom ids of all concatenated in ``atoms``) as rows: rows per clause, and per row the
         attribute's rank, lo and hi, a clause's rows by attribute name.
 
         Per attribute a clause's atoms on it allow the intersection of their spans; an
-        empty one is the whole grid (as :meth:`Index.places` gives it).
+        empty one is the whole grid (as :meth:`betree.engine.Engine.places` gives it).
         """
         width = max(1, len(self.names))
         clause = np.repeat(np.arange(len(lens), dtype=np.int64), lens)

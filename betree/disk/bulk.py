@@ -221,7 +221,7 @@ def build_from_parts(
 
     ``subs`` are ``(external id, expression, clauses as atom ids)`` with distinct ids
     (or the same packed, :class:`PackedSubs`), internal ids given by position; ``places``
-    holds :meth:`Index.places` of every clause in order (packed, or one mapping per
+    holds :meth:`betree.engine.Engine.places` of every clause in order (packed, or one mapping per
     clause); ``atoms`` maps every atom id used (dense from 1; 0 is the true atom) to its
     store key, ``codec.encode_value(atom.as_tuple())`` of a canonical atom: what Spark's
     executors made once per atom, written as it is (an atom object each would cost ~5 µs
@@ -524,7 +524,7 @@ class _Builder:
             taken.add(attr)
             counts[list(taken)] = 0
             name = self.names[attr]
-            lo, hi = self.index.hints[name]
+            lo, hi = self.index.engine.hints[name]
             top = self.txn.alloc()
             self.txn.put_new(self.space, top, CNode(top, name, True, lo, hi, page, self.max_cap))
             node = self.txn.load_mut(self.space, page, CNode)

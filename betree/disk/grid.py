@@ -242,7 +242,7 @@ def clause_places(
 
     Cost: ~0.3 µs per atom whose span is in ``cache`` (by atom, bounded; ``()`` for the
     atom ``a is null``, which needs nothing) and found by identity (see
-    :func:`betree.lang.atoms.order_atoms`).
+    :func:`betree.lang.forms.order_atoms`).
     """
     spans: dict[str, tuple[int, int]] = {}
     empty = False

@@ -17,7 +17,7 @@ again only while the stored record is the very bytes it wrote or read), and writ
 record by joining them (:func:`storage.codec.encode_parts`): a write costs one
 comparison, one join and one checksum of the record, and no object an element.
 
-:meth:`betree.index.Index.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
+:meth:`betree.engine.Engine.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
 """
 
@@ -44,7 +44,7 @@ from storage.txn import WriteTxn
 class Writer:
     """Inserting and deleting subscriptions in ``txn``.
 
-    ``places`` gives a clause's places (:meth:`betree.index.Index.places`); ``hints`` the
+    ``places`` gives a clause's places (:meth:`betree.engine.Engine.places`); ``hints`` the
     grid range a new p-node's top bucket halves, per attribute.  ``memo``: the atoms (by
     id) and stored clauses' places (by clause id) that earlier transactions of this store
     read, kept by the caller across them (bounded): ids are never reused and a clause's

@@ -1,5 +1,5 @@
-"""Atoms: the predicates on one attribute that clauses are made of, and the atoms of each
-atomic form of the language.
+"""Atoms: the predicates on one attribute that clauses are made of (the atoms of each form
+of the language are :mod:`betree.lang.forms`').
 
 Why: the BE-Tree indexes conjunctions of atoms.  Each atom either goes to the attribute's
 PB+tree (an :class:`OrderAtom`: value order or equality against constants) or is tested
@@ -9,18 +9,18 @@ them, the index stores them (:meth:`Atom.as_tuple`) and tests them (``holds``).
 Negation follows the truth table (README: Language), where every atom but ``a is null`` is false
 on an undefined attribute: ``not P`` for such an atom is ``a is null OR (a defined and
 not-P)``, so ``not (a = 1)`` gives the two clauses ``a is null`` and ``a <> 1`` (see
-:func:`atom_clauses`).  ``a is null`` (``TestAtom(a, "undefined")``) is the only atom true
-on an undefined attribute.
+:func:`negated_clauses` and :func:`betree.lang.forms.atom_clauses`).  ``a is null``
+(``TestAtom(a, "undefined")``) is the only atom true on an undefined attribute.
 
 Atoms are canonical, hashable and ordered, so equal meaning gives equal atoms in the common
 cases (``a = 1`` and ``a = 1.0``; list arguments sorted and deduplicated; ``a one of (1)``
 is ``1 in a``; ``ends_with(a, "")`` is ``a is not null``) and the index can intern them.
 
-Cost: one-entry order atoms, the most frequent, are interned (:func:`_order_atom`): one
+Cost: one-entry order atoms, the most frequent, are interned (:func:`order_atom`): one
 dict lookup when found, a fifth of the constructor's time; each atom's ``holds`` (made on
 first use) is one dict lookup and one comparison (list atoms: a scan of the event's list).
 
->>> atom_clauses(Compare("a", "=", 1), False)
+>>> OrderAtom("a", [("=", 1)]).negate()
 [(TestAtom('a', 'undefined'),), (OrderAtom('a', (('!=', 1),)),)]
 """
 
@@ -30,21 +30,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from betree.lang import patterns
 from betree.lang.bounded import forget_older_half
-from betree.lang.expr import (
-    Between,
-    BoolAttr,
-    Compare,
-    Contains,
-    InList,
-    IsEmpty,
-    IsNull,
-    ListOp,
-    Node,
-    Pattern,
-    StrFunc,
-)
 from betree.lang.lexicon import INT64_MAX, INT64_MIN, literal
 from betree.lang.testkinds import KINDS, RANK
 from pbtree.operators import BY_SYMBOL, OPS, bounds
@@ -61,7 +47,7 @@ _OP_RANK = {op: i for i, op in enumerate(OPS)}
 _MAX_CHAR = "\U0010ffff"
 
 
-def _canon(c: object) -> Value:
+def canonical(c: object) -> Value:
     """A constant in canonical form: integral floats in int64 range become ints."""
     if type(c) is int or type(c) is str:  # the common case, kept cheap
         return c
@@ -189,7 +175,7 @@ class OrderAtom(Atom):
             rank = _OP_RANK.get(op)
             if rank is None:
                 raise ValueError(f"unknown order operator {op!r}")
-            c = _canon(c)
+            c = canonical(c)
             es: tuple[tuple[str, Value], ...] = ((op, c),)
             key: tuple[object, ...] = ((_ckey(c), rank),)
         else:
@@ -197,7 +183,7 @@ class OrderAtom(Atom):
             for op, c in items:
                 if op not in _OP_RANK:
                     raise ValueError(f"unknown order operator {op!r}")
-                canon.add((op, _canon(c)))
+                canon.add((op, canonical(c)))
             if not canon:
                 raise ValueError("an OrderAtom needs at least one entry")
             if len({isinstance(c, str) for _, c in canon}) > 1:
@@ -264,17 +250,19 @@ _new_atom = object.__new__
 #: entry beyond the atoms, most of which the caller's caches hold anyway.
 _INTERNED: dict[tuple[str, str, Value], OrderAtom] = {}
 _INTERNED_MAX = 1 << 18
+#: the interned one-entry order atom of ``(attr, op, constant)``, or None (a fast path)
+interned = _INTERNED.get
 
 
 def forget_interned() -> None:
-    """Empty the intern table (:func:`_order_atom`): for a bulk loader done compiling,
+    """Empty the intern table (:func:`order_atom`): for a bulk loader done compiling,
     whose atoms would otherwise stay alive in it (up to ``_INTERNED_MAX`` of them)."""
     _INTERNED.clear()
 
 
-def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
+def order_atom(attr: str, op: str, c: Value) -> OrderAtom:
     """``OrderAtom(attr, ((op, c),))`` for a known ``op`` and a *canonical* ``c`` (see
-    :func:`_canon`), without the checks.
+    :func:`canonical`), without the checks.
 
     Interned for int and string constants, so that a bulk load's many equal atoms are
     one object: each is built once, and the dicts keyed by atoms downstream (grid spans,
@@ -286,12 +274,12 @@ def _order_atom(attr: str, op: str, c: Value) -> OrderAtom:
         if atom is None:
             if len(_INTERNED) >= _INTERNED_MAX:
                 forget_older_half(_INTERNED)
-            atom = _INTERNED[(attr, op, c)] = _new_order_atom(attr, op, c)
+            atom = _INTERNED[(attr, op, c)] = _neworder_atom(attr, op, c)
         return atom
-    return _new_order_atom(attr, op, c)
+    return _neworder_atom(attr, op, c)
 
 
-def _new_order_atom(attr: str, op: str, c: Value) -> OrderAtom:
+def _neworder_atom(attr: str, op: str, c: Value) -> OrderAtom:
     atom: OrderAtom = _new_atom(OrderAtom)
     atom.attr = attr
     atom.entries = ((op, c),)
@@ -301,13 +289,13 @@ def _new_order_atom(attr: str, op: str, c: Value) -> OrderAtom:
     return atom
 
 
-def _equal_any(attr: str, values: set[Value]) -> OrderAtom:
+def equal_any(attr: str, values: set[Value]) -> OrderAtom:
     """``OrderAtom(attr, [("=", v) for v in values])`` for a non-empty set of *canonical*
     values: ``attr in (…)``.  Cheap when they are all numbers or all strings (else the
     constructor raises)."""
     if len(values) == 1:
         (c,) = values
-        return _order_atom(attr, "=", c)
+        return order_atom(attr, "=", c)
     types = set(map(type, values))
     if types <= _NUMBER_TYPE_SET:
         tag = 0
@@ -444,7 +432,7 @@ class TestAtom(Atom):
     def negate(self) -> list[Clause]:
         if self.test == "undefined":
             return [(TestAtom(self.attr, "defined"),)]
-        return _negated(self.attr, self.defined_negation())
+        return negated_clauses(self.attr, self.defined_negation())
 
     def to_expr(self) -> str:
         text = KINDS[self.test].text
@@ -502,19 +490,19 @@ def atom_from_tuple(t: Sequence[object]) -> Atom:
     """Rebuild an atom from :meth:`Atom.as_tuple` (lists accepted for tuples).
 
     Cost: ~0.5 µs for a one-entry order atom with an int or string constant (interned:
-    :func:`_order_atom`), else the constructor's ~3 µs and more.
+    :func:`order_atom`), else the constructor's ~3 µs and more.
     """
     if t[0] == "order":
         attr, entries = t[1], t[2]
         if type(attr) is str and len(entries) == 1:  # type: ignore[arg-type]
             op, c = entries[0]  # type: ignore[index]
             if (type(c) is int or type(c) is str) and op in _OP_RANK:
-                return _order_atom(attr, op, c)  # what the constructor would build
+                return order_atom(attr, op, c)  # what the constructor would build
         if type(attr) is str and all(op == "=" for op, _ in entries):  # type: ignore[attr-defined]
             consts = {c for _, c in entries}  # type: ignore[attr-defined]
             kinds = set(map(type, consts))
             if len(consts) == len(entries) and (kinds == {int} or kinds == {str}):  # type: ignore[arg-type]
-                return _equal_any(attr, consts)  # an in list, as the constructor builds it
+                return equal_any(attr, consts)  # an in list, as the constructor builds it
         return OrderAtom(str(attr), [(str(op), c) for op, c in entries])  # type: ignore[attr-defined]
     if t[0] == "test":
         arg = t[3]
@@ -524,13 +512,7 @@ def atom_from_tuple(t: Sequence[object]) -> Atom:
     raise ValueError(f"not an atom tuple: {t!r}")
 
 
-def _made_negation(attr: str, test: str, arg: object) -> TestAtom | None:
-    """:func:`make_test` of the negation on a defined value of ``test`` with ``arg``."""
-    neg = KINDS[test].negation
-    return None if neg is None else make_test(attr, neg, arg)
-
-
-def _negated(attr: str, neg: Atom | None) -> list[Clause]:
+def negated_clauses(attr: str, neg: Atom | None) -> list[Clause]:
     """``a is null OR neg`` (``neg`` on a defined value; ``None``: never)."""
     undefined = TestAtom(attr, "undefined")
     if neg is None:
@@ -540,167 +522,6 @@ def _negated(attr: str, neg: Atom | None) -> list[Clause]:
     return [(undefined,), (neg,)]
 
 
-_NUMBER_TYPES = (int, float)
 #: The sort key of an atom: ``sorted(atoms, key=atom_key)`` orders as ``sorted(atoms)``
 #: without a Python-level ``__lt__`` call per comparison.
 atom_key: Callable[[Atom], tuple[object, ...]] = operator.attrgetter("_key")
-
-
-def order_atoms(node: Node) -> tuple[Atom, ...] | None:
-    """The atoms of a positive comparison, ``between`` or ``in`` node as a conjunct, ``()``
-    if it is false (an empty range or list), or ``None`` for any other node (left to
-    :func:`atom_clauses`).
-
-    These atoms go to the PB+trees: ``a op c``; ``a between lo and hi`` is ``a >= lo and
-    a <= hi`` (what :mod:`betree.lang.dnf` simplifies it to), or ``a = lo`` when ``lo == hi``;
-    ``a in (...)`` is one atom of ``=`` entries.  Cost: ~0.2 µs when interned.
-    """
-    if type(node) is Compare:
-        v = node.value
-        if type(v) is int or type(v) is str:
-            atom = _INTERNED.get((node.attr, node.op, v))
-            if atom is not None:  # (only valid operators and canonical constants are there)
-                return (atom,)
-        if type(v) is not bool and node.op in _OP_RANK:
-            return compare_atoms(node.attr, node.op, _canon(v))
-    elif type(node) is Between:
-        lo, hi = node.lo, node.hi
-        if not node.negated and (
-            (type(lo) is str and type(hi) is str)
-            or (isinstance(lo, _NUMBER_TYPES) and isinstance(hi, _NUMBER_TYPES))
-        ):
-            return between_atoms(node.attr, _canon(lo), _canon(hi))
-    elif type(node) is InList and not node.negated:
-        return in_atoms(node.attr, set(map(_canon, node.values)))
-    return None
-
-
-def compare_atoms(attr: str, op: str, c: Value) -> tuple[Atom, ...]:
-    """The atoms of ``attr op c`` (``op`` one of :data:`pbtree.operators.OPS`, ``c`` canonical)."""
-    return (_order_atom(attr, op, c),)
-
-
-def between_atoms(attr: str, lo: Value, hi: Value) -> tuple[Atom, ...]:
-    """The atoms of ``attr between lo and hi`` (canonical, both numbers or both strings)."""
-    if lo < hi:  # type: ignore[operator]
-        return (_order_atom(attr, ">=", lo), _order_atom(attr, "<=", hi))
-    if lo == hi:
-        return (_order_atom(attr, "=", lo),)
-    return ()
-
-
-def in_atoms(attr: str, values: set[Value]) -> tuple[Atom, ...]:
-    """The atoms of ``attr in (…)`` for the set of its canonical values."""
-    return (_equal_any(attr, values),) if values else ()
-
-
-def atom_clauses(node: Node, pos: bool) -> list[Clause]:
-    """Clauses of one atomic node (``pos``) or of its negation, before simplification
-    (:mod:`betree.lang.dnf` simplifies and combines them)."""
-    if isinstance(node, Compare):
-        a, op, v = node.attr, node.op, node.value
-        if isinstance(v, bool):
-            true_test = "bool_true" if (op == "=") == v else "bool_false"
-            t = TestAtom(a, true_test)
-            return [(t,)] if pos else _negated(a, t.defined_negation())
-        atom = OrderAtom(a, ((op, v),))
-        return [(atom,)] if pos else atom.negate()
-    if isinstance(node, Between):
-        return _between(node, pos)
-    if isinstance(node, InList):
-        return _in_list(node, pos)
-    if isinstance(node, Contains):
-        test = "lacks" if node.negated else "has"
-        t = TestAtom(node.attr, test, _canon(node.value))
-        return [(t,)] if pos else _negated(node.attr, t.defined_negation())
-    if isinstance(node, ListOp):
-        values = tuple(_canon(v) for v in node.values)
-        t2 = make_test(node.attr, node.op, values)
-        if pos:
-            return [(t2,)] if t2 is not None else []
-        return _negated(node.attr, _made_negation(node.attr, node.op, values))
-    if isinstance(node, IsNull):
-        test = "undefined" if node.negated != pos else "defined"
-        return [(TestAtom(node.attr, test),)]
-    if isinstance(node, IsEmpty):
-        t = TestAtom(node.attr, "empty")
-        return [(t,)] if pos else _negated(node.attr, t.defined_negation())
-    if isinstance(node, BoolAttr):
-        t = TestAtom(node.attr, "bool_true")
-        return [(t,)] if pos else _negated(node.attr, t.defined_negation())
-    if isinstance(node, StrFunc):
-        return _str_func(node, pos)
-    if isinstance(node, Pattern):
-        return _pattern(node, pos)
-    raise TypeError(f"not an atomic expression node: {node!r}")
-
-
-def _between(node: Between, pos: bool) -> list[Clause]:
-    a = node.attr
-    lo, hi = _canon(node.lo), _canon(node.hi)
-    inside = not node.negated  # the atom holds inside [lo, hi] (else outside), when defined
-    if lo > hi:  # type: ignore[operator]  # the interval is empty
-        if inside:
-            return [] if pos else [()]
-        return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
-    in_clause: Clause = (OrderAtom(a, ((">=", lo),)), OrderAtom(a, (("<=", hi),)))
-    # outside [lo, hi]: "a < lo or a > hi", which is "a <> lo" for a single point
-    out_entries = (("!=", lo),) if lo == hi else (("<", lo), (">", hi))
-    out_atom = OrderAtom(a, out_entries)
-    undefined = (TestAtom(a, "undefined"),)
-    if inside:
-        return [in_clause] if pos else [undefined, (out_atom,)]
-    return [(out_atom,)] if pos else [undefined, in_clause]
-
-
-def _in_list(node: InList, pos: bool) -> list[Clause]:
-    a = node.attr
-    values = {_canon(v) for v in node.values}
-    member = not node.negated  # the atom holds for members (else non-members), when defined
-    if not values:
-        if member:
-            return [] if pos else [()]
-        return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
-    any_eq: Clause = (_equal_any(a, values),)
-    all_ne: Clause = tuple(_order_atom(a, "!=", v) for v in values)
-    undefined = (TestAtom(a, "undefined"),)
-    if member:
-        return [any_eq] if pos else [undefined, all_ne]
-    return [all_ne] if pos else [undefined, any_eq]
-
-
-def _str_func(node: StrFunc, pos: bool) -> list[Clause]:
-    a, p = node.attr, node.arg
-    if node.func == "starts_with":
-        if not p:
-            return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
-        succ = string_successor(p)
-        ge = OrderAtom(a, ((">=", p),))
-        if succ is None:  # every string >= p starts with p
-            return [(ge,)] if pos else ge.negate()
-        if pos:
-            return [(ge, OrderAtom(a, (("<", succ),)))]
-        return [(TestAtom(a, "undefined"),), (OrderAtom(a, (("<", p), (">=", succ))),)]
-    t = make_test(a, node.func, p)
-    if pos:
-        return [(t,)] if t is not None else []
-    return _negated(a, _made_negation(a, node.func, p))
-
-
-def _pattern(node: Pattern, pos: bool) -> list[Clause]:
-    """``a like "p"`` and the rest: one test, beside it the range of the pattern's literal
-    prefix (as ``starts_with``), so that the PB+tree and the c-directory prune; a pattern
-    that spells out its values is the ``in`` list of them (:func:`patterns.literals`)."""
-    a = node.attr
-    values = patterns.literals(node.kind, node.pattern)
-    if values is not None:
-        return _in_list(InList(a, values, node.negated), pos)
-    t = TestAtom(a, ("not_" if node.negated else "") + node.kind, node.pattern)
-    if not pos:
-        return _negated(a, t.defined_negation())
-    prefix = "" if node.negated else patterns.literal_prefix(node.kind, node.pattern)
-    if not prefix:
-        return [(t,)]
-    succ = string_successor(prefix)
-    ge = OrderAtom(a, ((">=", prefix),))
-    return [(ge, t) if succ is None else (ge, OrderAtom(a, (("<", succ),)), t)]

@@ -4,7 +4,7 @@ Why: most subscriptions are conjunctions of simple predicates (``price between 2
 and genre = "classics" and format in ("paper", "audio")``), and across a large set the
 same predicate texts recur: the 7.0M conjuncts of 1M BEGen subscriptions have 75K distinct
 texts.  :class:`ConjunctMemo` cuts a text at its top-level ``and``, compiles each distinct
-conjunct once (parser, type check, atoms: :func:`betree.lang.atoms.order_atoms`) and
+conjunct once (parser, type check, atoms: :func:`betree.lang.forms.order_atoms`) and
 joins the remembered atoms into the one clause.  Cost: ~4 µs for a BEGen subscription of
 8 conjuncts, where parsing and normalizing it takes ~35 µs.
 
@@ -49,17 +49,10 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from betree.lang.atoms import (
-    Atom,
-    Clause,
-    atom_key,
-    between_atoms,
-    compare_atoms,
-    in_atoms,
-    order_atoms,
-)
+from betree.lang.atoms import Atom, Clause, atom_key
 from betree.lang.bounded import forget_older_half
 from betree.lang.expr import Between, Compare, InList
+from betree.lang.forms import between_atoms, compare_atoms, in_atoms, order_atoms
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from storage.errors import InvalidInput
@@ -152,7 +145,7 @@ def read_simple(part: str, schema: Schema) -> tuple[str, tuple[Atom, ...]] | Non
     Why: on a workload whose predicates rarely repeat (1.55 new pieces a subscription), a
     piece parsed costs 6.2 µs (tokens, tree, type check, atoms), read by one regular
     expression 3.8, the atoms coming from the same constructors
-    (:func:`~betree.lang.atoms.compare_atoms` …) as :func:`~betree.lang.atoms.order_atoms`
+    (:func:`~betree.lang.forms.compare_atoms` …) as :func:`~betree.lang.forms.order_atoms`
     of the parsed node, so the result is the same (``tests/betree/lang/test_lang_fastpath.py``
     checks
     it against the parser on random texts).

@@ -3,7 +3,7 @@
 Why: the BE-Tree indexes conjunctions.  A subscription becomes a set of *clauses* of
 :mod:`atoms <betree.lang.atoms>` (its expression is true iff some clause has all its atoms
 true): negation is pushed down to the atoms (each atomic node's clauses, positive or
-negated, come from :func:`~betree.lang.atoms.atom_clauses`, or for the library's functions
+negated, come from :func:`~betree.lang.forms.atom_clauses`, or for the library's functions
 and ``any`` from :mod:`betree.lang.compound`), conjunctions multiply out,
 disjunctions unite.
 
@@ -36,9 +36,7 @@ from betree.lang.atoms import (
     OrderAtom,
     TestAtom,
     Value,
-    atom_clauses,
     atom_key,
-    order_atoms,
 )
 from betree.lang.compound import any_clauses, special_clauses
 from betree.lang.expr import (
@@ -60,6 +58,7 @@ from betree.lang.expr import (
     Special,
     StrFunc,
 )
+from betree.lang.forms import atom_clauses, order_atoms
 from pbtree.operators import BY_SYMBOL
 from storage.errors import InvalidInput
 
@@ -172,12 +171,12 @@ def _conjunction_clauses(node: Node, always_defined: Collection[str]) -> list[Cl
     what :func:`_dnf_clauses` computes on such a tree (``tests/betree/lang/test_lang_fastpath.py``
     checks that they agree), without its sets of clause sets: the frequent atoms
     (comparisons, ``between``, ``in``) come straight from
-    :func:`~betree.lang.atoms.order_atoms`, the others go through
-    :func:`~betree.lang.atoms.atom_clauses` as there, and only when two atoms share an
+    :func:`~betree.lang.forms.order_atoms`, the others go through
+    :func:`~betree.lang.forms.atom_clauses` as there, and only when two atoms share an
     attribute does the clause go through :func:`_simplify`.
 
     Cost: about 1 µs per atom; a comparison whose atom is interned (see
-    :func:`~betree.lang.atoms.order_atoms`) is found by one dict lookup.
+    :func:`~betree.lang.forms.order_atoms`) is found by one dict lookup.
     """
     children = node.children if type(node) is And else (node,)
     if not _CONJUNCT_TYPES.issuperset(map(type, children)):

@@ -9,13 +9,13 @@ How it is fast: one compiled regex splits the text into token strings with ``fin
 single C call; on a *plain* text, with no string, float or tab, one ``fullmatch`` and
 ``str.split`` do it in about half the time), and one ``map`` of a dict lookup gives every
 keyword and operator its kind (all case variants of the keywords are in the dict, so
-identifiers never need lowering).  Numbers and strings are decoded only when the parser
-reaches them, so a malformed literal is reported in left-to-right order with the other
-errors.  The most frequent atoms, ``a op 12``, ``a between 1 and 9`` and lists of small
-naturals, are checked and built by short paths that fall back to the general code on
-anything else.  Token positions are not kept: only when an error is raised does the same
-regex run again with ``finditer`` to find the column of token *i* (Python ``str`` indices
-are code points, so the column is the index plus one).
+identifiers never need lowering). Numbers and strings are decoded
+(:mod:`betree.lang.literals`) only when the parser reaches them, so a malformed literal is
+reported in left-to-right order with the other errors. The most frequent atoms, ``a op 12``,
+``a between 1 and 9`` and lists of small naturals, are checked and built by short paths that
+fall back to the general code on anything else. Token positions are not kept: only when an
+error is raised does the same regex run again with ``finditer`` to find the column of token
+*i* (Python ``str`` indices are code points, so the column is the index plus one).
 
 Two entry points:
 
@@ -34,8 +34,6 @@ And(children=(Between(attr='price', lo=20, hi=40, negated=False),
 from __future__ import annotations
 
 import difflib
-import math
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -65,12 +63,11 @@ from betree.lang.expr import (
 )
 from betree.lang.fold import fold_constants
 from betree.lang.lexicon import (
-    INT64_MAX,
-    INT64_MIN,
     KEYWORDS,
     MAX_NESTING,
     OBJECTS,
 )
+from betree.lang.literals import LiteralError, clip, literal
 from betree.lang.testkinds import KINDS, STRINGS, TEST_KINDS
 from betree.lang.tokens import KIND_GET, token_columns, tokens
 from pbtree.operators import BY_SYMBOL, OPS, ORDER_OPS
@@ -78,11 +75,8 @@ from pbtree.operators import BY_SYMBOL, OPS, ORDER_OPS
 if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.infer parses)
     from betree.lang.schema import AttrSpec, Schema
 
-_FLOAT_RE = re.compile(r"-?[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)\Z")
-
 
 _IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_NUMBER_START = frozenset("-0123456789")
 _COMPARE_KINDS = frozenset(OPS)
 _EQUALITY_OPS = frozenset(op.symbol for op in ORDER_OPS if op.equality)  # "=", "!="
 _LIST_OPS = {k.keyword: k.name for k in TEST_KINDS if k.arg == "list" and k.keyword}
@@ -95,8 +89,6 @@ _AFTER_NOT = frozenset(("in", "between", "like", "matches"))  # "a not …"
 _AFTER_NOT_ATTR = _COMPARE_KINDS | {"is", "between"}  # "not" may precede "in" legally
 _AFTER_TRUE_LITERAL = _COMPARE_KINDS | {"in", "not"}  # "true = b", "true in a" (rejected)
 
-_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r"}
-_ESCAPE_RE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)", re.DOTALL)
 
 # Literal kinds an attribute of each type takes (README: Language).
 _NUMERIC = frozenset(("int", "float"))
@@ -145,10 +137,6 @@ def compile_expr(text: str, schema: Schema) -> Node:
     return fold_constants(node, schema.folded) if schema.folded else node
 
 
-def _clip(s: str, width: int = 24) -> str:
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
 class _Parser:
     """One parse: token strings, their kinds (None for identifiers and literals), a cursor,
     and the schema's attributes when compiling."""
@@ -188,7 +176,7 @@ class _Parser:
             s = self.toks[i]
             if kind is None and s[0] not in _IDENT_START:
                 self._scalar(i, s)  # a malformed literal is reported as such
-            reason = f'unexpected "{_clip(s)}"'
+            reason = f'unexpected "{clip(s)}"'
         if expected:
             reason += f", expected {expected}"
         self._fail(i, reason, hint)
@@ -322,7 +310,7 @@ class _Parser:
                 self._reserved(j)
             self._unexpected(j, 'the path of an array of objects after "any"')
         if kinds[j + 1] != "(":
-            self._unexpected(j + 1, f'"(" after "any {_clip(path)}"')
+            self._unexpected(j + 1, f'"(" after "any {clip(path)}"')
         outer = self.attrs
         if outer is not None:
             spec = outer.get(path)
@@ -642,64 +630,10 @@ class _Parser:
 
     def _scalar(self, i: int, s: str) -> tuple[ListItem, str]:
         """Decode token ``i`` (text ``s``), a number or string; raise on a malformed one."""
-        c = s[0]
-        if c in _NUMBER_START:
-            if s.isdigit() or (c == "-" and s[1:].isdigit()):  # ASCII digits only, see regex
-                v = int(s)
-                if v < INT64_MIN or v > INT64_MAX:
-                    self._fail(i, f"integer literal {_clip(s)} is outside the signed 64-bit range")
-                return v, "int"
-            if _FLOAT_RE.match(s):
-                f = float(s)
-                if math.isinf(f):
-                    self._fail(i, f"float literal {_clip(s)} overflows a double")
-                return f, "float"
-            if s == "-":
-                self._fail(i, 'a minus sign must be followed directly by digits ("-1", not "- 1")')
-            self._fail(i, f'malformed number "{_clip(s)}"')
-        if c == '"' or c == "'":
-            if len(s) == 1:
-                self._fail(i, "unterminated string literal")
-            body = s[1:-1]
-            if "\\" in body:
-                return self._unescape(i, body), "str"
-            if not body.isascii():
-                self._check_unicode(i, body, 1)
-            return body, "str"
-        if c == "." and len(s) > 1:
-            self._fail(i, "a number must start with a digit", hint=f'write "0{s}"')
-        shown = f'"{c}"' if c.isprintable() else f"U+{ord(c):04X}"
-        self._fail(i, f"unexpected character {shown}")
-
-    def _unescape(self, i: int, body: str) -> str:
-        def replace(m: re.Match[str]) -> str:
-            esc = m.group(1)
-            if len(esc) == 5:
-                return chr(int(esc[1:], 16))
-            ch = _ESCAPES.get(esc)
-            if ch is None:
-                if esc == "u":
-                    self._fail(i, r"\u must be followed by four hex digits", offset=1 + m.start())
-                self._fail(i, f"invalid escape \\{esc} in string literal", offset=1 + m.start())
-            return ch
-
-        out = _ESCAPE_RE.sub(replace, body)
-        if not out.isascii():
-            try:
-                out.encode("utf-8")
-            except UnicodeEncodeError:  # \uD83D\uDE00-style pairs: join them
-                try:
-                    out = out.encode("utf-16", "surrogatepass").decode("utf-16")
-                except UnicodeDecodeError:
-                    self._fail(i, "string literal holds a lone surrogate (not valid Unicode)")
-        return out
-
-    def _check_unicode(self, i: int, body: str, offset: int) -> None:
         try:
-            body.encode("utf-8")
-        except UnicodeEncodeError as e:
-            reason = "string literal holds a lone surrogate (not valid Unicode)"
-            self._fail(i, reason, offset=offset + e.start)
+            return literal(s)
+        except LiteralError as e:
+            self._fail(i, e.reason, e.hint, e.offset)
 
     def _list(self, spec: AttrSpec | None) -> tuple[ListItem, ...]:
         """``( v, … )`` at the cursor: all numbers or all strings; type-checked if ``spec``."""

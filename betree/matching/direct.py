@@ -1,6 +1,6 @@
 """The atoms matching tests per event (not through a PB+tree), indexed by kind.
 
-Why: phase 1 of matching (:meth:`betree.index.Index.match_validated`,
+Why: phase 1 of matching (:meth:`betree.matching.pages.Pages.match`,
 :func:`betree.matching.batch.satisfied`, :mod:`betree.packed.flatbatch`) needs the *direct* atoms
 that hold
 on each event: those of every attribute the event defines, and those true on an undefined

@@ -20,6 +20,7 @@ attribute's :class:`DirectAtoms` is then built from them.  A reader's background
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from betree.disk import catalog
@@ -29,6 +30,33 @@ from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import StoreDamaged
 from storage.txn import ReadTxn
+
+
+@dataclass
+class Snapshot:
+    """What a reader derives once per committed generation: the root record, whether
+    matching collects statistics for self-adjustment, and (once a match on the pages needs
+    them: a held view does not) each PB+tree's record and each attribute's direct atoms."""
+
+    rec: dict[str, Any]  #: the root record (:mod:`betree.disk.catalog`)
+    next_atom: int  #: the atom ids in use are below it
+    collect: bool  #: statistics collected (the store's ``adjust`` on, and writable)
+    #: whether ``trees`` and ``grouped`` were read (:meth:`Records.read`; else empty)
+    complete: bool = False
+    trees: dict[str, dict[str, Any]] = field(default_factory=dict)  #: PB+tree records
+    grouped: dict[str, DirectAtoms] = field(default_factory=dict)  #: direct atoms
+
+    def with_records(self, records: Records, txn: ReadTxn) -> None:
+        """Read the per-attribute records of ``txn`` (the snapshot's), checked against the
+        lists of the root record."""
+        trees, grouped = records.read(txn)
+        listed = {"pbtrees": list(trees), "direct": list(grouped)}
+        if listed != self.rec.get("attributes"):
+            raise StoreDamaged(
+                f"the per-attribute records found ({listed}) are not those the root record "
+                f"lists ({self.rec.get('attributes')})"
+            )
+        self.trees, self.grouped, self.complete = trees, grouped, True
 
 
 class Records:

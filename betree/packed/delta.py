@@ -22,7 +22,7 @@ older generation keep theirs).  Matching adds one ``reduceat`` over the added cl
 atoms and one ``holds`` call per new atom (~0.2 µs).
 
 A write of a few subscriptions catches its own process's view up at once
-(:meth:`betree.index.Index.caught_up`: the next match pays none of it, ~0.2 ms at 100K);
+(:meth:`betree.engine.Engine.caught_up`: the next match pays none of it, ~0.2 ms at 100K);
 other processes, and larger writes, catch up at their next match, taking the atoms their
 own writes made from memory (:class:`betree.disk.writer.Memo`).
 

@@ -32,7 +32,7 @@ from betree.packed.heap import return_freed_memory
 from betree.packed.intervals import Intervals
 from betree.packed.joined import Joined
 
-#: an event's grid coordinates (:meth:`betree.index.Index.coords`)
+#: an event's grid coordinates (:meth:`betree.engine.Engine.coords`)
 Coords = Callable[[Mapping[str, object]], dict[str, int]]
 
 #: events matched on the tree before choosing

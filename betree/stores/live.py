@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from betree.index import Index, SubId
 from betree.lang.schema import Schema
-from betree.stores.sharded import AnyIndex, PlainIndex, ShardedIndex, is_sharded, open_index
+from betree.stores.sharded import AnyIndex, ShardedIndex, is_sharded, open_index
 from storage.errors import StoreReplaced
 from storage.store import store_exists
 from storage.swap import creating, identity, identity_probes
@@ -48,11 +48,11 @@ class LiveIndex:
         self.path = Path(path)
         self.readonly = readonly
         self.options = options
-        self.opened: PlainIndex | ShardedIndex | None = None
+        self.opened: Index | ShardedIndex | None = None
         self.ident: tuple[int, int] | None = None
         self.probes = identity_probes(self.path)
 
-    def current(self, reopen: bool = False) -> PlainIndex | ShardedIndex:
+    def current(self, reopen: bool = False) -> Index | ShardedIndex:
         """The open store, reopened if the path names another one now.
 
         ``reopen``: whatever the inode says (the store open here was found retired).

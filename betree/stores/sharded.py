@@ -18,10 +18,11 @@ Why shards rather than one big store: the K stores are built by K Spark tasks at
 batch build of one store is single-threaded), and can sit on different disks.
 
 Callers use :func:`open_index`, which returns the same interface (:class:`AnyIndex`) for
-both kinds, and :func:`verify`, which checks every shard and the manifest and reports all
-violations once.  Writes to a sharded store (routed by :data:`HASH`, all-or-nothing across
-shards, recovered after a crash) are :mod:`betree.stores.shardwrite`'s; :attr:`AnyIndex.writable`
-says whether a store opened takes them.
+both kinds (a plain store's :class:`Index` itself), and :func:`verify`, which checks every
+shard and the manifest and reports all violations once.  Writes to a sharded store (routed
+by :data:`HASH`, all-or-nothing across shards, recovered after a crash) are
+:mod:`betree.stores.shardwrite`'s; :attr:`AnyIndex.writable` says whether a store opened
+takes them.
 
 >>> with open_index("store/") as store:  # doctest: +SKIP
 ...     store.match({"price": 26})
@@ -42,16 +43,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree.disk.catalog import SubId, subscriptions_by_id
+from betree.disk.catalog import SubId
 from betree.disk.metadata import item_meta, with_metas
 from betree.disk.nodes import listed
 from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
 from betree.matching.batch import match_batch
-from betree.packed import flatbatch
-from betree.packed.delta import Delta, settle
 from betree.packed.joined import Joined
-from betree.stores import schemaedit, shardwrite
+from betree.packed.views import JoinedViews
+from betree.stores import shardwrite
 from betree.stores.manifest import (  # re-exported: the routing of sharded stores' callers
     FORMAT as FORMAT,
 )
@@ -82,20 +82,31 @@ Matcher = Callable[[Mapping[str, object]], list[SubId]]
 
 
 class AnyIndex(Protocol):
-    """What the commands and the service need from a store, plain or sharded."""
+    """What the commands and the service need from a store, plain (:class:`Index` itself)
+    or sharded (:class:`ShardedIndex`): the one interface :func:`open_index` returns."""
 
     @property
-    def schema(self) -> Schema: ...  # as of the last snapshot (Index.schema_in)
+    def schema(self) -> Schema: ...  # as of the last snapshot (Engine.schema_in)
 
-    #: The open :class:`Index` of each plain store inside (one for a plain store).
-    indexes: list[Index]
-    #: Whether the write methods work (a store opened writable; a sharded one also
-    #: partitioned by :data:`HASH`).
-    writable: bool
+    @property
+    def indexes(self) -> list[Index]:
+        """The open :class:`Index` of each plain store inside (itself for a plain store)."""
+        ...
+
+    @property
+    def writable(self) -> bool:
+        """Whether the write methods work (a store opened writable; a sharded one also
+        partitioned by :data:`HASH`)."""
+        ...
 
     @property
     def index(self) -> Index:
         """The one writable :class:`Index`; raises :class:`ShardedStore` for a sharded one."""
+        ...
+
+    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
+        """Add attributes or change hints (:mod:`betree.disk.schemaedit`), in every shard
+        or none."""
         ...
 
     def snapshot(self) -> Any:
@@ -174,101 +185,6 @@ class AnyIndex(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-class PlainIndex:
-    """A plain store behind the :class:`AnyIndex` interface."""
-
-    def __init__(self, index: Index) -> None:
-        self.indexes = [index]
-        self.writable = not index.store.readonly
-
-    @property
-    def schema(self) -> Schema:
-        return self.indexes[0].schema
-
-    def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
-        return schemaedit.add_to_schema(self.index, doc)
-
-    @property
-    def index(self) -> Index:
-        return self.indexes[0]
-
-    @contextmanager
-    def snapshot(self) -> Iterator[Matcher]:
-        index = self.index
-        with index.store.read() as txn:
-            index.schema_in(txn)
-            yield lambda values: index.match_validated(txn, values)
-        index.adjust_if_due()  # self-adjustment, when the store has it on (a write)
-
-    def match(self, event: Mapping[str, object]) -> list[SubId]:
-        return self.index.match(event)
-
-    def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
-        return self.index.match_many(events)
-
-    def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
-        return self.index.match_many_arrays(events)
-
-    def subscribe(self, ident: SubId, expr: str, meta: Any = None) -> bool:
-        return self.index.subscribe(ident, expr, meta)
-
-    def subscribe_many(self, items: Iterable[Sequence[Any]]) -> list[bool]:
-        return self.index.subscribe_many(items)
-
-    def record(self, ident: SubId) -> tuple[str, str | None] | None:
-        return self.index.record(ident)
-
-    def records(self) -> Iterator[tuple[SubId, str, str | None]]:
-        return self.index.iter_records()
-
-    def match_many_meta(self, events: Sequence[object]) -> list[Any]:
-        return self.index.match_many_meta(events)
-
-    def unsubscribe(self, ident: SubId) -> bool:
-        return self.index.unsubscribe(ident)
-
-    def unsubscribe_many(self, idents: Iterable[SubId], *, strict: bool = False) -> list[bool]:
-        return self.index.unsubscribe_many(idents, strict=strict)
-
-    def expression(self, ident: SubId) -> str | None:
-        return self.index.expression(ident)
-
-    def explain(self, ident: SubId, event: Mapping[str, object]) -> dict[str, Any]:
-        return self.index.explain(ident, event)
-
-    def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
-        return [(None, self.index.stats())]
-
-    def subscriptions(self) -> Iterator[tuple[SubId, str]]:
-        return self.index.iter_subscriptions()
-
-    def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
-        with self.index.store.read() as txn:
-            return list(islice(subscriptions_by_id(txn, after), limit))
-
-    def check(self) -> None:
-        self.index.check()
-
-    def size_on_disk(self) -> int:
-        return self.index.store.size_on_disk()
-
-    def close(self) -> None:
-        self.index.close()
-
-    def generations(self) -> tuple[int, ...]:
-        with self.index.store.read() as txn:
-            return (txn.gen,)
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def __enter__(self) -> PlainIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 class ShardedIndex:
     """Every shard of a sharded store, matched as one: the union of the shards' answers.
 
@@ -344,7 +260,7 @@ class ShardedIndex:
         return self.indexes[0].schema
 
     def add_to_schema(self, doc: Any) -> dict[str, list[str]]:
-        """Add attributes or change hints in all shards or none (betree.stores.schemaedit)."""
+        """Add attributes or change hints in all shards or none (betree.disk.schemaedit)."""
         with self._write_locked():
             return shardwrite.change_schema(self.root, self._shard, len(self.indexes), doc)
 
@@ -357,7 +273,7 @@ class ShardedIndex:
             self._refresh()
             self._recover()
             for index in self.indexes:
-                index.refresh_schema()
+                index.engine.refresh_schema()
             yield
 
     # -- writing (betree.stores.shardwrite) ------------------------------------------------------
@@ -506,33 +422,33 @@ class ShardedIndex:
             with self._reading():
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
             for index, txn in txns:
-                index.schema_in(txn)
-            joined, deltas = self._joined(txns)
-            shard_txns = [txn for _, txn in txns]
+                index.engine.schema_in(txn)
+            views = self._views(txns)
 
             def match(values: Mapping[str, object]) -> list[SubId]:
-                if joined is not None:
-                    first = self.indexes[0]
-                    base = first.ranging.match_joined(joined, [values], first.coords)
-                    found = settle(base, deltas, [values], shard_txns)[0]
-                    return found.tolist()  # type: ignore[no-any-return]
+                if views is not None:
+                    return views.match(values)
                 out: list[SubId] = []
                 for index, txn in txns:
-                    out.extend(index.match_validated(txn, values))
+                    out.extend(index.engine.match(txn, values))
                 return out
 
             yield match
 
-    def _joined(self, txns: list[tuple[Index, ReadTxn]]) -> tuple[Joined | None, list[Delta]]:
-        """The shards' base views joined, when every shard holds one for its snapshot
-        (:mod:`betree.packed.joined`; kept while they last), and each shard's delta since."""
-        parts = [index.held_view(txn) for index, txn in txns]
+    def _views(self, txns: list[tuple[Index, ReadTxn]]) -> JoinedViews | None:
+        """The strategy of the shards' base views joined, when every shard holds one for its
+        snapshot (:mod:`betree.packed.joined`; kept while they last), each shard's delta
+        since applied (:class:`betree.packed.views.JoinedViews`); None: match shard by shard."""
+        parts = [index.engine.held_view(txn) for index, txn in txns]
         held = [p for p in parts if p is not None]
         if len(held) < len(parts):
             self.join = None
-        elif self.join is None or not self.join.holds(parts):
+            return None
+        if self.join is None or not self.join.holds(parts):
             self.join = Joined(held)
-        return self.join, [p.delta for p in held]
+        first = self.indexes[0].engine
+        deltas = [p.delta for p in held]
+        return JoinedViews(self.join, deltas, [txn for _, txn in txns], first.ranging, first.types)
 
     def match(self, event: Mapping[str, object]) -> list[SubId]:
         with self.snapshot() as match:
@@ -542,15 +458,15 @@ class ShardedIndex:
         """:meth:`Index.match_many` of every shard, their snapshots begun together as in
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
         Events are validated once, in the schema of a snapshot begun just before."""
-        self.indexes[0].refresh_schema()
+        self.indexes[0].engine.refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, True))
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
-        self.indexes[0].refresh_schema()
+        self.indexes[0].engine.refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
 
     def match_many_meta(self, events: Sequence[object]) -> list[Any]:
-        self.indexes[0].refresh_schema()
+        self.indexes[0].engine.refresh_schema()
         return match_batch(events, self.indexes[0].validate, partial(self._match_valid, None))
 
     def _match_valid(self, lists: bool | None, valid: list[Mapping[str, object]]) -> list[Any]:
@@ -560,17 +476,13 @@ class ShardedIndex:
         with ExitStack() as stack:
             with self._reading():  # begun while no batch is being applied, as snapshot()
                 txns = [(index, stack.enter_context(index.store.read())) for index in self.indexes]
-            joined, deltas = self._joined(txns)
+            views = self._views(txns)
             shard_txns = [txn for _, txn in txns]
-            if joined is not None:
-                first = self.indexes[0]
-                if len(valid) >= flatbatch.LEAST:
-                    found = first.match_on_views(joined, joined.shards(), valid)
-                else:
-                    found = first.ranging.match_joined(joined, valid, first.coords)
-                found = settle(found, deltas, valid, shard_txns)
+            if views is not None:
+                found = views.match_many(valid)
+                self.indexes[0].engine.note(views)  # (what bexdb serve's metrics read)
             else:
-                parts = [index.match_many_validated(txn, valid) for index, txn in txns]
+                parts = [index.engine.match_many(txn, valid) for index, txn in txns]
                 found = [np.concatenate(ids) for ids in zip(*parts, strict=True)]
             if lists is None:
                 route = self._route if self.routed else None
@@ -592,23 +504,27 @@ class ShardedIndex:
         return {**self.indexes[shard].explain(ident, event), "shard": self.names[shard]}
 
     def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
-        return [(name, index.stats()) for name, index in zip(self.names, self.indexes, strict=True)]
+        return [
+            (name, counts)
+            for name, index in zip(self.names, self.indexes, strict=True)
+            for _, counts in index.stats()
+        ]
 
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:
         """Every ``(id, expression)``, shard after shard (each shard in one snapshot)."""
         for index in self.indexes:
-            yield from index.iter_subscriptions()
+            yield from index.subscriptions()
 
     def records(self) -> Iterator[tuple[SubId, str, str | None]]:
         for index in self.indexes:
-            yield from index.iter_records()
+            yield from index.records()
 
     def page(self, after: SubId | None, limit: int) -> list[tuple[SubId, str]]:
         """Each shard's page, read while no batch is applied, merged by id: ``limit``
         records read per shard."""
         self._refresh()
         with self._reading():
-            pages = [PlainIndex(index).page(after, limit) for index in self.indexes]
+            pages = [index.page(after, limit) for index in self.indexes]
         return list(islice(heapq.merge(*pages, key=lambda item: encode_id(item[0])), limit))
 
     def check(self) -> None:
@@ -638,7 +554,7 @@ class ShardedIndex:
 
 def open_index(
     path: str | os.PathLike[str], *, readonly: bool = True, **options: Any
-) -> PlainIndex | ShardedIndex:
+) -> Index | ShardedIndex:
     """Open a plain or a sharded store (``options`` go to :meth:`Index.open`).
 
     ``readonly=False`` opens a plain store writable (creating it if ``options`` hold a
@@ -646,7 +562,7 @@ def open_index(
     """
     if is_sharded(path):
         return ShardedIndex.open(path, readonly=readonly, **options)
-    return PlainIndex(Index.open(path, readonly=readonly, **options))
+    return Index.open(path, readonly=readonly, **options)
 
 
 def recover(root: Path, manifest: dict[str, Any], *, held: bool = False, **options: Any) -> bool:

@@ -67,10 +67,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from betree.disk import schemaedit
 from betree.disk.catalog import SubId
 from betree.index import Index, gc_paused
 from betree.lang.schema import Schema
-from betree.stores import schemaedit
 from storage.errors import InvalidInput, StoreDamaged, StoreError, StoreReplaced
 from storage.swap import fsync_dir
 
@@ -192,14 +192,14 @@ def apply_part(
         with index.store.write() as txn:
             schemaedit.write(txn, Schema.from_json(ops[0][1]))
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
-        index.refresh_schema()
+        index.engine.refresh_schema()
         return [True]
     with gc_paused():
         if clauses is None:
             clauses = [index.compile(op[1], op[2]) if op[0] == "put" else None for op in ops]
         compiled = list(zip(ops, clauses, strict=True))
         out: list[bool] = []
-        with index.store.write() as txn, index.writer(txn) as w:
+        with index.store.write() as txn, index.engine.writer(txn) as w:
             for op, found in compiled:
                 if found is not None:
                     out.append(w.insert(op[1], op[2], found, _meta(op)))
@@ -207,7 +207,7 @@ def apply_part(
                     out.append(w.delete(op[1]))
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
     w.committed()
-    index.caught_up(len(out))
+    index.engine.caught_up(len(out))
     return out
 
 
@@ -292,10 +292,10 @@ def _apply(
 def change_schema(
     root: Path, shards: Callable[[int, bool], Index], count: int, doc: Any
 ) -> dict[str, list[str]]:
-    """A schema change (:mod:`betree.stores.schemaedit`) in all ``count`` shards or none: steps
+    """A schema change (:mod:`betree.disk.schemaedit`) in all ``count`` shards or none: steps
     3-5 with the batch ``["schema", new document]`` in every shard's part.  The caller
     holds the writer lock and has completed any killed writer's batch (step 2)."""
-    current = [shards(i, False).refresh_schema() for i in range(count)]
+    current = [shards(i, False).engine.refresh_schema() for i in range(count)]
     if any(schema != current[0] for schema in current):
         raise StoreDamaged(f"{root}: the shards' schemas differ", "run `bexdb verify`")
     new, summary = schemaedit.merged(current[0], doc)

@@ -198,7 +198,7 @@ class Rewinder:
                             return None
                         self.entries[(k, seq)] = entry
                     entries.append(entry)
-                schema = shard.schema_in(txn)
+                schema = shard.engine.schema_in(txn)
                 if found is None:
                     found = Changes(schema)
                 if entries:

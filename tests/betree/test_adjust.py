@@ -21,7 +21,6 @@ from betree.disk.nodes import CNode
 from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.stores.sharded import PlainIndex
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput, StoreDamaged
 from tests.support.brute import brute
@@ -145,7 +144,7 @@ def test_off_collects_nothing(tmp_path: Path) -> None:
         idx.subscribe("a", "i = 1")
         idx.match({"i": 1})
         assert idx.collector is None
-        idx.collecting = True
+        idx.engine.collecting = True
         idx.match({"i": 1})
         assert idx.collector is not None and idx.collector.events == 1
 
@@ -154,7 +153,7 @@ def test_collector_counts(tmp_path: Path) -> None:
     """Candidates, false candidates and discarded evaluations of one l-node."""
     with _open(str(tmp_path), max_cap=64) as idx:
         idx.subscribe_many([("t", "i = 1"), ("f", "i = 2"), ("ff", "i = 3 and j = 4")])
-        idx.collecting = True
+        idx.engine.collecting = True
         assert idx.match({"i": 1, "j": 5}) == ["t"]
         col = idx.collector
         assert col is not None
@@ -256,7 +255,7 @@ def test_recycling_a_damaged_top_bucket_is_damage(tmp_path: Path) -> None:
     good checksum) fails recycling with the page and what was found, not an assert."""
     with _open(str(tmp_path), max_cap=2, min_size=2) as idx:
         idx.subscribe_many([(k, f"i = {k}") for k in range(6)])
-        with idx.store.write() as txn, idx.writer(txn) as w:
+        with idx.store.write() as txn, idx.engine.writer(txn) as w:
             (_, top, _), *_ = w.tree.node(w.tree.root).pdir
             txn.load_mut(w.rec["space"], top, CNode).top = False
             with pytest.raises(StoreDamaged, match=f"page {top}: not a p-node's top bucket"):
@@ -293,7 +292,7 @@ def test_collector_totals(tmp_path: Path) -> None:
     rng = random.Random(9)
     with _open(str(tmp_path)) as idx:
         idx.subscribe_many([(k, expression(rng)) for k in range(150)])
-        idx.collecting = True
+        idx.engine.collecting = True
         total = 0
         for _ in range(Collector.FOLD + 50):
             idx.match(event(rng))
@@ -317,13 +316,12 @@ def test_bench_adapt_smoke(tmp_path: Path) -> None:
 
 
 def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
-    """``bexdb serve`` matches through PlainIndex snapshots: windows flush after them."""
+    """``bexdb serve`` matches through Index snapshots: windows flush after them."""
     rng = random.Random(3)
     with _open(str(tmp_path), adjust=1, adjust_window=10) as idx:
         idx.subscribe_many([(k, expression(rng)) for k in range(60)])
-        reader = PlainIndex(idx)
         for _ in range(5):
-            with reader.snapshot() as match:
+            with idx.snapshot() as match:
                 for _ in range(6):
                     match(idx.schema.validate_event(event(rng)))
         with idx.store.read() as txn:

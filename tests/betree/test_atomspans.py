@@ -1,5 +1,5 @@
 """``AtomSpans.places``: every clause's places from its atom ids and the atoms' store keys,
-against ``Index.places`` of the clause (what the batch build of a Spark load relied on
+against ``Engine.places`` of the clause (what the batch build of a Spark load relied on
 before it computed them itself) on random workloads over every type, the literals at the
 ends of every domain, and conjunctions of several pieces on one attribute."""
 
@@ -42,7 +42,7 @@ def same_places(idx: Index, texts: list[str]) -> int:
     for clause, size, end in zip(clauses, sizes.tolist(), ends, strict=True):
         rows = range(end - size, end)
         got = [(spans.names[attr[r]], (int(lo[r]), int(hi[r]))) for r in rows]
-        assert got == list(idx.places(clause).items()), clause
+        assert got == list(idx.engine.places(clause).items()), clause
     return len(clauses)
 
 

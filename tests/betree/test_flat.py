@@ -87,7 +87,7 @@ def test_empty_store_and_rows(tmp_path: Path) -> None:
         idx.subscribe(1, " and ".join(f"a{k} >= 1" for k in range(12)))  # 12 atoms
         idx.subscribe(2, "a0 = 5")
         with idx.store.read() as txn:
-            view = build(BETree(txn, idx._snap(txn)["rec"]), {})
+            view = build(BETree(txn, idx.engine.snapshot(txn).rec), {})
         assert view.rows.shape[1] == WIDTH
         assert len(view.row_at) == 3 and int(view.row_at[-1]) == 3  # two rows, then one
         assert sorted(idx.match({f"a{k}": 5 for k in range(12)})) == [1, 2]
@@ -295,7 +295,7 @@ def test_clauses_of_many_rows(tmp_path: Path) -> None:
             walked, viewed = _both(idx, ev)
             assert viewed == walked
         with idx.store.read() as txn:
-            assert build(BETree(txn, idx._snap(txn)["rec"]), {}).max_rows == 4
+            assert build(BETree(txn, idx.engine.snapshot(txn).rec), {}).max_rows == 4
 
 
 @pytest.mark.parametrize("skewed", [False, True])
@@ -313,10 +313,10 @@ def test_rows_checked_under_any_truths(tmp_path: Path, most: int, skewed: bool) 
             picked = rng.sample(range(28), rng.randint(1, most))
             idx.subscribe(k, " and ".join(f"a{a} != {rng.randint(0, 9)}" for a in picked))
         with idx.store.read() as txn:
-            snap = idx._snap(txn)
-            view = build(BETree(txn, snap["rec"]), {})
+            snap = idx.engine.snapshot(txn)
+            view = build(BETree(txn, snap.rec), {})
     assert view.max_rows == (4 if most == 28 else 1)
-    rate = [0.02 if skewed and a % 3 else 0.93 for a in range(snap["next_atom"])]
+    rate = [0.02 if skewed and a % 3 else 0.93 for a in range(snap.next_atom)]
     for k in range(100):
         # keys chosen after LEARN events, dropped after as many more unless selective
         assert (view.key is not None) == (k >= LEARN and (skewed or k < 2 * LEARN))

@@ -35,7 +35,7 @@ def test_clause_in_too_large_a_bucket(idx: Index) -> None:
     # move a clause from a leaf bucket's l-node up to its parent bucket's l-node
     nodes = walk(idx)
     leaf = next(n for n in nodes if n.attr == "x" and not n.top and n.size and n.is_leaf)
-    with idx.store.write() as txn, idx.writer(txn) as w:
+    with idx.store.write() as txn, idx.engine.writer(txn) as w:
         entry = w.tree.entries(leaf)[0]
         w.tree._rewrite(leaf.page, w.tree.entries(leaf)[1:])
         w.tree._append(leaf.parent, [entry])

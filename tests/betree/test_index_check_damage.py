@@ -38,7 +38,7 @@ def lnodes(idx: Index) -> list[tuple[CNode, list[Entry]]]:
 
 def edit(idx: Index, page: int, entries: list[Entry], home: int | None = None) -> Any:
     """Replace the l-node of ``page`` by ``entries`` (and move the first one's home)."""
-    with idx.store.write() as txn, idx.writer(txn) as w:
+    with idx.store.write() as txn, idx.engine.writer(txn) as w:
         w.tree._rewrite(page, entries)
         if home is not None:
             put_home(txn, entries[0][0], home)

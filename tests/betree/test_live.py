@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from betree import index as index_module
+from betree import engine as index_module
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import delta
@@ -39,17 +39,17 @@ def test_a_commit_decodes_only_the_attributes_it_changed(tmp_path: Path) -> None
     with Index.open(tmp_path, schema=TAGS) as idx:
         idx.subscribe_many([(1, '"a" in tags'), (2, "flag = true"), (3, "n > 3")])
         with idx.store.read() as txn:
-            first = idx._snap(txn)["grouped"]
+            first = idx.engine.snapshot(txn).grouped
         assert sorted(first) == ["flag", "tags"]
         idx.subscribe(4, '"b" in tags')  # a new direct atom of tags only
         with idx.store.read() as txn:
-            second = idx._snap(txn)["grouped"]
-        assert idx._records.decoded == ["tags"]
+            second = idx.engine.snapshot(txn).grouped
+        assert idx.engine._records.decoded == ["tags"]
         assert second["flag"] is first["flag"] and second["tags"] is not first["tags"]
         idx.subscribe(5, "n > 3 and flag = true")  # shares its atoms: no record changes
         with idx.store.read() as txn:
-            assert idx._snap(txn)["grouped"]["tags"] is second["tags"]
-        assert idx._records.decoded == []
+            assert idx.engine.snapshot(txn).grouped["tags"] is second["tags"]
+        assert idx.engine._records.decoded == []
         assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 4, 5]
         idx.unsubscribe(4)
         assert sorted(idx.match({"n": 4, "tags": ["b"], "flag": True})) == [2, 3, 5]

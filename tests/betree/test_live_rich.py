@@ -66,7 +66,7 @@ def _kept_as_stored(store: Any) -> int:
     seen = 0
     for idx in _indexes(store):
         with idx.store.read() as txn:
-            for attr, (stored, parts) in idx._memo.direct.items():
+            for attr, (stored, parts) in idx.engine.memo.direct.items():
                 now = txn.get(catalog.DIRECT, attr.encode()) or b""
                 if stored != now:
                     continue  # stale (another writer): compared again before use
@@ -188,7 +188,7 @@ def test_a_direct_record_is_written_from_kept_parts(tmp_path: Path) -> None:
         listed = real(stored)
         assert codec.encode_value(listed) == stored
         aids = [int(e[0]) for e in listed]
-        assert len(aids) == 50 and aids == list(idx._memo.direct["tags"][1])
+        assert len(aids) == 50 and aids == list(idx.engine.memo.direct["tags"][1])
         assert sorted(idx.match({"tags": ["new", "t3", "t4"]})) == [4, 100]
         idx.check()
 
@@ -203,7 +203,7 @@ def test_a_changed_direct_record_makes_only_its_new_atoms(tmp_path: Path) -> Non
     ):
         a.subscribe_many([(k, f'"t{k}" in tags') for k in range(20)])
         b.subscribe_many([(k, f'"u{k}" in tags') for k in range(20)])  # the same atom ids
-        records = Records(a._attribute)
+        records = Records(a.engine._attribute)
         with a.store.read() as txn:
             records.read(txn)
         first = dict(records._atoms["tags"])

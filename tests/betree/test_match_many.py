@@ -147,7 +147,7 @@ def test_match_many_feeds_self_adjustment(tmp_path: Path) -> None:
     subs = {i: expression(rng) for i in range(200)}
     with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 4}) as idx:
         idx.subscribe_many(list(subs.items()))
-        idx.collecting = True
+        idx.engine.collecting = True
         batch = [event(rng) for _ in range(17)]
         check_batch(idx, schema, subs, batch)
         assert idx.collector is not None and idx.collector.events == 2 * len(batch)

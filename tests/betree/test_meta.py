@@ -155,7 +155,7 @@ def test_index_keeps_replaces_and_drops_metadata(tmp_path: Path) -> None:
     path = tmp_path / "store"
     model: dict[Any, tuple[str, Any]] = {}
     with Index.open(path, schema=SCHEMA) as idx:
-        assert list(idx.iter_records()) == []
+        assert list(idx.records()) == []
         for step in range(120):
             ident = rng.choice([*range(15), "a", "é", "😀", 2**63 - 1, -(2**63), LONG])
             if rng.random() < 0.2 and model:

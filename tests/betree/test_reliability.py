@@ -124,9 +124,8 @@ rng = random.Random(seed)
 events = [event(rng) for _ in range(20)]
 with Index.open(store, readonly=True) as idx:
     for _ in range(rounds):
-        with idx.store.read() as txn:
-            answers = [sorted(map(str, idx.match_validated(txn, idx.schema.validate_event(e))))
-                       for e in events]
+        with idx.snapshot() as match:
+            answers = [sorted(map(str, match(idx.schema.validate_event(e)))) for e in events]
         print(json.dumps(answers), flush=True)
 """
 

@@ -89,7 +89,7 @@ def _commit(live: LiveIndex, subs: dict[Any, str], gone: list[Any], w: Workload)
         idx = index.indexes[0]
         fleeting, twice = f"fleeting{rng.random()}", rng.choice(sorted(subs, key=repr))
         last = w.expr()
-        with idx.store.write() as txn, idx.writer(txn) as wr:
+        with idx.store.write() as txn, idx.engine.writer(txn) as wr:
             wr.insert(fleeting, (e := w.expr()), idx.compile(fleeting, e))
             wr.delete(fleeting)
             wr.insert(twice, (e := w.expr()), idx.compile(twice, e))

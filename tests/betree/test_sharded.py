@@ -13,7 +13,6 @@ from betree.formats.jsonl import input_lines
 from betree.index import Index
 from betree.stores.sharded import (
     HASH,
-    PlainIndex,
     ShardedIndex,
     open_index,
     shard_name,
@@ -55,7 +54,7 @@ def test_one_interface_for_both_kinds(stores: tuple[Path, Path, dict[object, str
     rng = random.Random(7)
     events = [event(rng) for _ in range(40)]
     with open_index(plain_path) as plain, open_index(sharded_path) as sharded:
-        assert isinstance(plain, PlainIndex) and isinstance(sharded, ShardedIndex)
+        assert isinstance(plain, Index) and isinstance(sharded, ShardedIndex)
         assert len(plain) == len(sharded) == len(subs)
         assert dict(sharded.subscriptions()) == dict(plain.subscriptions()) == subs
         for ev in events:
@@ -120,7 +119,7 @@ def test_the_cache_budget_is_the_whole_stores(
         assert isinstance(store, ShardedIndex)
         assert [i.store.cache.max_bytes for i in store.indexes] == [10 << 20] * SHARDS
     with open_index(plain, cache_bytes=30 << 20) as one:
-        assert isinstance(one, PlainIndex) and one.index.store.cache.max_bytes == 30 << 20
+        assert isinstance(one, Index) and one.index.store.cache.max_bytes == 30 << 20
     with open_index(sharded) as store:  # the default budget, divided too
         assert isinstance(store, ShardedIndex)
         assert sum(i.store.cache.max_bytes for i in store.indexes) <= 256 << 20

@@ -34,7 +34,7 @@ def check_model(root: Path, model: dict[Any, str], rng: random.Random) -> None:
         assert isinstance(store, ShardedIndex)
         assert dict(store.subscriptions()) == model and len(store) == len(model)
         for i, index in enumerate(store.indexes):
-            for ident, _ in index.iter_subscriptions():
+            for ident, _ in index.subscriptions():
                 assert store.shard_for(ident) == i
         store.check()
         schema = store.schema

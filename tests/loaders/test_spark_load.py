@@ -174,7 +174,7 @@ def test_a_spark_sharded_store_takes_writes(
         assert dict(reader.subscriptions()) == subs
         assert [ids_of(reader.match(ev)) for ev in events] == expected
         for i, index in enumerate(reader.indexes):
-            assert all(reader.shard_for(ident) == i for ident, _ in index.iter_subscriptions())
+            assert all(reader.shard_for(ident) == i for ident, _ in index.subscriptions())
 
 
 BAD_FIRST = [

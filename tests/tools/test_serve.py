@@ -410,7 +410,7 @@ def test_a_hash_sharded_store_takes_writes(tmp_path: Path) -> None:
     with open_index(root) as store:
         assert dict(store.subscriptions()) == subs
         for i, index in enumerate(store.indexes):
-            assert all(store.shard_for(ident) == i for ident, _ in index.iter_subscriptions())
+            assert all(store.shard_for(ident) == i for ident, _ in index.subscriptions())
 
 
 def _descendants(pid: int) -> list[int]:
@@ -483,5 +483,5 @@ def test_kill_9_of_a_service_writing_a_sharded_store_loses_no_acknowledged_write
             assert held.get(ident) == expr, ident
         assert set(held) <= set(subs) | sent  # nothing from nowhere
         for i, index in enumerate(store.indexes):
-            assert all(store.shard_for(ident) == i for ident, _ in index.iter_subscriptions())
+            assert all(store.shard_for(ident) == i for ident, _ in index.subscriptions())
         store.check()

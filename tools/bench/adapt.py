@@ -120,9 +120,9 @@ def _overhead(idx: Index, events: Sequence[dict[str, Any]], repeat: int) -> dict
     ms: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(OVERHEAD_ROUNDS):
         for collecting in (False, True):
-            idx.collecting = collecting
+            idx.engine.collecting = collecting
             ms[collecting].append(_timed_passes({"x": idx}, events, repeat)["x"]["ms_mean"])
-    idx.collecting = False
+    idx.engine.collecting = False
     idx.discard_statistics()  # a measurement, not feedback
     off, on = min(ms[False]), min(ms[True])
     return {"off_ms": off, "on_ms": on, "overhead": on / off - 1.0, "rounds": OVERHEAD_ROUNDS}
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             plan.append(([i for i, _ in src[k : k + step]], dst[k : k + step]))
     with tempfile.TemporaryDirectory(prefix="bexdb-bench-adapt-", dir=args.store_dir) as tmp:
         idx = {m: Index.open(Path(tmp, m), schema=uni.schema, settings=settings[m]) for m in MODES}
-        idx["on"].auto_adjust = False
+        idx["on"].engine.auto_adjust = False
         try:
             for m in MODES:
                 t0 = time.perf_counter()

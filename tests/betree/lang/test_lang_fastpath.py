@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 
 from betree.disk import grid
 from betree.index import Index
-from betree.lang.atoms import OrderAtom, _order_atom, atom_from_tuple, order_atoms
+from betree.lang.atoms import OrderAtom, atom_from_tuple
+from betree.lang.atoms import order_atom as _order_atom
 from betree.lang.bounded import forget_older_half
 from betree.lang.conjuncts import ConjunctMemo, read_simple
 from betree.lang.dnf import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
@@ -46,6 +47,7 @@ from betree.lang.expr import (
     Not,
     StrFunc,
 )
+from betree.lang.forms import order_atoms
 from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
 from betree.lang.tokens import PLAIN_MATCH, TOKEN_RE, tokens

@@ -18,8 +18,8 @@ The rules, which keep every stored subscription meaning what it meant:
   every range an attribute's hints ever had (``former_hints``), so that ``check()`` still
   holds each top bucket to a range the schema gave (:mod:`betree.checking.check`).
 * Every reader sees the change from its next snapshot on: the root record's
-  ``schema_version`` is counted up in the same transaction, and :meth:`Index.schema_in`
-  compares it once per commit generation.
+  ``schema_version`` is counted up in the same transaction, and
+  :meth:`betree.engine.Engine.schema_in` compares it once per commit generation.
 
 A plain store changes in one write transaction; a sharded one (every shard holds the schema;
 the manifest does not) through the write journal of :mod:`betree.stores.shardwrite`, all shards or
@@ -30,13 +30,15 @@ journal's fsyncs when sharded); nothing is rebuilt.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from betree.disk import catalog, grid
-from betree.index import Index
 from betree.lang.schema import AttrSpec, Schema
 from storage.errors import InvalidInput
 from storage.txn import WriteTxn
+
+if TYPE_CHECKING:
+    from betree.index import Index
 
 
 class SchemaConflict(InvalidInput):
@@ -119,5 +121,5 @@ def add_to_schema(index: Index, doc: Any) -> dict[str, list[str]]:
         new, summary = merged(Schema.from_json(catalog.load_schema(txn)), doc)
         if summary["added"] or summary["hints"]:
             write(txn, new)
-    index.refresh_schema()
+    index.engine.refresh_schema()
     return summary
