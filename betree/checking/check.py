@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import eq, ne
 from typing import TYPE_CHECKING, Any
 
@@ -561,7 +562,15 @@ def _check_catalog(
     want: dict[str, tuple[list[int], list[Any], list[int]]] = {}
     direct: set[int] = set()
     held: Any
+    read = atoms.order_columns(set(stray))  # (those in live: below)
+    spare = set(atoms.col_ids.tolist())
+    for attr, (codes, consts, ids) in read.items():
+        inside = np.fromiter(map(live.__contains__, ids.tolist()), dtype=bool, count=len(ids))
+        kept = consts if inside.all() else list(compress(consts, inside.tolist()))
+        want[attr] = (codes[inside].tolist(), kept, ids[inside].tolist())
     for aid in live:
+        if aid in spare and aid not in stray:
+            continue
         if aid in stray:
             atom = stray[aid]
             attr = atom.attr

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from betree.disk import catalog
+from betree.disk.atomkeys import parse
 from betree.disk.atomspans import AtomSpans
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
@@ -340,9 +341,22 @@ def _write_atoms(
     counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
     txn.put_many(catalog.ATOM, keys, codec.encode_values(counts))
     txn.put_many(catalog.AID, codec.encode_u64s(aid for aid, _ in ordered), keys)
-    del keys
     slot = SLOT
-    for aid, key in ordered:
+    cols = parse(keys)  # the one-comparison atoms, read as columns
+    del keys
+    aids = np.fromiter((aid for aid, _ in ordered), dtype=np.int64, count=len(ordered))
+    for i, name in enumerate(cols.names):
+        sel = cols.ok & (cols.attr == i)
+        consts = cols.ints[sel].tolist()
+        if cols.is_float[sel].any():
+            floats = cols.floats[sel].tolist()
+            consts = [
+                f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)
+            ]
+        order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
+    for (aid, key), done in zip(ordered, cols.ok.tolist(), strict=True):
+        if done:
+            continue
         t = decoded[aid] if aid in decoded else codec.decode_value(key)
         if t[0] == "order":
             columns = order.get(t[1])
