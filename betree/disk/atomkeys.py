@@ -24,7 +24,7 @@ and its constants read by tag.  Cost: ~30 numpy passes a group, a few groups an 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +74,18 @@ for _symbol, _code in SLOT.items():
 _WIDTHS = {1: (0xCC, 0xD0, -1), 2: (0xCD, 0xD1, -1), 4: (0xCE, 0xD2, -1), 8: (0xCF, 0xD3, 0xCB)}
 
 
+def _groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Each distinct value of an int array, with the positions holding it (ascending)."""
+    if not len(values):
+        return []
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    cuts = np.flatnonzero(ranked[1:] != ranked[:-1]) + 1
+    starts = np.concatenate(([0], cuts)).tolist()
+    ends = [*starts[1:], len(values)]
+    return [(int(ranked[a]), order[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
 def crc32_rows(mat: np.ndarray) -> np.ndarray:
     """zlib's CRC-32 of each row of a ``uint8`` matrix (one table step a column)."""
     crc = np.full(len(mat), 0xFFFFFFFF, dtype=np.uint32)
@@ -102,10 +114,9 @@ def parse(keys: Sequence[bytes]) -> OrderKeys:
     alen = flat[starts[long] + 7].astype(np.int64) - 0xA0
     long, alen = long[(alen >= 0) & (alen < 32)], alen[(alen >= 0) & (alen < 32)]
     group = lens[long] * 32 + alen
-    kinds, which = np.unique(group, return_inverse=True)
     names: dict[bytes, int] = {}
-    for g, kind in enumerate(kinds.tolist()):
-        rows = long[which == g]
+    for kind, at in _groups(group):
+        rows = long[at]
         size, a = divmod(kind, 32)
         if size < shortest + a:
             continue
@@ -183,3 +194,204 @@ def _read_group(
     out.is_float[rows] = is_float[good][keep]
     out.ints[rows] = ints[good][keep]
     out.floats[rows] = floats[good][keep]
+
+
+def _int_forms(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per int64: its msgpack tag (the value itself for a fixint) and its payload width,
+    as msgpack writes it (the shortest form; non-negative ints unsigned)."""
+    v = values
+    tag = np.select(
+        [
+            (v >= 0) & (v < 128),
+            (v < 0) & (v >= -32),
+            (v >= 0) & (v < 1 << 8),
+            (v >= 0) & (v < 1 << 16),
+            (v >= 0) & (v < 1 << 32),
+            v >= 0,
+            v >= -(1 << 7),
+            v >= -(1 << 15),
+            v >= -(1 << 31),
+        ],
+        [v, v & 0xFF, 0xCC, 0xCD, 0xCE, 0xCF, 0xD0, 0xD1, 0xD2],
+        0xD3,
+    )
+    width = np.select(
+        [(v >= -32) & (v < 128), (tag == 0xCC) | (tag == 0xD0), (tag == 0xCD) | (tag == 0xD1)],
+        [0, 1, 2],
+        np.where((tag == 0xCE) | (tag == 0xD2), 4, 8),
+    )
+    return tag, width
+
+
+def _int_bytes(values: np.ndarray, tag: np.ndarray, width: int) -> np.ndarray:
+    """The msgpack bytes of ints of one payload width: ``len x (1 + width)`` uint8."""
+    head = (tag & 0xFF).astype(np.uint8)[:, None]
+    if not width:
+        return head
+    signed = tag >= 0xD0
+    body = np.where(signed[:, None], _be(values, width, "i"), _be(values, width, "u"))
+    return np.hstack((head, body))
+
+
+def _be(values: np.ndarray, width: int, sign: str) -> np.ndarray:
+    """Big-endian bytes of each value in ``width`` bytes (two's complement)."""
+    as_type = values.astype(np.int64).view(np.uint64) if sign == "u" else values
+    raw = as_type.astype(f"{'>'}{sign}{width}", casting="unsafe")
+    return raw.view(np.uint8).reshape(len(values), width)
+
+
+def _finish(mat: np.ndarray) -> list[bytes]:
+    """Rows of msgpack bytes with their CRC-32 appended (the keys
+    :func:`storage.codec.encode_value` writes), one ``bytes`` a row."""
+    crc = crc32_rows(mat).astype(">u4").view(np.uint8).reshape(len(mat), 4)
+    full = np.ascontiguousarray(np.hstack((mat, crc)))
+    size = full.shape[1]
+    buf = full.tobytes()
+    return [buf[i : i + size] for i in range(0, len(buf), size)]
+
+
+def encode_order(
+    names: Sequence[str], attr: np.ndarray, code: np.ndarray, ints: np.ndarray
+) -> list[bytes]:
+    """The store keys of one-comparison order atoms with int64 constants (attribute
+    ``names[attr]``, operator code, constant): :func:`storage.codec.encode_value` of
+    ``("order", name, ((op, c),))`` each, byte for byte, made per group of one attribute,
+    operator and constant width.  ~0.3 µs an atom against ~1.5."""
+    out: list[bytes] = [b""] * len(ints)
+    tag, width = _int_forms(ints)
+    symbols = {c: s.encode() for s, c in SLOT.items()}
+    group = (attr.astype(np.int64) * 8 + code) * 16 + width
+    for kind, rows in _groups(group):
+        rest, w = divmod(kind, 16)
+        a, op = divmod(rest, 8)
+        name, symbol = names[a].encode(), symbols[op]
+        if len(name) >= 32:
+            raise ValueError(f"attribute name {names[a]!r} longer than a fixstr")
+        prefix = (
+            b"\x93\xa5order"
+            + bytes([0xA0 | len(name)])
+            + name
+            + b"\x91\x92"
+            + bytes([0xA0 | len(symbol)])
+            + symbol
+        )
+        head = np.broadcast_to(np.frombuffer(prefix, dtype=np.uint8), (len(rows), len(prefix)))
+        mat = np.hstack((head, _int_bytes(ints[rows], tag[rows], w)))
+        for i, key in zip(rows.tolist(), _finish(mat), strict=True):
+            out[i] = key
+    return out
+
+
+def encode_int_pairs(first: np.ndarray, second: np.ndarray) -> list[bytes]:
+    """:func:`storage.codec.encode_value` of ``[first[i], second[i]]`` (int64s) each, byte
+    for byte (the ``atom`` records' ``[atom id, refcount]``)."""
+    out: list[bytes] = [b""] * len(first)
+    tag1, w1 = _int_forms(first)
+    tag2, w2 = _int_forms(second)
+    for kind, rows in _groups(w1 * 16 + w2):
+        a, b = divmod(kind, 16)
+        head = np.full((len(rows), 1), 0x92, dtype=np.uint8)
+        mat = np.hstack(
+            (
+                head,
+                _int_bytes(first[rows], tag1[rows], a),
+                _int_bytes(second[rows], tag2[rows], b),
+            )
+        )
+        for i, key in zip(rows.tolist(), _finish(mat), strict=True):
+            out[i] = key
+    return out
+
+
+class AtomKeys(Mapping[int, bytes]):
+    """Atom ids -> their store keys, held as a list (a dict of two million atoms costs
+    ~200 MB more): ids 1..n, or the ascending ``ids`` given (found by binary search)."""
+
+    def __init__(self, keys: list[bytes], ids: np.ndarray | None = None) -> None:
+        self.held = keys
+        self.ids = ids
+
+    def __getitem__(self, aid: int) -> bytes:
+        if self.ids is None:
+            if not 0 < aid <= len(self.held):
+                raise KeyError(aid)
+            return self.held[aid - 1]
+        at = int(np.searchsorted(self.ids, aid))
+        if at == len(self.ids) or self.ids[at] != aid:
+            raise KeyError(aid)
+        return self.held[at]
+
+    def __iter__(self) -> Iterator[int]:
+        if self.ids is None:
+            return iter(range(1, len(self.held) + 1))
+        return iter(self.ids.tolist())
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+
+def key_columns(atoms: Mapping[int, bytes]) -> tuple[np.ndarray, list[bytes]]:
+    """Atom ids ascending and their keys, without a Python loop for :class:`AtomKeys`."""
+    if isinstance(atoms, AtomKeys):
+        if atoms.ids is not None:
+            return atoms.ids, atoms.held
+        return np.arange(1, len(atoms) + 1, dtype=np.int64), atoms.held
+    ordered = sorted(atoms.items())
+    ids = np.fromiter((aid for aid, _ in ordered), dtype=np.int64, count=len(ordered))
+    return ids, [key for _, key in ordered]
+
+
+def parse_int_pairs(values: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``[a, b]`` records of two int64s (:func:`encode_int_pairs`' records) as an ``n x 2``
+    int64 array, and per record whether it was read here (its bytes that shape, its CRC
+    good); the rest are the caller's to decode."""
+    n = len(values)
+    lens = np.fromiter(map(len, values), dtype=np.int64, count=n)
+    flat = np.frombuffer(b"".join(values), dtype=np.uint8)
+    starts = np.cumsum(lens) - lens
+    out = np.zeros((n, 2), dtype=np.int64)
+    ok = np.zeros(n, dtype=bool)
+    long = np.flatnonzero(lens >= 7)  # 92, two fixints, the crc
+    tag = flat[starts[long] + 1].astype(np.int64)
+    width = _tag_width(tag)
+    long, width = long[width >= 0], width[width >= 0]
+    for kind, at in _groups(lens[long] * 16 + width):
+        rows = long[at]
+        size, w1 = divmod(kind, 16)
+        w2 = size - 4 - 3 - w1
+        if w2 not in (0, *_WIDTHS):
+            continue
+        mat = flat[starts[rows, None] + np.arange(size)]
+        good = (mat[:, 0] == 0x92) & (_tag_width(mat[:, 2 + w1].astype(np.int64)) == w2)
+        stored = np.ascontiguousarray(mat[:, size - 4 :]).view(">u4").ravel()
+        good &= crc32_rows(mat[:, : size - 4]) == stored
+        for col, pos, w in ((0, 1, w1), (1, 2 + w1, w2)):
+            fits, ints = _read_int(mat, pos, w)
+            good &= fits
+            out[rows, col] = ints
+        ok[rows[good]] = True
+    out[~ok] = 0
+    return out, ok
+
+
+def _tag_width(tag: np.ndarray) -> np.ndarray:
+    """Payload width of a msgpack int's tag (-1: not an int tag)."""
+    width = np.full(len(tag), -1, dtype=np.int64)
+    width[(tag < 0x80) | (tag >= 0xE0)] = 0
+    for w, (unsigned, signed, _) in _WIDTHS.items():
+        width[(tag == unsigned) | (tag == signed)] = w
+    return width
+
+
+def _read_int(mat: np.ndarray, at: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The msgpack ints whose tag is at column ``at`` with payload ``width``: whether
+    each fits an int64 (and its tag is an int's of that width), and its value."""
+    tag = mat[:, at].astype(np.int64)
+    if not width:
+        return (tag < 0x80) | (tag >= 0xE0), np.where(tag < 0x80, tag, tag - 0x100)
+    unsigned, signed, _ = _WIDTHS[width]
+    raw = np.ascontiguousarray(mat[:, at + 1 : at + 1 + width])
+    as_u = raw.view(f">u{width}").ravel().astype(np.uint64)
+    as_i = raw.view(f">i{width}").ravel().astype(np.int64)
+    fits = ((tag == unsigned) & (as_u < np.uint64(1 << 63))) | (tag == signed)
+    return fits, np.where(tag == unsigned, as_u.astype(np.int64), as_i)

@@ -21,12 +21,13 @@ per atom id and per column atom; the entries of the atoms decoded one by one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from betree.disk import grid
-from betree.disk.atomkeys import parse
+from betree.disk.atomkeys import key_columns, parse
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
 from pbtree.operators import BY_CODE, BY_SYMBOL
@@ -46,14 +47,14 @@ class AtomSpans:
     :meth:`atom` builds an atom object (for messages).
     """
 
-    def __init__(self, schema: Schema, keys: dict[int, bytes]) -> None:
+    def __init__(self, schema: Schema, keys: Mapping[int, bytes]) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
         self.attr_of: dict[int, str] = {}  # atoms not read as columns (below)
         self.entries: dict[int, Any] = {}  # of those, order atoms' (operator, constant) pairs
         self.built: dict[int, Atom] = {}
-        ids = np.fromiter(keys, dtype=np.int64, count=len(keys))
-        cols = parse(list(keys.values()))
+        ids, values = key_columns(keys)
+        cols = parse(values)
         numeric = np.array([kinds.get(name) in _NUMERIC for name in cols.names] + [False])
         is_int = np.array([kinds.get(name) == "int" for name in cols.names] + [False])
         on_int = is_int[cols.attr] & ~cols.is_float
@@ -69,10 +70,8 @@ class AtomSpans:
         del cols
         aids, attrs, los, his = [], [], [], []
         seen: dict[Any, Any] = {}
-        slow = set(ids[~fast].tolist())
-        for aid, key in keys.items():
-            if aid not in slow:
-                continue
+        slow = np.flatnonzero(~fast).tolist()
+        for aid, key in zip(ids[slow].tolist(), [values[i] for i in slow], strict=True):
             t = codec.decode_value(key)
             if type(t) is list and len(t) > 1 and type(t[1]) is str:  # (else damage: below)
                 t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom
@@ -98,11 +97,11 @@ class AtomSpans:
             attrs.append(attr)
             los.append(lo)
             his.append(hi)
-        used = np.unique(self.col_attr).tolist()
+        used = np.flatnonzero(np.bincount(self.col_attr, minlength=len(self.col_names))).tolist()
         fallback = {attr for attr in self.attr_of.values() if attr in kinds}
         self.names = sorted(fallback.union(self.col_names[i] for i in used))
         self.rank = {name: r for r, name in enumerate(self.names)}
-        size = max(keys, default=0) + 1
+        size = int(ids.max()) + 1 if len(ids) else 1
         self.attr = np.full(size, SKIP, dtype=np.int64)
         self.lo = np.zeros(size, dtype=np.uint64)
         self.hi = np.zeros(size, dtype=np.uint64)
