@@ -86,6 +86,15 @@ def _groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(ranked[a]), order[a:b]) for a, b in zip(starts, ends, strict=True)]
 
 
+def _rows(flat: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` bytes at each of ``starts`` in ``flat``, as a ``len x size`` matrix (one
+    gather of rows over a strided view: no index array of every byte)."""
+    if len(flat) < size:
+        return np.zeros((0, size), dtype=np.uint8)
+    windows = np.lib.stride_tricks.sliding_window_view(flat, size)
+    return windows[starts]
+
+
 def crc32_rows(mat: np.ndarray) -> np.ndarray:
     """zlib's CRC-32 of each row of a ``uint8`` matrix (one table step a column)."""
     crc = np.full(len(mat), 0xFFFFFFFF, dtype=np.uint32)
@@ -120,7 +129,7 @@ def parse(keys: Sequence[bytes]) -> OrderKeys:
         size, a = divmod(kind, 32)
         if size < shortest + a:
             continue
-        mat = flat[starts[rows, None] + np.arange(size)]
+        mat = _rows(flat, starts[rows], size)
         good = np.all(mat[:, :7] == _HEAD, axis=1)
         p = 8 + a
         good &= (mat[:, p] == 0x91) & (mat[:, p + 1] == 0x92)
@@ -172,20 +181,31 @@ def _read_group(
     if not good.any():
         return
     rows, mat = rows[good], mat[good]
-    raw_names = np.ascontiguousarray(mat[:, 8 : 8 + a]).view(f"V{a}").ravel() if a else None
-    if raw_names is None:
+    if not a:
         attr = np.full(len(rows), names.setdefault(b"", len(names)), dtype=np.int64)
     else:
-        distinct, inverse = np.unique(raw_names, return_inverse=True)
-        numbers = []
-        for raw in distinct.tolist():
+        raw_names = mat[:, 8 : 8 + a]
+        if a <= 8:  # (as one uint64 each: sorted as ints, not as void, ~5x faster)
+            packed = np.zeros((len(rows), 8), dtype=np.uint8)
+            packed[:, :a] = raw_names
+            as_int = packed.view(">u8").ravel()
+            groups = [(mat[int(w[0]), 8 : 8 + a].tobytes(), w) for _, w in _groups(as_int)]
+        else:
+            distinct, inverse = np.unique(
+                np.ascontiguousarray(raw_names).view(f"V{a}").ravel(), return_inverse=True
+            )
+            groups = [
+                (name, np.flatnonzero(inverse.ravel() == i))
+                for i, name in enumerate(distinct.tolist())
+            ]
+        attr = np.empty(len(rows), dtype=np.int64)
+        for name_bytes, where in groups:
             try:
-                raw.decode("utf-8")
+                name_bytes.decode("utf-8")
             except UnicodeDecodeError:
-                numbers.append(-1)
+                attr[where] = -1
                 continue
-            numbers.append(names.setdefault(raw, len(names)))
-        attr = np.array(numbers, dtype=np.int64)[inverse.ravel()]
+            attr[where] = names.setdefault(name_bytes, len(names))
     keep = attr >= 0
     rows = rows[keep]
     out.ok[rows] = True
@@ -361,7 +381,7 @@ def parse_int_pairs(values: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
         w2 = size - 4 - 3 - w1
         if w2 not in (0, *_WIDTHS):
             continue
-        mat = flat[starts[rows, None] + np.arange(size)]
+        mat = _rows(flat, starts[rows], size)
         good = (mat[:, 0] == 0x92) & (_tag_width(mat[:, 2 + w1].astype(np.int64)) == w2)
         stored = np.ascontiguousarray(mat[:, size - 4 :]).view(">u4").ravel()
         good &= crc32_rows(mat[:, : size - 4]) == stored

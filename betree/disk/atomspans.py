@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from betree.disk import grid
-from betree.disk.atomkeys import key_columns, parse
+from betree.disk.atomkeys import OrderKeys, key_columns, parse
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
 from pbtree.operators import BY_CODE, BY_SYMBOL
@@ -44,17 +44,20 @@ class AtomSpans:
 
     Atoms that constrain nothing (those true on an undefined attribute, the true atom 0,
     ids without an atom) have rank :data:`SKIP`.  Ranks number the attributes by name.
-    :meth:`atom` builds an atom object (for messages).
+    :meth:`atom` builds an atom object (for messages).  ``cols``: the keys already read
+    as columns (:func:`betree.disk.atomkeys.parse`), in ascending id order.
     """
 
-    def __init__(self, schema: Schema, keys: Mapping[int, bytes]) -> None:
+    def __init__(
+        self, schema: Schema, keys: Mapping[int, bytes], cols: OrderKeys | None = None
+    ) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
         self.attr_of: dict[int, str] = {}  # atoms not read as columns (below)
         self.entries: dict[int, Any] = {}  # of those, order atoms' (operator, constant) pairs
         self.built: dict[int, Atom] = {}
         ids, values = key_columns(keys)
-        cols = parse(values)
+        cols = parse(values) if cols is None else cols  # (read by the caller: not again)
         numeric = np.array([kinds.get(name) in _NUMERIC for name in cols.names] + [False])
         is_int = np.array([kinds.get(name) == "int" for name in cols.names] + [False])
         on_int = is_int[cols.attr] & ~cols.is_float
@@ -67,7 +70,6 @@ class AtomSpans:
         self.col_ids, self.col_attr, self.col_code = ids[fast], cols.attr[fast], cols.code[fast]
         self.col_float = cols.is_float[fast]
         self.col_ints, self.col_floats = cols.ints[fast], cols.floats[fast]
-        del cols
         aids, attrs, los, his = [], [], [], []
         seen: dict[Any, Any] = {}
         slow = np.flatnonzero(~fast).tolist()

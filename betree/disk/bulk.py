@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from betree.disk import catalog
-from betree.disk.atomkeys import AtomKeys, encode_int_pairs, encode_order, key_columns, parse
+from betree.disk.atomkeys import (
+    AtomKeys,
+    OrderKeys,
+    encode_int_pairs,
+    encode_order,
+    key_columns,
+    parse,
+)
 from betree.disk.atomspans import AtomSpans
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
@@ -321,18 +328,20 @@ def build_from_parts(
         pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
         txn.put_many(catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs))
         decoded: Mapping[int, Any] = orders or {}
+        aids, keys = key_columns(atoms)
+        cols = parse(keys)  # the one-comparison atoms, read as columns (once, for both)
         if places is None:
-            spans = AtomSpans(index.schema, atoms)
+            spans = AtomSpans(index.schema, atoms, cols)
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
             decoded = {}  # (each key decoded again: what keeping them cost in memory)
+            del spans
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
-        aids, keys = key_columns(atoms)
         next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_atoms(txn, aids, keys, refs, decoded)
-        del keys
+        _write_atoms(txn, aids, keys, cols, refs, decoded)
+        del keys, cols
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
         builder.write_lnodes()
@@ -397,6 +406,7 @@ def _write_atoms(
     txn: WriteTxn,
     aids: np.ndarray,
     keys: list[bytes],
+    cols: OrderKeys,
     refs: np.ndarray,
     decoded: Mapping[int, Any],
 ) -> None:
@@ -414,7 +424,6 @@ def _write_atoms(
     del counts, by_key
     txn.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
     slot = SLOT
-    cols = parse(keys)  # the one-comparison atoms, read as columns
     for i, name in enumerate(cols.names):
         sel = cols.ok & (cols.attr == i)
         consts = cols.ints[sel].tolist()
@@ -425,7 +434,6 @@ def _write_atoms(
             ]
         order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
     rest = np.flatnonzero(~cols.ok).tolist()
-    del cols
     for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
         t = decoded[aid] if aid in decoded else codec.decode_value(key)
         if t[0] == "order":
