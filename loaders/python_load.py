@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
-from betree.disk.bulk import Batch
+from betree.disk.bulk import Batch, release_freed_heap
 from betree.disk.writer import gc_paused
 from betree.index import Index
 from betree.lang.schema import Schema
@@ -111,6 +111,9 @@ def load(
             count = len(batch)
             batch.build()
             del batch  # the store has it now; check() reads it back
+            idx.close()  # (its write transaction's pages, held by LMDB until then: freed)
+            release_freed_heap()
+            idx = opened.enter_context(Index.open(staging / f"raw-{i}", sync=False))
             idx.check()
             dest = out / sharded.shard_name(i) if shards is not None else out
             idx.store.copy_compact(dest)

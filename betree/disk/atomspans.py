@@ -9,23 +9,25 @@ bucket against them.
 Why from the keys: a workload of few repeated predicates (``bexdb gen --profile wide``)
 has ~0.8 atoms a subscription, most of them ``=`` or ``in`` atoms of ints; their entries
 and spans are read off the decoded keys (the span is the least constant's grid
-coordinate to the greatest's, as :func:`grid.atom_span` gives it).  So are the order atoms
-of numbers on int and float attributes (the dense workload's ranges, two atoms a
-``between``: :func:`grid.entries_span` of their entries, ~2 µs an atom against ~7
-rebuilt).  Any other key is rebuilt as an :class:`Atom` and spanned.  Cost, measured on a
-wide shard (421K atoms, 334K of them read off, 3.9M clause atoms): ~2.5 µs an atom read
-off, ~5 rebuilt; :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: per atom its
-entries and attribute (its tuple is decoded again when asked for) and three arrays of 8
-bytes per atom id.
+coordinate to the greatest's, as :func:`grid.atom_span` gives it).  The one-comparison
+order atoms of numbers on int and float attributes (the dense workload's ranges, two a
+``between``, none shared) are read as columns (:func:`betree.disk.atomkeys.parse`) and
+spanned in numpy, no Python object an atom (~0.3 µs an atom, against ~4 decoded one by
+one).  Other order atoms of numbers are spanned from their decoded entries
+(:func:`grid.entries_span`); any other key is rebuilt as an :class:`Atom` and spanned
+(~5 µs).  :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: five arrays of 8 bytes
+per atom id and per column atom; the entries of the atoms decoded one by one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from betree.disk import grid
+from betree.disk.atomkeys import OrderKeys, key_columns, parse
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
 from pbtree.operators import BY_CODE, BY_SYMBOL
@@ -42,33 +44,40 @@ class AtomSpans:
 
     Atoms that constrain nothing (those true on an undefined attribute, the true atom 0,
     ids without an atom) have rank :data:`SKIP`.  Ranks number the attributes by name.
-    :meth:`atom` builds an atom object (for messages).
+    :meth:`atom` builds an atom object (for messages).  ``cols``: the keys already read
+    as columns (:func:`betree.disk.atomkeys.parse`), in ascending id order.
     """
 
-    def __init__(self, schema: Schema, keys: dict[int, bytes]) -> None:
+    def __init__(
+        self, schema: Schema, keys: Mapping[int, bytes], cols: OrderKeys | None = None
+    ) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
-        self.attr_of: dict[int, str] = {}
-        self.entries: dict[int, Any] = {}  # order atoms: their (operator, constant) pairs
+        self.attr_of: dict[int, str] = {}  # atoms not read as columns (below)
+        self.entries: dict[int, Any] = {}  # of those, order atoms' (operator, constant) pairs
         self.built: dict[int, Atom] = {}
+        ids, values = key_columns(keys)
+        cols = parse(values) if cols is None else cols  # (read by the caller: not again)
+        numeric = np.array([kinds.get(name) in _NUMERIC for name in cols.names] + [False])
+        is_int = np.array([kinds.get(name) == "int" for name in cols.names] + [False])
+        on_int = is_int[cols.attr] & ~cols.is_float
+        inside = (cols.ints > -_SIGN) & (cols.ints < _SIGN - 1)  # (int64 ends: below)
+        fast = cols.ok & numeric[cols.attr] & (~on_int | inside) & (cols.code != _NE)
+        fast &= ~(cols.is_float & is_int[cols.attr])  # (a float bound of an int: its entries)
+        #: the one-comparison atoms on int and float attributes, spanned in numpy: their ids,
+        #: attribute (an index into ``col_names``), operator code and constant
+        self.col_names = cols.names
+        self.col_ids, self.col_attr, self.col_code = ids[fast], cols.attr[fast], cols.code[fast]
+        self.col_float = cols.is_float[fast]
+        self.col_ints, self.col_floats = cols.ints[fast], cols.floats[fast]
         aids, attrs, los, his = [], [], [], []
-        ranges: dict[str, tuple[list[int], list[str], list[int], list[Any]]] = {}
         seen: dict[Any, Any] = {}
-        for aid, key in keys.items():
+        slow = np.flatnonzero(~fast).tolist()
+        for aid, key in zip(ids[slow].tolist(), [values[i] for i in slow], strict=True):
             t = codec.decode_value(key)
             if type(t) is list and len(t) > 1 and type(t[1]) is str:  # (else damage: below)
                 t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom
             kind = kinds.get(t[1]) if t[0] == "order" else None
-            code = _one_comparison(kind, t[2]) if kind is not None else None
-            if code is not None:  # one comparison with a number: spanned below, in numpy
-                attr = self.attr_of[aid] = t[1]
-                self.entries[aid] = t[2]
-                held = ranges.setdefault(kind, ([], [], [], []))  # type: ignore[arg-type]
-                held[0].append(aid)
-                held[1].append(attr)
-                held[2].append(code)
-                held[3].append(t[2][0][1])
-                continue
             consts = _ints_in(t[2]) if kind == "int" else None
             if consts is not None:  # (the grid coordinate of an int: clamped, offset)
                 attr = t[1]
@@ -90,18 +99,46 @@ class AtomSpans:
             attrs.append(attr)
             los.append(lo)
             his.append(hi)
-        self.names = sorted({attr for attr in self.attr_of.values() if attr in kinds})
+        used = np.flatnonzero(np.bincount(self.col_attr, minlength=len(self.col_names))).tolist()
+        fallback = {attr for attr in self.attr_of.values() if attr in kinds}
+        self.names = sorted(fallback.union(self.col_names[i] for i in used))
         self.rank = {name: r for r, name in enumerate(self.names)}
-        size = max(keys, default=0) + 1
+        size = int(ids.max()) + 1 if len(ids) else 1
         self.attr = np.full(size, SKIP, dtype=np.int64)
         self.lo = np.zeros(size, dtype=np.uint64)
         self.hi = np.zeros(size, dtype=np.uint64)
         self.attr[aids] = list(map(self.rank.__getitem__, attrs))
         self.lo[aids] = np.array(los, dtype=np.uint64)
         self.hi[aids] = np.array(his, dtype=np.uint64)
-        for kind, (ids, names, codes, consts) in ranges.items():
-            self.attr[ids] = list(map(self.rank.__getitem__, names))
-            self.lo[ids], self.hi[ids] = _comparison_spans(kind, codes, consts)
+        ranks = np.array([self.rank.get(name, SKIP) for name in self.col_names] + [SKIP])
+        self.attr[self.col_ids] = ranks[self.col_attr]
+        for kind in _NUMERIC:
+            on = np.array([kinds.get(name) == kind for name in self.col_names] + [False])
+            sel = on[self.col_attr]
+            if not sel.any():
+                continue
+            consts = self.col_ints[sel]
+            if kind == "float":
+                consts = np.where(self.col_float[sel], self.col_floats[sel], consts)
+            spans = _comparison_spans(kind, self.col_code[sel], consts)
+            self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
+
+    def order_columns(self, skip: set[int]) -> dict[str, tuple[np.ndarray, list[Any], np.ndarray]]:
+        """The atoms read as columns, but those in ``skip``, as PB+tree entries per
+        attribute: operator codes, constants (ints and floats as decoded), atom ids."""
+        keep = ~np.isin(self.col_ids, np.fromiter(skip, dtype=np.int64, count=len(skip)))
+        out = {}
+        for i, name in enumerate(self.col_names):
+            sel = keep & (self.col_attr == i)
+            if not sel.any():
+                continue
+            floats = self.col_float[sel]
+            consts: list[Any] = self.col_ints[sel].tolist()
+            if floats.any():
+                as_float = self.col_floats[sel].tolist()
+                consts = [f if x else c for f, x, c in zip(as_float, floats, consts, strict=True)]
+            out[name] = (self.col_code[sel].astype(np.int64), consts, self.col_ids[sel])
+        return out
 
     def decoded(self, aid: int) -> Any:
         """Atom ``aid``'s tuple, decoded from its key (each call decodes it)."""
@@ -154,8 +191,8 @@ class AtomSpans:
 
 _SIGN = 1 << 63
 _INT = frozenset((int,))
-#: operator codes (:data:`pbtree.operators.SLOT`) of :func:`_one_comparison`: all but ``!=``
-_CODES = {op.symbol: op.code for op in BY_CODE if op.lower or op.upper}
+#: the code of ``!=``, which bounds nothing (spanned from its entries, as any atom)
+_NE = BY_SYMBOL["!="].code
 #: per code, whether the operator bounds from below, from above, strictly
 _LOWER, _UPPER, _STRICT = (
     np.array([getattr(op, side) for op in BY_CODE], dtype=bool)
@@ -163,31 +200,10 @@ _LOWER, _UPPER, _STRICT = (
 )
 
 
-def _one_comparison(kind: str | None, entries: Any) -> int | None:
-    """The operator's code if an order atom's decoded entries are one comparison (not
-    ``!=``) with a number its attribute's grid takes exactly in numpy (an int of int64 on an
-    int attribute, short of the ends a strict bound steps past; an int or a float on a
-    float one); else None."""
-    if type(entries) is not list or len(entries) != 1:
-        return None
-    entry = entries[0]
-    if type(entry) is not list or len(entry) != 2:
-        return None
-    op, c = entry
-    code = _CODES.get(op) if type(op) is str else None
-    if code is None:
-        return None
-    if kind == "int":
-        return code if type(c) is int and -_SIGN < c < _SIGN - 1 else None
-    if kind == "float":
-        return code if type(c) is float or (type(c) is int and -_SIGN <= c < _SIGN) else None
-    return None
-
-
 def _comparison_spans(
-    kind: str, codes: list[int], consts: list[Any]
+    kind: str, codes: np.ndarray, consts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`grid.atom_span` of one-comparison atoms (:func:`_one_comparison`), in numpy:
+    """:func:`grid.atom_span` of one-comparison atoms (operator codes, not ``!=``), in numpy:
     the constant's coordinate, one step inwards for a strict bound on ints, to an end of
     the grid on the open side."""
     at = grid.coords(kind, consts)

@@ -26,6 +26,8 @@ atom ids) plus ~40 bytes per clause attribute, and the write transaction.
 
 from __future__ import annotations
 
+import ctypes
+import platform
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +38,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from betree.disk import catalog
+from betree.disk.atomkeys import (
+    AtomKeys,
+    OrderKeys,
+    encode_int_pairs,
+    encode_order,
+    key_columns,
+    parse,
+)
 from betree.disk.atomspans import AtomSpans
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
@@ -146,60 +156,124 @@ class PackedSubs:
 
 
 class Batch:
-    """Compiled subscriptions gathered for one batch build, interned as they arrive.
+    """Compiled subscriptions gathered for one batch build, interned at the build.
 
-    Keeps per subscription only its id, text and atom ids (the places are computed at
-    the build): a loader holding a million subscriptions needs a few hundred bytes each, not
-    the several KB of their atom objects.  An order atom of one comparison with an int or
-    string constant (two a ``between``: the dense workloads' every atom, none shared) is
-    interned by its ``(attribute, operator, constant)`` tuple, not held as an object: the
-    compile's caches (bounded) then let go of it, ~1 KB an atom against ~150 bytes here.
+    Keeps per subscription its id and text, and its clauses packed (atom references in one
+    array): a loader holding a million subscriptions needs a few hundred bytes each, not
+    the several KB of their atom objects.  An order atom of one comparison with an int64
+    constant (two a ``between``: the dense workloads' every atom, none shared) is held as
+    columns (attribute, operator code, constant: 17 bytes an occurrence, against ~200 for a
+    dict entry) and interned at the build by one sort; any other atom is interned as it
+    arrives (by its ``(attribute, operator, constant)`` tuple for a string constant, else
+    the atom).  Atom ids are given in order of first use, as interning one by one gives
+    them.
     """
 
     def __init__(self, index: Index) -> None:
         self.index = index
         self.atoms: dict[Atom | tuple[str, str, Any], int] = {}
-        self.subs: list[tuple[Any, str, list[list[int]]]] = []
+        self.first: array[int] = array("q")  # per atom of ``atoms``: where it is first used
+        self.idents: list[Any] = []
+        self.exprs: list[str] = []
+        self.per_sub: array[int] = array("q")  # clauses a subscription
+        self.lens: array[int] = array("q")  # atoms a clause
+        # per clause atom: an id of ``atoms`` (> 0), 0 (the true atom), or -(k + 1) for
+        # the column atom k
+        self.refs: array[int] = array("q")
+        self.names: dict[str, int] = {}  # the column atoms' attributes
+        self.col_attr: array[int] = array("h")
+        self.col_code: array[int] = array("b")
+        self.col_const: array[int] = array("q")
         self.metas: list[tuple[Any, str]] = []  # (id, metadata text) of those that have it
 
     def __len__(self) -> int:
-        return len(self.subs)
+        return len(self.idents)
 
     def add(
         self, ident: Any, expr: str, clauses: Sequence[Clause], meta: str | None = None
     ) -> None:
         """One subscription, with its metadata text (:func:`betree.disk.metadata.meta_text`)."""
-        atoms = self.atoms
         if meta is not None:
             self.metas.append((ident, meta))
-        self.subs.append(
-            (
-                ident,
-                expr,
-                [
-                    [atoms.setdefault(_interned(a), len(atoms) + 1) for a in c] or [0]
-                    for c in clauses
-                ],
-            )
-        )
+        self.idents.append(ident)
+        self.exprs.append(expr)
+        self.per_sub.append(len(clauses))
+        refs, atoms = self.refs, self.atoms
+        for clause in clauses:
+            self.lens.append(len(clause) or 1)
+            if not clause:
+                refs.append(0)
+            for atom in clause:
+                if type(atom) is OrderAtom and len(atom.entries) == 1:
+                    op, c = atom.entries[0]
+                    if type(c) is int and -_SIGN <= c < _SIGN:
+                        names = self.names
+                        attr = names.get(atom.attr)
+                        if attr is None:
+                            attr = names[atom.attr] = len(names)
+                        self.col_attr.append(attr)
+                        self.col_code.append(SLOT[op])
+                        self.col_const.append(c)
+                        refs.append(-len(self.col_const))
+                        continue
+                key = _interned(atom)
+                aid = atoms.get(key)
+                if aid is None:
+                    aid = atoms[key] = len(atoms) + 1
+                    self.first.append(len(refs))
+                refs.append(aid)
 
     def build(self) -> dict[str, int]:
         """Write everything into the (empty) index; one commit.  The clauses' places are
-        computed there from the atoms' keys, in numpy (:class:`AtomSpans`), not here per
-        atom: dense 20K, compile 2.98 -> 1.65 CPU s, build 2.78 -> 4.28, the load's peak
-        877 -> 786 MB (no per-atom span cache); BEGen 20K 1.23 -> 1.04 s for the two."""
-        atoms, keys = self.atoms, {}
+        computed there from the atoms' keys, in numpy (:class:`AtomSpans`)."""
+        refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
+        column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
+        attr = np.frombuffer(self.col_attr, dtype=np.int16).astype(np.int64)
+        code = np.frombuffer(self.col_code, dtype=np.int8).astype(np.int64)
+        const = np.frombuffer(self.col_const, dtype=np.int64)
+        order = np.lexsort((const, code, attr))  # stable: a group's first is its first use
+        s_attr, s_code, s_const = attr[order], code[order], const[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (s_attr[1:] != s_attr[:-1]) | (s_code[1:] != s_code[:-1])
+        new[1:] |= s_const[1:] != s_const[:-1]
+        group = np.empty(len(order), dtype=np.int64)
+        group[order] = np.cumsum(new) - 1
+        heads = order[new]  # each distinct column atom's first use (a column index)
+        others = np.frombuffer(self.first, dtype=np.int64) if len(self.first) else column[:0]
+        first = np.concatenate((others, column[heads]))
+        aid = np.empty(len(first), dtype=np.int64)
+        aid[np.argsort(first, kind="stable")] = np.arange(1, len(first) + 1)
+        ids = np.where(refs > 0, aid[np.maximum(refs, 1) - 1], 0) if len(aid) else refs
+        ids[column] = aid[len(others) :][group]
+        keys: list[bytes] = [b""] * len(first)
+        names = list(self.names)
+        made = encode_order(names, attr[heads], code[heads], const[heads])
+        for i, key in zip(aid[len(others) :].tolist(), made, strict=True):
+            keys[i - 1] = key
+        del made
+        atoms, self.atoms = self.atoms, {}
+        at = aid[: len(others)].tolist()
         while atoms:  # (each atom let go as its key is made)
-            atom, aid = atoms.popitem()
+            atom, j = atoms.popitem()
             t = atom.as_tuple() if isinstance(atom, Atom) else ("order", atom[0], (atom[1:],))
-            keys[aid] = codec.encode_value(t)
-        return build_from_parts(self.index, self.subs, None, keys, metas=self.metas)
+            keys[at[j - 1] - 1] = codec.encode_value(t)
+        subs = PackedSubs(
+            self.idents,
+            self.exprs,
+            np.frombuffer(self.per_sub, dtype=np.int64).copy(),
+            np.frombuffer(self.lens, dtype=np.int64).copy(),
+            ids,
+        )
+        return build_from_parts(self.index, subs, None, AtomKeys(keys), metas=self.metas)
+
+
+_SIGN = 1 << 63
 
 
 def _interned(atom: Atom) -> Atom | tuple[str, str, Any]:
-    """What :class:`Batch` interns ``atom`` by: ``(attribute, operator, constant)`` for an
-    order atom of one entry whose constant is an int or a string (equal atoms give equal
-    tuples however they were built: entries are canonical), else the atom."""
+    """What :class:`Batch` interns an atom not held as columns by: ``(attribute, operator,
+    constant)`` for an order atom of one entry whose constant is an int or a string (equal
+    atoms give equal tuples however they were built: entries are canonical), else the atom."""
     if type(atom) is OrderAtom:
         entries = atom.entries
         if len(entries) == 1:
@@ -256,16 +330,20 @@ def build_from_parts(
         pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
         txn.put_many(catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs))
         decoded: Mapping[int, Any] = orders or {}
+        aids, keys = key_columns(atoms)
+        cols = parse(keys)  # the one-comparison atoms, read as columns (once, for both)
         if places is None:
-            spans = AtomSpans(index.schema, dict(atoms))
+            spans = AtomSpans(index.schema, atoms, cols)
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
             decoded = {}  # (each key decoded again: what keeping them cost in memory)
+            del spans
         if len(places) != len(clauses):
             raise InvalidInput(f"{len(places)} places given for {len(clauses)} clauses")
-        next_atom = max(atoms, default=0) + 1
+        next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_atoms(txn, atoms, refs.tolist(), decoded)
+        _write_atoms(txn, aids, keys, cols, refs, decoded)
+        del keys, cols
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
         builder.write_lnodes()
@@ -275,6 +353,23 @@ def build_from_parts(
         rec.update(attributes=record_attributes(txn))
         catalog.put_root(txn, rec)
     return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
+
+
+def release_freed_heap() -> bool:
+    """Give the C heap's free memory back to the kernel (glibc's ``malloc_trim``); whether
+    it could.  For a loader between a batch build and its ``check()``, once the index is
+    closed: LMDB keeps every dirty page of a write transaction on the environment's own
+    free list until it closes (about the store's size after a batch build), and glibc keeps
+    what is freed, so the check started from the build's high-water mark.  Measured, dense
+    20K python load, the index reopened and the heap trimmed: RSS after the build 349 ->
+    107 MB, the load's peak 632 -> 508 MB.  Elsewhere than glibc: nothing."""
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 class _Clauses:
@@ -327,22 +422,38 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write_atoms(
-    txn: WriteTxn, atoms: Mapping[int, bytes], refs: list[int], decoded: Mapping[int, Any]
+    txn: WriteTxn,
+    aids: np.ndarray,
+    keys: list[bytes],
+    cols: OrderKeys,
+    refs: np.ndarray,
+    decoded: Mapping[int, Any],
 ) -> None:
     """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute, from the
-    atoms' store keys (decoded once each, unless in ``decoded`` by atom id: an order atom's
-    tuple holds its entries).  An attribute's predicates go to its tree as columns
-    (:func:`_order_columns`)."""
+    atoms' ids (ascending) and store keys: the one-comparison order atoms read as columns
+    (:func:`betree.disk.atomkeys.parse`), any other decoded once (unless in ``decoded`` by
+    atom id: an order atom's tuple holds its entries).  An attribute's predicates go to its
+    tree as columns (:func:`_order_columns`)."""
     order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
-    ordered = sorted(atoms.items())
-    keys = [key for _, key in ordered]
-    counts = ([aid, refs[aid] if aid < len(refs) else 0] for aid, _ in ordered)
-    txn.put_many(catalog.ATOM, keys, codec.encode_values(counts))
-    txn.put_many(catalog.AID, codec.encode_u64s(aid for aid, _ in ordered), keys)
-    del keys
+    counts = encode_int_pairs(aids, refs[aids])
+    by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()  # (LMDB's order:
+    # ~2x faster to insert; 'S' ignores trailing zero bytes, which only costs order)
+    txn.put_many(catalog.ATOM, [keys[i] for i in by_key], [counts[i] for i in by_key])
+    del counts, by_key
+    txn.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
     slot = SLOT
-    for aid, key in ordered:
+    for i, name in enumerate(cols.names):
+        sel = cols.ok & (cols.attr == i)
+        consts = cols.ints[sel].tolist()
+        if cols.is_float[sel].any():
+            floats = cols.floats[sel].tolist()
+            consts = [
+                f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)
+            ]
+        order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
+    rest = np.flatnonzero(~cols.ok).tolist()
+    for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
         t = decoded[aid] if aid in decoded else codec.decode_value(key)
         if t[0] == "order":
             columns = order.get(t[1])
@@ -355,7 +466,6 @@ def _write_atoms(
                 ids.append(aid)
         else:
             direct.setdefault(t[1], []).append([aid, t])
-    del ordered
     for attr in sorted(order):
         consts, ops, ids = order.pop(attr)
         packed = _order_columns(consts, ops, ids)

@@ -101,7 +101,7 @@ def event_coord(kind: str, value: Any) -> int:
     return int(bool(value)) if kind == "bool" else 0
 
 
-def coords(kind: str, values: list[Any]) -> np.ndarray:
+def coords(kind: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """:func:`coord` of each of ``values`` (one attribute's, validated), as ``uint64``:
     whole arrays of int64 ints or of doubles in a few numpy calls, anything else one by
     one."""

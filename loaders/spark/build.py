@@ -30,7 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from betree.disk.bulk import PackedSubs, build_from_parts
+from betree.disk.atomkeys import AtomKeys
+from betree.disk.bulk import PackedSubs, build_from_parts, release_freed_heap
 from betree.disk.writer import gc_paused
 from betree.index import Index
 from betree.stores import sharded as sharding
@@ -170,13 +171,14 @@ def build_store(
                 lens=flat["lens"],
                 atoms=dense[atoms],
             )
-            mine = atom_keys.take(pa.array(used - 1)).to_pylist()  # this shard's keys only
-            catalog = dict(zip(range(1, len(mine) + 1), mine, strict=True))
-            del mine
+            catalog = AtomKeys(atom_keys.take(pa.array(used - 1)).to_pylist())  # (its own only)
             del flat, atoms, dense
             t1 = time.perf_counter()
             counts = build_from_parts(idx, subs, None, catalog, metas=metas)  # (places: atoms)
             del subs, catalog, metas  # the store has them now; check() reads them back
+        # closed: its write transaction's pages, which LMDB holds until then, are freed
+        release_freed_heap()
+        with gc_paused(), Index.open(raw, sync=False) as idx:
             t2 = time.perf_counter()
             if fail_at == "build":
                 raise RuntimeError("injected failure in the load stage (fail_at='build')")
