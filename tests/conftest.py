@@ -21,15 +21,17 @@ import pytest
 #: Files, heaviest first (seconds of a full run, measured): started first under xdist.
 HEAVY = [
     "tests/loaders/test_spark_cluster.py",
-    "tests/betree/test_parallel.py",
     "tests/pbtree/test_pbtree_stress.py",
+    "tests/betree/lang/test_lang_real_events.py",
+    "tests/betree/test_meta.py",
     "tests/betree/test_flatbatch.py",
-    "tests/betree/test_reliability.py",
     "tests/tools/test_bench_load.py",
-    "tests/betree/test_edges_sizes.py",
-    "tests/betree/test_index_differential.py",
     "tests/loaders/test_spark_stream_kill.py",
+    "tests/betree/test_adjust.py",
     "tests/loaders/test_spark_submit.py",
+    "tests/betree/lang/test_lang_fastpath.py",
+    "tests/storage/test_damage.py",
+    "tests/betree/test_reliability.py",
 ]
 
 
@@ -52,6 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.sample_seed = worker["bexdb_sample_seed"]
     elif config.option.sample_seed is None:
         config.option.sample_seed = int(time.time()) % 100_000
+    # xdist sorts files by their number of tests unless told not to: keep HEAVY's order.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     if os.environ.get("BEXDB_FULL_TESTS") == "1":
         config.option.full = True
 
