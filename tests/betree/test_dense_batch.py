@@ -134,7 +134,7 @@ def test_batch_interns_as_one_by_one(tmp_path: Path, seed: int) -> None:
     "exprs",
     [
         ["i >= 15", "b = false and b", "il none of (0) or f != 3.0"],  # 1 + 0 + 2 clauses
-        ["b = false and b", "i < 3 or j > 4", "s = \"x\""],  # 0 + 2 + 1
+        ["b = false and b", "i < 3 or j > 4", 's = "x"'],  # 0 + 2 + 1
     ],
 )
 def test_batch_of_unsatisfiable_and_several_clause_subscriptions(
