@@ -56,9 +56,10 @@ class BETree:
 
     ``rec`` is the index's root record (space, root page, ``max_cap``, ``min_size``);
     ``places`` returns a stored clause's places; ``hint`` an attribute's hint range;
-    ``moved`` records a clause's new home c-node; ``feedback`` maps an attribute to the
-    fraction of its clauses an event checks (self-adjustment; missing means 0);
-    ``dissolve`` re-inserts the clauses of a p-node that deletion shrinks below
+    ``moved`` records a clause's new home c-node; ``prefetch`` is told the clauses
+    whose places a split is about to ask for (to read them in one go); ``feedback``
+    maps an attribute to the fraction of its clauses an event checks (self-adjustment;
+    missing means 0); ``dissolve`` re-inserts the clauses of a p-node that deletion shrinks below
     ``min_size``.
     """
 
@@ -69,6 +70,7 @@ class BETree:
         places: Callable[[Entry], Places] | None = None,
         hint: Callable[[str], tuple[int, int]] | None = None,
         moved: Callable[[int, int], None] | None = None,
+        prefetch: Callable[[list[Entry]], None] | None = None,
         feedback: Mapping[str, float] | None = None,
         dissolve: bool = False,
     ) -> None:
@@ -80,6 +82,7 @@ class BETree:
         self._places = places
         self._hint = hint
         self._moved = moved
+        self._prefetch = prefetch
         self._feedback = feedback or {}
         self._dissolve = dissolve
         self.freed: set[int] = set()  # c-nodes freed by this object's writes
@@ -278,6 +281,8 @@ class BETree:
         while node.size > node.cap or force:
             cutting, force = force, False
             entries = self.entries(node)
+            if self._prefetch is not None:
+                self._prefetch(entries)
             taken = used | set(node.pmap)
             counts = Counter(
                 attr
@@ -341,7 +346,10 @@ class BETree:
         staying: list[Entry] = []
         to_left: list[Entry] = []
         to_right: list[Entry] = []
-        for entry in self.entries(bucket):
+        entries = self.entries(bucket)
+        if self._prefetch is not None:
+            self._prefetch(entries)
+        for entry in entries:
             lo, hi = self._places_of(entry, cache)[attr]
             if llo <= lo and hi <= lhi:
                 to_left.append(entry)
