@@ -93,6 +93,8 @@ class Writer:
         #: ``home`` records set (a page) or dropped (None) in this transaction, written
         #: once, in key order, by :meth:`finish`: clustering moves a clause several times
         self.homes: dict[int, int | None] = {}
+        #: clauses inserted but not yet put into the BE-Tree (only inside insert_many)
+        self.pending: list[tuple[Entry, Places]] | None = None
         #: the store key of each atom met in this transaction (atoms are interned objects)
         self.keys: dict[Atom, bytes] = {}
 
@@ -215,11 +217,26 @@ class Writer:
     ) -> list[bool]:
         """:meth:`insert` of each ``(id, expression, clauses, meta)`` in turn (the same
         records and atom ids as one call each), the ``atom`` records of all their atoms
-        read first, once each, in key order (what a B-tree reads fastest)."""
+        read first, once each, in key order (what a B-tree reads fastest), and the clauses
+        put into the BE-Tree together at the end, grouped by l-node (before that only if
+        the batch replaces or deletes one of its own)."""
         keys = {self._key(a) for _, _, clauses, _ in items for clause in clauses for a in clause}
         for key in sorted(keys.difference(self.counts)):
             self._count(key)
-        return [self.insert(ident, expr, clauses, meta) for ident, expr, clauses, meta in items]
+        self.pending = []
+        try:
+            created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
+            self._place_pending()
+        finally:
+            self.pending = None
+        return created
+
+    def _place_pending(self) -> None:
+        """Put the clauses :meth:`insert_many` holds back into the BE-Tree, grouped by the
+        l-node each goes to (:meth:`betree.disk.tree.BETree.insert_many`)."""
+        if self.pending:
+            pending, self.pending = self.pending, []
+            self.tree.insert_many(pending)
 
     def release(self, aid: int) -> None:
         """Count one use of atom ``aid`` less; drop the atom with its last use."""
@@ -261,7 +278,10 @@ class Writer:
         if meta is not None:
             catalog.put_meta(self.txn, ext_key, meta)
         for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
-            self.tree.insert((clause_id(sid, k), ident, ids), place)
+            if self.pending is None:
+                self.tree.insert((clause_id(sid, k), ident, ids), place)
+            else:
+                self.pending.append(((clause_id(sid, k), ident, ids), place))
         self.rec["subs"] += 1
         return not existed
 
@@ -271,6 +291,8 @@ class Writer:
         if sid_key is None:
             return False
         sid = codec.decode_u64(sid_key)
+        if sid >= self.first_sid:  # (inserted by this transaction: maybe held back)
+            self._place_pending()
         _, expr, atom_ids = catalog.subscription_record(self.txn, ident, sid_key)
         for k, ids in enumerate(atom_ids):
             cid = clause_id(sid, k)
