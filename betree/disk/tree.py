@@ -207,8 +207,9 @@ class BETree:
         append and one overflow check per l-node reached.
         """
         groups: dict[int, tuple[list[Entry], set[str]]] = {}
+        nodes: dict[int, CNode] = {}
         for entry, places in items:
-            page, used = self._route(self.root, places, set(), +1)
+            page, used = self._route(self.root, places, set(), +1, nodes)
             group = groups.get(page)
             if group is None:
                 groups[page] = ([entry], used)
@@ -225,11 +226,21 @@ class BETree:
                 else:
                     self._cluster(page, used)
 
-    def _route(self, page: int, places: Places, used: set[str], delta: int) -> tuple[int, set[str]]:
-        """Follow Alg. 3-4 from ``page`` to the c-node whose l-node takes a clause."""
+    def _route(
+        self,
+        page: int,
+        places: Places,
+        used: set[str],
+        delta: int,
+        nodes: dict[int, CNode] | None = None,
+    ) -> tuple[int, set[str]]:
+        """Follow Alg. 3-4 from ``page`` to the c-node whose l-node takes a clause.
+
+        ``nodes`` (:meth:`insert_many`) keeps the c-nodes met, for the next clauses of a
+        batch: routing changes no node but the scores, whose copies it keeps."""
         feedback = self._feedback
         while True:
-            node = self.node(page)
+            node = self._met(page, nodes)
             best = None
             for attr, top, score in node.pdir:
                 if attr in places and attr not in used:
@@ -240,20 +251,33 @@ class BETree:
             if best is None:
                 return page, used
             attr, top, _ = best
-            self._mut(page).add_score(attr, delta)
+            owner = self._mut(page)
+            owner.add_score(attr, delta)
+            if nodes is not None:
+                nodes[page] = owner
             used = used | {attr}
-            page = self._descend_cdir(top, places[attr])
+            page = self._descend_cdir(top, places[attr], nodes)
 
-    def _descend_cdir(self, top: int, span: tuple[int, int]) -> int:
+    def _met(self, page: int, nodes: dict[int, CNode] | None) -> CNode:
+        if nodes is None:
+            return self.node(page)
+        node = nodes.get(page)
+        if node is None:
+            node = nodes[page] = self.node(page)
+        return node
+
+    def _descend_cdir(
+        self, top: int, span: tuple[int, int], nodes: dict[int, CNode] | None = None
+    ) -> int:
         """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``."""
         page = top
         lo, hi = span
         while True:
-            bucket = self.node(page)
+            bucket = self._met(page, nodes)
             if not bucket.left:
                 return page
             for child in (bucket.left, bucket.right):
-                c = self.node(child)
+                c = self._met(child, nodes)
                 if c.lo <= lo and hi <= c.hi:
                     page = child
                     break
