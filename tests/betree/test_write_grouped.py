@@ -209,3 +209,31 @@ def test_a_failing_batch_leaves_the_last_commit(tmp_path: Path) -> None:
 
 def _boom() -> None:
     raise RuntimeError("boom")
+
+
+def test_a_shard_part_of_puts_and_deletes(tmp_path: Path) -> None:
+    """A sharded batch's part for one shard (:func:`betree.stores.shardwrite.apply_part`):
+    runs of puts go through ``insert_many``, a delete between them (of a put of the same
+    part, of an earlier one, of none) ends a run; results, check and brute force."""
+    from betree.stores.shardwrite import apply_part
+
+    schema = Schema.from_json(SCHEMA)
+    rng = random.Random(9)
+    subs: dict[Any, str] = {}
+    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        for b in range(8):
+            ops: list[list[Any]] = []
+            expected = []
+            for _ in range(rng.randint(1, 50)):
+                ident = rng.randrange(60)
+                if rng.random() < 0.25:
+                    ops.append(["delete", ident])
+                    expected.append(ident in subs)
+                    subs.pop(ident, None)
+                else:
+                    expr = expression(rng)
+                    ops.append(["put", ident, expr])
+                    expected.append(ident not in subs)
+                    subs[ident] = expr
+            assert apply_part(idx, f"b{b}", ops) == expected
+            _agrees(idx, subs, schema, rng)
