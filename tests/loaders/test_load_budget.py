@@ -1,0 +1,177 @@
+"""``bexdb load --memory-budget`` (python engine): the build committed in pieces
+(:mod:`betree.disk.pieces`) and the compiler's caches let go in chunks.  The smaller the
+budget, the more pieces and chunks; the store answers as an unbudgeted load's does and as
+the brute-force evaluator does (``match`` and ``match_many``, reopened, after deletes),
+``check()`` is clean; a load failing between two pieces publishes nothing.  Dense int and
+float workloads with extreme constants and other atom forms (``!=``, ``=``, a list
+membership, ``or``), so that every part of the build (catalog, PB+trees, direct lists,
+BE-Tree) is cut.  No timing or memory figure is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.disk import pieces
+from betree.disk.bulk import Batch
+from betree.index import Index
+from betree.lang.expr import evaluate
+from betree.lang.parser import compile_expr
+from betree.lang.schema import Schema
+from loaders import python_load
+from loaders.records import read_jsonl
+from storage.errors import InvalidInput
+from tools.bench import gen_dense
+
+SETTINGS = {"max_cap": 8, "min_size": 2}
+
+
+def _workload(domain: str, seed: int) -> tuple[dict[str, Any], list[tuple[Any, str]], list[Any]]:
+    _, schema, subs, events, _ = gen_dense.make_workload(
+        300, 60, seed=seed, attributes=6, preds=3, width=0.5, domain=domain, card=1000, check=False
+    )
+    rng = random.Random(seed)
+    names = sorted(schema["attributes"])
+    big: list[Any] = [-(2**63), 2**63 - 1, 0, 1, 999]
+    if domain == "float":
+        big += [-0.0, 1.7e308, -1.7e308, 2.5]
+    extra = []
+    for i in range(60):
+        a, b = rng.sample(names, 2)
+        c, d = rng.choice(big), rng.choice(big)
+        form = i % 4
+        if form == 0:
+            extra.append(f"{a} != {c!r} and {b} >= {d!r}")
+        elif form == 1:
+            extra.append(f"{a} = {c!r} or {b} < {d!r}")
+        elif form == 2:
+            extra.append(f"{a} in ({c!r}, {d!r}, 5) or not {b} > {d!r}")
+        else:
+            lo, hi = sorted([c, d])
+            extra.append(f"{a} between {lo!r} and {hi!r}")
+    subs += [(len(subs) + i, e) for i, e in enumerate(extra)]
+    subs = [(i if i % 3 else f"s{i}", e) for i, e in subs]
+    edges = [{a: rng.choice(big) for a in names} for _ in range(6)]
+    return schema, subs, events + edges
+
+
+def _answers(reader: Any, events: list[Any]) -> list[list[str]]:
+    one = [sorted(json.dumps(m) for m in reader.match(ev)) for ev in events]
+    many = [sorted(json.dumps(m) for m in ms) for ms in reader.match_many(events)]
+    assert one == many
+    return one
+
+
+def _brute(doc: dict[str, Any], subs: list[tuple[Any, str]], events: list[Any]) -> list[Any]:
+    schema = Schema.from_json(doc)
+    compiled = [(i, compile_expr(e, schema)) for i, e in subs]
+    out = []
+    for ev in events:
+        values = schema.validate_event(ev)
+        out.append(sorted(json.dumps(i) for i, c in compiled if evaluate(c, values)))
+    return out
+
+
+def _write(tmp_path: Path, doc: dict[str, Any], subs: list[tuple[Any, str]]) -> str:
+    path = tmp_path / "subs.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "expr": e}) + "\n" for i, e in subs))
+    return str(path)
+
+
+@pytest.mark.parametrize(("domain", "seed"), [("int", 3), ("float", 4)])
+def test_smaller_budget_more_pieces_same_answers(tmp_path: Path, domain: str, seed: int) -> None:
+    doc, subs, events = _workload(domain, seed)
+    path = _write(tmp_path, doc, subs)
+    expected = _brute(doc, subs, events)
+    assert sum(map(len, expected)) > 0
+    commits, chunks = [], []
+    for budget in (None, 64, 1):
+        target = tmp_path / f"store-{budget}"
+        summary = python_load.load(
+            target, read_jsonl(path), doc, settings=SETTINGS, memory_budget=budget
+        )
+        assert summary["loaded"] == len(subs) and summary["rejected"] == 0
+        commits.append(summary["commits"])
+        chunks.append(summary["compile_chunks"])
+        with Index.open(target) as idx:  # reopened
+            idx.check()
+            assert _answers(idx, events) == expected
+            gone = [i for i, _ in subs[::5]]
+            assert all(idx.unsubscribe_many(gone))
+            idx.check()
+            left = [(i, e) for i, e in subs if i not in set(gone)]
+            assert _answers(idx, events) == _brute(doc, left, events)
+    assert commits[0] == 1 and chunks[0] == 1  # unbudgeted: one commit, caches kept
+    assert commits[1] <= commits[2] and commits[2] > 1
+    assert chunks[2] > chunks[1] >= 1
+
+
+def test_byte_limit_cuts_every_part(tmp_path: Path) -> None:
+    """The build's own limit (bytes): commits grow as it shrinks; the stores hold the same
+    records and pages' contents (same answers, same counts), each checked clean."""
+    doc, subs, events = _workload("int", 5)
+    schema = Schema.from_json(doc)
+    expected = _brute(doc, subs, events)
+    commits = []
+    for limit in (None, 1 << 16, 1 << 12, 256):
+        with Index.open(tmp_path / f"s-{limit}", schema=schema, settings=SETTINGS) as idx:
+            batch = Batch(idx)
+            for ident, expr in subs:
+                batch.add(ident, expr, idx.compile(ident, expr))
+            counts = batch.build(limit)
+            commits.append(counts["commits"])
+        with Index.open(tmp_path / f"s-{limit}") as idx:
+            idx.check()
+            assert _answers(idx, events) == expected
+            assert len(idx) == len(subs)
+    assert commits[0] == 1
+    assert commits == sorted(commits) and commits[-1] > commits[1] > 1
+    assert pieces.piece_limit(None) is None and pieces.piece_limit(8 << 20) == 1 << 20
+
+
+def test_failure_between_pieces_publishes_nothing(tmp_path: Path) -> None:
+    """A load that dies after some pieces were committed leaves no store at the target
+    (the build is in a staging directory, renamed only at the end); a child process
+    killed hard (os._exit) between two pieces, then the same load completes."""
+    doc, subs, events = _workload("int", 6)
+    path = _write(tmp_path, doc, subs)
+    target = tmp_path / "store"
+    script = f"""
+import json, os
+from betree.disk import pieces
+from loaders import python_load
+from loaders.records import read_jsonl
+real = pieces.Pieces.wrote
+def wrote(self, n):
+    real(self, n)
+    if self.commits >= 3:
+        os._exit(9)  # killed mid-build, pieces committed
+pieces.Pieces.wrote = wrote
+python_load.piece_limit = lambda budget: 512  # (bytes: many pieces for a small load)
+python_load.load({str(target)!r}, read_jsonl({path!r}), json.loads({json.dumps(doc)!r}),
+                 memory_budget=1)
+"""
+    done = subprocess.run([sys.executable, "-c", script], check=False)
+    assert done.returncode == 9
+    assert not target.exists()
+    summary = python_load.load(target, read_jsonl(path), doc, memory_budget=1)
+    assert summary["commits"] >= 1
+    with Index.open(target) as idx:
+        idx.check()
+        assert _answers(idx, events) == _brute(doc, subs, events)
+
+
+def test_budget_below_one_mb_refused(tmp_path: Path) -> None:
+    doc, subs, _ = _workload("int", 7)
+    with pytest.raises(InvalidInput, match="memory-budget"):
+        python_load.load(
+            tmp_path / "s", read_jsonl(_write(tmp_path, doc, subs)), doc, memory_budget=0
+        )
+    assert not (tmp_path / "s").exists()
