@@ -19,15 +19,19 @@ from typing import Any
 
 import pytest
 
+from betree.checking import check as check_module
 from betree.disk import pieces
 from betree.disk.bulk import Batch
+from betree.disk.catalog import root_record
 from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from loaders import python_load
 from loaders.records import read_jsonl
-from storage.errors import InvalidInput
+from storage import codec
+from storage.errors import CheckFailed, InvalidInput
+from storage.store import open_store
 from tools.bench import gen_dense
 
 SETTINGS = {"max_cap": 8, "min_size": 2}
@@ -145,7 +149,9 @@ def test_failure_between_pieces_publishes_nothing(tmp_path: Path) -> None:
     target = tmp_path / "store"
     script = f"""
 import json, os
+from betree.checking import check as check_module
 from betree.disk import pieces
+from betree.disk.catalog import root_record
 from loaders import python_load
 from loaders.records import read_jsonl
 real = pieces.Pieces.wrote
@@ -175,3 +181,56 @@ def test_budget_below_one_mb_refused(tmp_path: Path) -> None:
             tmp_path / "s", read_jsonl(_write(tmp_path, doc, subs)), doc, memory_budget=0
         )
     assert not (tmp_path / "s").exists()
+
+
+def test_check_reads_the_atom_records_in_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check() over the atom records a few at a time (chunk of 3, the last one partial):
+    clean on a budgeted load; a wrong count, a reverse record leading elsewhere, a missing
+    record and an id beyond the counter are each named, in whichever chunk they fall."""
+    monkeypatch.setattr(check_module, "CHUNK", 3)
+    doc, subs, _ = _workload("int", 8)
+    target = tmp_path / "store"
+    python_load.load(
+        target, read_jsonl(_write(tmp_path, doc, subs)), doc, settings=SETTINGS, memory_budget=1
+    )
+    with Index.open(target) as idx:
+        idx.check()
+        with idx.store.read() as txn:
+            records = [(k, codec.decode_value(v)) for k, v in txn.scan(b"atom")]
+            next_atom = root_record(txn)["next_atom"]
+        assert len(records) > 10
+        (k1, (a1, r1)), (_, (a2, _)), (k3, (a3, _)) = records[4], records[7], records[-1]
+        k5, (_, r5) = records[5]
+        with idx.store.write() as txn:
+            txn.put(b"atom", k1, codec.encode_value([a1, r1 + 2]))
+            txn.put(b"aid", codec.encode_u64(a2), k3)
+            txn.delete(b"atom", k3)
+            txn.put(b"atom", k5, codec.encode_value([next_atom + 5, r5]))
+        with pytest.raises(CheckFailed) as caught:
+            idx.check()
+    found = caught.value.violations
+    assert any(v.startswith(f"atom {a1} (") and f"counts {r1 + 2} uses" in v for v in found)
+    assert f"atom {a2}: reverse record missing or wrong" in found
+    assert f"atom {a3} is used but not in the catalog" in found
+    assert f"atom {next_atom + 5} beyond the counter" in found
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 1000])
+def test_scan_chunks_is_scan_all_in_pieces(tmp_path: Path, n: int) -> None:
+    """Chunks of at most n records, in key order, together every record of the namespace
+    and no other (neighbouring namespaces, long keys merged in order, an empty one)."""
+    with open_store(tmp_path / "s") as store:
+        with store.write() as txn:
+            txn.put_many(b"a", [b"k%03d" % i for i in range(10)], [b"v%d" % i for i in range(10)])
+            txn.put_many(b"ab", [b"x"], [b"y"])
+            txn.put_many(b"b", [b"k1", b"k3"], [b"1", b"3"])
+            txn.put(b"b", b"k2" + b"z" * 600, b"long")  # a long key, stored apart
+        with store.read() as txn:
+            for ns in (b"a", b"ab", b"b", b"c"):
+                chunks = list(txn.scan_chunks(ns, n))
+                assert all(0 < len(k) == len(v) <= n for k, v in chunks)
+                keys = [key for k, _ in chunks for key in k]
+                values = [value for _, v in chunks for value in v]
+                assert (keys, values) == txn.scan_all(ns)
