@@ -32,6 +32,7 @@ from loaders.records import read_jsonl
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput
 from storage.store import open_store
+from tests.support import workload
 from tools.bench import gen_dense
 
 SETTINGS = {"max_cap": 8, "min_size": 2}
@@ -234,3 +235,32 @@ def test_scan_chunks_is_scan_all_in_pieces(tmp_path: Path, n: int) -> None:
                 keys = [key for k, _ in chunks for key in k]
                 values = [value for _, v in chunks for value in v]
                 assert (keys, values) == txn.scan_all(ns)
+
+
+def test_pieces_on_every_atom_form(tmp_path: Path) -> None:
+    """The rich test workload (every attribute type and atom form: strings, lists, bools,
+    or/not, direct atoms) built in one commit and in many tiny pieces: both check clean,
+    answer as brute force does, and keep working online (deletes, a new subscription)."""
+    rng = random.Random(11)
+    subs = {rng.choice([i, f"s{i}"]): workload.expression(rng) for i in range(300)}
+    events = [workload.event(rng) for _ in range(60)]
+    doc = workload.SCHEMA
+    expected = _brute(doc, list(subs.items()), events)
+    assert sum(map(len, expected)) > 0
+    commits = []
+    for limit in (None, 256):
+        with Index.open(tmp_path / f"s-{limit}", schema=Schema.from_json(doc)) as idx:
+            batch = Batch(idx)
+            for ident, expr in subs.items():
+                batch.add(ident, expr, idx.compile(ident, expr))
+            commits.append(batch.build(limit)["commits"])
+        with Index.open(tmp_path / f"s-{limit}") as idx:
+            idx.check()
+            assert _answers(idx, events) == expected
+            gone = sorted(subs, key=str)[::3]
+            idx.unsubscribe_many(gone)
+            idx.subscribe("new", "i > 3")
+            idx.check()
+            left = [(i, e) for i, e in subs.items() if i not in set(gone)] + [("new", "i > 3")]
+            assert _answers(idx, events) == _brute(doc, left, events)
+    assert commits[0] == 1 and commits[1] > 10
