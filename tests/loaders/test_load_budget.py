@@ -34,6 +34,7 @@ from storage.errors import CheckFailed, InvalidInput
 from storage.store import open_store
 from tests.support import workload
 from tools.bench import gen_dense
+from tools.cli import main
 
 SETTINGS = {"max_cap": 8, "min_size": 2}
 
@@ -62,9 +63,9 @@ def _workload(domain: str, seed: int) -> tuple[dict[str, Any], list[tuple[Any, s
             lo, hi = sorted([c, d])
             extra.append(f"{a} between {lo!r} and {hi!r}")
     subs += [(len(subs) + i, e) for i, e in enumerate(extra)]
-    subs = [(i if i % 3 else f"s{i}", e) for i, e in subs]
+    mixed: list[tuple[Any, str]] = [(i if i % 3 else f"s{i}", e) for i, e in subs]
     edges = [{a: rng.choice(big) for a in names} for _ in range(6)]
-    return schema, subs, events + edges
+    return schema, mixed, events + edges
 
 
 def _answers(reader: Any, events: list[Any]) -> list[list[str]]:
@@ -242,7 +243,7 @@ def test_pieces_on_every_atom_form(tmp_path: Path) -> None:
     or/not, direct atoms) built in one commit and in many tiny pieces: both check clean,
     answer as brute force does, and keep working online (deletes, a new subscription)."""
     rng = random.Random(11)
-    subs = {rng.choice([i, f"s{i}"]): workload.expression(rng) for i in range(300)}
+    subs: dict[Any, str] = {rng.choice([i, f"s{i}"]): workload.expression(rng) for i in range(300)}
     events = [workload.event(rng) for _ in range(60)]
     doc = workload.SCHEMA
     expected = _brute(doc, list(subs.items()), events)
@@ -264,3 +265,27 @@ def test_pieces_on_every_atom_form(tmp_path: Path) -> None:
             left = [(i, e) for i, e in subs.items() if i not in set(gone)] + [("new", "i > 3")]
             assert _answers(idx, events) == _brute(doc, left, events)
     assert commits[0] == 1 and commits[1] > 10
+
+
+def test_cli_memory_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``bexdb load --memory-budget MB``: the summary counts the pieces; refused with the
+    Spark engine (exit 2) and below 1 (argparse, exit 2); nothing written then."""
+    doc, subs, events = _workload("int", 9)
+    path = _write(tmp_path, doc, subs)
+    (tmp_path / "schema.json").write_text(json.dumps(doc))
+    schema = str(tmp_path / "schema.json")
+    base = ["load", "--engine", "python", "--schema", schema]
+    assert main([*base, "--memory-budget", "1", str(tmp_path / "a"), path]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["loaded"] == len(subs) and summary["commits"] >= 1
+    assert summary["compile_chunks"] > 1  # (every 64 records at 1 MB)
+    with Index.open(tmp_path / "a") as idx:
+        idx.check()
+        assert _answers(idx, events) == _brute(doc, subs, events)
+    spark = ["load", "--engine", "spark", "--memory-budget", "64", str(tmp_path / "b"), path]
+    assert main(spark) == 2
+    assert "--memory-budget is for --engine python" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main([*base, "--memory-budget", "0", str(tmp_path / "c"), path])
+    assert exited.value.code == 2
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
