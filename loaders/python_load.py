@@ -8,9 +8,12 @@ by a compacting copy (full B-tree pages, no free pages: about 40% smaller), and 
 atomically (:mod:`loaders.records`).
 
 Cost: one parse + normalization per record, then the batch build, the check and a
-compacting copy, in one process.  Memory: the records and the batch, at the peak (the
-build's write transaction) a few GB per million subscriptions; the batch is dropped before
-the check reads the store back.  Measured: docs/bench/load/README.md.
+compacting copy, in one process.  Memory: the records and the batch (a few hundred bytes a
+subscription), plus what ``memory_budget`` bounds: the compiler's caches (let go every
+:func:`compile_chunk` records) and the build's write transactions (committed in pieces of
+:func:`betree.disk.pieces.piece_limit` bytes); the batch is dropped before the check reads
+the store back.  ``check()`` is not bounded by the budget: its arrays follow the store
+(docs/loading.md).  Measured: docs/bench/load/README.md, docs/bench/dense-load/README.md.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from betree.disk.bulk import Batch, release_freed_heap
+from betree.disk.pieces import piece_limit
 from betree.disk.writer import gc_paused
 from betree.index import Index
 from betree.lang.schema import Schema
@@ -30,6 +34,11 @@ from betree.stores import sharded
 from loaders.records import Record, check_rejects, mark_duplicates, publishing, write_rejects
 from storage import codec
 from storage.errors import InvalidInput
+
+#: ``bexdb load --memory-budget``'s default, MB
+DEFAULT_BUDGET_MB = 1024
+#: the compiler's caches a record compiled, at most about (see :func:`compile_chunk`)
+_CACHE_BYTES = 8192
 
 
 def load(
@@ -43,6 +52,7 @@ def load(
     settings: dict[str, int] | None = None,
     progress: TextIO | None = None,
     shards: int | None = None,
+    memory_budget: int | None = DEFAULT_BUDGET_MB,
 ) -> dict[str, Any]:
     """Build the store at ``target`` (with ``shards``, a sharded store of that many shards,
     each id in the shard :data:`betree.stores.sharded.HASH` names, as the Spark load does);
@@ -50,7 +60,13 @@ def load(
 
     Every shard's records are compiled before any is built, so ``max_rejects`` is applied
     before the builds; the shards are built one after another in this process.
+    ``memory_budget`` (MB; None: unbounded, one commit a build): see the module's "Memory";
+    the summary's ``commits`` and ``compile_chunks`` say how it was cut.
     """
+    if memory_budget is not None and memory_budget < 1:
+        raise InvalidInput(f"--memory-budget must be at least 1 MB, not {memory_budget}")
+    budget = None if memory_budget is None else memory_budget << 20
+    chunk = compile_chunk(budget)
     if shards is not None and shards < 1:
         raise InvalidInput(f"--shards must be at least 1, not {shards}")
     started = time.monotonic()
@@ -75,9 +91,12 @@ def load(
             for i in range(k)
         ]
         batches = [Batch(idx) for idx in indexes]
-        done, total = 0, sum(map(len, parts))
+        done, total, chunks = 0, sum(map(len, parts)), 1
         for idx, batch, part in zip(indexes, batches, parts, strict=True):
             for record in part:
+                if chunk is not None and done and done % chunk == 0:
+                    idx.drop_compile_caches()  # (memos that would grow with every record)
+                    chunks += 1
                 try:
                     clauses = idx.compile(record.id, record.expr)
                     batch.add(record.id, record.expr, clauses, record.meta)
@@ -104,12 +123,13 @@ def load(
             progress.write(f"build: {loaded:,} subscriptions, batch (BE-B)\n")
         out = staging / "store"
         figures: list[dict[str, Any]] = []
+        commits = 0
         if shards is not None:
             out.mkdir()
         for i, idx in enumerate(indexes):
             batch = batches.pop(0)
             count = len(batch)
-            batch.build()
+            commits += batch.build(piece_limit(budget))["commits"]
             del batch  # the store has it now; check() reads it back
             idx.close()  # (its write transaction's pages, held by LMDB until then: freed)
             release_freed_heap()
@@ -127,10 +147,21 @@ def load(
         "loaded": loaded,
         "rejected": rejected,
         "seconds": round(time.monotonic() - started, 3),
+        "commits": commits,
+        "compile_chunks": chunks,
     }
     if shards is not None:
         summary["shards"] = shards
     return summary
+
+
+def compile_chunk(budget: int | None) -> int | None:
+    """Records compiled between two drops of the compiler's caches under ``budget`` bytes
+    (None: never dropped before the build): a quarter of the budget over what the caches
+    keep a record when nothing repeats (dense 100K: ~6.6 KB a record)."""
+    if budget is None:
+        return None
+    return max(budget // (4 * _CACHE_BYTES), 64)
 
 
 def _size(path: Path) -> int:

@@ -334,6 +334,35 @@ class ReadTxn:
         values = list(map(bytes, islice(cursor.iternext(keys=False), len(found))))
         return [key[cut:] for key in found], values
 
+    def scan_chunks(self, ns: bytes, n: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
+        """:meth:`scan_all` in key order, at most ``n`` records at a time: a reader of a
+        large namespace holds one chunk of Python bytes, not every record (a check's
+        catalog pass: two million atoms, ~250 MB as lists).  ~0.5 µs a record."""
+        if next(self._scan_long(ns, b""), None) is not None:
+            pairs = self.scan(ns)
+            while chunk := list(islice(pairs, n)):
+                yield [k for k, _ in chunk], [v for _, v in chunk]
+            return
+        prefix = ns + b"\0"
+        end, cut = ns + b"\1", len(prefix)
+        cursor = self._txn.cursor(db=self._records)
+        if not cursor.set_range(prefix):
+            return
+        items = cursor.iternext()  # (one iterator: each chunk goes on where the last ended)
+        while True:
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            for key, value in islice(items, n):
+                whole = bytes(key)
+                if whole >= end:
+                    break
+                keys.append(whole[cut:])
+                values.append(bytes(value))
+            if keys:
+                yield keys, values
+            if len(keys) < n:
+                return
+
     def count(self, ns: bytes) -> int:
         """Number of records in ``ns`` (a key-only cursor walk over each key range)."""
         total = 0

@@ -273,6 +273,9 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.master is not None and args.engine == "python":
         print("bexdb: --master needs --engine spark", file=sys.stderr)
         return EXIT_USAGE
+    if args.memory_budget is not None and args.engine == "spark":
+        print("bexdb: --memory-budget is for --engine python", file=sys.stderr)
+        return EXIT_USAGE
     guarded = args.replace and args.max_rejects is None and not args.allow_rejects
     guarded = guarded and os.path.exists(args.store)
     try:
@@ -330,6 +333,7 @@ def _load(args: argparse.Namespace, schema: Any, max_rejects: int | None) -> dic
                 max_rejects=max_rejects,
                 progress=sys.stderr,
                 shards=args.shards,
+                memory_budget=args.memory_budget or python_load.DEFAULT_BUDGET_MB,
             )
     finally:
         if rejects is not None:
@@ -605,6 +609,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="build K independent stores (Spark: in parallel), plus a manifest",
     )
     p.add_argument("--verbose", action="store_true", help="keep Spark's own logging")
+    p.add_argument(
+        "--memory-budget",
+        type=positive,
+        metavar="MB",
+        help="--engine python: bound the compile caches and the build's write transactions "
+        "(committed in pieces) by this budget; check() is not bounded (default 1024)",
+    )
     p.add_argument("--rejects", help="write rejected records here (JSON Lines)")
     p.add_argument("--max-rejects", type=non_negative, help="fail (publish nothing) past N rejects")
     p.add_argument("--replace", action="store_true", help="replace an existing store")

@@ -543,29 +543,39 @@ def _check_catalog(
     def uses(aid: int) -> int:
         return int(found[aid]) if 0 <= aid < len(found) else 0
 
-    atom_keys, atom_values = txn.scan_all(catalog.ATOM)
-    pairs: Any
-    pairs, read = parse_int_pairs(atom_values)
-    if not read.all():  # damage: decoded one by one, as found
-        pairs = list(map(codec.decode_value, atom_values))
-        named = [aid for aid, _ in pairs]
-        aids = np.array([a if type(a) is int and -_I64 <= a < _I64 else -1 for a in named])
-    else:
-        aids = pairs[:, 0]
-        named = aids.tolist()
-    # the aid record leads back to this one: the common case, found in one pass
+    # the atom records in chunks (what is held at once: a chunk's bytes, and an id each)
     known_ids, known_keys = key_columns(aid_keys)
-    at = np.minimum(np.searchsorted(known_ids, aids), max(len(known_ids) - 1, 0))
-    back = known_ids[at] == aids if len(known_ids) else np.zeros(len(aids), dtype=bool)
-    same = map(eq, map(known_keys.__getitem__, at.tolist()), atom_keys)
-    back &= np.fromiter(same, dtype=bool, count=len(aids))
+    stray: dict[int, Atom] = {}  # atoms whose aid record does not lead back, by their key
+    wrong: list[tuple[Any, Any]] = []  # (id, count) of records whose count or id is wrong
+    parts: list[np.ndarray] = []
+    for atom_keys, atom_values in txn.scan_chunks(catalog.ATOM, CHUNK):
+        pairs: Any
+        pairs, read = parse_int_pairs(atom_values)
+        if not read.all():  # damage: decoded one by one, as found
+            pairs = list(map(codec.decode_value, atom_values))
+            named = [aid for aid, _ in pairs]
+            aids = np.array(
+                [a if type(a) is int and -_I64 <= a < _I64 else -1 for a in named], dtype=np.int64
+            )
+        else:
+            aids = pairs[:, 0]
+            named = aids.tolist()
+        # the aid record leads back to this one: the common case, found in one pass
+        at = np.minimum(np.searchsorted(known_ids, aids), max(len(known_ids) - 1, 0))
+        back = known_ids[at] == aids if len(known_ids) else np.zeros(len(aids), dtype=bool)
+        same = map(eq, map(known_keys.__getitem__, at.tolist()), atom_keys)
+        back &= np.fromiter(same, dtype=bool, count=len(aids))
+        for j in np.flatnonzero(~back).tolist():
+            aid = named[j]
+            stray[aid] = atom_from_tuple(codec.decode_value(atom_keys[j]))
+            errors.append(f"atom {aid}: reverse record missing or wrong")
+        wrong.extend((named[j], pairs[j][1]) for j in _wrong_counts(pairs, found, rec["next_atom"]))
+        parts.append(aids)
+        del atom_keys, atom_values, pairs, named
+    aids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    del parts
     live = np.sort(aids[aids >= 0])  # (np.unique hashes: 3 s for 2M ints)
     live = live[np.concatenate(([True], live[1:] != live[:-1]))] if len(live) else live
-    stray: dict[int, Atom] = {}  # atoms whose aid record does not lead back, by their key
-    for j in np.flatnonzero(~back).tolist():
-        aid = named[j]
-        stray[aid] = atom_from_tuple(codec.decode_value(atom_keys[j]))
-        errors.append(f"atom {aid}: reverse record missing or wrong")
 
     def shown(aid: int) -> Atom:
         return stray[aid] if aid in stray else atoms.atom(aid)
@@ -574,8 +584,7 @@ def _check_catalog(
         k = int(np.searchsorted(live, aid))
         return k < len(live) and int(live[k]) == aid
 
-    for j in _wrong_counts(pairs, found, rec["next_atom"]):
-        aid, refs = named[j], pairs[j][1]
+    for aid, refs in wrong:
         if refs != uses(aid):
             errors.append(f"atom {aid} ({shown(aid)}) counts {refs} uses, found {uses(aid)}")
         if aid >= rec["next_atom"]:

@@ -50,6 +50,7 @@ from betree.disk.atomspans import AtomSpans
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
 from betree.disk.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
+from betree.disk.pieces import Pieces
 from betree.disk.tree import BETree, Places
 from betree.lang.atoms import Atom, Clause, OrderAtom
 from pbtree.bulk import build as build_pbtree
@@ -223,9 +224,10 @@ class Batch:
                     self.first.append(len(refs))
                 refs.append(aid)
 
-    def build(self) -> dict[str, int]:
-        """Write everything into the (empty) index; one commit.  The clauses' places are
-        computed there from the atoms' keys, in numpy (:class:`AtomSpans`)."""
+    def build(self, limit: int | None = None) -> dict[str, int]:
+        """Write everything into the (empty) index; one commit, or one each ``limit`` bytes
+        written (:func:`build_from_parts`).  The clauses' places are computed there from
+        the atoms' keys, in numpy (:class:`AtomSpans`)."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
         attr = np.frombuffer(self.col_attr, dtype=np.int16).astype(np.int64)
@@ -264,7 +266,9 @@ class Batch:
             np.frombuffer(self.lens, dtype=np.int64).copy(),
             ids,
         )
-        return build_from_parts(self.index, subs, None, AtomKeys(keys), metas=self.metas)
+        return build_from_parts(
+            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit
+        )
 
 
 _SIGN = 1 << 63
@@ -290,8 +294,11 @@ def build_from_parts(
     atoms: Mapping[int, bytes],
     orders: Mapping[int, Any] | None = None,
     metas: Iterable[tuple[Any, str]] = (),
+    limit: int | None = None,
 ) -> dict[str, int]:
-    """Fill the empty ``index`` from interned parts; one commit.
+    """Fill the empty ``index`` from interned parts; one commit, or with ``limit`` a commit
+    each time that many bytes were written (:class:`betree.disk.pieces.Pieces`: a fresh,
+    unpublished store only; ``commits`` in the counts returned).
 
     ``subs`` are ``(external id, expression, clauses as atom ids)`` with distinct ids
     (or the same packed, :class:`PackedSubs`), internal ids given by position; ``places``
@@ -312,7 +319,8 @@ def build_from_parts(
         for place in places:
             table.add(place)
         places = table
-    with index.store.write(replay=False) as txn:  # (no copy of every record write)
+    with Pieces(index.store, limit) as pieces:
+        txn = pieces.txn
         rec = root_record(txn)
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
@@ -320,15 +328,17 @@ def build_from_parts(
         if isinstance(subs, PackedSubs):
             idents = subs.idents
             records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
-            txn.put_many(catalog.SUB, keys, codec.encode_values(records))
+            pieces.put_many(catalog.SUB, keys, map(codec.encode_value, records))
             clauses = _Clauses.packed(idents, subs.per_sub, subs.lens, subs.atoms)
         else:
             idents = [ident for ident, _, _ in subs]
-            txn.put_many(catalog.SUB, keys, codec.encode_values(subs))
+            pieces.put_many(catalog.SUB, keys, codec.encode_values(subs))
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
-        txn.put_many(catalog.EXT, codec.encode_ids(idents), keys)
+        pieces.put_many(catalog.EXT, codec.encode_ids(idents), keys)
         pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
-        txn.put_many(catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs))
+        pieces.put_many(
+            catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
+        )
         decoded: Mapping[int, Any] = orders or {}
         aids, keys = key_columns(atoms)
         cols = parse(keys)  # the one-comparison atoms, read as columns (once, for both)
@@ -342,8 +352,9 @@ def build_from_parts(
         next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_atoms(txn, aids, keys, cols, refs, decoded)
+        _write_atoms(pieces, aids, keys, cols, refs, decoded)
         del keys, cols
+        txn = pieces.txn
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
         builder.write_lnodes()
@@ -352,7 +363,12 @@ def build_from_parts(
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         rec.update(attributes=record_attributes(txn))
         catalog.put_root(txn, rec)
-    return {"subscriptions": len(subs), "clauses": len(clauses), "atoms": len(atoms)}
+    return {
+        "subscriptions": len(subs),
+        "clauses": len(clauses),
+        "atoms": len(atoms),
+        "commits": pieces.commits,
+    }
 
 
 def release_freed_heap() -> bool:
@@ -422,7 +438,7 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write_atoms(
-    txn: WriteTxn,
+    pieces: Pieces,
     aids: np.ndarray,
     keys: list[bytes],
     cols: OrderKeys,
@@ -439,9 +455,9 @@ def _write_atoms(
     counts = encode_int_pairs(aids, refs[aids])
     by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()  # (LMDB's order:
     # ~2x faster to insert; 'S' ignores trailing zero bytes, which only costs order)
-    txn.put_many(catalog.ATOM, [keys[i] for i in by_key], [counts[i] for i in by_key])
+    pieces.put_many(catalog.ATOM, [keys[i] for i in by_key], [counts[i] for i in by_key])
     del counts, by_key
-    txn.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
+    pieces.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
     slot = SLOT
     for i, name in enumerate(cols.names):
         sel = cols.ok & (cols.attr == i)
@@ -472,14 +488,17 @@ def _write_atoms(
         if packed is None:  # constants numpy cannot hold exactly: the triples, sorted
             names = {v: k for k, v in slot.items()}
             triples = sorted(zip(consts, map(names.__getitem__, ops), ids, strict=True), key=_first)
-            build_pbtree(txn, attr, triples)
+            build_pbtree(pieces.txn, attr, triples)
         else:
-            build_columns(txn, attr, *packed)
+            build_columns(pieces.txn, attr, *packed)
+        pieces.wrote(_PREDICATE_BYTES * len(ids))
     for attr, listed in direct.items():
-        catalog.put_direct(txn, attr, listed)
+        catalog.put_direct(pieces.txn, attr, listed)
 
 
 _first = itemgetter(0)
+#: a PB+tree's bytes a predicate, about (its id in a run, its share of the key's entry)
+_PREDICATE_BYTES = 24
 
 
 def _order_columns(
