@@ -79,7 +79,7 @@ def load(
         for idx, batch, part in zip(indexes, batches, parts, strict=True):
             for record in part:
                 try:
-                    clauses = idx.compile(record.id, record.expr)
+                    clauses = idx.engine.compiler().compile(record.id, record.expr)
                     batch.add(record.id, record.expr, clauses, record.meta)
                 except InvalidInput as exc:
                     record.error = exc.message.split(": ", 1)[-1]
@@ -94,7 +94,7 @@ def load(
             progress.write("\n")
         del parts
         for idx in indexes:
-            idx.drop_compile_caches()
+            idx.engine.drop_compile_caches()
         rejected = sum(1 for r in items if r.error is not None)
         if rejects is not None:
             write_rejects(rejects, items)

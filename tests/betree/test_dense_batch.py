@@ -102,7 +102,7 @@ def test_batch_interns_as_one_by_one(tmp_path: Path, seed: int) -> None:
         compiled = []
         for ident, expr in subs:
             try:
-                compiled.append((ident, expr, idx.compile(ident, expr)))
+                compiled.append((ident, expr, idx.engine.compiler().compile(ident, expr)))
             except Exception:  # (an expression the schema refuses: not this test's)
                 continue
         batch = Batch(idx)
@@ -136,7 +136,7 @@ def test_dense_batch_reopened_and_mutated(tmp_path: Path) -> None:
     )
     with Index.open(tmp_path / "s", schema=doc, settings={"max_cap": 8}) as idx:
         batch = Batch(idx)
-        compiled = [(i, e, idx.compile(i, e)) for i, e in subs]
+        compiled = [(i, e, idx.engine.compiler().compile(i, e)) for i, e in subs]
         for ident, expr, clauses in compiled:
             batch.add(ident, expr, clauses)
         assert batch.build()["atoms"] == len(_reference_ids(compiled))
