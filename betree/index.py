@@ -213,10 +213,8 @@ class Index:
         with gc_paused():
             compiler = self.engine.compiler()
             compiled = [(i[0], i[1], compiler.compile(i[0], i[1]), item_meta(i)) for i in items]
-            created = []
             with self.store.write() as txn, self.engine.writer(txn) as w:
-                for ident, expr, clauses, meta in compiled:
-                    created.append(w.insert(ident, expr, clauses, meta))
+                created = w.insert_many(compiled)
         w.committed()
         self.engine.caught_up(len(created))
         return created

@@ -1,11 +1,100 @@
-"""Fixtures shared by several test files."""
+"""Fixtures and options shared by several test files.
+
+Bounded samples (docs/testing.md): a parametrized test marked ``sampled(k)`` runs ``k`` of
+its cases, drawn from the run's sample seed (printed in the header; ``--sample-seed N``
+draws the same cases again), and all of them under ``--full`` or ``BEXDB_FULL_TESTS=1``.
+The heaviest files are handed out first so that ``--dist loadfile`` leaves no worker alone
+with a long file at the end.
+"""
 
 from __future__ import annotations
 
+import os
+import random
+import time
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+#: Files, heaviest first (seconds of a full run, measured): started first under xdist.
+HEAVY = [
+    "tests/loaders/test_spark_cluster.py",
+    "tests/pbtree/test_pbtree_stress.py",
+    "tests/betree/lang/test_lang_real_events.py",
+    "tests/betree/test_meta.py",
+    "tests/betree/test_flatbatch.py",
+    "tests/tools/test_bench_load.py",
+    "tests/loaders/test_spark_stream_kill.py",
+    "tests/betree/test_adjust.py",
+    "tests/loaders/test_spark_submit.py",
+    "tests/betree/lang/test_lang_fastpath.py",
+    "tests/storage/test_damage.py",
+    "tests/betree/test_reliability.py",
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("bexdb")
+    group.addoption("--full", action="store_true", help="run every case of the sampled tests")
+    group.addoption(
+        "--sample-seed", type=int, default=None, help="the seed that draws the sampled cases"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sampled(k): run k of this test's cases unless --full (docs/testing.md)"
+    )
+    # Drawn once, by the controller, and handed to the xdist workers (pytest_configure_node)
+    # so that every worker collects the same cases.
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        config.option.sample_seed = worker["bexdb_sample_seed"]
+    elif config.option.sample_seed is None:
+        config.option.sample_seed = int(time.time()) % 100_000
+    # xdist sorts files by their number of tests unless told not to: keep HEAVY's order.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+    if os.environ.get("BEXDB_FULL_TESTS") == "1":
+        config.option.full = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["bexdb_sample_seed"] = node.config.option.sample_seed
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.option.full:
+        return "bexdb: every sampled case (--full)"
+    return f"bexdb: sampled cases drawn with --sample-seed {config.option.sample_seed}"
+
+
+def _rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::")[0]
+    return HEAVY.index(path) if path in HEAVY else len(HEAVY)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_rank)  # stable: the others keep their order
+    if config.option.full:
+        return
+    groups: dict[str, list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        if item.get_closest_marker("sampled") is not None:
+            groups[item.nodeid.split("[")[0]].append(item)
+    dropped: list[pytest.Item] = []
+    for name, cases in groups.items():
+        k = cases[0].get_closest_marker("sampled").args[0]  # type: ignore[union-attr]
+        rng = random.Random(f"{config.option.sample_seed}:{name}")
+        keep = set(rng.sample(range(len(cases)), min(k, len(cases))))
+        dropped += [c for i, c in enumerate(cases) if i not in keep]
+    if dropped:
+        gone = set(map(id, dropped))
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if id(i) not in gone]
 
 
 @pytest.fixture(scope="session")

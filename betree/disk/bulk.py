@@ -146,7 +146,7 @@ class PackedSubs:
         flat = self.atoms.tolist()
         ends = np.cumsum(self.lens).tolist()
         clauses = [flat[e - n : e] for e, n in zip(ends, self.lens.tolist(), strict=True)]
-        if len(clauses) == len(self.idents):  # one clause each: the common case
+        if len(clauses) == len(self.idents) and bool((self.per_sub == 1).all()):  # the common case
             return [[c] for c in clauses]
         out, i = [], 0
         for n in self.per_sub.tolist():

@@ -203,11 +203,15 @@ def apply_part(
         compiled = list(zip(ops, clauses, strict=True))
         out: list[bool] = []
         with index.store.write() as txn, index.engine.writer(txn) as w:
+            puts: list[tuple[Any, str, Any, str | None]] = []  # a run of puts: one insert_many
             for op, found in compiled:
                 if found is not None:
-                    out.append(w.insert(op[1], op[2], found, _meta(op)))
-                else:
-                    out.append(w.delete(op[1]))
+                    puts.append((op[1], op[2], found, _meta(op)))
+                    continue
+                out += w.insert_many(puts)
+                puts = []
+                out.append(w.delete(op[1]))
+            out += w.insert_many(puts)
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
     w.committed()
     index.engine.caught_up(len(out))

@@ -98,6 +98,7 @@ def run(seed: int, steps: int, settings: dict[str, int]) -> dict[str, int]:
     return Run(seed)(steps, settings)
 
 
+@pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_recycling_forced(seed: int) -> None:
     """theta far above any rank: every node whose window ends is recycled."""

@@ -130,6 +130,37 @@ def test_batch_interns_as_one_by_one(tmp_path: Path, seed: int) -> None:
             assert set(idx.match(ev)) == expect
 
 
+@pytest.mark.parametrize(
+    "exprs",
+    [
+        ["i >= 15", "b = false and b", "il none of (0) or f != 3.0"],  # 1 + 0 + 2 clauses
+        ["b = false and b", "i < 3 or j > 4", 's = "x"'],  # 0 + 2 + 1
+    ],
+)
+def test_batch_of_unsatisfiable_and_several_clause_subscriptions(
+    tmp_path: Path, exprs: list[str]
+) -> None:
+    """As many clauses as subscriptions, but not one each: each record keeps its own (a
+    shortcut once took equal totals for one clause each and shifted the clauses)."""
+    rng = random.Random(5)
+    with Index.open(tmp_path / "s", schema=SCHEMA) as idx:
+        compiled = [
+            (f"s{k}", e, idx.engine.compiler().compile(f"s{k}", e)) for k, e in enumerate(exprs)
+        ]
+        counts = [len(c) for _, _, c in compiled]
+        assert sum(counts) == len(counts) and counts != [1] * len(counts)
+        batch = Batch(idx)
+        for ident, expr, clauses in compiled:
+            batch.add(ident, expr, clauses)
+        batch.build()
+        idx.check()
+        for _ in range(60):
+            ev = event(rng)
+            values = idx.schema.validate_event(ev)
+            want = {i for i, e, _ in compiled if evaluate(compile_expr(e, idx.schema), values)}
+            assert set(idx.match(ev)) == want
+
+
 def test_dense_batch_reopened_and_mutated(tmp_path: Path) -> None:
     _, doc, subs, events, _ = gen_dense.make_workload(
         300, 40, seed=3, attributes=5, preds=3, width=0.5, domain="int", card=300, check=False

@@ -62,6 +62,7 @@ def run(seed: int, steps: int, settings: dict[str, int], flat: bool = False) -> 
                 assert set(idx.match(ev)) == brute(subs, schema, ev)
 
 
+@pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_small_nodes(seed: int) -> None:
     """Tiny l-nodes: partitioning, clustering and merging on nearly every step."""
@@ -72,6 +73,7 @@ def test_default_nodes() -> None:
     run(7, 150, {})
 
 
+@pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [4, 5, 6])
 def test_small_nodes_flat(seed: int) -> None:
     """The same workloads matched from packed views (deep trees, many buckets)."""

@@ -224,6 +224,7 @@ def interleave(path: Path, seed: int, steps: int, sharded: bool) -> None:
         live.close()
 
 
+@pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_plain_store_under_random_interleavings(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch

@@ -82,6 +82,7 @@ def check_batch(store: Any, schema: Schema, subs: dict[Any, str], batch: list[An
         assert set(got) == set(store.match(ev)) == brute(subs, schema, values), ev
 
 
+@pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_match_many_differential(tmp_path: Path, seed: int) -> None:
     """Writes, deletes and reopening between batches of every size; small ``max_cap`` so

@@ -45,9 +45,17 @@ def events_file(path: Path, n: int, seed: int) -> tuple[Path, list[Any]]:
     return path, lines
 
 
+@pytest.fixture(scope="module")
+def answers() -> dict[str, set[Any]]:
+    """The brute force's answer by event line, shared by the plain and the sharded case
+    (the same events and subscriptions: computed once)."""
+    return {}
+
+
 @pytest.mark.parametrize("kind", ["plain", "sharded"])
 def test_jobs_give_the_bytes_of_one_process(
     stores: tuple[Path, Path, dict[Any, str]],
+    answers: dict[str, set[Any]],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     kind: str,
@@ -72,7 +80,9 @@ def test_jobs_give_the_bytes_of_one_process(
         try:
             for line, found in zip(given, results, strict=True):
                 if "matches" in found:
-                    assert set(found["matches"]) == brute(subs, schema.schema, json.loads(line))
+                    if line not in answers:
+                        answers[line] = brute(subs, schema.schema, json.loads(line))
+                    assert set(found["matches"]) == answers[line]
         finally:
             schema.close()
 

@@ -28,6 +28,7 @@ from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.matching.direct import DirectAtoms
 from storage.errors import InvalidInput
+from tests.support.brute import brute
 from tests.support.direct import held
 
 SCHEMA = {
@@ -129,11 +130,6 @@ def event(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.6:
         ev["i"] = rng.randint(0, 10)
     return ev
-
-
-def brute(subs: dict[Any, str], schema: Schema, ev: dict[str, Any]) -> set[Any]:
-    values = schema.validate_event(ev)
-    return {ident for ident, expr in subs.items() if evaluate(compile_expr(expr, schema), values)}
 
 
 @pytest.mark.parametrize(("seed", "settings"), [(1, {"max_cap": 3, "min_size": 2}), (2, {})])

@@ -64,6 +64,7 @@ def run(seed: int, batches: int, settings: dict[str, int]) -> None:
                 assert set(idx.match(ev)) == brute(subs, schema, ev)
 
 
+@pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [11, 12])
 def test_batches_small_nodes(seed: int) -> None:
     """Tiny l-nodes: each batch partitions and clusters, re-reading stored clauses' places."""

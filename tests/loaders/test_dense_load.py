@@ -18,13 +18,12 @@ from typing import Any
 import pytest
 
 from betree.index import Index
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.stores.sharded import open_index
 from loaders import python_load
 from loaders.records import read_jsonl
 from loaders.spark import driver
+from tests.support.brute import brute
 from tools.bench import gen_dense
 
 SETTINGS = {"max_cap": 8, "min_size": 2}  # small l-nodes: wide ranges go deep in the tree
@@ -67,8 +66,7 @@ def _workload(domain: str, seed: int) -> tuple[dict[str, Any], list[tuple[Any, s
 
 
 def _brute(schema: Schema, subs: list[tuple[Any, str]], ev: Any) -> list[str]:
-    values = schema.validate_event(ev)
-    return sorted(json.dumps(i) for i, e in subs if evaluate(compile_expr(e, schema), values))
+    return sorted(json.dumps(i) for i in brute(dict(subs), schema, ev))
 
 
 def _ids(matches: Any) -> list[str]:

@@ -20,8 +20,6 @@ from typing import Any
 import pytest
 
 from betree.index import Index
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
 from betree.lang.schema import InferenceError, Schema
 from betree.stores.sharded import (
     open_index,
@@ -39,6 +37,7 @@ from loaders.spark.extract import JSONL
 from loaders.spark.results import RUNS
 from loaders.spark.runfiles import read_runs
 from storage.errors import BexdbError, InvalidInput
+from tests.support.brute import brute
 from tests.support.workload import SCHEMA, event, expression
 
 pytestmark = pytest.mark.spark
@@ -100,9 +99,7 @@ def test_matches_online_subscribe_and_brute_force(spark: Any, tmp_path: Path) ->
                 got = bulk.match(ev)
                 assert len(got) == len(set(got))
                 assert ids_of(got) == ids_of(online.match(ev)), ev
-                values = schema.validate_event(ev)
-                brute = [i for i, e in good if evaluate(compile_expr(e, schema), values)]
-                assert ids_of(got) == ids_of(brute), ev
+                assert ids_of(got) == ids_of(list(brute(dict(good), schema, ev))), ev
 
 
 def test_sharded_store_matches_and_cli(
@@ -431,6 +428,4 @@ def test_domain_edges(spark: Any, tmp_path: Path) -> None:
     assert verify(tmp_path / "spark") == {"shards": 0, "subscriptions": len(subs)}
     with Index.open(tmp_path / "spark", readonly=True) as store:
         for ev in EVENTS:
-            values = schema.validate_event(ev)
-            brute = [i for i, e in subs.items() if evaluate(compile_expr(e, schema), values)]
-            assert ids_of(store.match(ev)) == ids_of(brute), ev
+            assert ids_of(store.match(ev)) == ids_of(list(brute(subs, schema, ev))), ev

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from betree.index import Index
-from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from storage.codec import encode_id
 from storage.errors import InvalidInput
+from tests.support.brute import brute
 
 SCHEMA: dict[str, Any] = {
     "attributes": {
@@ -173,11 +173,6 @@ def event(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.4:
         ev["home_lat"] = _point(rng)[0]
     return ev
-
-
-def brute(subs: dict[Any, str], schema: Schema, ev: dict[str, Any]) -> set[Any]:
-    values = schema.validate_event(ev)
-    return {i for i, text in subs.items() if evaluate(compile_expr(text, schema), values)}
 
 
 def workload(seed: int, n: int, forms: tuple[Any, ...]) -> dict[Any, str]:
