@@ -6,15 +6,20 @@ Its records (subscriptions, atoms, homes, per-attribute lists) are laid out and 
 :class:`betree.disk.writer.Writer`; an atom's grid span is :func:`betree.disk.grid.atom_span`.
 
 ``Index`` is the facade: opening, writing, matching, reading back, explaining, inspecting
-and checking.  What matching keeps between calls and how it matches (the page walk, a batch
-on the pages, a packed view, a batch on a view) is its :class:`betree.engine.Engine`'s.
+and checking — the names of :class:`betree.stores.sharded.AnyIndex`, which a sharded store
+offers too (``tests/test_architecture.py`` pins them).  What is not the user's is reached
+through the objects that own it: matching's state, knobs (``flat``, ``ranging``,
+``last_stats``, ``last_timings``) and compiler are ``index.engine``'s
+(:class:`betree.engine.Engine`); self-adjustment (settings, statistics, flush, summary) is
+``index.adjustment`` (:class:`betree.disk.adjustment.Adjustment`); the store is
+``index.store``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -22,10 +27,10 @@ import numpy as np
 
 from betree.checking.check import check_index
 from betree.checking.explained import bucket_path, sent_values, shown_atom
-from betree.compiler import Compiler
 from betree.disk import adjust as adjusting
 from betree.disk import catalog, schemaedit
-from betree.disk.adjust import ADJUST_DEFAULTS, Collector
+from betree.disk.adjust import ADJUST_DEFAULTS
+from betree.disk.adjustment import Adjustment
 from betree.disk.catalog import (
     SubId,
     clause_id,
@@ -39,18 +44,14 @@ from betree.disk.metadata import item_meta, with_metas
 from betree.disk.tree import DEFAULTS, BETree
 from betree.disk.writer import gc_paused
 from betree.engine import Engine
-from betree.lang.atoms import Clause, forget_interned
 from betree.lang.dnf import MAX_CLAUSES
 from betree.lang.schema import Schema
 from betree.matching.batch import match_batch
-from betree.packed.flat import FlatSlot
-from betree.packed.ranging import Ranging
 from pbtree import PBTree
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import InvalidInput, StoreError, StoreReplaced
 from storage.store import Store, open_store, refuse_sharded, store_exists
-from storage.txn import ReadTxn
 
 
 class Index:
@@ -66,34 +67,13 @@ class Index:
         self.store = store
         #: matching's state and strategies, the schema as of the last snapshot, writes' places
         self.engine = Engine(store, schema)
-        self._compiler: Compiler | None = None  # made with the store's max_clauses
+        #: self-adjustment: its settings, this process's statistics, their flush, summary
+        self.adjustment = Adjustment(store, self.engine)
 
     @property
     def schema(self) -> Schema:
         """The schema as of the last snapshot read (:meth:`betree.engine.Engine.schema_in`)."""
         return self.engine.schema
-
-    # matching's knobs and what the last match cost (tests, benchmarks, ``bexdb serve``)
-
-    @property
-    def flat(self) -> FlatSlot:
-        """The packed view held (:class:`betree.packed.flat.FlatSlot`)."""
-        return self.engine.flat
-
-    @property
-    def ranging(self) -> Ranging:
-        """The choice of intervals on that view (:mod:`betree.packed.ranging`)."""
-        return self.engine.ranging
-
-    @property
-    def last_stats(self) -> dict[str, int]:
-        """The candidates checked and pages read by the last match."""
-        return self.engine.last_stats
-
-    @property
-    def last_timings(self) -> dict[str, float]:
-        """Where the last batched match's time went, in seconds per phase."""
-        return self.engine.last_timings
 
     # -- opening -------------------------------------------------------------------------
 
@@ -170,7 +150,7 @@ class Index:
         try:
             collector = self.engine.collector
             if collector is not None and collector.events and not self.store.readonly:
-                self.adjust()
+                self.adjustment.flush()
         except StoreReplaced:
             pass
         finally:
@@ -231,34 +211,13 @@ class Index:
         """
         self.engine.refresh_schema()
         with gc_paused():
-            compiled = [(i[0], i[1], self.compile(i[0], i[1]), item_meta(i)) for i in items]
+            compiler = self.engine.compiler()
+            compiled = [(i[0], i[1], compiler.compile(i[0], i[1]), item_meta(i)) for i in items]
             with self.store.write() as txn, self.engine.writer(txn) as w:
                 created = w.insert_many(compiled)
         w.committed()
         self.engine.caught_up(len(created))
         return created
-
-    def compile(self, ident: SubId, expr: str) -> list[Clause]:
-        """Type-check and normalize one expression; errors name the subscription
-        (:class:`betree.compiler.Compiler` under the store's ``max_clauses``)."""
-        return self._compiler_now().compile(ident, expr)
-
-    def _compiler_now(self) -> Compiler:
-        """The store's compiler (its schema and ``max_clauses``, read once a schema)."""
-        if self._compiler is None or self._compiler.schema is not self.schema:
-            with self.store.read() as txn:
-                max_clauses = int(root_record(txn)["max_clauses"])
-            self._compiler = Compiler(self.schema, max_clauses)
-        return self._compiler
-
-    def drop_compile_caches(self) -> None:
-        """Let go of what compiling keeps for the next subscription (the compiler's memo of
-        conjuncts, the atoms' grid spans, the atom intern table): a bulk loader calls it
-        once everything is compiled, so that the build and check() can use that memory
-        (dense 20K, python engine: the load's peak 1,259 -> 939 MB)."""
-        self.engine.drop_spans()
-        self._compiler = None
-        forget_interned()
 
     def unsubscribe(self, ident: SubId) -> bool:
         """Delete one subscription; False if there was none with that id."""
@@ -299,63 +258,6 @@ class Index:
         with self.store.read() as txn:
             return list(islice(catalog.subscriptions_by_id(txn, after), limit))
 
-    def settings(self, txn: ReadTxn | None = None) -> dict[str, int]:
-        """The index settings (``max_cap``, ``min_size``, ``max_clauses``, and those of
-        self-adjustment: ``adjust``, ``adjust_window``, ``theta``), in a snapshot of their
-        own or ``txn``'s."""
-        if txn is None:
-            with self.store.read() as snap:
-                return self.settings(snap)
-        rec = root_record(txn)
-        out = {k: rec[k] for k in ("max_cap", "min_size", "max_clauses")}
-        out.update({k: rec.get(k, v) for k, v in ADJUST_DEFAULTS.items()})
-        return out
-
-    def set_adjust(
-        self, enabled: bool | None = None, window: int | None = None, theta: int | None = None
-    ) -> None:
-        """Change the stored self-adjustment settings (see :mod:`betree.disk.adjust`).
-
-        ``enabled``: collect statistics while matching, flush them every ``window``
-        matched events, and re-insert the clauses of underflowing p-nodes on deletion.
-        """
-        with self.store.write() as txn:
-            rec = root_record(txn)
-            for key, value in (("adjust", enabled), ("adjust_window", window), ("theta", theta)):
-                if value is not None:
-                    rec[key] = int(value)
-            adjusting.check_settings(rec)
-            catalog.put_root(txn, rec)
-
-    def adjust(self) -> dict[str, Any]:
-        """Flush this process's matching statistics and run the self-adjustment policies.
-
-        One write transaction: the counts join the stored windows and attribute feedback;
-        nodes whose window ended are ranked and those below ``theta`` recycled (their
-        clauses re-inserted).  Callable at any time, whatever the settings.  Returns what
-        was done (events, nodes, evaluated, recycled p-nodes / l-nodes, re-inserted
-        clauses, seconds).
-        """
-        collector = self.engine.take_statistics()
-        with gc_paused(), self.store.write() as txn, self.engine.writer(txn) as w:
-            return adjusting.flush(w, collector)
-
-    @property
-    def collector(self) -> Collector | None:
-        """The matching statistics collected since the last flush (None: none yet)."""
-        return self.engine.collector
-
-    def discard_statistics(self) -> None:
-        """Drop the matching statistics not yet flushed (a measurement that must not
-        become feedback, such as ``bexdb bench adapt``'s timing passes)."""
-        self.engine.collector = None
-
-    def adjust_summary(self) -> dict[str, Any]:
-        """Self-adjustment settings and totals: flushed events, open windows, recycled
-        nodes and clauses, the attributes with the most matching feedback."""
-        with self.store.read() as txn:
-            return adjusting.summary(txn, root_record(txn))
-
     def record(self, ident: SubId) -> tuple[str, str | None] | None:
         """The expression and metadata text of a subscription (one snapshot), or None."""
         with self.store.read() as txn:
@@ -375,7 +277,7 @@ class Index:
         """Ids of every subscription ``event`` satisfies, each once, in no promised order."""
         with self.store.read() as txn:
             found = self.engine.match(txn, self.engine.schema_in(txn).validate_event(event))
-        self._adjust_if_due()
+        self.adjustment.flush_if_due()
         return found
 
     @contextmanager
@@ -385,7 +287,7 @@ class Index:
         with self.store.read() as txn:
             self.engine.schema_in(txn)
             yield lambda values: self.engine.match(txn, values)
-        self._adjust_if_due()  # self-adjustment, when the store has it on (a write)
+        self.adjustment.flush_if_due()  # self-adjustment, when the store has it on (a write)
 
     def match_many(self, events: Sequence[object]) -> list[list[SubId] | InvalidInput]:
         """Match a batch of events in one read snapshot; one result per event, in order.
@@ -407,33 +309,19 @@ class Index:
         the snapshot matched (:func:`betree.disk.metadata.with_metas`)."""
         return self._match_many(events, True, True)
 
+    def _validate(self, event: object) -> Mapping[str, object]:
+        return event_values(self.schema, event)
+
     def _match_many(self, events: Sequence[object], lists: bool, meta: bool = False) -> list[Any]:
         with self.store.read() as txn:  # (validated in the schema of the snapshot matched)
             self.engine.schema_in(txn)
             results = match_batch(
-                events, self.validate, lambda valid: self.engine.match_many(txn, valid, lists)
+                events, self._validate, lambda valid: self.engine.match_many(txn, valid, lists)
             )
             if meta:
                 results = with_metas([txn], None, results)
-        self._adjust_if_due()
+        self.adjustment.flush_if_due()
         return results
-
-    def validate(self, event: object) -> Mapping[str, object]:
-        """An event's validated values (:func:`event_values`)."""
-        return event_values(self.schema, event)
-
-    def _adjust_if_due(self) -> None:
-        """Flush the matching statistics once a window of events has been collected.
-
-        :meth:`match` and :meth:`snapshot` call it after closing their read transaction.
-        A no-op unless the store's ``adjust`` setting is on and the store is writable.  In
-        a store replaced meanwhile (``bexdb compact``) the window's statistics are dropped
-        rather than failing the match that completed it: they are advice, and the caller
-        reopens the store (``bexdb serve`` does, by inode).
-        """
-        if self.engine.due():
-            with suppress(StoreReplaced):
-                self.adjust()
 
     # -- explaining ----------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def load(
                     idx.drop_compile_caches()  # (memos that would grow with every record)
                     chunks += 1
                 try:
-                    clauses = idx.compile(record.id, record.expr)
+                    clauses = idx.engine.compiler().compile(record.id, record.expr)
                     batch.add(record.id, record.expr, clauses, record.meta)
                 except InvalidInput as exc:
                     record.error = exc.message.split(": ", 1)[-1]
@@ -113,7 +113,7 @@ def load(
             progress.write("\n")
         del parts
         for idx in indexes:
-            idx.drop_compile_caches()
+            idx.engine.drop_compile_caches()
         rejected = sum(1 for r in items if r.error is not None)
         if rejects is not None:
             write_rejects(rejects, items)

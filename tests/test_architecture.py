@@ -287,3 +287,47 @@ def test_operators_and_test_kinds_are_declared_once() -> None:
                 if allowed is None or not lines[line - 1].startswith(f"{allowed} = "):
                     found.append(f"{module}:{line} lists names of {home}")
     assert found == []
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_")}
+
+
+def _returns(cls: type, name: str) -> object:
+    """The return type of ``cls``'s method or property ``name``, resolved."""
+    import inspect
+    import typing
+
+    found = inspect.getattr_static(cls, name)
+    func = found.fget if isinstance(found, property) else getattr(found, "__func__", found)
+    return typing.get_type_hints(func).get("return")
+
+
+def test_the_facade_is_one_protocol_for_plain_and_sharded_stores(tmp_path: Path) -> None:
+    """``Index`` and ``ShardedIndex`` have exactly the public names of the ``AnyIndex``
+    protocol, plus ``open`` (each class's constructor), with the same return types: what is
+    not the user's lives on the objects that own it (``index.engine``,
+    ``index.adjustment``; issue 30), so the facade cannot grow again unnoticed.  An opened
+    ``Index`` adds only those objects and its store."""
+    import contextlib
+    import typing
+    from collections.abc import Iterator
+
+    from betree.index import Index
+    from betree.stores.sharded import AnyIndex, ShardedIndex
+
+    protocol = _public(AnyIndex)
+    assert _public(Index) - protocol == {"open"}
+    assert protocol - _public(Index) == set()
+    assert _public(ShardedIndex) - protocol == {"open"}
+    assert protocol - _public(ShardedIndex) == set()
+    assert len(protocol) <= 25  # the facade's size when this test was written
+    for name in sorted(protocol):
+        plain, sharded = _returns(Index, name), _returns(ShardedIndex, name)
+        assert plain == sharded, name
+        declared = _returns(AnyIndex, name)
+        if typing.get_origin(declared) is contextlib.AbstractContextManager:
+            declared = Iterator[typing.get_args(declared)[0]]  # (a @contextmanager's)
+        assert declared == plain, name
+    with Index.open(tmp_path / "s", schema={"attributes": {"i": {"type": "int"}}}) as idx:
+        assert {n for n in vars(idx) if not n.startswith("_")} == {"store", "engine", "adjustment"}

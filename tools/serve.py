@@ -260,8 +260,8 @@ class Service:
             start = time.perf_counter()
             found = match(values)
             metrics.LATENCY.observe(time.perf_counter() - start)
-        metrics.CANDIDATES.observe(sum(i.last_stats["candidates"] for i in indexes))
-        metrics.PAGES.observe(sum(i.last_stats["pages"] for i in indexes))
+        metrics.CANDIDATES.observe(sum(i.engine.last_stats["candidates"] for i in indexes))
+        metrics.PAGES.observe(sum(i.engine.last_stats["pages"] for i in indexes))
         metrics.EVENTS.inc()
         metrics.MATCHES.inc(len(found))
         return 200, {"matches": found}
@@ -285,8 +285,8 @@ class Service:
         found = store.match_many_meta(events) if meta else store.match_many(events)
         seconds = time.perf_counter() - start
         matched = sum(not isinstance(r, InvalidInput) for r in found)
-        candidates = sum(i.last_stats.get("candidates", 0) for i in store.indexes)
-        pages = sum(i.last_stats.get("pages", 0) for i in store.indexes)
+        candidates = sum(i.engine.last_stats.get("candidates", 0) for i in store.indexes)
+        pages = sum(i.engine.last_stats.get("pages", 0) for i in store.indexes)
         results: list[dict[str, Any]] = []
         for result in found:
             if isinstance(result, InvalidInput):

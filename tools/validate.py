@@ -11,7 +11,7 @@ not JSON, in the line; null where neither applies (a missing ``expr``, a duplica
 ``id`` is there whenever the line has one JSON can show.  A record is valid when the line
 is a record (:func:`loaders.records.parse_line`), its id appears once in the input (as
 ``bexdb load`` rejects every occurrence of a repeated id), and its expression compiles
-against the store's schema (:meth:`betree.index.Index.compile`: parsing, types, the
+against the store's schema (:meth:`betree.engine.Engine.compiler`: parsing, types, the
 clause bound), which is everything a write checks before it writes.
 
 Cost: one parse and one compile per record (~35 µs for 8 predicates); the records are held
@@ -38,7 +38,7 @@ def check(store: AnyIndex, lines: list[bytes]) -> tuple[list[Result], list[Recor
     mark_duplicates(records)
     # the schema as committed now (betree.disk.schemaedit changes it)
     store.indexes[0].engine.refresh_schema()
-    compile_ = store.indexes[0].compile  # every shard has the store's one schema
+    compile_ = store.indexes[0].engine.compiler().compile  # every shard has the store's one schema
     results: list[Result] = []
     valid: list[Record] = []
     for record in records:

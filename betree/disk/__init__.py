@@ -5,7 +5,7 @@ every atom's grid span, subscriptions' metadata and schema evolution.  Imports o
 
 Its modules: :mod:`~betree.disk.nodes`, :mod:`~betree.disk.grid`,
 :mod:`~betree.disk.catalog`, :mod:`~betree.disk.tree`, :mod:`~betree.disk.adjust`,
-:mod:`~betree.disk.writer`, :mod:`~betree.disk.changelog`,
+:mod:`~betree.disk.adjustment`, :mod:`~betree.disk.writer`, :mod:`~betree.disk.changelog`,
 :mod:`~betree.disk.atomspans`, :mod:`~betree.disk.bulk`, :mod:`~betree.disk.metadata`,
 :mod:`~betree.disk.schemaedit`.
 """

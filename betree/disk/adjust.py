@@ -44,10 +44,10 @@ adjustment on also re-inserts the clauses of a p-node left with fewer than ``min
 
 **Keeping the matcher a reader.**  Matching with a :class:`Collector` keeps, in process
 memory, references to arrays the check built anyway, folded into per-c-node counts every
-256 events.  :meth:`betree.index.Index.adjust` flushes them in one short write
-transaction — explicitly, or every ``adjust_window`` events when the stored setting
-``adjust`` is 1 (``Index.collecting`` collects without the setting; ``Index.close``
-flushes what is left).  Counts of several processes add up; counts a process never
+256 events.  :meth:`betree.disk.adjustment.Adjustment.flush` (``index.adjustment.flush()``)
+flushes them in one short write transaction — explicitly, or every ``adjust_window`` events
+when the stored setting ``adjust`` is 1 (``Engine.collecting`` collects without the setting;
+``Index.close`` flushes what is left).  Counts of several processes add up; counts a process never
 flushes are lost (they are a sample).  Measured on a 20K-subscription BEGen store (CPU
 time, fastest of 8 passes over 1,000 events): collecting costs 2-12% per event;
 without a collector the matcher is as fast as before (0.453 vs 0.457 ms).
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from betree.disk.writer import Writer
 
 #: Settings kept in the index's root record (``Index.open(settings=...)``,
-#: :meth:`betree.index.Index.set_adjust`): collect and flush automatically, the window
+#: :meth:`betree.disk.adjustment.Adjustment.set`): collect and flush automatically, the window
 #: in matched events, the recycling threshold theta (the paper's 0).
 ADJUST_DEFAULTS = {"adjust": 0, "adjust_window": 1000, "theta": 0}
 DECAY = 0.5  # weight of older attribute feedback at each flush

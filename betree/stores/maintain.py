@@ -139,10 +139,10 @@ def _rebuild(idx: Index, view: ReadTxn, path: Path) -> None:
     metadata."""
     with gc_paused():
         subs = list(catalog.subscription_records(view))
-        with Index.open(path, schema=idx.schema, settings=idx.settings(view)) as fresh:
+        with Index.open(path, schema=idx.schema, settings=idx.adjustment.settings(view)) as fresh:
             batch = Batch(fresh)
             for ident, expr, meta in subs:
-                batch.add(ident, expr, fresh.compile(ident, expr), meta)
+                batch.add(ident, expr, fresh.engine.compiler().compile(ident, expr), meta)
             batch.build()
 
 
@@ -159,11 +159,11 @@ def adjust_store(
     found = []
     for shard, store in store_paths(path):
         with Index.open(store) as idx:
-            idx.set_adjust(enabled, window, theta)
-            done = idx.adjust() if now else None
+            idx.adjustment.set(enabled, window, theta)
+            done = idx.adjustment.flush() if now else None
             if done is not None:
                 done["seconds"] = round(done["seconds"], 3)
-            summary = idx.adjust_summary()
+            summary = idx.adjustment.summary()
         if done is not None:
             summary["ran"] = done
         found.append(summary if shard is None else {"shard": shard, **summary})

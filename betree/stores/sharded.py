@@ -13,7 +13,7 @@ Subscriptions are split by a stable hash of their id, so each id lives in exactl
 and a match is the union of the shards' matches.  ``partitioning`` records the hash
 (:data:`HASH`: :func:`shard_of` over the id key of :func:`storage.codec.encode_id`, which
 the Spark load routes records by), so that a writer can route an id to its shard
-(:meth:`ShardedIndex.shard_for`).
+(:func:`shard_for`).
 Why shards rather than one big store: the K stores are built by K Spark tasks at once (the
 batch build of one store is single-threaded), and can sit on different disks.
 
@@ -46,7 +46,7 @@ import numpy as np
 from betree.disk.catalog import SubId
 from betree.disk.metadata import item_meta, with_metas
 from betree.disk.nodes import listed
-from betree.index import Index, gc_paused
+from betree.index import Index, event_values, gc_paused
 from betree.lang.schema import Schema
 from betree.matching.batch import match_batch
 from betree.packed.joined import Joined
@@ -109,7 +109,7 @@ class AnyIndex(Protocol):
         or none."""
         ...
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> AbstractContextManager[Matcher]:
         """A context manager giving a :data:`Matcher` over one consistent read snapshot."""
         ...
 
@@ -203,16 +203,18 @@ class ShardedIndex:
         readonly: bool = True,
         options: dict[str, Any] | None = None,
     ) -> None:
+        # beside the facade, the state shard_for, betree.streams.rewind and tests read: root,
+        # routed (ids partitioned by HASH), idents (each shard's as opened), join
         self.root = root
-        self.manifest = manifest
-        self.indexes = shards
-        self.names: list[str] = [entry["path"] for entry in manifest["shards"]]
-        self.readonly = readonly
-        self.options = dict(options or {})
+        self._manifest = manifest
+        self._indexes = shards
+        self._names: list[str] = [entry["path"] for entry in manifest["shards"]]
+        self._readonly = readonly
+        self._options = dict(options or {})
         self.routed = manifest.get("partitioning", {}).get("hash") == HASH
-        self.writable = self.routed and not readonly
-        self.idents = [_inode(root / name) for name in self.names]
-        self.root_ident = _root_inode(root)
+        self._takes_writes = self.routed and not readonly
+        self.idents = [_inode(root / name) for name in self._names]
+        self._root_ident = _root_inode(root)
         #: the shards' packed views joined, while every shard holds its own (betree.packed.joined)
         self.join: Joined | None = None
 
@@ -250,6 +252,16 @@ class ShardedIndex:
                 index.close()
             raise
         return cls(base, manifest, shards, readonly, options)
+
+    @property
+    def indexes(self) -> list[Index]:
+        """The open :class:`Index` of each shard, in manifest order."""
+        return self._indexes
+
+    @property
+    def writable(self) -> bool:
+        """Whether the write methods work: opened writable, partitioned by :data:`HASH`."""
+        return self._takes_writes
 
     @property
     def index(self) -> Index:
@@ -294,7 +306,9 @@ class ShardedIndex:
         with self._write_locked():
             with gc_paused():  # step 2: every expression compiled, in its shard
                 clauses = [
-                    self._shard(self._route(item[0]), False).compile(item[0], item[1])
+                    self._shard(self._route(item[0]), False)
+                    .engine.compiler()
+                    .compile(item[0], item[1])
                     for item in items
                 ]
             if not items:
@@ -341,7 +355,7 @@ class ShardedIndex:
                 "its manifest does not partition ids by bexdb's hash, so a write cannot "
                 "know the shard of an id",
             )
-        if self.readonly:
+        if self._readonly:
             raise StoreError(
                 f"sharded store {self.root} was opened read-only",
                 "open it with open_index(path, readonly=False)",
@@ -361,15 +375,15 @@ class ShardedIndex:
         :meth:`betree.stores.live.LiveIndex.current`)."""
         self.indexes[i].close()
         self.idents[i] = None
-        path = self.root / self.names[i]
-        self.indexes[i] = Index.open(path, readonly=self.readonly, **self.options)
+        path = self.root / self._names[i]
+        self.indexes[i] = Index.open(path, readonly=self._readonly, **self._options)
         self.idents[i] = _inode(path)
 
     def _still_here(self) -> None:
         """Under the writer lock: :class:`StoreReplaced` (nothing written) if another
         store was put at the root since it was opened (``bexdb load --replace``, which
         holds the old root's lock while it swaps: :func:`betree.stores.maintain.retiring`)."""
-        if _root_inode(self.root) != self.root_ident:
+        if _root_inode(self.root) != self._root_ident:
             raise StoreReplaced(str(self.root), "replaced by a load")
 
     def _reading(self) -> AbstractContextManager[None]:
@@ -390,7 +404,7 @@ class ShardedIndex:
 
     def _refresh(self) -> None:
         """Reopen each shard compacted since it was opened (a new data file at its path)."""
-        for i, name in enumerate(self.names):
+        for i, name in enumerate(self._names):
             if _inode(self.root / name) not in (None, self.idents[i]):
                 self._reopen(i)
 
@@ -398,15 +412,9 @@ class ShardedIndex:
         """Complete a killed writer's batch (the caller holds the writer lock)."""
         shardwrite.redo(self.root, self._shard)  # no journal: a failed read and an unlink
 
-    def shard_for(self, ident: SubId) -> int | None:
-        """The shard the manifest's partitioning puts ``ident`` in: :func:`shard_of` of
-        its id key, when the store was partitioned by :data:`HASH`; None when it was
-        split some other way (then any shard may hold it)."""
-        return self._route(ident) if self.routed else None
-
     def _holder(self, ident: SubId) -> int | None:
         """The shard holding ``ident``, or None: the one it routes to, else a search."""
-        routed = self.shard_for(ident)
+        routed = shard_for(self, ident)
         candidates = range(len(self.indexes)) if routed is None else [routed]
         return next((i for i in candidates if self.indexes[i].expression(ident) is not None), None)
 
@@ -459,15 +467,18 @@ class ShardedIndex:
         :meth:`snapshot`, joined per event (the shards hold disjoint ids: a concatenation).
         Events are validated once, in the schema of a snapshot begun just before."""
         self.indexes[0].engine.refresh_schema()
-        return match_batch(events, self.indexes[0].validate, partial(self._match_valid, True))
+        return match_batch(events, self._validate, partial(self._match_valid, True))
 
     def match_many_arrays(self, events: Sequence[object]) -> list[np.ndarray | InvalidInput]:
         self.indexes[0].engine.refresh_schema()
-        return match_batch(events, self.indexes[0].validate, partial(self._match_valid, False))
+        return match_batch(events, self._validate, partial(self._match_valid, False))
 
     def match_many_meta(self, events: Sequence[object]) -> list[Any]:
         self.indexes[0].engine.refresh_schema()
-        return match_batch(events, self.indexes[0].validate, partial(self._match_valid, None))
+        return match_batch(events, self._validate, partial(self._match_valid, None))
+
+    def _validate(self, event: object) -> Mapping[str, object]:
+        return event_values(self.schema, event)
 
     def _match_valid(self, lists: bool | None, valid: list[Mapping[str, object]]) -> list[Any]:
         """Each valid event's ids (as lists, or arrays); ``lists`` None: as lists of
@@ -501,12 +512,12 @@ class ShardedIndex:
         shard = self._holder(ident)
         if shard is None:
             raise InvalidInput(f"no subscription {ident!r} in any of {len(self.indexes)} shards")
-        return {**self.indexes[shard].explain(ident, event), "shard": self.names[shard]}
+        return {**self.indexes[shard].explain(ident, event), "shard": self._names[shard]}
 
     def stats(self) -> list[tuple[str | None, dict[str, Any]]]:
         return [
             (name, counts)
-            for name, index in zip(self.names, self.indexes, strict=True)
+            for name, index in zip(self._names, self.indexes, strict=True)
             for _, counts in index.stats()
         ]
 
@@ -530,7 +541,7 @@ class ShardedIndex:
     def check(self) -> None:
         self._refresh()
         with self._reading():
-            violations, _ = shard_violations(self.root, self.manifest, self.indexes)
+            violations, _ = shard_violations(self.root, self._manifest, self.indexes)
         if violations:
             raise CheckFailed(f"sharded store {self.root}", violations)
 
@@ -563,6 +574,15 @@ def open_index(
     if is_sharded(path):
         return ShardedIndex.open(path, readonly=readonly, **options)
     return Index.open(path, readonly=readonly, **options)
+
+
+def shard_for(store: Index | ShardedIndex, ident: SubId) -> int | None:
+    """Where ``ident`` belongs in ``store.indexes``: in a sharded store partitioned by
+    :data:`HASH`, :func:`shard_of` of its id key; in one split some other way None (any
+    shard may hold it); in a plain store 0, its one index.  Cost: one hash."""
+    if not isinstance(store, ShardedIndex):
+        return 0
+    return store._route(ident) if store.routed else None
 
 
 def recover(root: Path, manifest: dict[str, Any], *, held: bool = False, **options: Any) -> bool:

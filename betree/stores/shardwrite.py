@@ -196,7 +196,10 @@ def apply_part(
         return [True]
     with gc_paused():
         if clauses is None:
-            clauses = [index.compile(op[1], op[2]) if op[0] == "put" else None for op in ops]
+            clauses = [
+                index.engine.compiler().compile(op[1], op[2]) if op[0] == "put" else None
+                for op in ops
+            ]
         compiled = list(zip(ops, clauses, strict=True))
         out: list[bool] = []
         with index.store.write() as txn, index.engine.writer(txn) as w:

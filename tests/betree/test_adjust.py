@@ -69,7 +69,7 @@ class Run:
         assert set(got) == brute(self.subs, self.schema, ev), (ev, tag)
 
     def adjust(self, idx: Index, tag: str) -> None:
-        report = idx.adjust()
+        report = idx.adjustment.flush()
         for key in self.totals:
             self.totals[key] += report[key]
         idx.check()
@@ -131,8 +131,8 @@ def test_matching_stays_a_reader(tmp_path: Path) -> None:
             idx.match(event(rng))
         with idx.store.read() as txn:
             assert txn.gen == gen
-        assert idx.collector is not None and idx.collector.events == 200
-        report = idx.adjust()
+        assert idx.adjustment.collector is not None and idx.adjustment.collector.events == 200
+        report = idx.adjustment.flush()
         assert report["events"] == 200 and report["nodes"] > 0
         with idx.store.read() as txn:
             assert txn.gen == gen + 1
@@ -144,10 +144,10 @@ def test_off_collects_nothing(tmp_path: Path) -> None:
     with _open(str(tmp_path)) as idx:
         idx.subscribe("a", "i = 1")
         idx.match({"i": 1})
-        assert idx.collector is None
+        assert idx.adjustment.collector is None
         idx.engine.collecting = True
         idx.match({"i": 1})
-        assert idx.collector is not None and idx.collector.events == 1
+        assert idx.adjustment.collector is not None and idx.adjustment.collector.events == 1
 
 
 def test_collector_counts(tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_collector_counts(tmp_path: Path) -> None:
         idx.subscribe_many([("t", "i = 1"), ("f", "i = 2"), ("ff", "i = 3 and j = 4")])
         idx.engine.collecting = True
         assert idx.match({"i": 1, "j": 5}) == ["t"]
-        col = idx.collector
+        col = idx.adjustment.collector
         assert col is not None
         with idx.store.read() as txn:
             root = txn.get_obj(NS, ROOT)["root"]
@@ -215,7 +215,7 @@ def test_hot_root_lnode_is_cut(tmp_path: Path) -> None:
             assert load_state(txn)["recycled"][1] == 1
         idx.check()
         assert idx.match({"i": 3}) == [3]
-        assert idx.last_stats["candidates"] <= 6  # the i directory was cut below 8
+        assert idx.engine.last_stats["candidates"] <= 6  # the i directory was cut below 8
 
 
 def test_underflowing_pnode_reinserted(tmp_path: Path) -> None:
@@ -268,7 +268,7 @@ def test_freed_nodes_drop_their_windows(tmp_path: Path) -> None:
         idx.subscribe_many([(k, f"i = {k % 3} and j = {k}") for k in range(20)])
         for k in range(20):
             idx.match({"i": k % 3, "j": k})
-        idx.adjust()
+        idx.adjustment.flush()
         with idx.store.read() as txn:
             assert txn.count(ADJ) > 0
         idx.unsubscribe_many(list(range(20)))
@@ -281,11 +281,14 @@ def test_settings_validated(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
         _open(str(tmp_path / "a"), adjust=2)
     with _open(str(tmp_path / "b")) as idx:
-        assert idx.settings()["adjust"] == 0
-        idx.set_adjust(True, window=50)
-        assert idx.settings()["adjust"] == 1 and idx.settings()["adjust_window"] == 50
+        assert idx.adjustment.settings()["adjust"] == 0
+        idx.adjustment.set(True, window=50)
+        assert (
+            idx.adjustment.settings()["adjust"] == 1
+            and idx.adjustment.settings()["adjust_window"] == 50
+        )
         with pytest.raises(InvalidInput):
-            idx.set_adjust(window=0)
+            idx.adjustment.set(window=0)
 
 
 def test_collector_totals(tmp_path: Path) -> None:
@@ -297,8 +300,8 @@ def test_collector_totals(tmp_path: Path) -> None:
         total = 0
         for _ in range(Collector.FOLD + 50):
             idx.match(event(rng))
-            total += idx.last_stats["candidates"]
-        col = idx.collector
+            total += idx.engine.last_stats["candidates"]
+        col = idx.adjustment.collector
         assert col is not None and col.events == Collector.FOLD + 50
         counts = list(col.nodes.values())
         assert sum(c[1] for c in counts) == total
@@ -330,7 +333,7 @@ def test_reader_snapshots_adjust_when_due(tmp_path: Path) -> None:
         idx.check()
     with Index.open(str(tmp_path), readonly=True) as ro:  # read-only: nothing collected
         ro.match(event(rng))
-        assert ro.collector is None
+        assert ro.adjustment.collector is None
 
 
 def test_cli_adjust(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

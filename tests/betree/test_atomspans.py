@@ -26,7 +26,7 @@ def same_places(idx: Index, texts: list[str]) -> int:
     clauses: list[Any] = []
     for k, text in enumerate(texts):
         try:
-            clauses.extend(idx.compile(k, text))
+            clauses.extend(idx.engine.compiler().compile(k, text))
         except InvalidInput:
             continue
     keys: dict[bytes, int] = {}
@@ -66,7 +66,7 @@ def test_places_at_the_ends_of_the_domains(tmp_path: Path) -> None:
 def test_atoms_that_place_nothing(tmp_path: Path) -> None:
     """The true atom, ``is null`` and unknown ids have no rank and give no rows."""
     with Index.open(tmp_path / "s", schema=SCHEMA) as idx:
-        (clause,) = idx.compile(1, "i is null")
+        (clause,) = idx.engine.compiler().compile(1, "i is null")
         key = codec.encode_value(clause[0].as_tuple())
         spans = AtomSpans(idx.schema, {1: key})
         assert spans.of(np.array([0, 1, 2, -1])).tolist() == [SKIP] * 4

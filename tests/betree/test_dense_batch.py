@@ -102,7 +102,7 @@ def test_batch_interns_as_one_by_one(tmp_path: Path, seed: int) -> None:
         compiled = []
         for ident, expr in subs:
             try:
-                compiled.append((ident, expr, idx.compile(ident, expr)))
+                compiled.append((ident, expr, idx.engine.compiler().compile(ident, expr)))
             except Exception:  # (an expression the schema refuses: not this test's)
                 continue
         batch = Batch(idx)
@@ -144,7 +144,9 @@ def test_batch_of_unsatisfiable_and_several_clause_subscriptions(
     shortcut once took equal totals for one clause each and shifted the clauses)."""
     rng = random.Random(5)
     with Index.open(tmp_path / "s", schema=SCHEMA) as idx:
-        compiled = [(f"s{k}", e, idx.compile(f"s{k}", e)) for k, e in enumerate(exprs)]
+        compiled = [
+            (f"s{k}", e, idx.engine.compiler().compile(f"s{k}", e)) for k, e in enumerate(exprs)
+        ]
         counts = [len(c) for _, _, c in compiled]
         assert sum(counts) == len(counts) and counts != [1] * len(counts)
         batch = Batch(idx)
@@ -165,7 +167,7 @@ def test_dense_batch_reopened_and_mutated(tmp_path: Path) -> None:
     )
     with Index.open(tmp_path / "s", schema=doc, settings={"max_cap": 8}) as idx:
         batch = Batch(idx)
-        compiled = [(i, e, idx.compile(i, e)) for i, e in subs]
+        compiled = [(i, e, idx.engine.compiler().compile(i, e)) for i, e in subs]
         for ident, expr, clauses in compiled:
             batch.add(ident, expr, clauses)
         assert batch.build()["atoms"] == len(_reference_ids(compiled))

@@ -48,12 +48,12 @@ def _wide_event(rng: random.Random) -> dict[str, Any]:
 def _both(idx: Index, ev: dict[str, Any]) -> tuple[tuple[list[Any], int], tuple[list[Any], int]]:
     """(ids, candidates) from the walk, then from a view (its tree: never by intervals,
     which tests/betree/test_intervals.py checks)."""
-    idx.ranging.margin = 0
-    idx.flat.after = 1 << 40
-    walked = sorted(idx.match(ev), key=repr), idx.last_stats["candidates"]
-    idx.flat.after = 0
-    viewed = sorted(idx.match(ev), key=repr), idx.last_stats["candidates"]
-    assert idx.flat.describe()["held"]
+    idx.engine.ranging.margin = 0
+    idx.engine.flat.after = 1 << 40
+    walked = sorted(idx.match(ev), key=repr), idx.engine.last_stats["candidates"]
+    idx.engine.flat.after = 0
+    viewed = sorted(idx.match(ev), key=repr), idx.engine.last_stats["candidates"]
+    assert idx.engine.flat.describe()["held"]
     return walked, viewed
 
 
@@ -81,9 +81,9 @@ def test_view_of_every_type_and_string_ids(tmp_path: Path) -> None:
 
 def test_empty_store_and_rows(tmp_path: Path) -> None:
     with Index.open(tmp_path, schema=WIDE) as idx:
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         assert idx.match({"a1": 5}) == []
-        assert idx.flat.describe()["held"]
+        assert idx.engine.flat.describe()["held"]
         idx.subscribe(1, " and ".join(f"a{k} >= 1" for k in range(12)))  # 12 atoms
         idx.subscribe(2, "a0 = 5")
         with idx.store.read() as txn:
@@ -97,26 +97,26 @@ def test_empty_store_and_rows(tmp_path: Path) -> None:
 def test_built_after_walks_and_kept_across_writes(tmp_path: Path) -> None:
     with Index.open(tmp_path, schema=WIDE) as idx:
         idx.subscribe_many((k, f"a1 between {k} and {k + 10}") for k in range(50))
-        idx.flat.after = 3
+        idx.engine.flat.after = 3
         for _ in range(3):
             idx.match({"a1": 20})
-            assert not idx.flat.describe()["held"]
+            assert not idx.engine.flat.describe()["held"]
         assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
-        held = idx.flat.describe()
-        assert held["held"] and held["bytes"] > 0 and idx.flat.builds == 1
+        held = idx.engine.flat.describe()
+        assert held["held"] and held["bytes"] > 0 and idx.engine.flat.builds == 1
         cache = idx.store.cache
         assert cache.max_bytes == cache.budget // 4 + cache.budget % 4  # the view takes 3/4
         idx.subscribe(99, "a1 = 20")  # a new generation: the same view, and a delta
         idx.subscribe(12, "a1 = 7")  # replaced: masked in the view, matched in the delta
         assert sorted(idx.match({"a1": 20})) == [10, 11, *range(13, 21), 99]
         assert sorted(idx.match({"a1": 7})) == [0, 1, 2, 3, 4, 5, 6, 7, 12]
-        held = idx.flat.describe()
+        held = idx.engine.flat.describe()
         assert held["held"] and (held["added"], held["removed"]) == (2, 1)
-        assert idx.flat.builds == 1
+        assert idx.engine.flat.builds == 1
         idx.unsubscribe(99)
         assert sorted(idx.match({"a1": 20})) == [10, 11, *range(13, 21)]
-        assert idx.flat.describe()["added"] == 1
-    assert not idx.flat.describe()["held"]  # closing gives the bytes back
+        assert idx.engine.flat.describe()["added"] == 1
+    assert not idx.engine.flat.describe()["held"]  # closing gives the bytes back
     assert idx.store.cache.max_bytes == idx.store.cache.budget
 
 
@@ -124,10 +124,10 @@ def test_not_built_past_the_budget(tmp_path: Path) -> None:
     with Index.open(tmp_path, schema=WIDE, cache_pages=None) as idx:
         idx.subscribe_many((k, f"a1 between {k} and {k + 10}") for k in range(2000))
     with Index.open(tmp_path, readonly=True, cache_bytes=64 << 10) as idx:
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         for _ in range(3):
             assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
-        assert not idx.flat.describe()["held"]
+        assert not idx.engine.flat.describe()["held"]
         assert idx.store.cache.max_bytes == idx.store.cache.budget
 
 
@@ -138,10 +138,10 @@ def test_sharded_views(tmp_path: Path) -> None:
     root = build_hashed(tmp_path / "s", subs)
     with open_index(root, readonly=False) as store:
         for idx in store.indexes:
-            idx.flat.after = 0
+            idx.engine.flat.after = 0
         for ev in events[:30]:
             assert set(store.match(ev)) == brute(subs, SCHEMA_, ev)
-        assert all(idx.flat.describe()["held"] for idx in store.indexes)
+        assert all(idx.engine.flat.describe()["held"] for idx in store.indexes)
         assert store.join is not None  # the shards' views joined
         before = store.join
         for ev in events[:30]:
@@ -171,7 +171,7 @@ def test_joined_views_of_many_shards(tmp_path: Path) -> None:
     with open_index(root, readonly=False) as store:
         walked = [sorted(store.match(ev), key=repr) for ev in events]
         for idx in store.indexes:
-            idx.flat.after = 0
+            idx.engine.flat.after = 0
         store.match(events[0])
         assert store.join is not None
         joined = [sorted(store.match(ev), key=repr) for ev in events]
@@ -257,16 +257,16 @@ def test_batches_walked_and_on_a_view_match_alike(tmp_path: Path, events_n: int)
     events[7] = {"i": "not an int"}  # a bad event keeps its own error
     with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 1 << 40
+        idx.engine.flat.after = 1 << 40
         walked = idx.match_many(events)
-        assert not idx.flat.describe()["held"] and idx.last_stats["pages"] > 0
-        idx.flat.drop()  # (the walks counted anew)
-        idx.flat.after = events_n - 1  # this batch's valid events count: the next builds
+        assert not idx.engine.flat.describe()["held"] and idx.engine.last_stats["pages"] > 0
+        idx.engine.flat.drop()  # (the walks counted anew)
+        idx.engine.flat.after = events_n - 1  # this batch's valid events count: the next builds
         idx.match_many(events)
-        assert not idx.flat.describe()["held"]
+        assert not idx.engine.flat.describe()["held"]
         viewed = idx.match_many(events)
-        assert idx.flat.describe()["held"]
-        assert idx.last_stats["pages"] == 0  # matched from the view
+        assert idx.engine.flat.describe()["held"]
+        assert idx.engine.last_stats["pages"] == 0  # matched from the view
     assert isinstance(viewed[7], Exception) and str(viewed[7]) == str(walked[7])
     for k, (a, b) in enumerate(zip(walked, viewed, strict=True)):
         if k != 7:

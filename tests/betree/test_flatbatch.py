@@ -97,24 +97,24 @@ def test_batches_on_a_view_match_the_brute_force(tmp_path: Path, settings: dict[
         idx.subscribe_many(subs.items())
         expected = _expected(subs, events)
         walked = idx.match_many(events)  # 700 events walked: past FLAT_AFTER
-        assert idx.flat.describe()["held"]  # batches count towards a view
+        assert idx.engine.flat.describe()["held"]  # batches count towards a view
         _same(walked, expected)
         singles: dict[int, Any] = {}  # the store is unchanged across the sizes
         for size in SIZES:
             got = [
                 r for k in range(0, 700, size) for r in _both(idx, events[k : k + size], singles)
             ]
-            assert idx.last_stats["pages"] == 0  # from the view
+            assert idx.engine.last_stats["pages"] == 0  # from the view
             _same(got, expected)
-        assert idx.last_timings.keys() == {"views"}
+        assert idx.engine.last_timings.keys() == {"views"}
         # the batch reaches the nodes each event reaches on its own: same candidates
         valid = [ev for ev in events[:300] if not isinstance(ev.get("i"), str)]
         idx.match_many(valid)
-        batched = idx.last_stats["candidates"]
+        batched = idx.engine.last_stats["candidates"]
         one_by_one = 0
         for ev in valid:
             idx.match(ev)
-            one_by_one += idx.last_stats["candidates"]
+            one_by_one += idx.engine.last_stats["candidates"]
         assert batched == one_by_one
         gone = list(subs)[::4]
         idx.unsubscribe_many(gone)  # a new generation: its view built again
@@ -124,7 +124,7 @@ def test_batches_on_a_view_match_the_brute_force(tmp_path: Path, settings: dict[
         expected = _expected(subs, events)
         _same(idx.match_many(events), expected)
         _same(idx.match_many(events), expected)
-        assert idx.flat.describe()["held"]
+        assert idx.engine.flat.describe()["held"]
 
 
 def test_a_batch_split_into_words_matches_alike(
@@ -136,7 +136,7 @@ def test_a_batch_split_into_words_matches_alike(
     events = _events(rng, 400)
     with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         whole = idx.match_many(events)
         monkeypatch.setattr(flatbatch, "SAT_BYTES", 1)
         assert flatbatch.words_for(400, 10) == 1
@@ -180,7 +180,7 @@ def test_batches_with_every_word_one_way(
     expected = _expected(subs, events)
     with Index.open(tmp_path / "p", schema=SCHEMA, settings={"max_cap": 3}) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         _same(_both(idx, events), expected)
     root = build_hashed(tmp_path / "s", subs, shards=3)
     with open_index(root) as store:
@@ -243,7 +243,7 @@ def test_batches_of_large_shapes_match_the_brute_force(
     subs = _subs(rng, 400)
     with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         gaps = 0
         for sizes in ([40, 3, 50, 33, 1], [130, 31, 32, 64, 65], [200]):
             events = _shaped(rng, sizes)
@@ -251,7 +251,7 @@ def test_batches_of_large_shapes_match_the_brute_force(
             gaps += int(slots[-1]) + 1 - len(events)
             expected = _expected(subs, events)
             _same(_both(idx, events), expected)
-            assert idx.last_stats["pages"] == 0
+            assert idx.engine.last_stats["pages"] == 0
             monkeypatch.setattr(flatbatch, "SAT_BYTES", 1)
             _same(_both(idx, events), expected)
             monkeypatch.undo()
@@ -272,10 +272,10 @@ def test_batches_on_views_at_the_ends_of_every_domain(tmp_path: Path) -> None:
     with Index.open(tmp_path, schema=EDGE_SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
         idx.subscribe_many(subs.items())
         walked = [sorted(idx.match(ev), key=repr) for ev in events]
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         batch = (events * (flatbatch.LEAST // len(events) + 1))[: 2 * flatbatch.LEAST]
         got = idx.match_many(batch)
-        assert idx.flat.describe()["held"]
+        assert idx.engine.flat.describe()["held"]
     for k, ids in enumerate(got):
         assert isinstance(ids, list)
         assert sorted(ids, key=repr) == walked[k % len(events)], batch[k]
@@ -430,9 +430,9 @@ def test_least_events_matched_one_by_one(tmp_path: Path, monkeypatch: pytest.Mon
     subs = _subs(rng, 200)
     with Index.open(tmp_path, schema=SCHEMA) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         idx.match(event(rng))
-        assert idx.flat.describe()["held"]
+        assert idx.engine.flat.describe()["held"]
 
         def refuse(*args: Any) -> Any:
             raise AssertionError("a batch under LEAST events matched as a batch")

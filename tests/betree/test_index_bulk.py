@@ -20,7 +20,10 @@ def test_batch_build_is_exact(tmp_path: Path, settings: dict[str, int]) -> None:
     rng = random.Random(5)
     subs = {rng.choice([i, f"s{i}"]): expression(rng) for i in range(400)}
     with Index.open(tmp_path / "s", schema=SCHEMA, settings=settings) as idx:
-        compiled = [(ident, expr, idx.compile(ident, expr)) for ident, expr in subs.items()]
+        compiled = [
+            (ident, expr, idx.engine.compiler().compile(ident, expr))
+            for ident, expr in subs.items()
+        ]
         summary = build_index(idx, compiled)
         assert summary["subscriptions"] == len(subs)
         idx.check()
@@ -64,8 +67,8 @@ def test_batch_interns_equal_atoms_once(tmp_path: Path) -> None:
         batch = Batch(idx)
         for n, (ident, expr) in enumerate(subs.items()):
             if n % 3 == 2:
-                idx.drop_compile_caches()
-            batch.add(ident, expr, idx.compile(ident, expr))
+                idx.engine.drop_compile_caches()
+            batch.add(ident, expr, idx.engine.compiler().compile(ident, expr))
         # i >= 3, i <= 9, j = 4, s = 'x', i undefined, f >= 1.5, s >= 'x', j in (1, 2)
         assert batch.build()["atoms"] == 8
         idx.check()

@@ -29,7 +29,7 @@ def run(seed: int, steps: int, settings: dict[str, int], flat: bool = False) -> 
         for phase in range(3):
             with Index.open(path, schema=SCHEMA, settings=settings) as idx:
                 if flat:
-                    idx.flat.after = 0
+                    idx.engine.flat.after = 0
                 for step in range(steps):
                     r = rng.random()
                     if r < 0.5 or not subs:
@@ -49,14 +49,14 @@ def run(seed: int, steps: int, settings: dict[str, int], flat: bool = False) -> 
                         got = idx.match(ev)
                         assert len(got) == len(set(got)), "an id returned twice"
                         assert set(got) == brute(subs, schema, ev), (ev, phase, step)
-                        assert idx.flat.describe()["held"] == flat
+                        assert idx.engine.flat.describe()["held"] == flat
                     if step % 10 == 0:
                         idx.check()
                 idx.check()
                 assert len(idx) == len(subs)
         with Index.open(path, readonly=True) as idx:
             if flat:
-                idx.flat.after = 0
+                idx.engine.flat.after = 0
             for _ in range(50):
                 ev = event(rng)
                 assert set(idx.match(ev)) == brute(subs, schema, ev)

@@ -80,9 +80,9 @@ def _dense_event(rng: random.Random) -> dict[str, Any]:
 
 def _intervals_always(idx: Index) -> None:
     """Match from a packed view at once, by intervals whatever they cost."""
-    idx.flat.after = 0
-    idx.ranging.after = 0
-    idx.ranging.margin = math.inf
+    idx.engine.flat.after = 0
+    idx.engine.ranging.after = 0
+    idx.engine.ranging.margin = math.inf
 
 
 def _check(idx: Any, subs: dict[Any, str], schema: Schema, events: list[dict[str, Any]]) -> None:
@@ -119,7 +119,7 @@ def test_dense_ranges_match_brute_force(tmp_path: Path, seed: int) -> None:
                 idx.subscribe_many(fresh.items())
                 subs.update(fresh)
             _check(idx, subs, schema, events)
-            assert idx.ranging.describe()["intervals"]
+            assert idx.engine.ranging.describe()["intervals"]
             idx.check()
 
 
@@ -135,7 +135,7 @@ def test_every_operator_matches_brute_force(tmp_path: Path, seed: int) -> None:
         _intervals_always(idx)
         idx.subscribe_many(subs.items())
         _check(idx, subs, schema, events)
-        assert idx.ranging.describe()["intervals"]
+        assert idx.engine.ranging.describe()["intervals"]
 
 
 def test_sharded_store_matches_brute_force(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_sharded_store_matches_brute_force(tmp_path: Path) -> None:
         for shard in idx.indexes:
             _intervals_always(shard)
         _check(idx, subs, schema, events)
-        assert idx.indexes[0].ranging.describe()["intervals"]
+        assert idx.indexes[0].engine.ranging.describe()["intervals"]
         # a write to one shard: new views, a new choice, the same answers
         gone = [ident for ident in subs if isinstance(ident, int) and ident % 5 == 0]
         idx.unsubscribe_many(gone)
@@ -173,7 +173,7 @@ def test_edges_of_the_domains_match_brute_force(tmp_path: Path) -> None:
         _intervals_always(idx)
         idx.subscribe_many(subs.items())
         _check(idx, subs, schema, edge_events())
-        assert idx.ranging.describe()["intervals"]
+        assert idx.engine.ranging.describe()["intervals"]
 
 
 def _holds(op: str, x: int | float, c: int | float) -> bool:
@@ -215,12 +215,12 @@ def _choice(tmp_path: Path, attrs: int, width: int, defined: int) -> dict[str, o
         {f"a{k}": rng.randint(0, 999) for k in rng.sample(range(attrs), defined)} for _ in range(40)
     ]
     with Index.open(tmp_path, schema=schema, settings={"max_cap": 8, "min_size": 2}) as idx:
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         idx.subscribe_many(subs.items())
         want = [brute(subs, idx.schema, ev) for ev in events]
         for ev, expected in zip(events, want, strict=True):
             assert set(idx.match(ev)) == expected
-        return idx.ranging.describe()
+        return idx.engine.ranging.describe()
 
 
 def test_the_choice_follows_the_cost(tmp_path: Path) -> None:

@@ -66,10 +66,10 @@ def test_a_small_write_catches_the_view_up_itself(
     subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
     with Index.open(tmp_path, schema=WORKLOAD) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
         ev = event(rng)
         _check_answers(idx.match(ev), subs, ev, "first")
-        builds = idx.flat.builds
+        builds = idx.engine.flat.builds
         for k in range(30):
             if k % 5 == 4:
                 gone = rng.choice(sorted(subs))
@@ -80,7 +80,7 @@ def test_a_small_write_catches_the_view_up_itself(
                 subs[ident] = expression(rng)
                 idx.subscribe(ident, subs[ident])
             with idx.store.read() as txn:
-                assert idx.flat.held_gen() == txn.gen, k
+                assert idx.engine.flat.held_gen() == txn.gen, k
             ev = event(rng)
             _check_answers(idx.match(ev), subs, ev, f"write {k}")
         monkeypatch.setattr(index_module, "CATCH_UP_WRITES", 3)
@@ -88,11 +88,11 @@ def test_a_small_write_catches_the_view_up_itself(
         idx.subscribe_many(batch)
         subs.update(batch)
         with idx.store.read() as txn:
-            assert idx.flat.held_gen() < txn.gen
+            assert idx.engine.flat.held_gen() < txn.gen
             gen = txn.gen
         ev = event(rng)
         _check_answers(idx.match(ev), subs, ev, "batch")
-        assert idx.flat.held_gen() == gen and idx.flat.builds == builds
+        assert idx.engine.flat.held_gen() == gen and idx.engine.flat.builds == builds
         idx.check()
 
 
@@ -106,31 +106,31 @@ def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.Monke
     subs: dict[Any, str] = {k: expression(rng) for k in range(60)}
     with Index.open(tmp_path, schema=WORKLOAD) as idx:
         idx.subscribe_many(subs.items())
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
 
         def check(where: str) -> None:
             ev = event(rng)
             _check_answers(idx.match(ev), subs, ev, where)
 
         check("first")
-        assert idx.flat.builds == 1
+        assert idx.engine.flat.builds == 1
         batch = [(100 + k, expression(rng)) for k in range(12)]
         idx.subscribe_many(batch)  # due: caught up by the write, a fold started aside
         subs.update(batch)
         with idx.store.read() as txn:
-            assert idx.flat.held_gen() == txn.gen
-        assert idx.flat.builds == 1 and idx.flat.describe()["added"] > 8
+            assert idx.engine.flat.held_gen() == txn.gen
+        assert idx.engine.flat.builds == 1 and idx.engine.flat.describe()["added"] > 8
         check("due")  # answers from the held view and its delta, or the fold if done
-        idx.flat.wait()
+        idx.engine.flat.wait()
         check("taken in")
-        assert idx.flat.builds == 2 and idx.flat.describe()["added"] == 0
+        assert idx.engine.flat.builds == 2 and idx.engine.flat.describe()["added"] == 0
         batch = [(200 + j, expression(rng)) for j in range(80)]  # past BEHIND times the bound
         idx.subscribe_many(batch)
         subs.update(batch)
         with idx.store.read() as txn:
-            assert idx.flat.held_gen() < txn.gen  # not caught up by the write
+            assert idx.engine.flat.held_gen() < txn.gen  # not caught up by the write
         check("far behind")  # folded at once
-        assert idx.flat.builds == 3 and idx.flat.describe()["added"] == 0
+        assert idx.engine.flat.builds == 3 and idx.engine.flat.describe()["added"] == 0
         idx.check()
 
 
@@ -146,7 +146,7 @@ def _eager(live: LiveIndex) -> Any:
     views, their deltas and folds are what the matches use)."""
     store = live.current()
     for idx in _indexes(store):
-        idx.flat.after = 0
+        idx.engine.flat.after = 0
     return store
 
 
@@ -215,7 +215,7 @@ def interleave(path: Path, seed: int, steps: int, sharded: bool) -> None:
                 argv = ["load", "--engine", "python", "--replace", "--schema", str(schema)]
                 bexdb(*argv, str(path), str(data))
             for idx in _indexes(live.current()):
-                builds[id(idx)] = idx.flat.builds
+                builds[id(idx)] = idx.engine.flat.builds
             if step % 40 == 39:
                 live.current().check()
         live.current().check()

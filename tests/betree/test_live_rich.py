@@ -110,7 +110,7 @@ def test_rich_writes_under_random_interleavings(
     aborted = external = compared = 0
     try:
         for idx in _indexes(store):
-            idx.flat.after = 0  # views from the first event: matches use base + delta
+            idx.engine.flat.after = 0  # views from the first event: matches use base + delta
         for step in range(90):
             r = rng.random()
             where = f"step {step}"

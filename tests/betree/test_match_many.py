@@ -151,4 +151,6 @@ def test_match_many_feeds_self_adjustment(tmp_path: Path) -> None:
         idx.engine.collecting = True
         batch = [event(rng) for _ in range(17)]
         check_batch(idx, schema, subs, batch)
-        assert idx.collector is not None and idx.collector.events == 2 * len(batch)
+        assert idx.adjustment.collector is not None and idx.adjustment.collector.events == 2 * len(
+            batch
+        )

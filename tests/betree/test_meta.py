@@ -19,6 +19,7 @@ import io
 import json
 import random
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from betree.disk import catalog
 from betree.disk.metadata import MAX_BYTES, MAX_NESTING
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.stores.sharded import open_index
+from betree.stores.sharded import open_index, shard_for
 from betree.stores.shardwrite import write_journal
 from loaders import python_load
 from loaders.records import read_jsonl
@@ -467,7 +468,7 @@ def test_sharded_writes_and_journals(tmp_path: Path) -> None:
             del model[i]
             assert store.record(i) is None
         store.check()
-        route = store.shard_for
+        route = partial(shard_for, store)
     assert stored(path) == expected(model)
     # a killed writer's batch: the journal alone, nothing applied; the next open redoes it
     ops = {

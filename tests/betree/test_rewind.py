@@ -90,10 +90,10 @@ def _commit(live: LiveIndex, subs: dict[Any, str], gone: list[Any], w: Workload)
         fleeting, twice = f"fleeting{rng.random()}", rng.choice(sorted(subs, key=repr))
         last = w.expr()
         with idx.store.write() as txn, idx.engine.writer(txn) as wr:
-            wr.insert(fleeting, (e := w.expr()), idx.compile(fleeting, e))
+            wr.insert(fleeting, (e := w.expr()), idx.engine.compiler().compile(fleeting, e))
             wr.delete(fleeting)
-            wr.insert(twice, (e := w.expr()), idx.compile(twice, e))
-            wr.insert(twice, last, idx.compile(twice, last))
+            wr.insert(twice, (e := w.expr()), idx.engine.compiler().compile(twice, e))
+            wr.insert(twice, last, idx.engine.compiler().compile(twice, last))
         subs[twice] = last
         return
     items = []

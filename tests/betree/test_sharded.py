@@ -15,6 +15,7 @@ from betree.stores.sharded import (
     HASH,
     ShardedIndex,
     open_index,
+    shard_for,
     shard_name,
     shard_of,
     write_manifest,
@@ -83,7 +84,7 @@ def test_shard_routing_is_the_loads(stores: tuple[Path, Path, dict[object, str]]
     with open_index(sharded_path) as sharded:
         assert isinstance(sharded, ShardedIndex)
         for ident in subs:
-            shard = sharded.shard_for(ident)
+            shard = shard_for(sharded, ident)
             assert shard is not None and sharded.indexes[shard].expression(ident) == subs[ident]
 
 

@@ -173,7 +173,10 @@ def test_bulk_built_index_matches_brute_force(tmp_path: Path) -> None:
     subs = {f"s{i}": expression(rng) for i in range(300)}
     schema = Schema.from_json(SCHEMA)
     with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 4, "min_size": 2}) as idx:
-        compiled = [(ident, expr, idx.compile(ident, expr)) for ident, expr in subs.items()]
+        compiled = [
+            (ident, expr, idx.engine.compiler().compile(ident, expr))
+            for ident, expr in subs.items()
+        ]
         build_index(idx, compiled)
         idx.check()
         for _ in range(80):

@@ -49,7 +49,8 @@ def _batch(rng: random.Random, pool: list[str], ids: int, size: int) -> list[tup
 def _write(idx: Index, items: list[tuple[Any, ...]], grouped: bool) -> list[bool]:
     """One transaction: ``insert_many``, or one ``insert`` an item (what one at a time writes)."""
     compiled = [
-        (i[0], i[1], idx.compile(i[0], i[1]), None if len(i) < 3 else _meta(i[2])) for i in items
+        (i[0], i[1], idx.engine.compiler().compile(i[0], i[1]), None if len(i) < 3 else _meta(i[2]))
+        for i in items
     ]
     with idx.store.write() as txn, idx.engine.writer(txn) as w:
         if grouped:
@@ -194,7 +195,9 @@ def test_a_failing_batch_leaves_the_last_commit(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput):
             idx.subscribe_many([(k, f"j > {k}") for k in range(40, 90)] + [(1, "i = ")])
         assert _records(idx) == before
-        items = [(k, "j > 1", idx.compile(k, "j > 1"), None) for k in range(30, 260)]
+        items = [
+            (k, "j > 1", idx.engine.compiler().compile(k, "j > 1"), None) for k in range(30, 260)
+        ]
         with pytest.raises(RuntimeError), idx.store.write() as txn, idx.engine.writer(txn) as w:
             w.insert_many(items)
             w.finish = _boom  # type: ignore[method-assign]

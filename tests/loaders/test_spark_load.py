@@ -21,7 +21,14 @@ import pytest
 
 from betree.index import Index
 from betree.lang.schema import InferenceError, Schema
-from betree.stores.sharded import open_index, read_manifest, shard_name, shard_of, verify
+from betree.stores.sharded import (
+    open_index,
+    read_manifest,
+    shard_for,
+    shard_name,
+    shard_of,
+    verify,
+)
 from loaders import python_load
 from loaders.records import TooManyRejects, read_jsonl
 from loaders.spark import driver
@@ -75,7 +82,7 @@ def test_matches_online_subscribe_and_brute_force(spark: Any, tmp_path: Path) ->
         good = []
         for ident, expr in subs:
             try:
-                online.compile(ident, expr)
+                online.engine.compiler().compile(ident, expr)
             except InvalidInput:
                 continue
             good.append((ident, expr))
@@ -171,7 +178,7 @@ def test_a_spark_sharded_store_takes_writes(
         assert dict(reader.subscriptions()) == subs
         assert [ids_of(reader.match(ev)) for ev in events] == expected
         for i, index in enumerate(reader.indexes):
-            assert all(reader.shard_for(ident) == i for ident, _ in index.subscriptions())
+            assert all(shard_for(reader, ident) == i for ident, _ in index.subscriptions())
 
 
 BAD_FIRST = [
@@ -397,7 +404,7 @@ def test_compile_transform_keeps_its_compiler_per_schema(tmp_path: Path) -> None
                 assert compiler(schema, None) is compiler(schema, None)  # kept warm
                 for k, (text, packed) in enumerate(zip(batch, got, strict=True)):
                     try:
-                        clauses = idx.compile(k, text)
+                        clauses = idx.engine.compiler().compile(k, text)
                     except InvalidInput:
                         assert packed is None
                         continue

@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from betree.index import Index
 from betree.lang.schema import Schema
+from betree.stores.sharded import shard_for
 from tests.support.brute import brute
 from tests.support.http import call
 from tests.support.workload import SCHEMA, build_hashed, build_sharded, event, expression
@@ -410,7 +411,7 @@ def test_a_hash_sharded_store_takes_writes(tmp_path: Path) -> None:
     with open_index(root) as store:
         assert dict(store.subscriptions()) == subs
         for i, index in enumerate(store.indexes):
-            assert all(store.shard_for(ident) == i for ident, _ in index.subscriptions())
+            assert all(shard_for(store, ident) == i for ident, _ in index.subscriptions())
 
 
 def _descendants(pid: int) -> list[int]:
@@ -483,5 +484,5 @@ def test_kill_9_of_a_service_writing_a_sharded_store_loses_no_acknowledged_write
             assert held.get(ident) == expr, ident
         assert set(held) <= set(subs) | sent  # nothing from nowhere
         for i, index in enumerate(store.indexes):
-            assert all(store.shard_for(ident) == i for ident, _ in index.subscriptions())
+            assert all(shard_for(store, ident) == i for ident, _ in index.subscriptions())
         store.check()

@@ -16,8 +16,8 @@ half Zipf events (each workload's own BEGen events) — ``--repeat`` times, taki
 timing every ``Index.match`` call (validation included) in CPU time of the process and
 keeping each event's fastest (the machine this was written on is shared: wall-clock
 times of one configuration varied by 2x), and reading candidates and pages per event
-from ``idx.last_stats``.  The adjusting store collects statistics in memory while it matches
-(automatic flushing off); then ``Index.adjust()`` runs once, timed apart (``adjust s``),
+from ``idx.engine.last_stats``.  The adjusting store collects statistics in memory while it matches
+(automatic flushing off); then ``index.adjustment.flush()`` runs once, timed apart (``adjust s``),
 with a window of one checkpoint's passes, so each checkpoint ranks and recycles what its
 passes measured.  Both stores must return the same ids for every event (else
 :class:`AgreementError`); at the first, middle and last checkpoints the first
@@ -88,8 +88,8 @@ def _timed_passes(
                 t0 = clock()
                 ids = index.match(event)
                 ms[m][i] = min(ms[m][i], (clock() - t0) / 1e6)
-                cands[i] = index.last_stats["candidates"]
-                pages[i] = index.last_stats["pages"]
+                cands[i] = index.engine.last_stats["candidates"]
+                pages[i] = index.engine.last_stats["pages"]
                 answers.append(sorted(map(str, ids)))
             out[m] = {
                 "ms_mean": float(ms[m].mean()),
@@ -123,7 +123,7 @@ def _overhead(idx: Index, events: Sequence[dict[str, Any]], repeat: int) -> dict
             idx.engine.collecting = collecting
             ms[collecting].append(_timed_passes({"x": idx}, events, repeat)["x"]["ms_mean"])
     idx.engine.collecting = False
-    idx.discard_statistics()  # a measurement, not feedback
+    idx.adjustment.discard()  # a measurement, not feedback
     off, on = min(ms[False]), min(ms[True])
     return {"off_ms": off, "on_ms": on, "overhead": on / off - 1.0, "rounds": OVERHEAD_ROUNDS}
 
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "notes": [
             "ms per event: CPU time of Index.match in this process (fastest of `repeat` "
             "passes), warm page cache, validation included",
-            "on: statistics collected while matching, Index.adjust() once after each "
+            "on: statistics collected while matching, index.adjustment.flush() once after each "
             "checkpoint (window = its repeat x events), timed apart as adjust_s",
             "both stores answered every event alike; checked against the brute-force "
             "evaluator at the first, middle and last checkpoints",
@@ -242,7 +242,7 @@ def _checkpoint(
             raise AgreementError(f"checkpoint {c}: the stores disagree with the evaluator")
     for m in MODES:
         del row[m]["answers"]
-    row["adjust"] = idx["on"].adjust()
+    row["adjust"] = idx["on"].adjustment.flush()
     return row
 
 

@@ -134,7 +134,7 @@ def _store(path: Path, schema: dict[str, Any], subs: list[tuple[int, str]]) -> I
     with gc_paused(), Index.open(path / "raw", schema=schema) as idx:
         batch = Batch(idx)
         for ident, expr in subs:
-            batch.add(ident, expr, idx.compile(ident, expr))
+            batch.add(ident, expr, idx.engine.compiler().compile(ident, expr))
         batch.build()
         idx.store.copy_compact(path / "store")
     return Index.open(path / "store", readonly=True)

@@ -76,7 +76,7 @@ def build(
         parts[shard_of(encode_id(ident), shards) if shards > 1 else 0].append((ident, expr))
     for k, part in enumerate(parts):
         with Index.open(store / shard_name(k) if shards > 1 else store, schema=w.schema) as idx:
-            build_index(idx, [(i, e, idx.compile(i, e)) for i, e in part])
+            build_index(idx, [(i, e, idx.engine.compiler().compile(i, e)) for i, e in part])
     if shards > 1:
         entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
         write_manifest(store, entries, {"by": "id", "hash": HASH, "shards": shards})

@@ -16,7 +16,7 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   read-only and calls ``Index.match`` on every event twice: a first pass on an empty page
   cache (the OS page cache is warm: the store was just written), then the timed *warm* pass
   the table reports (mean / p50 / p99 ms per event), with candidates (clauses checked) and
-  pages read per event from ``idx.last_stats``.  Its memory: ``ru_maxrss`` at the end minus
+  pages read per event from ``idx.engine.last_stats``.  Its memory: ``ru_maxrss`` at the end minus
   the RSS after imports, i.e. the growth of the matcher (decoded-page cache, snapshot,
   LMDB pages mapped in — those are file-backed and shared; ``rss_file_mb`` / ``rss_anon_mb``
   split the final RSS).  The peak is Linux's ``VmHWM``: ``ru_maxrss`` of a spawned child
@@ -26,7 +26,7 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   ``bexdb match``'s batch), one warm-up batch first, each right after a per-event pass over the same
   events (``Index.match``, validation included in both; adjacent, so that both see the
   same machine load).  Reported: events/s of both and the speedup, and
-  where a batch's time goes (``Index.last_timings``: phase 1, the BE-Tree walk, checking
+  where a batch's time goes (``index.engine.last_timings``: phase 1, the BE-Tree walk, checking
   the reached l-node pages, building the per-event results).  Every event's ids must equal
   the per-event pass's (as sets), else :class:`AgreementError`.
 * **SCAN**: every subscription's compiled clauses (``to_clauses(compile_expr(...))``) in
@@ -177,8 +177,8 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
                 t0 = clock()
                 ids = idx.match(event)
                 ms[i] = (clock() - t0) / 1e6
-                cand[i] = idx.last_stats["candidates"]
-                pages[i] = idx.last_stats["pages"]
+                cand[i] = idx.engine.last_stats["candidates"]
+                pages[i] = idx.engine.last_stats["pages"]
                 found[i] = len(ids)
                 if i < job.keep:
                     kept.append(ids)
@@ -247,7 +247,7 @@ def _batched_pass(idx: Index, events: list[dict[str, Any]], size: int) -> dict[s
     t0 = time.perf_counter()
     for k in range(0, len(events), size):
         found.extend(idx.match_many(events[k : k + size]))
-        for key, seconds in idx.last_timings.items():
+        for key, seconds in idx.engine.last_timings.items():
             timings[key] = timings.get(key, 0.0) + seconds
     seconds = time.perf_counter() - t0
     return {

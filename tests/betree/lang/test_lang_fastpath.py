@@ -494,10 +494,10 @@ def test_conjunct_memo_answers_plain_conjunctions(tmp_path: Path) -> None:
         if found is not None:
             answered += 1
             assert found == to_clauses(compile_expr(text, SCHEMA)), text
-            assert idx.compile(1, text) == found
+            assert idx.engine.compiler().compile(1, text) == found
     assert answered == 500
     with pytest.raises(InvalidInput):
-        idx.compile(1.5, "i = 1")  # type: ignore[arg-type]
+        idx.engine.compiler().compile(1.5, "i = 1")  # type: ignore[arg-type]
     idx.close()
 
 
@@ -520,11 +520,11 @@ def test_conjunct_memo_declines(text: str) -> None:
 
 def test_index_compile_errors_are_unchanged_by_the_memo(tmp_path: Path) -> None:
     with Index.open(tmp_path / "s", schema=SCHEMA.to_json()) as idx:
-        assert idx.compile(1, "i = 1 and f = 2") == to_clauses(
+        assert idx.engine.compiler().compile(1, "i = 1 and f = 2") == to_clauses(
             compile_expr("i = 1 and f = 2", SCHEMA)
         )
         with pytest.raises(InvalidInput) as info:
-            idx.compile(2, "i = 1 and nope = 2")
+            idx.engine.compiler().compile(2, "i = 1 and nope = 2")
         assert info.value.column == 11 and "nope" in info.value.message
 
 
