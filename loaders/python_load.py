@@ -95,7 +95,7 @@ def load(
         for idx, batch, part in zip(indexes, batches, parts, strict=True):
             for record in part:
                 if chunk is not None and done and done % chunk == 0:
-                    idx.drop_compile_caches()  # (memos that would grow with every record)
+                    idx.engine.drop_compile_caches()  # (memos that would grow with every record)
                     chunks += 1
                 try:
                     clauses = idx.engine.compiler().compile(record.id, record.expr)

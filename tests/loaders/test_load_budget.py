@@ -130,7 +130,7 @@ def test_byte_limit_cuts_every_part(tmp_path: Path) -> None:
         with Index.open(tmp_path / f"s-{limit}", schema=schema, settings=SETTINGS) as idx:
             batch = Batch(idx)
             for ident, expr in subs:
-                batch.add(ident, expr, idx.compile(ident, expr))
+                batch.add(ident, expr, idx.engine.compiler().compile(ident, expr))
             counts = batch.build(limit)
             commits.append(counts["commits"])
         with Index.open(tmp_path / f"s-{limit}") as idx:
@@ -253,7 +253,7 @@ def test_pieces_on_every_atom_form(tmp_path: Path) -> None:
         with Index.open(tmp_path / f"s-{limit}", schema=Schema.from_json(doc)) as idx:
             batch = Batch(idx)
             for ident, expr in subs.items():
-                batch.add(ident, expr, idx.compile(ident, expr))
+                batch.add(ident, expr, idx.engine.compiler().compile(ident, expr))
             commits.append(batch.build(limit)["commits"])
         with Index.open(tmp_path / f"s-{limit}") as idx:
             idx.check()
