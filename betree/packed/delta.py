@@ -119,7 +119,11 @@ class Delta:
         #: older ones for a batch (grows only: shared between versions)
         self.atoms: dict[int, Atom] = {}
         self.clauses = 0  #: live added clauses
-        self._direct: tuple[np.ndarray, np.ndarray, list[Atom | None]] | None = None
+        #: :meth:`direct`'s atoms: each position in ``flat`` as an index into them, which
+        #: are true without a test, their positions by attribute, the atoms (made once)
+        self._direct: (
+            tuple[np.ndarray, np.ndarray, dict[str, list[int]], list[Atom | None]] | None
+        ) = None
         #: the int ones of ``removed`` as an array (made once)
         self._removed_ints: np.ndarray | None = None
 
@@ -260,9 +264,9 @@ class Delta:
         return self._hits(np.concatenate([sat[:base], new]))
 
     def direct(self, values: Mapping[str, object], txn: ReadTxn) -> np.ndarray:
-        """The added subscriptions an event satisfies, every atom tested by ``holds``
-        (no phase 1 at hand: a batch; the atoms older than the base read in ``txn``
-        once)."""
+        """The added subscriptions an event satisfies, every atom of an attribute the event
+        defines tested by ``holds`` (no phase 1 at hand: a batch; the atoms older than the
+        base read in ``txn`` once)."""
         if self._direct is None:
             uniq = np.unique(self.flat)
             base, atoms = self.base_atoms, self.atoms
@@ -272,9 +276,20 @@ class Delta:
                 if a not in atoms:
                     atoms[a] = load_atom(txn, a)
             tests = [atoms.get(a) if a < base else self.new_atoms[a - base] for a in uniq]
-            self._direct = (uniq, np.searchsorted(uniq, self.flat), tests)
-        uniq, local, tests = self._direct
-        truth = np.fromiter((t is None or t.holds(values) for t in tests), bool, len(tests))
+            by_attr: dict[str, list[int]] = {}
+            true = np.zeros(len(tests), dtype=bool)  # atom 0, dead clauses', the undefined test
+            for k, t in enumerate(tests):
+                if t is None or not t.requires_defined:
+                    true[k] = True
+                if t is not None:
+                    by_attr.setdefault(t.attr, []).append(k)
+            self._direct = (np.searchsorted(uniq, self.flat), true, by_attr, tests)
+        local, true, by_attr, tests = self._direct
+        truth = true.copy()
+        for attr in values:
+            at = by_attr.get(attr)
+            if at is not None:
+                truth[at] = [tests[k].holds(values) for k in at]  # type: ignore[union-attr]
         return self._hits(truth[local], None)
 
     def _hits(self, truth: np.ndarray, index: np.ndarray | None = _EMPTY) -> np.ndarray:
