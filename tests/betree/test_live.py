@@ -241,6 +241,16 @@ def test_plain_store_under_random_interleavings(
     interleave(tmp_path / "store", seed, 260, sharded=False)
 
 
+def test_plain_store_by_intervals_under_random_interleavings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held view matched by intervals from the first event: its delta brought in by
+    testing the atoms directly (``Delta.direct``), one event or a batch."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    interleave(tmp_path / "store", 5, 160, sharded=False, margin=math.inf)
+
+
 @pytest.mark.parametrize("seed", [3])
 def test_sharded_store_under_random_interleavings(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
