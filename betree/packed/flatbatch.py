@@ -12,9 +12,9 @@ the batch:
   its key, a suffix of them, so its bits are a suffix-OR of the values' bits (the items
   between two values' cuts in the list share one); a LessThan item's are a prefix-OR; an
   Inequality item's the events defining the attribute less those of its own key; an
-  equality run's its value's bits.  Each list kind of every attribute is then one fancy
-  OR; a list holding an atom twice (several entries) ORs its rows through a sort, and the
-  equality runs of an ``in`` atom's keys, holding for disjoint events, are summed.  The
+  equality run's its value's bits.  A list's bits are ORed in a word at a time
+  (:func:`_or_planes`); a list holding an atom twice (several entries) ORs its rows
+  through a sort, and the equality runs of an ``in`` atom's keys each apart.  The
   int attributes whose PB+trees are narrow (:attr:`pbtree.view.SearchView.narrow`: int64
   keys less than 2**32 apart in each list) are searched all at once (:func:`_search_ints`).
 * **reached nodes**, ``words x nodes``: a node's bucket holds the events whose coordinate
@@ -22,9 +22,9 @@ the batch:
   prefix-XOR (each event defines an attribute once); a node is reached by those events of
   its bucket that reach its parent: one AND a depth of the tree.
 * **rows**, per word and shard: the rows of the nodes the word reaches, each row's 8 atom
-  words ANDed with its node's; a failure carried along a longer clause's rows as
-  :meth:`betree.packed.flat.FlatTree.check` does.  The bits left are the matching (clause, event)
-  pairs, read off in event order (:func:`by_event`).
+  words ANDed with its node's (where the words reach most rows, each row's most selective
+  atom first: :func:`_keys`); a clause's rows ANDed together.  The bits left are the
+  matching (clause, event) pairs, read off in event order (:func:`by_event`).
 * **results**: each event's ids are a slice of the word's; as lists (``match_many``), the
   ids of a word's held clauses become Python objects once and the word's lists share them
   where the clauses hold for several of its events (:func:`_results`).
