@@ -283,7 +283,13 @@ def test_batches_on_views_at_the_ends_of_every_domain(tmp_path: Path) -> None:
         assert set(walked[k]) == brute(subs, schema, ev)
 
 
-def test_sharded_batches_on_joined_views(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keyed", [flatbatch.KEYED, 0.0], ids=["default", "keys"])
+def test_sharded_batches_on_joined_views(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: float
+) -> None:
+    """Batches on a sharded store's joined views; with each row's most selective atom
+    tested first or as the default decides (each shard's own rows and keys)."""
+    monkeypatch.setattr(flatbatch, "KEYED", keyed)
     rng = random.Random(34)
     subs = _subs(rng, 600)
     events = _events(rng, 500)
