@@ -338,7 +338,11 @@ def _direct(
     """The direct atoms' bits (:mod:`betree.matching.direct`, a batch at once:
     :func:`betree.matching.direct.found_batch`): each attribute's defaults ORed into the
     words of the events that define it, its ``undefined`` atoms into the others', then the
-    other hits set and the failing defaults cleared (a default is never among the hits)."""
+    other hits set and the failing defaults cleared (a default is never among the hits).
+    The defaults and ``undefined`` atoms are planes (:func:`_or_planes`) of the words
+    holding their events: ~30 against ~15 µs an event at 100K rich subscriptions as a
+    fancy OR of every (word, atom) cell."""
+    planes: list[_Plane] = []
     held: list[np.ndarray] = []
     failed: list[np.ndarray] = []
     held_at: list[np.ndarray] = []
@@ -354,14 +358,18 @@ def _direct(
                 slots = where.slots[events]
                 np.bitwise_or.at(mask, slots >> 6, _BIT[slots & 63])
                 if len(group.default):
-                    sat[:, group.default.ids + base] |= mask[:, None]
+                    words = np.flatnonzero(mask)
+                    planes.append((words, group.default.ids + base, mask[words]))
             if group.undefined and len(events) < len(batch):
                 undefined = np.array(group.undefined, dtype=np.int64) + base
-                sat[:, undefined] |= (where.present & ~mask)[:, None]
+                rest = where.present & ~mask
+                words = np.flatnonzero(rest)
+                planes.append((words, undefined, rest[words]))
         held.append(on + base)
         held_at.append(on_at)
         failed.append(off + base)
         failed_at.append(off_at)
+    _or_planes(sat, planes)
     if held:
         _set_bits(sat, np.concatenate(held), where.slots[np.concatenate(held_at)], True)
     if failed:
