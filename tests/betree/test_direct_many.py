@@ -26,6 +26,7 @@ from betree.lang import special
 from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.schema import Schema
 from betree.matching.direct import DirectAtoms, found_batch, mark
+from betree.packed import flatbatch
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.errors import InvalidInput
@@ -199,9 +200,14 @@ def test_validation_fast_paths_refuse_as_before() -> None:
             schema.validate_event(event)
 
 
-def test_rich_batches_on_views_match_the_brute_force(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keyed", [0.0, 2.0], ids=["keys", "no-keys"])
+def test_rich_batches_on_views_match_the_brute_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: float
+) -> None:
     """Batches of more than ``flatbatch.LEAST`` rich events (matched as batches on the
-    packed view), python-loaded and online with writes and deletes, and reopened."""
+    packed view), python-loaded and online with writes and deletes, and reopened; each
+    reached row's most selective atom tested first (``keys``) or not."""
+    monkeypatch.setattr(flatbatch, "KEYED", keyed)
     schema_doc, subs_list, events, _ = gen_rich.make(
         1500, 300, check=False, seed=31, target_rate=0.01
     )
