@@ -25,6 +25,7 @@ from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
+from betree.matching import direct
 from betree.matching.direct import DirectAtoms, counting
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from loaders import python_load
@@ -94,7 +95,14 @@ CENTRES = [(90.0, 0.0), (-90.0, 45.0), (89.99, 179.99), (0.0, 180.0), (0.0, -180
 CENTRES += [(45.0, 7.0), (-33.9, 151.2), (0.0, 0.0)]
 
 
-def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian() -> None:
+@pytest.mark.parametrize("by_many", [False, True])
+def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian(
+    by_many: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Event by event through the grid's own loop, or (``by_many``: a grid of many entries
+    a cell) through its batch form one event at a time."""
+    if by_many:
+        monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     rng = random.Random(6)
     atoms: list[tuple[int, Atom]] = []
     radii = [0.0, 0.5, 5.0, 80.0, 700.0, 5000.0, 20050.0, 1e308, -1.0]

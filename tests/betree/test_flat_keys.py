@@ -15,6 +15,7 @@ import pytest
 
 from betree.index import Index
 from betree.lang.schema import Schema
+from betree.matching import direct
 from betree.packed import flat
 from betree.packed.flat import LEARN
 from loaders import python_load
@@ -78,7 +79,9 @@ def test_rich_events_one_by_one_by_keys(tmp_path: Path) -> None:
         _sweep(idx, subs, schema, events)
 
 
-def test_rich_online_store_by_keys(tmp_path: Path) -> None:
+def test_rich_online_store_by_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online, each event's geo atoms through the grid's batch form (as on a big grid)."""
+    monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     schema_doc, subs_list, events, _ = gen_rich.make(
         800, 160, check=False, seed=43, target_rate=0.02
     )
