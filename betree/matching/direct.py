@@ -64,6 +64,11 @@ _INDEXES: dict[str, type[_Index]] = {
 #: ~150-180 µs on a loaded machine, against ~0.5-0.8 µs an entry looped in Python: rich
 #: 20K ~130 entries, 60 µs; rich 100K ~700 entries, 460-560 µs against 180)
 GEO_LOOP_MOST = 256
+#: List postings longer than this on average (atoms a list element) answer one event through
+#: their batch form (:class:`betree.matching.directmany.ListMany`: arrays, where the loop
+#: joins Python lists; rich 100K's interests, ~112 an element: 148 -> 88 µs an event;
+#: rich 20K's, ~22: 39 µs looped against 77)
+LIST_POSTING_MOST = 64
 
 #: Per kind, [events, exact tests, atoms held] while :func:`counting` is on, else ``None``.
 _counts: dict[str, list[int]] | None = None
@@ -161,7 +166,8 @@ class DirectAtoms:
 
 
 class _OneByMany:
-    """An index answering one event through its batch form (:data:`GEO_LOOP_MOST`)."""
+    """An index answering one event through its batch form (:data:`GEO_LOOP_MOST`,
+    :data:`LIST_POSTING_MOST`)."""
 
     __slots__ = ("default", "many")
 
@@ -175,10 +181,15 @@ class _OneByMany:
 
 
 def _one(kind: str, index: _Index) -> _Index | _OneByMany:
-    """How :meth:`DirectAtoms.found` asks ``index``: a geo grid of many entries a cell by
-    its batch form, any other by itself."""
+    """How :meth:`DirectAtoms.found` asks ``index``: a geo grid of many entries a cell, or
+    list postings long on average, by its batch form; any other by itself."""
     if isinstance(index, directkinds.GeoGrid) and index.loop > GEO_LOOP_MOST:
         return _OneByMany(kind, index)
+    if isinstance(index, directkinds.ListPostings):
+        postings = [index.pos_any, index.neg_any, index.count_of]
+        ids = sum(len(atoms) for posting in postings for atoms in posting.values())
+        if ids > LIST_POSTING_MOST * max(1, sum(map(len, postings))):
+            return _OneByMany(kind, index)
     return index
 
 

@@ -37,7 +37,11 @@ from tools.bench import gen_rich
 I64 = (-(2**63), 2**63 - 1)
 
 
-def test_list_postings_are_exact() -> None:
+@pytest.mark.parametrize("by_many", [False, True])
+def test_list_postings_are_exact(by_many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event by event through the postings' own loop, or (``by_many``: long postings)
+    through their batch form one event at a time."""
+    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
     rng = random.Random(3)
     pool: list[object] = [*range(-3, 12), *I64]
     atoms: list[tuple[int, Atom]] = []
@@ -55,7 +59,11 @@ def test_list_postings_are_exact() -> None:
     assert agree(atoms, events, "il") > 1000
 
 
-def test_string_list_postings_with_unicode() -> None:
+@pytest.mark.parametrize("by_many", [False, True])
+def test_string_list_postings_with_unicode(by_many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event by event through the postings' own loop, or (``by_many``: long postings)
+    through their batch form one event at a time."""
+    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
     rng = random.Random(4)
     pool = ["", "a", "é", "e\u0301", "ß", "ss", "\U0001f600", "x" * 1000]
     atoms: list[tuple[int, Atom]] = []
