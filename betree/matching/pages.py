@@ -65,7 +65,7 @@ def phase1(
             sat[ids] = True
         pages += pbtree.pages_read
     if found:
-        sat[np.concatenate(found)] = True
+        sat[np.concatenate(found, dtype=np.intp)] = True  # (cast once: 2x the scatter)
     mark(sat, grouped, values)
     return sat, coords, pages
 

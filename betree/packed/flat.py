@@ -261,6 +261,7 @@ class FlatTree:
         arrays = [self.node_attr, self.node_lo, self.node_hi, self.node_end, self.clause_at]
         arrays += [self.node_row, self.row_at, self.rows, self.row_first, self.exts]
         arrays += [a for a in (self.row_clause, self.sids, self.key) if a is not None]
+        arrays += list(self.by_key) if self.by_key is not None else []
         return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
 
     def reached(self, coords: Mapping[str, int]) -> np.ndarray:
