@@ -59,6 +59,17 @@ _INDEXES: dict[str, type[_Index]] = {
     "any": sameelement.ElementIndex,
 }
 
+#: A geo grid whose event's cells hold more entries than this, expected, answers one event
+#: through its batch form (:class:`betree.matching.directmany.GeoMany`: ~30 numpy calls,
+#: ~150-180 µs on a loaded machine, against ~0.5-0.8 µs an entry looped in Python: rich
+#: 20K ~130 entries, 60 µs; rich 100K ~700 entries, 460-560 µs against 180)
+GEO_LOOP_MOST = 256
+#: List postings longer than this on average (atoms a list element) answer one event through
+#: their batch form (:class:`betree.matching.directmany.ListMany`: arrays, where the loop
+#: joins Python lists; rich 100K's interests, ~112 an element: 148 -> 88 µs an event;
+#: rich 20K's, ~22: 39 µs looped against 77)
+LIST_POSTING_MOST = 64
+
 #: Per kind, [events, exact tests, atoms held] while :func:`counting` is on, else ``None``.
 _counts: dict[str, list[int]] | None = None
 
@@ -72,7 +83,7 @@ class DirectAtoms:
     does not define the attribute; when it does, ``default`` (those held unless found
     failing) and :meth:`found`'s."""
 
-    __slots__ = ("active", "always", "batched", "default", "indexes", "undefined")
+    __slots__ = ("active", "always", "batched", "default", "indexes", "one", "undefined")
 
     def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
         self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
@@ -100,6 +111,8 @@ class DirectAtoms:
         ]
         #: the indexes' batch forms (:mod:`betree.matching.directmany`), made at first use
         self.batched: list[tuple[str, directmany.Batched]] | None = None
+        #: the indexes :meth:`found` asks, each by its own or its batch form (made at first use)
+        self.one: list[tuple[str, _Index | _OneByMany]] | None = None
 
     def found(
         self,
@@ -117,7 +130,9 @@ class DirectAtoms:
             held.append(ok)
             if counts is not None:
                 _add(counts, "other", len(self.always), len(ok))
-        for kind, index in self.active:
+        if self.one is None:
+            self.one = [(kind, _one(kind, index)) for kind, index in self.active]
+        for kind, index in self.one:
             ok, gone, tests = index.found(value, event)
             if len(ok):
                 held.append(ok)
@@ -148,6 +163,34 @@ class DirectAtoms:
                 c[2] += held
         on, on_at, off, off_at, _ = directmany.joined(parts)
         return on, on_at, off, off_at
+
+
+class _OneByMany:
+    """An index answering one event through its batch form (:data:`GEO_LOOP_MOST`,
+    :data:`LIST_POSTING_MOST`)."""
+
+    __slots__ = ("default", "many")
+
+    def __init__(self, kind: str, index: _Index) -> None:
+        self.default = index.default
+        self.many = directmany.many(kind, index)
+
+    def found(self, value: object, event: Mapping[str, object]) -> directkinds.Found:
+        held, _, failed, _, tests = self.many.found([value], [event])
+        return held, failed, tests
+
+
+def _one(kind: str, index: _Index) -> _Index | _OneByMany:
+    """How :meth:`DirectAtoms.found` asks ``index``: a geo grid of many entries a cell, or
+    list postings long on average, by its batch form; any other by itself."""
+    if isinstance(index, directkinds.GeoGrid) and index.loop > GEO_LOOP_MOST:
+        return _OneByMany(kind, index)
+    if isinstance(index, directkinds.ListPostings):
+        postings = [index.pos_any, index.neg_any, index.count_of]
+        ids = sum(len(atoms) for posting in postings for atoms in posting.values())
+        if ids > LIST_POSTING_MOST * max(1, sum(map(len, postings))):
+            return _OneByMany(kind, index)
+    return index
 
 
 def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:

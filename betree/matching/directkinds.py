@@ -274,8 +274,9 @@ class GeoGrid:
     """``geo_within_radius`` through a multi-level grid of the radii's boxes (one grid per
     longitude attribute the atoms read: ``parts`` when they read several)."""
 
-    __slots__ = ("args", "atoms", "cells", "default", "levels", "lon", "loose", "parts")
+    __slots__ = ("args", "atoms", "cells", "default", "levels", "lon", "loop", "loose", "parts")
     default: Complement
+    loop: float
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         by_lon: dict[str, list[tuple[int, TestAtom]]] = {}
@@ -317,6 +318,15 @@ class GeoGrid:
                 for j in range(math.floor(oa / w), math.floor(ob / w) + 1):
                     self.cells.setdefault((level, i, j), []).append(entry)
         self.levels = [(k, GEO_LEVELS[k]) for k in sorted(used)]
+        #: the entries an event's cells hold, expected (each level's mean a cell, summed):
+        #: what :meth:`found` loops over in Python
+        self.loop = sum((part.loop for part in self.parts), 0.0)
+        per_level: dict[int, list[int]] = {}
+        for (k, _, _), entries in self.cells.items():
+            n = per_level.setdefault(k, [0, 0])
+            n[0] += len(entries)
+            n[1] += 1
+        self.loop += sum(n / cells for n, cells in per_level.values())
 
     def found(self, value: object, event: Event) -> Found:
         if self.parts:

@@ -39,10 +39,12 @@ def phase1(
     types: Mapping[str, str],
     values: Mapping[str, object],
     based: bool,
+    placed: bool = True,
 ) -> tuple[np.ndarray, dict[str, int], int]:
-    """The satisfied atoms (by atom id), the event's grid coordinates and the PB+tree
-    pages read: from the snapshot's pages (``trees`` their records), or (``based``, ``trees``
-    a base view's searches) from a base view's sorted arrays, by the base's atom ids."""
+    """The satisfied atoms (by atom id), the event's grid coordinates (none unless
+    ``placed``: a view matching by keys reaches no node) and the PB+tree pages read: from
+    the snapshot's pages (``trees`` their records), or (``based``, ``trees`` a base view's
+    searches) from a base view's sorted arrays, by the base's atom ids."""
     sat = np.zeros(next_atom, dtype=bool)
     sat[0] = True
     pages = 0
@@ -50,7 +52,8 @@ def phase1(
     found: list[np.ndarray] = []  # from the view: set at once
     for attr, value in values.items():
         kind = types[attr]
-        coords[attr] = grid.event_coord(kind, value)
+        if placed:
+            coords[attr] = grid.event_coord(kind, value)
         if kind not in SCALAR or attr not in trees:
             continue
         if based:
@@ -62,7 +65,7 @@ def phase1(
             sat[ids] = True
         pages += pbtree.pages_read
     if found:
-        sat[np.concatenate(found)] = True
+        sat[np.concatenate(found, dtype=np.intp)] = True  # (cast once: 2x the scatter)
     mark(sat, grouped, values)
     return sat, coords, pages
 

@@ -75,8 +75,16 @@ class HeldView:
         truths: list[np.ndarray] = []
 
         def tree() -> tuple[list[np.ndarray], int]:
+            keyed = based.view.by_key is not None  # (matched by keys: no node reached)
             sat, coords, _ = phase1(
-                txn, based.view.searches, based.grouped, based.atoms, self.types, values, True
+                txn,
+                based.view.searches,
+                based.grouped,
+                based.atoms,
+                self.types,
+                values,
+                True,
+                not keyed,
             )
             truths.append(sat)
             found, candidates = based.view.match(coords, sat)

@@ -25,6 +25,7 @@ from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
+from betree.matching import direct
 from betree.matching.direct import DirectAtoms, counting
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from loaders import python_load
@@ -36,7 +37,11 @@ from tools.bench import gen_rich
 I64 = (-(2**63), 2**63 - 1)
 
 
-def test_list_postings_are_exact() -> None:
+@pytest.mark.parametrize("by_many", [False, True])
+def test_list_postings_are_exact(by_many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event by event through the postings' own loop, or (``by_many``: long postings)
+    through their batch form one event at a time."""
+    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
     rng = random.Random(3)
     pool: list[object] = [*range(-3, 12), *I64]
     atoms: list[tuple[int, Atom]] = []
@@ -54,7 +59,11 @@ def test_list_postings_are_exact() -> None:
     assert agree(atoms, events, "il") > 1000
 
 
-def test_string_list_postings_with_unicode() -> None:
+@pytest.mark.parametrize("by_many", [False, True])
+def test_string_list_postings_with_unicode(by_many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event by event through the postings' own loop, or (``by_many``: long postings)
+    through their batch form one event at a time."""
+    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
     rng = random.Random(4)
     pool = ["", "a", "é", "e\u0301", "ß", "ss", "\U0001f600", "x" * 1000]
     atoms: list[tuple[int, Atom]] = []
@@ -94,7 +103,14 @@ CENTRES = [(90.0, 0.0), (-90.0, 45.0), (89.99, 179.99), (0.0, 180.0), (0.0, -180
 CENTRES += [(45.0, 7.0), (-33.9, 151.2), (0.0, 0.0)]
 
 
-def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian() -> None:
+@pytest.mark.parametrize("by_many", [False, True])
+def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian(
+    by_many: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Event by event through the grid's own loop, or (``by_many``: a grid of many entries
+    a cell) through its batch form one event at a time."""
+    if by_many:
+        monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     rng = random.Random(6)
     atoms: list[tuple[int, Atom]] = []
     radii = [0.0, 0.5, 5.0, 80.0, 700.0, 5000.0, 20050.0, 1e308, -1.0]

@@ -1,0 +1,135 @@
+"""Matching by the clauses' key atoms alone (:meth:`betree.packed.flat.FlatTree.match` once
+the keys passed their trial: the tree's reach skipped) against the brute force, event by
+event on rich rules: python-loaded and online, through deletes and additions (the delta),
+reopened; with each event's ids in the order a batch gives them; and stores of every
+comparison type and of the edge literals, keys kept whatever their share held."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.matching import direct
+from betree.packed import flat
+from betree.packed.flat import LEARN
+from loaders import python_load
+from loaders.records import parse_lines
+from tests.support.brute import brute
+from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.workload import SCHEMA, event, expression
+from tools.bench import gen_rich
+
+
+def _keyed(idx: Index) -> bool:
+    """Whether the store's held view matches by keys."""
+    with idx.store.read() as txn:
+        held = idx.engine.flat.held(txn.gen)
+    return held is not None and held.view.by_key is not None
+
+
+def _sweep(idx: Index, subs: dict[Any, str], schema: Schema, events: list[Any]) -> int:
+    """Every event matched one by one against the brute force; the matches found."""
+    total = 0
+    for ev in events:
+        want = brute(subs, schema, ev)
+        assert set(idx.match(ev)) == want, ev
+        total += len(want)
+    return total
+
+
+def test_rich_events_one_by_one_by_keys(tmp_path: Path) -> None:
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        1500, 260, check=False, seed=41, target_rate=0.01
+    )
+    subs: dict[Any, str] = dict(subs_list)
+    schema = Schema.from_json(schema_doc)
+    assert any(len(ev) < len(schema_doc["attributes"]) for ev in events)  # absent attributes
+    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    with Index.open(tmp_path / "py") as idx:
+        idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in events[: 3 * LEARN]:  # the view, its keys learnt and on trial
+            idx.match(ev)
+        assert _keyed(idx)
+        assert _sweep(idx, subs, schema, events) > 100
+        batched = idx.match_many(events)
+        assert batched == [idx.match(ev) for ev in events]  # the same ids in the same order
+        items = list(subs.items())
+        for ident, _ in items[::4]:  # deletes, then additions: the view's delta
+            assert idx.unsubscribe(ident)
+            del subs[ident]
+        added = dict(gen_rich.make(150, 1, check=False, seed=42, target_rate=0.01)[1])
+        idx.subscribe_many((f"n{k}", e) for k, e in added.items())
+        subs.update({f"n{k}": e for k, e in added.items()})
+        idx.check()
+        _sweep(idx, subs, schema, events)
+    with Index.open(tmp_path / "py", readonly=True) as idx:  # reopened: a new view
+        idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in events[: 3 * LEARN]:
+            idx.match(ev)
+        assert _keyed(idx)
+        _sweep(idx, subs, schema, events)
+
+
+def test_rich_online_store_by_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online, each event's geo atoms through the grid's batch form (as on a big grid)."""
+    monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        800, 160, check=False, seed=43, target_rate=0.02
+    )
+    subs = {f"s{i}": e for i, e in subs_list}
+    schema = Schema.from_json(schema_doc)
+    with Index.open(tmp_path, schema=schema_doc, settings={"max_cap": 4}) as idx:
+        idx.subscribe_many(subs.items())
+        idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in events[: 3 * LEARN]:
+            idx.match(ev)
+        assert _keyed(idx)
+        assert _sweep(idx, subs, schema, events) > 50
+
+
+def test_keys_of_every_type_and_edges_against_the_brute_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every comparison type (ints, floats, strings, lists, absent attributes) and the
+    edge literals and events, the keys kept whatever share of them holds (so that the
+    path runs on workloads whose keys would be dropped), events one by one against the
+    brute force, through deletes."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    rng = random.Random(44)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(500)}
+    atoms = edge_atoms()
+    subs.update({f"e{k}": f"{rng.choice(atoms)} and {rng.choice(atoms)}" for k in range(300)})
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many((k, e) for k, e in subs.items() if not str(k).startswith("e"))
+        for k in rng.sample(range(500), 80):
+            idx.unsubscribe(k)
+            del subs[k]
+        idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        events = [event(rng) for _ in range(200)]
+        for ev in events[: 3 * LEARN]:
+            idx.match(ev)
+        assert _keyed(idx)
+        schema = Schema.from_json(SCHEMA)
+        plain = {k: e for k, e in subs.items() if not str(k).startswith("e")}
+        assert _sweep(idx, plain, schema, events) > 50
+    with Index.open(tmp_path / "edge", schema=EDGE_SCHEMA, settings={"max_cap": 3}) as idx:
+        edged = {k: e for k, e in subs.items() if str(k).startswith("e")}
+        idx.subscribe_many(edged.items())
+        idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        evs = edge_events()
+        for ev in (evs * (1 + 3 * LEARN // len(evs)))[: 3 * LEARN]:
+            idx.match(ev)
+        assert _keyed(idx)
+        _sweep(idx, edged, Schema.from_json(EDGE_SCHEMA), evs)
