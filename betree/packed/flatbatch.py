@@ -58,6 +58,7 @@ import numpy as np
 from betree.disk import grid
 from betree.disk.nodes import id_array
 from betree.matching.direct import DirectAtoms, found_batch
+from betree.packed.delta import Delta
 from betree.packed.flat import FlatTree, Nodes
 from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges
@@ -89,6 +90,9 @@ class Shard(NamedTuple):
     nodes: int  # its first node in the whole's node arrays
     atoms: int  # its first atom in the whole's atom numbering
     size: int  # the atom ids it numbers
+    #: what was written since its view's snapshot (:mod:`betree.packed.delta`), applied
+    #: from the batch's truths: removed clauses dropped, added ones ANDed 64 events a word
+    delta: Delta | None = None
 
 
 class Whole(Nodes, Protocol):
@@ -238,9 +242,23 @@ def _match(
     word = where.slots >> 6
     cuts = np.searchsorted(word, np.arange(where.words + 1)).tolist()
     bits = (where.slots & 63).tolist()
+    gone = [None if s.delta is None else s.delta.gone(s.view.exts) for s in shards]
     for k in range(where.words):
-        got = [g for g in (_rows(shard, reach[k], sat[k]) for shard in shards) if g is not None]
+        got = [
+            g
+            for g in (_rows(s, reach[k], sat[k], out) for s, out in zip(shards, gone, strict=True))
+            if g is not None
+        ]
         found += _results(got, bits[cuts[k] : cuts[k + 1]], lists)
+    for shard in shards:  # (after every shard's base answer, as delta.settle gives them)
+        if shard.delta is not None and shard.delta.added:
+            own = sat[:, shard.atoms : shard.atoms + shard.size]
+            extra = shard.delta.batch_hits(own, batch, where.slots)
+            pairs = zip(found, extra, strict=True)
+            if lists:
+                found = [ids + more.tolist() for ids, more in pairs]
+            else:
+                found = [np.concatenate([ids, more]) for ids, more in pairs]
     return found, candidates
 
 
@@ -629,12 +647,13 @@ def by_event(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rows(
-    shard: Shard, reach: np.ndarray, truths: np.ndarray
+    shard: Shard, reach: np.ndarray, truths: np.ndarray, gone: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """What one shard matches for the events of one word (``reach`` the word's bits of
-    the whole's nodes, ``truths`` of the whole's atoms): the external ids of the clauses
-    held for some event, the (clause, event) pairs as positions in those, in event order,
-    and where each event's pairs start (65 entries)."""
+    the whole's nodes, ``truths`` of the whole's atoms; ``gone``: its view's clauses
+    removed since, never held): the external ids of the clauses held for some event, the
+    (clause, event) pairs as positions in those, in event order, and where each event's
+    pairs start (65 entries)."""
     view = shard.view
     local = reach[shard.nodes : shard.nodes + len(view.node_attr)]
     nodes = np.flatnonzero(local)
@@ -655,12 +674,15 @@ def _rows(
             mask[1:] &= mask[:-1] | keep
         mask[:-1] &= keep
     held = np.flatnonzero(mask)
-    if not len(held):
-        return None
-    pairs, bounds = by_event(mask[held])
     clause = rows[held]
     if view.row_clause is not None:
         clause = view.row_clause.take(clause)
+    if gone is not None:
+        kept = ~gone.take(clause)
+        held, clause = held[kept], clause[kept]
+    if not len(held):
+        return None
+    pairs, bounds = by_event(mask[held])
     if view.sids is None:
         return view.exts[clause], pairs, bounds
     # a subscription with several clauses: once an event, an event's in subscription
