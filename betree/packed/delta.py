@@ -278,11 +278,16 @@ class Delta:
             truth = np.zeros((n, new_n), dtype=bool)
             truth[:, self.undefined] = True
             atoms, by_attr = self.new_atoms, self.by_attr
+            defining: dict[str, list[int]] = {}  # the events defining each atom's attribute
             for e, values in enumerate(batch):
                 for attr in values:
-                    at = by_attr.get(attr)
-                    if at is not None:
-                        truth[e, at] = [atoms[k].holds(values) for k in at]
+                    if attr in by_attr:
+                        defining.setdefault(attr, []).append(e)
+            for attr, events in defining.items():  # (an atom's truths one store: ~20x fewer)
+                those = [batch[e] for e in events]
+                for k in by_attr[attr]:
+                    test = atoms[k].holds
+                    truth[events, k] = [test(values) for values in those]
             new = np.zeros((words, new_n), dtype=np.uint64)
             np.bitwise_or.at(new, slots >> 6, np.where(truth, bit[:, None], np.uint64(0)))
             newer = np.flatnonzero(fresh)
