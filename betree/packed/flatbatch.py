@@ -58,6 +58,7 @@ import numpy as np
 from betree.disk import grid
 from betree.disk.nodes import id_array
 from betree.matching.direct import DirectAtoms, found_batch
+from betree.packed.delta import Delta
 from betree.packed.flat import FlatTree, Nodes
 from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges
@@ -92,6 +93,9 @@ class Shard(NamedTuple):
     nodes: int  # its first node in the whole's node arrays
     atoms: int  # its first atom in the whole's atom numbering
     size: int  # the atom ids it numbers
+    #: what was written since its view's snapshot (:mod:`betree.packed.delta`), applied
+    #: from the batch's truths: removed clauses dropped, added ones ANDed 64 events a word
+    delta: Delta | None = None
 
 
 class Whole(Nodes, Protocol):
@@ -242,13 +246,26 @@ def _match(
     cuts = np.searchsorted(word, np.arange(where.words + 1)).tolist()
     bits = (where.slots & 63).tolist()
     keys = [_keys(shard, reach, sat) for shard in shards]
+    gone = [None if s.delta is None else s.delta.gone(s.view.exts) for s in shards]
     for k in range(where.words):
         got = [
             g
-            for g in (_rows(s, reach[k], sat[k], key) for s, key in zip(shards, keys, strict=True))
+            for g in (
+                _rows(s, reach[k], sat[k], key, out)
+                for s, key, out in zip(shards, keys, gone, strict=True)
+            )
             if g is not None
         ]
         found += _results(got, bits[cuts[k] : cuts[k + 1]], lists)
+    for shard in shards:  # (after every shard's base answer, as delta.settle gives them)
+        if shard.delta is not None and shard.delta.added:
+            own = sat[:, shard.atoms : shard.atoms + shard.size]
+            extra = shard.delta.batch_hits(own, batch, where.slots)
+            pairs = zip(found, extra, strict=True)
+            if lists:
+                found = [ids + more.tolist() for ids, more in pairs]
+            else:
+                found = [np.concatenate([ids, more]) for ids, more in pairs]
     return found, candidates
 
 
@@ -726,13 +743,17 @@ def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> np.ndarray | None
 
 
 def _rows(
-    shard: Shard, reach: np.ndarray, truths: np.ndarray, key: np.ndarray | None
+    shard: Shard,
+    reach: np.ndarray,
+    truths: np.ndarray,
+    key: np.ndarray | None,
+    gone: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """What one shard matches for the events of one word (``reach`` the word's bits of
     the whole's nodes, ``truths`` of the whole's atoms, ``key`` each reached row's atom
-    tested first: :func:`_keys`): the external ids of the clauses held for some event,
-    the (clause, event) pairs as positions in those, in event order, and where each
-    event's pairs start (65 entries)."""
+    tested first: :func:`_keys`; ``gone``: its view's clauses removed since, never held):
+    the external ids of the clauses held for some event, the (clause, event) pairs as
+    positions in those, in event order, and where each event's pairs start (65 entries)."""
     view = shard.view
     local = reach[shard.nodes : shard.nodes + len(view.node_attr)]
     nodes = np.flatnonzero(local)
@@ -762,12 +783,15 @@ def _rows(
         mask = np.bitwise_and.reduceat(mask, starts)
         rows = rows[starts]
     held = np.flatnonzero(mask)
-    if not len(held):
-        return None
-    pairs, bounds = by_event(mask[held])
     clause = rows[held]
     if view.row_clause is not None:
         clause = view.row_clause.take(clause)
+    if gone is not None:
+        kept = ~gone.take(clause)
+        held, clause = held[kept], clause[kept]
+    if not len(held):
+        return None
+    pairs, bounds = by_event(mask[held])
     if view.sids is None:
         return view.exts[clause], pairs, bounds
     # a subscription with several clauses: once an event, an event's in subscription

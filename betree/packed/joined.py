@@ -69,12 +69,14 @@ class Joined:
             for name in sorted({name for view in self.views for name in view.searches})
         }
 
-    def shards(self) -> list[Shard]:
-        """The shards' views as :mod:`betree.packed.flatbatch` matches them together."""
+    def shards(self, deltas: Sequence[Delta] = ()) -> list[Shard]:
+        """The shards' views as :mod:`betree.packed.flatbatch` matches them together (each
+        with its delta of ``deltas``, if given)."""
+        ds: Sequence[Delta | None] = deltas or [None] * len(self.views)
         return [
-            Shard(view, direct, int(at), int(base), int(end - base))
-            for view, direct, at, base, end in zip(
-                self.views, self.direct, self.node_at, self.bases, self.bases[1:], strict=False
+            Shard(view, direct, int(at), int(base), int(end - base), delta)
+            for view, direct, at, base, end, delta in zip(
+                self.views, self.direct, self.node_at, self.bases, self.bases[1:], ds, strict=False
             )
         ]
 

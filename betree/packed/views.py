@@ -41,14 +41,23 @@ def on_views(
     shards: Sequence[flatbatch.Shard],
     batch: Sequence[Mapping[str, object]],
     types: Mapping[str, str],
-    lists: bool = False,
+    txns: Sequence[ReadTxn],
 ) -> tuple[list[Any], dict[str, int], dict[str, float]]:
     """A validated batch matched on packed views (:mod:`betree.packed.flatbatch`), each
-    event's ids an array or a list; with the candidates checked and the seconds taken."""
+    event's ids an array, brought to the shards' deltas (from the batch's phase 1 on the
+    tree; by :func:`betree.packed.delta.settle` by intervals; ``txns`` the shards' snapshots);
+    with the candidates checked and the seconds taken."""
     t0 = time.perf_counter()
-    found, candidates = ranging.match(
-        shards, batch, lambda: flatbatch.match(whole, shards, batch, types, lists), lists
-    )
+    tree = []
+
+    def on_tree() -> tuple[list[Any], int]:
+        tree.append(True)
+        return flatbatch.match(whole, shards, batch, types)
+
+    found, candidates = ranging.match(shards, batch, on_tree)
+    if not tree:
+        deltas = [shard.delta for shard in shards]
+        found = settle(found, [d for d in deltas if d is not None], batch, txns)
     return found, {"candidates": candidates, "pages": 0}, {"views": time.perf_counter() - t0}
 
 
@@ -103,11 +112,11 @@ class HeldView:
         if len(batch) < flatbatch.LEAST:
             return listed([self.match_array(v) for v in batch], lists)
         view = self.based
-        shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms)
+        shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms, view.delta)
         found, self.stats, self.timings = on_views(
-            self.ranging, view.view, [shard], batch, self.types
+            self.ranging, view.view, [shard], batch, self.types, [self.txn]
         )
-        return listed(settle(found, [view.delta], batch, [self.txn]), lists)
+        return listed(found, lists)
 
 
 class JoinedViews:
@@ -146,10 +155,10 @@ class JoinedViews:
         joined = self.joined
         if len(batch) >= flatbatch.LEAST:
             found, self.stats, self.timings = on_views(
-                self.ranging, joined, joined.shards(), batch, self.types
+                self.ranging, joined, joined.shards(self.deltas), batch, self.types, self.txns
             )
-        else:
-            found, settled = self.ranging.match_joined(joined, batch, self._coords, self.deltas)
-            if settled:
-                return listed(found, lists)
-        return listed(settle(found, self.deltas, batch, self.txns), lists)
+            return listed(found, lists)
+        found, settled = self.ranging.match_joined(joined, batch, self._coords, self.deltas)
+        if not settled:
+            found = settle(found, self.deltas, batch, self.txns)
+        return listed(found, lists)

@@ -18,7 +18,7 @@ import pytest
 from betree import engine as index_module
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.packed import delta
+from betree.packed import delta, flatbatch
 from betree.stores.live import LiveIndex
 from betree.stores.sharded import ShardedIndex
 from tests.support.brute import brute
@@ -305,6 +305,61 @@ def test_a_sharded_match_after_a_batch_tests_only_the_newer_atoms(
             _check_answers(store.match(ev), subs, ev, "after")
         assert all(d["held"] for d in deltas) and sum(d["added"] for d in deltas) > 0
         assert sum(d["removed"] for d in deltas) > 0
+        store.check()
+    finally:
+        live.close()
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
+@pytest.mark.parametrize("words", [1, 0], ids=["word-passes", "one-pass"])
+def test_a_batch_after_writes_takes_the_delta_from_its_own_phase_1(
+    tmp_path: Path, sharded: bool, words: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``match_many`` on the tree after subscribe, subscribe_many, replace and unsubscribe
+    (int and string ids) applies each view's delta from the batch's bitsets
+    (:meth:`betree.packed.delta.Delta.batch_hits`: removed clauses dropped, added ones
+    ANDed 64 events a word), never testing every atom of the delta (``Delta.direct``),
+    in passes of one word or one pass; the answers are the brute force's."""
+    rng = random.Random(11)
+    subs: dict[Any, str] = {f"s{k}": expression(rng) for k in range(60)}
+    path = tmp_path / "store"
+    if sharded:
+        build_hashed(path, subs)
+    else:
+        with Index.open(path, schema=WORKLOAD) as idx:
+            idx.subscribe_many(subs.items())
+    if words:  # a pass of one word (64 events) at a time
+        monkeypatch.setattr(flatbatch, "SAT_BYTES", 8)
+    live = LiveIndex(path, readonly=False)
+    try:
+        evs = [event(rng) for _ in range(flatbatch.LEAST)]
+        for got, ev in zip(_eager(live, 0).match_many(evs), evs, strict=True):
+            _check_answers(got, subs, ev, "before")
+        batch = [(rng.choice([f"b{k}", k, *subs]), expression(rng)) for k in range(30)]
+        live.write(lambda idx: idx.subscribe_many(batch))
+        subs.update(batch)
+        for ident in [*sorted(subs, key=repr)[:3], 1000]:
+            expr = expression(rng)
+            live.write(lambda idx: idx.subscribe(ident, expr))  # noqa: B023
+            subs[ident] = expr
+        gone = sorted(subs, key=repr)[3:8]
+        live.write(lambda idx: idx.unsubscribe_many(gone))
+        for ident in gone:
+            del subs[ident]
+
+        def direct(*args: object) -> None:
+            raise AssertionError("every atom of a delta tested for each event of a batch")
+
+        monkeypatch.setattr(delta.Delta, "direct", direct)
+        store = _eager(live, 0)
+        described = [idx.engine.flat.describe() for idx in _indexes(store)]
+        assert all(d["held"] for d in described) and sum(d["added"] for d in described) > 0
+        assert sum(d["removed"] for d in described) > 0
+        evs = [event(rng) for _ in range(300)]
+        for lists in (False, True):
+            found = store.match_many(evs) if lists else store.match_many_arrays(evs)
+            for got, ev in zip(found, evs, strict=True):
+                _check_answers(list(got), subs, ev, f"after, lists {lists}")
         store.check()
     finally:
         live.close()
