@@ -31,18 +31,7 @@ the batch:
 
 Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in its
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
-the per-event Python left is validation.  Measured per event at 100K BEGen subscriptions
-(best of 3), batches of 1,024 / 4,096: grouping the values 5.3 / 3.3 µs, the lists 5.9 /
-3.6 (15.5 / 7.3 searching each attribute apart), the nodes 4.0 / 1.9, the rows 14.6 / 10.4,
-against ~240 µs an event one by one.  The rows were 25.0 / 20.4 with the pairs sorted by
-event and words filled side by side, 21.5 / 12.7 with the transposed unpacking alone.
-Lists: at 4,096 a word's 64 events hold ~68K ids of ~9K clauses; ``match_many`` 45.8 µs an
-event against 63.1 with a Python int made per id (fresh memory for 4.4M of them a batch:
-~25 ns each); with :func:`arrange` and :func:`_search_ints`, 40.6 (50.7 at 1,024, against
-85.8 at the start of these changes).
-An int attribute's values find their cuts in the lists with one ``searchsorted`` (the
-lists keep int64 keys beside the exact ones): ``match_many_arrays`` 4% faster than a
-bisection per value.
+the per-event Python left is validation (measured figures: docs/bench/README.md).
 Memory: the two bit matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer
 words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words).
 """
