@@ -109,6 +109,24 @@ class CNode:
             self.pdir,
         ]
 
+    def copy(self) -> CNode:
+        """A private copy to mutate (:meth:`storage.txn.WriteTxn.load_mut`): its
+        p-directory entries are lists changed in place (:meth:`add_score`)."""
+        return CNode(
+            self.page,
+            self.attr,
+            self.top,
+            self.lo,
+            self.hi,
+            self.parent,
+            self.cap,
+            self.left,
+            self.right,
+            self.lnode,
+            self.size,
+            [list(entry) for entry in self.pdir],
+        )
+
     @property
     def is_leaf(self) -> bool:
         return not self.left
@@ -193,6 +211,17 @@ class LNodePage:
             unpack_u32(atoms),
         )
         node.nbytes = len(cids) + len(lens) + len(atoms) + 10 * len(exts)
+        return node
+
+    def copy(self) -> LNodePage:
+        """A private copy to mutate (:meth:`storage.txn.WriteTxn.load_mut`): the entry
+        list copied, the read-only arrays shared (mutation drops them)."""
+        node = LNodePage.__new__(LNodePage)
+        node.page = self.page
+        node.next = self.next
+        node._entries = None if self._entries is None else list(self._entries)
+        node._arrays = self._arrays
+        node.nbytes = self.nbytes
         return node
 
     def to_fields(self) -> list[Any]:

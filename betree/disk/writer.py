@@ -337,11 +337,14 @@ class Writer:
         for cid, page in homes:
             if page is None:
                 self.txn.delete(catalog.HOME, codec.encode_u64(cid))
-        for key, found in sorted(self.counts.items()):
+        counts = sorted(self.counts.items())
+        for key, found in counts:
             if found is None:
                 self.txn.delete(catalog.ATOM, key)
-            else:
-                self.txn.put_obj(catalog.ATOM, key, found)
+        kept = [(key, found) for key, found in counts if found is not None]
+        if kept:  # (one LMDB call in key order: ~4,500 records a batch of 1,000 BEGen)
+            keys, values = zip(*kept, strict=True)
+            self.txn.put_many(catalog.ATOM, keys, codec.encode_values(values))
         for attr, parts in self.direct.items():  # (as catalog.put_direct writes them)
             key = attr.encode()
             if parts:
