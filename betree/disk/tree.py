@@ -269,18 +269,21 @@ class BETree:
     def _descend_cdir(
         self, top: int, span: tuple[int, int], nodes: dict[int, CNode] | None = None
     ) -> int:
-        """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``."""
+        """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``.
+
+        A bucket's children are its :func:`~betree.disk.grid.halves` (``check()`` holds
+        every tree to it), so only the child descended into is read."""
         page = top
         lo, hi = span
         while True:
             bucket = self._met(page, nodes)
             if not bucket.left:
                 return page
-            for child in (bucket.left, bucket.right):
-                c = self._met(child, nodes)
-                if c.lo <= lo and hi <= c.hi:
-                    page = child
-                    break
+            (llo, lhi), (rlo, rhi) = halves(bucket.lo, bucket.hi)
+            if llo <= lo and hi <= lhi:
+                page = bucket.left
+            elif rlo <= lo and hi <= rhi:
+                page = bucket.right
             else:
                 return page
 

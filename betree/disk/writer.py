@@ -104,6 +104,9 @@ class Writer:
         self.pending: list[tuple[Entry, Places]] | None = None
         #: the store key of each atom met in this transaction (atoms are interned objects)
         self.keys: dict[Atom, bytes] = {}
+        #: the change log entry :meth:`finish` wrote, by its number (for this process's
+        #: catch-up: not read back and decoded, ~10K objects a batch of 1,000)
+        self.logged: dict[int, changelog.Change] = {}
 
     def _places(self, entry: Entry) -> Places:
         """A stored clause's places, from the atom ids its l-node entry carries."""
@@ -357,6 +360,7 @@ class Writer:
             self.memo.direct[attr] = (stored, parts)
         if self.removed or self.added:
             changelog.append(self.txn, self.rec, self.removed, self.added, self.expressions)
+            self.logged = {int(self.rec["log_next"]) - 1: (self.removed, self.added)}
         self.rec["attributes"] = catalog.record_attributes(self.txn)
         catalog.put_root(self.txn, self.rec)
 
