@@ -45,6 +45,7 @@ class CNode:
 
     KIND: ClassVar[int] = 6
     __slots__ = (
+        "_slots",
         "attr",
         "cap",
         "hi",
@@ -88,6 +89,7 @@ class CNode:
         self.cap = cap
         self.pdir: list[list[Any]] = pdir if pdir is not None else []
         self.pmap: dict[str, int] = {entry[0]: entry[1] for entry in self.pdir}
+        self._slots: dict[str, int] | None = None
 
     @classmethod
     def from_fields(cls, page: int, fields: list[Any]) -> CNode:
@@ -138,13 +140,22 @@ class CNode:
     def encloses(self, lo: int, hi: int) -> bool:
         return self.top or (self.lo <= lo and hi <= self.hi)
 
+    def slots(self) -> dict[str, int]:
+        """Each p-directory attribute's position in :attr:`pdir` (made on first use: a
+        clause routed through a root of ~100 p-nodes looks up its few attributes)."""
+        if self._slots is None:
+            self._slots = {entry[0]: k for k, entry in enumerate(self.pdir)}
+        return self._slots
+
     def add_pnode(self, attr: str, top: int) -> None:
         self.pdir.append([attr, top, 0])
         self.pmap[attr] = top
+        self._slots = None
 
     def drop_pnode(self, attr: str) -> None:
         self.pdir = [entry for entry in self.pdir if entry[0] != attr]
         del self.pmap[attr]
+        self._slots = None
 
     def add_score(self, attr: str, delta: int) -> None:
         for entry in self.pdir:
