@@ -3,7 +3,8 @@
 ``bexdb load`` builds a new store in ``.NAME.building-XXXX``, ``bexdb compact`` in
 ``.NAME.compact-XXXX``, ``bexdb subscribe`` of a new store in ``.NAME.creating-XXXX`` and
 ``bexdb match --engine spark`` its output directory in ``.NAME.matching-XXXX``, all beside
-the target ``NAME``, and puts the result in place (:mod:`storage.swap`).  A
+the target ``NAME``, and puts the result in place (:mod:`storage.swap`); ``bexdb serve``
+keeps its workers' metrics in ``.bexdb-serve.metrics-XXXX`` in the temporary directory.  A
 process killed meanwhile (``kill -9``, a crash, the machine going down) cannot remove its
 staging directory, and it can hold as much as the store.
 
@@ -15,7 +16,8 @@ compaction of the same target removes the directories no live process owns
 (:func:`remove_stale`); ``bexdb inspect`` and ``bexdb verify`` list them (:func:`found`).
 A directory without an ``owner`` file (a process killed between creating the directory
 and naming its locked ``owner`` file, microseconds apart) counts as stale once it is a
-minute old.
+minute old.  A fork of the owner (a service's worker) holds the lock too, and leaving
+the block it removes nothing: only the process that made the directory removes it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ KINDS = {
     "compact": "bexdb compact",
     "creating": "bexdb subscribe",
     "matching": "bexdb match",
+    "metrics": "bexdb serve",
 }
 OWNER = "owner"
 _UNOWNED_GRACE = 60.0  # seconds a directory without an owner file is presumed in creation
@@ -65,6 +68,7 @@ def staging(target: Path, kind: str) -> Iterator[Path]:
     remove_stale(target)
     path = Path(tempfile.mkdtemp(prefix=f".{target.name}.{kind}-", dir=target.parent))
     fd = os.open(path / ".owner", os.O_RDWR | os.O_CREAT, 0o644)
+    maker = os.getpid()
     try:  # locked and written before it is named ``owner``: never seen unlocked alive
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         doc = {"pid": os.getpid(), "started": _start_time(os.getpid()), "command": sys.argv}
@@ -72,8 +76,9 @@ def staging(target: Path, kind: str) -> Iterator[Path]:
         os.rename(path / ".owner", path / OWNER)
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
-        os.close(fd)  # the lock goes with it, after the directory
+        if os.getpid() == maker:
+            shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)  # the lock goes with it (a fork's copy: when the last copy closes)
 
 
 def found(target: str | os.PathLike[str]) -> list[Staging]:

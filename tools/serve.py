@@ -53,16 +53,17 @@ import argparse
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from storage.errors import BexdbError, InvalidInput, StoreDamaged, StoreReplaced
+from storage.staging import staging
 from tools.auth import Tokens
 
 Answer = tuple[int, Any]  # status and a JSON-able body (bytes are sent as they are)
@@ -663,18 +664,14 @@ def spawn(
 def main(args: argparse.Namespace) -> int:
     """``bexdb serve``: a private metrics directory for this service's workers, then run.
 
-    Only the master removes the directory at the end: a worker is a fork that leaves
-    through here too (gunicorn ends it with ``sys.exit``), and one restarted after a
-    timeout or a crash must not take the directory from the workers still running.
+    The directory is a staging directory (:mod:`storage.staging`): locked while the
+    service or any of its workers lives, removed by the master alone when it ends (a
+    worker is a fork that leaves through here too), and swept by the next service when a
+    ``kill -9`` left it behind.
     """
-    metrics_dir = tempfile.mkdtemp(prefix="bexdb-metrics-")
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client loads
-    master = os.getpid()
-    try:
+    with staging(Path(tempfile.gettempdir()) / "bexdb-serve", "metrics") as metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)  # before prometheus loads
         return run(args)
-    finally:
-        if os.getpid() == master:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

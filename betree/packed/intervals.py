@@ -184,7 +184,7 @@ class Intervals:
         """Per validated event, the external ids it matches, each once (as
         :func:`betree.disk.nodes.id_array`); and the candidate clauses counted over the batch."""
         a_count = len(self.names)
-        step = max(1, CHUNK_BYTES // ((a_count + 8) * self.words * 8))
+        step = max(1, CHUNK_BYTES // ((a_count + 8) * max(self.words, 1) * 8))  # (no clause: 0)
         found: list[np.ndarray] = []
         candidates = 0
         for k in range(0, len(batch), step):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from betree.disk.nodes import listed
+from betree.packed.delta import Delta
 from betree.packed.flat import WIDTH, FlatTree
 from betree.packed.flatbatch import Shard
 from betree.packed.heap import return_freed_memory
@@ -76,19 +77,29 @@ class Ranging:
         return found, candidates
 
     def match_joined(
-        self, joined: Joined, batch: Sequence[Mapping[str, object]], coords: Coords
-    ) -> list[np.ndarray]:
+        self,
+        joined: Joined,
+        batch: Sequence[Mapping[str, object]],
+        coords: Coords,
+        deltas: Sequence[Delta] = (),
+    ) -> tuple[list[np.ndarray], bool]:
         """:meth:`match` on a sharded store's joined views, the tree event by event
-        (:meth:`betree.packed.joined.Joined.match`; ``coords``: an event's grid coordinates)."""
+        (:meth:`betree.packed.joined.Joined.match`; ``coords``: an event's grid coordinates),
+        and whether each shard's delta of ``deltas`` was applied: on the tree, from its
+        phase 1 (older atoms not tested again); not by intervals (then
+        :func:`betree.packed.delta.settle` does)."""
+        applied = []
 
         def tree() -> tuple[list[Any], int]:
             found, candidates = [], 0
             for values in batch:
-                found.append(joined.match(coords(values), values))
+                found.append(joined.match(coords(values), values, deltas))
                 candidates += joined.candidates
+            applied.append(True)
             return found, candidates
 
-        return self.match(joined.shards(), batch, tree)[0]
+        found = self.match(joined.shards(), batch, tree)[0]
+        return found, bool(applied)
 
     def chosen(self, shards: Sequence[Shard]) -> Intervals | None:
         """The interval matcher for these views if it is the cheaper, else None (then

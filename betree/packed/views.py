@@ -128,9 +128,10 @@ class JoinedViews:
 
     def match(self, values: Mapping[str, object]) -> list[SubId]:
         """The ids a validated event matches, each once."""
-        base = self.ranging.match_joined(self.joined, [values], self._coords)
-        found = settle(base, self.deltas, [values], self.txns)[0]
-        return found.tolist()  # type: ignore[no-any-return]
+        found, settled = self.ranging.match_joined(self.joined, [values], self._coords, self.deltas)
+        if not settled:  # matched by intervals: no phase 1 to bring the deltas' older atoms
+            found = settle(found, self.deltas, [values], self.txns)
+        return found[0].tolist()  # type: ignore[no-any-return]
 
     def match_many(self, batch: Sequence[Mapping[str, object]], lists: bool = False) -> list[Any]:
         """Each validated event's ids (arrays, or lists)."""
@@ -140,5 +141,7 @@ class JoinedViews:
                 self.ranging, joined, joined.shards(), batch, self.types
             )
         else:
-            found = self.ranging.match_joined(joined, batch, self._coords)
+            found, settled = self.ranging.match_joined(joined, batch, self._coords, self.deltas)
+            if settled:
+                return listed(found, lists)
         return listed(settle(found, self.deltas, batch, self.txns), lists)

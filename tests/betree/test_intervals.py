@@ -230,3 +230,21 @@ def test_the_choice_follows_the_cost(tmp_path: Path) -> None:
     assert _choice(tmp_path / "wide", 20, 900, 20)["intervals"]
     narrow = _choice(tmp_path / "narrow", 300, 2, 20)
     assert narrow["decided"] and not narrow["intervals"]
+
+
+def test_intervals_of_a_store_left_empty_and_its_delta(tmp_path: Path) -> None:
+    """A view with no clause by intervals (zero bitset words: a division by zero before),
+    then the subscriptions written after it, from its delta."""
+    rng = random.Random(11)
+    with Index.open(tmp_path, schema=SCHEMA) as idx:
+        idx.subscribe(0, expression(rng))
+        idx.unsubscribe(0)
+        _intervals_always(idx)
+        schema = Schema.from_json(SCHEMA)
+        _check(idx, {}, schema, [event(rng) for _ in range(3)])
+        assert idx.engine.ranging.describe()["intervals"]
+        subs = {k: expression(rng) for k in range(1, 20)}
+        for k, expr in subs.items():
+            idx.subscribe(k, expr)
+        _check(idx, subs, schema, [event(rng) for _ in range(30)])
+        idx.check()

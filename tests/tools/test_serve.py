@@ -286,8 +286,23 @@ def test_metrics_and_stats(server: tuple[Any, str], subs: dict[Any, str]) -> Non
     assert call(url, "GET", "/healthz")[1]["status"] == "ok"
 
 
-def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
+def metrics_dirs(tmp: Path) -> dict[int, bool]:
+    """The services' metrics directories in ``tmp``: owner pid -> whether it lives."""
+    from storage.staging import found
+
+    return {
+        int(str(s.owner["pid"])): s.live for s in found(tmp / "bexdb-serve") if s.kind == "metrics"
+    }
+
+
+def test_sigterm_drains_the_request_in_hand(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM lets the request in hand finish, then the service ends and its metrics
+    directory goes with it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the children's temporary directory
     proc, url = spawn(store, "--workers", "1")
+    assert metrics_dirs(tmp_path) == {proc.pid: True}
     where = urlsplit(url)
     idle = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
     idle.request("GET", "/healthz")  # a kept-alive connection left idle: it does not hold
@@ -311,6 +326,39 @@ def test_sigterm_drains_the_request_in_hand(store: Path) -> None:
     assert status == 200 and len(body["results"]) == len(events)
     with pytest.raises(ConnectionRefusedError):
         call(url, "GET", "/healthz")
+    assert metrics_dirs(tmp_path) == {}
+
+
+def test_a_metrics_directory_left_by_kill_9_is_swept_by_the_next_service(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kill -9`` of the master and its workers leaves the metrics directory (nothing runs
+    to remove it): the next service removes it as it starts."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))  # the children's temporary directory
+
+    def dirs() -> dict[int, bool]:
+        return metrics_dirs(tmp)
+
+    killed, url = spawn(store, "--workers", "2")
+    call(url, "POST", "/match", {"events": [{"i": 1}]})
+    for pid in [killed.pid, *_descendants(killed.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    killed.wait(60)
+    deadline = time.monotonic() + 30  # the workers' deaths are not waited for
+    while dirs() != {killed.pid: False} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dirs() == {killed.pid: False}  # left behind, unlocked
+
+    proc, url = spawn(store, "--workers", "1")
+    try:
+        assert dirs() == {proc.pid: True}  # the stale one swept at the start
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert dirs() == {}
 
 
 def test_timeout_restarts_a_worker_stuck_in_a_request(store: Path) -> None:
