@@ -102,6 +102,9 @@ class Writer:
         self.homes: dict[int, int | None] = {}
         #: clauses inserted but not yet put into the BE-Tree (only inside insert_many)
         self.pending: list[tuple[Entry, Places]] | None = None
+        #: ``sub`` and ``ext`` records not yet written (inside an insert_many of distinct
+        #: ids): ``(sid key, id key, sub record)``
+        self.records: list[tuple[bytes, bytes, list[Any]]] | None = None
         #: the store key of each atom met in this transaction (atoms are interned objects)
         self.keys: dict[Atom, bytes] = {}
         #: the change log entry :meth:`finish` wrote, by its number (for this process's
@@ -234,11 +237,21 @@ class Writer:
         for key in sorted(keys.difference(self.counts)):
             self._count(key)
         self.pending = []
+        # distinct ids: no insert of the batch reads another's records, so they are
+        # written together at the end, each kind in key order (one LMDB call each)
+        distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)
+        self.records = [] if distinct else None
         try:
             created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
             self._place_pending()
+            if self.records:
+                sids, exts, subs = zip(*self.records, strict=True)
+                self.txn.put_many(catalog.SUB, sids, codec.encode_values(subs))
+                order = sorted(range(len(exts)), key=exts.__getitem__)
+                self.txn.put_many(catalog.EXT, [exts[k] for k in order], [sids[k] for k in order])
         finally:
             self.pending = None
+            self.records = None
         return created
 
     def _place_pending(self) -> None:
@@ -281,10 +294,13 @@ class Writer:
         for k, place in enumerate(places):
             self.placed[clause_id(sid, k)] = place
         sid_key = codec.encode_u64(sid)
-        self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
         self.added.append([sid, ident, atom_ids])
         ext_key = codec.encode_id(ident)
-        self.txn.put(catalog.EXT, ext_key, sid_key)
+        if self.records is None:
+            self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
+            self.txn.put(catalog.EXT, ext_key, sid_key)
+        else:
+            self.records.append((sid_key, ext_key, [ident, expr, atom_ids]))
         if meta is not None:
             catalog.put_meta(self.txn, ext_key, meta)
         for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
