@@ -292,3 +292,42 @@ def test_pages_changed_from_the_cache_leave_it_as_committed(tmp_path: Path) -> N
         idx.check()
         ev = event(rng)
         assert set(idx.match(ev)) == brute(subs, schema, ev)
+
+
+def test_an_lnode_page_appended_to_as_arrays_is_the_page_of_all_its_clauses() -> None:
+    """A page held as arrays takes appended clauses into a tail (:class:`LNodePage`):
+    its arrays, clauses, length, ``holds`` and stored fields are those of a page built
+    from all the clauses at once, ids ints, strings, both, the edges of int64, after a
+    copy, and after a removal too."""
+    from betree.disk.nodes import LNodePage
+
+    rng = random.Random(3)
+    edge_ids: list[Any] = [0, -(2**63), 2**63 - 1, "", "é", "s" * 300]
+    for case in range(40):
+        ids = [
+            rng.choice([rng.randrange(1000), f"s{rng.randrange(99)}", *edge_ids]) for _ in range(9)
+        ]
+        if case % 2:
+            ids = [rng.randrange(-(2**63), 2**63) for _ in range(9)]
+        entries = [
+            ((k + 1) << 16, ids[k], [rng.randrange(1, 2**32) for _ in range(rng.randint(1, 5))])
+            for k in range(len(ids))
+        ]
+        cut = rng.randint(0, len(entries))
+        whole = LNodePage(7, 3, list(entries))
+        stored = LNodePage.from_fields(7, LNodePage(7, 3, entries[:cut]).to_fields())
+        page = stored.copy() if case % 3 else stored
+        for entry in entries[cut:]:
+            page.add(entry)
+        assert len(page) == len(whole) and page.nbytes >= 0
+        assert page.holds(entries[-1][0]) and not page.holds(1)
+        assert page.clauses() == whole.clauses()
+        for got, want in zip(page.arrays(), whole.arrays(), strict=True):
+            assert got.dtype == want.dtype and got.tolist() == want.tolist()
+        assert page.to_fields() == whole.to_fields()
+        if case % 4 == 0:
+            page.add(((99 << 16), "late", [5]))
+            page.remove(entries[0][0])
+            assert page.clauses() == [*entries[1:], (99 << 16, "late", [5])]
+        if page is not stored:  # the copy changed, the cached page not
+            assert len(stored) == cut and stored.clauses() == entries[:cut]
