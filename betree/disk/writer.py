@@ -19,10 +19,11 @@ comparison, one join and one checksum of the record, and no object an element.
 
 A batch (:meth:`Writer.insert_many`, ``subscribe_many``) reads its atoms' records first, in
 key order, and puts its clauses into the BE-Tree together, grouped by l-node
-(:meth:`betree.disk.tree.BETree.insert_many`); ``home`` records are written once at the
-end, in key order.  The records are those one insert at a time writes; only where the
-tree's splits fall may differ.  Cost at 100K BEGen: ~0.25 ms of CPU a subscription
-(one at a time: ~0.3-0.35; docs/bench/live/README.md).
+(:meth:`betree.disk.tree.BETree.insert_many`); ``home`` and ``atom`` records are written
+once at the end, in key order (one LMDB ``putmulti`` each), and so are the ``sub`` and
+``ext`` records of a batch of distinct ids.  The records are those one insert at a time
+writes; only where the tree's splits fall may differ.  Cost at 100K BEGen: ~0.25 ms of
+CPU a subscription (one at a time: ~0.3-0.35; docs/bench/live/README.md).
 
 :meth:`betree.engine.Engine.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
