@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from betree.compiler import Compiler
-from betree.disk import catalog, grid
+from betree.disk import catalog, changelog, grid
 from betree.disk.adjust import Collector
 from betree.disk.catalog import SubId, root_record
 from betree.disk.nodes import id_array, listed
@@ -222,25 +222,31 @@ class Engine:
 
         return self.flat.get(txn.gen, make, rec["subs"], events, self._catch_up(txn, rec))
 
-    def _catch_up(self, txn: ReadTxn, rec: dict[str, Any]) -> Callable[[Based], Based | None]:
+    def _catch_up(
+        self,
+        txn: ReadTxn,
+        rec: dict[str, Any],
+        logged: Mapping[int, changelog.Change] | None = None,
+    ) -> Callable[[Based], Based | None]:
         def catch_up(held: Based) -> Based | None:
-            delta = held.delta.advance(txn, rec, self.memo.atoms)
+            delta = held.delta.advance(txn, rec, self.memo.atoms, logged)
             return None if delta is None else replace(held, delta=delta)
 
         return catch_up
 
-    def caught_up(self, changed: int) -> None:
+    def caught_up(self, changed: int, logged: Mapping[int, changelog.Change] | None = None) -> None:
         """After a write of ``changed`` subscriptions by this process: the held view caught
         up to it now, not at the next match (:meth:`betree.packed.flat.FlatSlot.advance`; other
         processes catch up at theirs).  Cost: what that match saves (~0.2 ms a commit at
         100K; after a batch of 1,000 the 3-7 ms of CPU its next match saved, 1-2% of the
         batch's); not past :data:`CATCH_UP_WRITES` (a bigger batch leaves it to the next
-        match)."""
+        match).  ``logged``: the change log entries the write made, as it made them
+        (:attr:`betree.disk.writer.Writer.logged`: not read back and decoded)."""
         if self.flat.held_gen() < 0 or changed > CATCH_UP_WRITES:
             return
         with self.store.read() as txn:
             rec = self.snapshot(txn, records=False).rec
-            self.flat.advance(txn.gen, self._catch_up(txn, rec))
+            self.flat.advance(txn.gen, self._catch_up(txn, rec, logged))
 
     def close(self) -> None:
         """Give back the view held (waiting for a fold under way)."""

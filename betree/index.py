@@ -216,7 +216,7 @@ class Index:
             with self.store.write() as txn, self.engine.writer(txn) as w:
                 created = w.insert_many(compiled)
         w.committed()
-        self.engine.caught_up(len(created))
+        self.engine.caught_up(len(created), w.logged)
         return created
 
     def unsubscribe(self, ident: SubId) -> bool:
@@ -237,7 +237,7 @@ class Index:
                 raise InvalidInput(
                     "no subscription " + ", ".join(map(repr, missing)) + ": nothing was deleted"
                 )
-        self.engine.caught_up(len(found))
+        self.engine.caught_up(len(found), w.logged)
         return found
 
     def subscriptions(self) -> Iterator[tuple[SubId, str]]:

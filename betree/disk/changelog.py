@@ -45,6 +45,8 @@ KEEP = 256
 
 Removed = list[list[Any]]
 Added = list[list[Any]]
+#: one entry's ``(removed, added)``
+Change = tuple[Removed, Added]
 
 
 class Entry(NamedTuple):
@@ -70,7 +72,7 @@ def append(
         txn.delete(LOG, codec.encode_u64(seq - KEEP))
 
 
-def entry(txn: ReadTxn, seq: int) -> tuple[Removed, Added] | None:
+def entry(txn: ReadTxn, seq: int) -> Change | None:
     """Entry ``seq``, or None if it is no longer kept (or malformed: then the reader
     rebuilds from the pages, and :func:`check_log` reports it)."""
     found = read(txn, seq)

@@ -45,6 +45,7 @@ class CNode:
 
     KIND: ClassVar[int] = 6
     __slots__ = (
+        "_slots",
         "attr",
         "cap",
         "hi",
@@ -88,6 +89,7 @@ class CNode:
         self.cap = cap
         self.pdir: list[list[Any]] = pdir if pdir is not None else []
         self.pmap: dict[str, int] = {entry[0]: entry[1] for entry in self.pdir}
+        self._slots: dict[str, int] | None = None
 
     @classmethod
     def from_fields(cls, page: int, fields: list[Any]) -> CNode:
@@ -109,6 +111,24 @@ class CNode:
             self.pdir,
         ]
 
+    def copy(self) -> CNode:
+        """A private copy to mutate (:meth:`storage.txn.WriteTxn.load_mut`): its
+        p-directory entries are lists changed in place (:meth:`add_score`)."""
+        return CNode(
+            self.page,
+            self.attr,
+            self.top,
+            self.lo,
+            self.hi,
+            self.parent,
+            self.cap,
+            self.left,
+            self.right,
+            self.lnode,
+            self.size,
+            [list(entry) for entry in self.pdir],
+        )
+
     @property
     def is_leaf(self) -> bool:
         return not self.left
@@ -120,13 +140,22 @@ class CNode:
     def encloses(self, lo: int, hi: int) -> bool:
         return self.top or (self.lo <= lo and hi <= self.hi)
 
+    def slots(self) -> dict[str, int]:
+        """Each p-directory attribute's position in :attr:`pdir` (made on first use: a
+        clause routed through a root of ~100 p-nodes looks up its few attributes)."""
+        if self._slots is None:
+            self._slots = {entry[0]: k for k, entry in enumerate(self.pdir)}
+        return self._slots
+
     def add_pnode(self, attr: str, top: int) -> None:
         self.pdir.append([attr, top, 0])
         self.pmap[attr] = top
+        self._slots = None
 
     def drop_pnode(self, attr: str) -> None:
         self.pdir = [entry for entry in self.pdir if entry[0] != attr]
         del self.pmap[attr]
+        self._slots = None
 
     def add_score(self, attr: str, delta: int) -> None:
         for entry in self.pdir:
@@ -167,16 +196,22 @@ def listed(found: list[np.ndarray], lists: bool) -> list[Any]:
 
 
 class LNodePage:
-    """One page of an l-node.  Readers use :meth:`arrays`; writers the entry list."""
+    """One page of an l-node.  Readers use :meth:`arrays`; writers the entry list.
+
+    A page held as arrays (read, or copied from the cache) takes appended clauses into a
+    tail list, joined to the arrays when they are next asked for (:meth:`arrays`, at
+    commit): an append, what an insertion does, costs no conversion of the page's clauses
+    to an entry list and back.  Removal converts (:meth:`entries`)."""
 
     KIND: ClassVar[int] = 4
-    __slots__ = ("_arrays", "_entries", "nbytes", "next", "page")
+    __slots__ = ("_arrays", "_entries", "_tail", "nbytes", "next", "page")
 
     def __init__(self, page: int, next: int = 0, entries: list[Entry] | None = None) -> None:
         self.page = page
         self.next = next
         self._entries: list[Entry] | None = entries if entries is not None else []
         self._arrays: PageArrays | None = None
+        self._tail: list[Entry] = []  # (only beside arrays, never beside an entry list)
         self.nbytes = sum(entry_bytes(e) for e in self._entries)
 
     @classmethod
@@ -186,6 +221,7 @@ class LNodePage:
         node.page = page
         node.next = nxt
         node._entries = None
+        node._tail = []
         node._arrays = (
             unpack_u64(cids),
             id_array(exts),
@@ -195,20 +231,33 @@ class LNodePage:
         node.nbytes = len(cids) + len(lens) + len(atoms) + 10 * len(exts)
         return node
 
+    def copy(self) -> LNodePage:
+        """A private copy to mutate (:meth:`storage.txn.WriteTxn.load_mut`): the entry
+        list copied, the read-only arrays shared (mutation drops them)."""
+        node = LNodePage.__new__(LNodePage)
+        node.page = self.page
+        node.next = self.next
+        node._entries = None if self._entries is None else list(self._entries)
+        node._arrays = self._arrays
+        node._tail = list(self._tail)
+        node.nbytes = self.nbytes
+        return node
+
     def to_fields(self) -> list[Any]:
+        """The page's fields (at commit); the entry list goes, the arrays stay: the page
+        cache then holds the page as a read decodes it, a few arrays, not two objects a
+        clause for the garbage collector to walk (~100K a batch of 1,000 at 1M)."""
         cids, exts, lens, atoms = self.arrays()
+        self._entries = None
         return [self.next, cids.tobytes(), exts.tolist(), pack_u32(lens), atoms.tobytes()]
 
     def arrays(self) -> PageArrays:
         """``(cids u64, exts, lens, atoms u32)`` for vectorised matching (``exts`` as
         :func:`id_array` gives them: a batch gathers the ids of its hits with numpy)."""
         if self._arrays is None:
-            entries = self._entries or []
-            cids = np.array([e[0] for e in entries], dtype=np.uint64)
-            exts = id_array([e[1] for e in entries])
-            lens = np.array([len(e[2]) for e in entries], dtype=np.intp)
-            atoms = np.array([a for e in entries for a in e[2]], dtype=np.uint32)
-            self._arrays = (cids, exts, lens, atoms)
+            self._arrays = _as_arrays(self._entries or [], None)
+        elif self._tail:
+            self._arrays, self._tail = _as_arrays(self._tail, self._arrays), []
         return self._arrays
 
     def clauses(self) -> list[Entry]:
@@ -232,10 +281,17 @@ class LNodePage:
         return self._entries
 
     def __len__(self) -> int:
-        return len(self._entries) if self._entries is not None else len(self.arrays()[1])
+        if self._entries is not None:
+            return len(self._entries)
+        assert self._arrays is not None
+        return len(self._arrays[1]) + len(self._tail)
 
     def add(self, entry: Entry) -> None:
-        self.entries().append(entry)
+        if self._entries is None:
+            self._tail.append(entry)
+        else:
+            self._entries.append(entry)
+            self._arrays = None
         self.nbytes += entry_bytes(entry)
 
     def remove(self, cid: int) -> bool:
@@ -254,6 +310,20 @@ class LNodePage:
 
     def has_room(self, entry: Entry) -> bool:
         return not len(self) or self.nbytes + entry_bytes(entry) <= PAGE_BUDGET
+
+
+def _as_arrays(entries: list[Entry], before: PageArrays | None) -> PageArrays:
+    """The arrays of ``entries``, after those of ``before`` if given (the same arrays as
+    of all the entries at once: ids through :func:`id_array` of the whole list)."""
+    cids = np.array([e[0] for e in entries], dtype=np.uint64)
+    ids = [e[1] for e in entries]
+    lens = np.array([len(e[2]) for e in entries], dtype=np.intp)
+    atoms = np.array([a for e in entries for a in e[2]], dtype=np.uint32)
+    if before is None:
+        return cids, id_array(ids), lens, atoms
+    bc, be, bl, ba = before
+    exts = id_array(be.tolist() + ids)
+    return np.concatenate([bc, cids]), exts, np.concatenate([bl, lens]), np.concatenate([ba, atoms])
 
 
 def entry_bytes(entry: Entry) -> int:

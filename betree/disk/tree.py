@@ -241,13 +241,19 @@ class BETree:
         feedback = self._feedback
         while True:
             node = self._met(page, nodes)
+            pdir = node.pdir
+            if len(places) < len(pdir):  # the clause's few attributes, looked up
+                slots = node.slots()
+                found = sorted(slots[a] for a in places if a in slots and a not in used)
+                candidates = [pdir[k] for k in found]  # (in p-directory order, as below)
+            else:
+                candidates = [e for e in pdir if e[0] in places and e[0] not in used]
             best = None
-            for attr, top, score in node.pdir:
-                if attr in places and attr not in used:
-                    if feedback:  # popularity less the expected false candidates (sec. 5)
-                        score = score * (1.0 - feedback.get(attr, 0.0))
-                    if best is None or score > best[2]:
-                        best = (attr, top, score)
+            for attr, top, score in candidates:
+                if feedback:  # popularity less the expected false candidates (sec. 5)
+                    score = score * (1.0 - feedback.get(attr, 0.0))
+                if best is None or score > best[2]:
+                    best = (attr, top, score)
             if best is None:
                 return page, used
             attr, top, _ = best
@@ -269,18 +275,21 @@ class BETree:
     def _descend_cdir(
         self, top: int, span: tuple[int, int], nodes: dict[int, CNode] | None = None
     ) -> int:
-        """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``."""
+        """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``.
+
+        A bucket's children are its :func:`~betree.disk.grid.halves` (``check()`` holds
+        every tree to it), so only the child descended into is read."""
         page = top
         lo, hi = span
         while True:
             bucket = self._met(page, nodes)
             if not bucket.left:
                 return page
-            for child in (bucket.left, bucket.right):
-                c = self._met(child, nodes)
-                if c.lo <= lo and hi <= c.hi:
-                    page = child
-                    break
+            (llo, lhi), (rlo, rhi) = halves(bucket.lo, bucket.hi)
+            if llo <= lo and hi <= lhi:
+                page = bucket.left
+            elif rlo <= lo and hi <= rhi:
+                page = bucket.right
             else:
                 return page
 

@@ -19,10 +19,11 @@ comparison, one join and one checksum of the record, and no object an element.
 
 A batch (:meth:`Writer.insert_many`, ``subscribe_many``) reads its atoms' records first, in
 key order, and puts its clauses into the BE-Tree together, grouped by l-node
-(:meth:`betree.disk.tree.BETree.insert_many`); ``home`` records are written once at the
-end, in key order.  The records are those one insert at a time writes; only where the
-tree's splits fall may differ.  Cost at 100K BEGen: ~0.25 ms of CPU a subscription
-(one at a time: ~0.3-0.35; docs/bench/live/README.md).
+(:meth:`betree.disk.tree.BETree.insert_many`); ``home`` and ``atom`` records are written
+once at the end, in key order (one LMDB ``putmulti`` each), and so are the ``sub`` and
+``ext`` records of a batch of distinct ids.  The records are those one insert at a time
+writes; only where the tree's splits fall may differ.  Cost at 100K BEGen: ~0.25 ms of
+CPU a subscription (one at a time: ~0.3-0.35; docs/bench/live/README.md).
 
 :meth:`betree.engine.Engine.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
@@ -102,8 +103,14 @@ class Writer:
         self.homes: dict[int, int | None] = {}
         #: clauses inserted but not yet put into the BE-Tree (only inside insert_many)
         self.pending: list[tuple[Entry, Places]] | None = None
+        #: ``sub`` and ``ext`` records not yet written (inside an insert_many of distinct
+        #: ids): ``(sid key, id key, sub record)``
+        self.records: list[tuple[bytes, bytes, list[Any]]] | None = None
         #: the store key of each atom met in this transaction (atoms are interned objects)
         self.keys: dict[Atom, bytes] = {}
+        #: the change log entry :meth:`finish` wrote, by its number (for this process's
+        #: catch-up: not read back and decoded, ~10K objects a batch of 1,000)
+        self.logged: dict[int, changelog.Change] = {}
 
     def _places(self, entry: Entry) -> Places:
         """A stored clause's places, from the atom ids its l-node entry carries."""
@@ -231,11 +238,21 @@ class Writer:
         for key in sorted(keys.difference(self.counts)):
             self._count(key)
         self.pending = []
+        # distinct ids: no insert of the batch reads another's records, so they are
+        # written together at the end, each kind in key order (one LMDB call each)
+        distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)
+        self.records = [] if distinct else None
         try:
             created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
             self._place_pending()
+            if self.records:
+                sids, exts, subs = zip(*self.records, strict=True)
+                self.txn.put_many(catalog.SUB, sids, codec.encode_values(subs))
+                order = sorted(range(len(exts)), key=exts.__getitem__)
+                self.txn.put_many(catalog.EXT, [exts[k] for k in order], [sids[k] for k in order])
         finally:
             self.pending = None
+            self.records = None
         return created
 
     def _place_pending(self) -> None:
@@ -278,10 +295,13 @@ class Writer:
         for k, place in enumerate(places):
             self.placed[clause_id(sid, k)] = place
         sid_key = codec.encode_u64(sid)
-        self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
         self.added.append([sid, ident, atom_ids])
         ext_key = codec.encode_id(ident)
-        self.txn.put(catalog.EXT, ext_key, sid_key)
+        if self.records is None:
+            self.txn.put_obj(catalog.SUB, sid_key, [ident, expr, atom_ids])
+            self.txn.put(catalog.EXT, ext_key, sid_key)
+        else:
+            self.records.append((sid_key, ext_key, [ident, expr, atom_ids]))
         if meta is not None:
             catalog.put_meta(self.txn, ext_key, meta)
         for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
@@ -337,11 +357,14 @@ class Writer:
         for cid, page in homes:
             if page is None:
                 self.txn.delete(catalog.HOME, codec.encode_u64(cid))
-        for key, found in sorted(self.counts.items()):
+        counts = sorted(self.counts.items())
+        for key, found in counts:
             if found is None:
                 self.txn.delete(catalog.ATOM, key)
-            else:
-                self.txn.put_obj(catalog.ATOM, key, found)
+        kept = [(key, found) for key, found in counts if found is not None]
+        if kept:  # (one LMDB call in key order: ~4,500 records a batch of 1,000 BEGen)
+            keys, values = zip(*kept, strict=True)
+            self.txn.put_many(catalog.ATOM, keys, codec.encode_values(values))
         for attr, parts in self.direct.items():  # (as catalog.put_direct writes them)
             key = attr.encode()
             if parts:
@@ -354,6 +377,7 @@ class Writer:
             self.memo.direct[attr] = (stored, parts)
         if self.removed or self.added:
             changelog.append(self.txn, self.rec, self.removed, self.added, self.expressions)
+            self.logged = {int(self.rec["log_next"]) - 1: (self.removed, self.added)}
         self.rec["attributes"] = catalog.record_attributes(self.txn)
         catalog.put_root(self.txn, self.rec)
 

@@ -143,7 +143,11 @@ class Delta:
         return bool(self.where)
 
     def advance(
-        self, txn: ReadTxn, rec: Mapping[str, Any], known: Mapping[int, Atom] | None = None
+        self,
+        txn: ReadTxn,
+        rec: Mapping[str, Any],
+        known: Mapping[int, Atom] | None = None,
+        logged: Mapping[int, changelog.Change] | None = None,
     ) -> Delta | None:
         """This delta caught up to ``txn``'s snapshot (root record ``rec``), or None when
         the log cannot say (entries dropped, counters that disagree: rebuild).  ``known``:
@@ -166,7 +170,9 @@ class Delta:
         pending: dict[int, tuple[SubId, list[list[int]]]] = {}  # added by these entries
         dead: list[int] = []
         for seq in range(self.seq, end):
-            found = changelog.entry(txn, seq)
+            found = logged.get(seq) if logged else None
+            if found is None:
+                found = changelog.entry(txn, seq)
             if found is None:
                 return None
             fleeting = {sid for sid, _, _ in found[1]} & {sid for sid, _ in found[0]}

@@ -214,7 +214,7 @@ def apply_part(
             out += w.insert_many(puts)
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
     w.committed()
-    index.engine.caught_up(len(out))
+    index.engine.caught_up(len(out), w.logged)
     return out
 
 
