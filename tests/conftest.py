@@ -98,6 +98,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
+def full(request: pytest.FixtureRequest) -> bool:
+    """Whether this run is ``--full``: for a sweep sampled by its size rather than by
+    its cases (docs/testing.md)."""
+    return bool(request.config.option.full)
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The one local Spark session of the test run (two cores, as CI), started by the
     first test that asks for it."""
