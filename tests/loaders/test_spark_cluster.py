@@ -35,6 +35,7 @@ import pyspark
 import pytest
 
 from betree.lang.schema import Schema
+from loaders.spark.session import LOCAL_JIT
 from loaders.spark.streamlog import committed_results
 from tests.support.brute import brute
 from tests.support.spark import (
@@ -52,8 +53,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = os.path.dirname(pyspark.__file__)
+#: The JVMs' JIT: C1 only, as the product's local JVM (short runs, where C2's compiler
+#: threads cost more CPU than they save).
+C1 = LOCAL_JIT
 #: What each executor may use: the workers offer 768 MB, an executor takes 512 MB.
-SUBMIT = "--conf spark.executor.memory=512m --conf spark.driver.memory=1g"
+SUBMIT = (
+    f"--conf spark.executor.memory=512m --conf spark.driver.memory=1g"
+    f" --conf spark.executor.extraJavaOptions={C1}"
+)
 
 
 def free_port() -> int:
@@ -67,6 +74,7 @@ def environment(tmp: Path) -> dict[str, str]:
         **os.environ,
         "SPARK_HOME": HOME,
         "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_DAEMON_JAVA_OPTS": C1,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp / "logs"),
         "PYSPARK_PYTHON": sys.executable,  # the executors' Python
@@ -154,7 +162,8 @@ def bexdb(tmp: Path, *argv: str, submit: str | None = None) -> tuple[dict[str, A
         command = [sys.executable, "-m", "tools.cli", *argv]
     else:
         command = [os.path.join(HOME, "bin", "spark-submit"), "--master", submit,
-                   *SUBMIT.split(), str(ROOT / "tools" / "cli.py"), *argv]  # fmt: skip
+                   *SUBMIT.split(), "--driver-java-options", C1,
+                   str(ROOT / "tools" / "cli.py"), *argv]  # fmt: skip
     t0 = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - t0
