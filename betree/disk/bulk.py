@@ -453,8 +453,12 @@ def _write_atoms(
     order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
     counts = encode_int_pairs(aids, refs[aids])
-    by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()  # (LMDB's order:
-    # ~2x faster to insert; 'S' ignores trailing zero bytes, which only costs order)
+    # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
+    # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
+    if max(map(len, keys), default=0) <= 4096:
+        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()
+    else:
+        by_key = sorted(range(len(keys)), key=keys.__getitem__)
     pieces.put_many(catalog.ATOM, [keys[i] for i in by_key], [counts[i] for i in by_key])
     del counts, by_key
     pieces.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)

@@ -79,9 +79,13 @@ def test_parse_agrees_with_decoding(seed: int) -> None:
 
 def test_crc_rows_is_zlibs() -> None:
     rng = np.random.default_rng(5)
-    mat = rng.integers(0, 256, size=(200, 37), dtype=np.uint8)
-    want = [zlib.crc32(row.tobytes()) for row in mat]
-    assert atomkeys.crc32_rows(mat).tolist() == want
+    for shape in [(200, 37), (3, 5000), (0, 9), (1, 1)]:  # the column loop, then zlib's
+        mat = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        want = [zlib.crc32(row.tobytes()) for row in mat]
+        assert atomkeys.crc32_rows(mat).tolist() == want
+        assert atomkeys.crc32_rows(mat[:, ::-1]).tolist() == [  # a strided view
+            zlib.crc32(row[::-1].tobytes()) for row in mat
+        ]
 
 
 def test_parse_of_nothing() -> None:

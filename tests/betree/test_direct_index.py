@@ -31,7 +31,7 @@ from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_
 from loaders import python_load
 from loaders.records import parse_lines
 from storage.codec import encode_id
-from tests.support.direct import agree, held, held_many
+from tests.support.direct import agree, held, held_many, list_atoms
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
@@ -44,13 +44,7 @@ def test_list_postings_are_exact(by_many: bool, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
     rng = random.Random(3)
     pool: list[object] = [*range(-3, 12), *I64]
-    atoms: list[tuple[int, Atom]] = []
-    for aid in range(600):
-        test = rng.choice(["has", "lacks", "one_of", "none_of", "all_of", "not_all_of"])
-        values = tuple(rng.sample(pool, rng.randint(1, 6)))
-        atom = make_test("il", test, values[0] if test in ("has", "lacks") else values)
-        if atom is not None:
-            atoms.append((aid, atom))
+    atoms = list_atoms(rng, "il", pool, 600, 6)
     atoms += [(600, TestAtom("il", "empty")), (601, TestAtom("il", "undefined"))]
     atoms += [(602, TestAtom("il", "not_empty")), (603, TestAtom("il", "defined"))]
     events: list[dict[str, Any]] = [{}]
@@ -66,13 +60,7 @@ def test_string_list_postings_with_unicode(by_many: bool, monkeypatch: pytest.Mo
     monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
     rng = random.Random(4)
     pool = ["", "a", "é", "e\u0301", "ß", "ss", "\U0001f600", "x" * 1000]
-    atoms: list[tuple[int, Atom]] = []
-    for aid in range(300):
-        test = rng.choice(["has", "lacks", "one_of", "none_of", "all_of", "not_all_of"])
-        values = tuple(rng.sample(pool, rng.randint(1, 4)))
-        atom = make_test("sl", test, values[0] if test in ("has", "lacks") else values)
-        if atom is not None:
-            atoms.append((aid, atom))
+    atoms = list_atoms(rng, "sl", pool, 300, 4)
     events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 6)))} for _ in range(200)]
     assert agree(atoms, events, "sl") > 500
 

@@ -31,7 +31,7 @@ from loaders import python_load
 from loaders.records import parse_lines
 from storage.errors import InvalidInput
 from tests.support.brute import brute
-from tests.support.direct import agree
+from tests.support.direct import agree, list_atoms
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
@@ -40,13 +40,7 @@ I64 = (-(2**63), 2**63 - 1)
 def test_lists_of_ten_thousand_elements_empty_and_at_the_ends_of_int64() -> None:
     rng = random.Random(21)
     pool: list[object] = [*range(-50, 50), *I64, I64[0] + 1, I64[1] - 1]
-    atoms: list[tuple[int, Atom]] = []
-    for aid in range(800):
-        test = rng.choice(["has", "lacks", "one_of", "none_of", "all_of", "not_all_of"])
-        values = tuple(rng.sample(pool, rng.randint(1, 8)))
-        atom = make_test("il", test, values[0] if test in ("has", "lacks") else values)
-        if atom is not None:
-            atoms.append((aid, atom))
+    atoms = list_atoms(rng, "il", pool, 800, 8)
     events: list[dict[str, Any]] = [{}, {"il": ()}, {"il": tuple(range(-5_000, 5_000))}]
     events += [{"il": tuple(rng.choices(pool, k=10_000))} for _ in range(3)]
     events += [{"il": tuple(rng.choices(pool, k=rng.randint(0, 30)))} for _ in range(200)]
@@ -56,13 +50,7 @@ def test_lists_of_ten_thousand_elements_empty_and_at_the_ends_of_int64() -> None
 def test_string_lists_with_unicode_and_repeats() -> None:
     rng = random.Random(22)
     pool = ["", "a", "A", "é", "e\u0301", "ß", "ss", "\U0001f600", "\x00", "x" * 10_000]
-    atoms: list[tuple[int, Atom]] = []
-    for aid in range(400):
-        test = rng.choice(["has", "lacks", "one_of", "none_of", "all_of", "not_all_of"])
-        values = tuple(rng.sample(pool, rng.randint(1, 5)))
-        atom = make_test("sl", test, values[0] if test in ("has", "lacks") else values)
-        if atom is not None:
-            atoms.append((aid, atom))
+    atoms = list_atoms(rng, "sl", pool, 400, 5)
     events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 12)))} for _ in range(300)]
     assert agree(atoms, events, "sl") > 1_000
 

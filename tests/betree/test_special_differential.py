@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from betree.lang.schema import Schema
 from betree.matching.direct import DirectAtoms
 from storage.errors import InvalidInput
 from tests.support.brute import brute
+from tests.support.differential import online_differential
 from tests.support.direct import held
 
 SCHEMA = {
@@ -133,38 +133,10 @@ def event(rng: random.Random) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("seed", "settings"), [(1, {"max_cap": 3, "min_size": 2}), (2, {})])
-def test_online_index_matches_brute_force(seed: int, settings: dict[str, int]) -> None:
-    rng = random.Random(seed)
-    schema = Schema.from_json(SCHEMA)
-    subs: dict[Any, str] = {}
-    matched = 0
-    with tempfile.TemporaryDirectory() as path:
-        for phase in range(2):  # the second reopens the store
-            with Index.open(path, schema=SCHEMA, settings=settings) as idx:
-                for step in range(200):
-                    r = rng.random()
-                    if r < 0.45 or not subs:
-                        batch = [(f"s{rng.randint(0, 150)}", expression(rng)) for _ in range(3)]
-                        idx.subscribe_many(batch)
-                        subs.update(batch)
-                    elif r < 0.55:
-                        ident = rng.choice(sorted(subs))
-                        assert idx.unsubscribe(ident)
-                        del subs[ident]
-                    else:
-                        ev = event(rng)
-                        got = idx.match(ev)
-                        assert len(got) == len(set(got))
-                        want = brute(subs, schema, ev)
-                        assert set(got) == want, (ev, phase, step)
-                        matched += len(want)
-                    if step % 25 == 0:
-                        idx.check()
-                idx.check()
-                batch_events = [event(rng) for _ in range(40)]
-                results = idx.match_many(batch_events)
-                for ev, res in zip(batch_events, results, strict=True):
-                    assert set(res) == brute(subs, schema, ev)  # type: ignore[arg-type]
+def test_online_index_matches_brute_force(
+    tmp_path: Path, seed: int, settings: dict[str, int]
+) -> None:
+    matched = online_differential(tmp_path / "s", SCHEMA, settings, expression, event, seed, 200)
     assert matched > 50  # the workload does match
 
 

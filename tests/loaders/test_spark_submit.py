@@ -18,11 +18,14 @@ import pyspark
 import pytest
 
 from betree.index import Index
+from loaders.spark.session import LOCAL_JIT
 from tests.support.brute import brute
 from tests.support.workload import SCHEMA, event, expression
 from tools import cli
 
 pytestmark = pytest.mark.spark
+#: The driver's JIT: C1 only, as the product's own local JVM (``LOCAL_JIT``: a short run).
+C1 = ["--driver-java-options", LOCAL_JIT]
 
 
 def test_load_under_spark_submit(tmp_path: Path) -> None:
@@ -35,7 +38,7 @@ def test_load_under_spark_submit(tmp_path: Path) -> None:
     home = os.path.dirname(pyspark.__file__)
     env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable}
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    argv = [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", cli.__file__]
+    argv = [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", *C1, cli.__file__]
     argv += ["load", str(tmp_path / "store"), str(tmp_path / "subs.jsonl")]
     argv += ["--schema", str(tmp_path / "schema.json")]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
@@ -60,7 +63,7 @@ def test_match_under_spark_submit(tmp_path: Path) -> None:
     home = os.path.dirname(pyspark.__file__)
     env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable}
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    argv = [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", cli.__file__]
+    argv = [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", *C1, cli.__file__]
     argv += ["match", str(tmp_path / "store"), str(tmp_path / "events.jsonl")]
     argv += ["--engine", "spark", "--out", str(tmp_path / "out")]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)

@@ -97,16 +97,20 @@ def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int
     return searches
 
 
+#: Steps of a stress run: the bounded sample's, and ``--full``'s (docs/testing.md).
+STEPS, FULL_STEPS = 1300, 2600
+
+
 @pytest.mark.parametrize("make,seed", [(float_key, 2), (str_key, 3)], ids=["float-2", "string-3"])
-def test_stress(make: Callable[[random.Random], Any], seed: int) -> None:
-    assert run(2600, seed, make) > 100
+def test_stress(make: Callable[[random.Random], Any], seed: int, full: bool) -> None:
+    assert run(FULL_STEPS if full else STEPS, seed, make) > 100
 
 
 @pytest.mark.sampled(1)
 @pytest.mark.parametrize("seed", [1, 4])
-def test_stress_int(seed: int) -> None:
+def test_stress_int(seed: int, full: bool) -> None:
     """Int keys, the densest duplicates: one seed per run, both under ``--full``."""
-    assert run(2600, seed, int_key) > 100
+    assert run(FULL_STEPS if full else STEPS, seed, int_key) > 100
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """One attribute's direct atoms that hold on an event, as the matchers set them
 (:func:`betree.matching.direct.mark`: the defaults less the failures, and the other hits), and
 on a batch of events at once (:func:`betree.matching.direct.found_batch`), for tests to compare
-with every atom's own test."""
+with every atom's own test; and random list atoms to compare them on."""
 
 from __future__ import annotations
 
@@ -11,8 +11,26 @@ from typing import Any
 
 import numpy as np
 
-from betree.lang.atoms import Atom
+from betree.lang.atoms import Atom, make_test
 from betree.matching.direct import DirectAtoms, found_batch, mark
+
+#: The list tests: ``has``/``lacks`` take one value, the others a tuple.
+LIST_TESTS = ("has", "lacks", "one_of", "none_of", "all_of", "not_all_of")
+
+
+def list_atoms(
+    rng: random.Random, attr: str, pool: Sequence[object], n: int, most: int
+) -> list[tuple[int, Atom]]:
+    """Atoms ``0 .. n-1`` on the list attribute ``attr``: a random list test over 1 to
+    ``most`` distinct values of ``pool`` (those ``make_test`` folds to a constant left out)."""
+    atoms: list[tuple[int, Atom]] = []
+    for aid in range(n):
+        test = rng.choice(LIST_TESTS)
+        values = tuple(rng.sample(pool, rng.randint(1, most)))
+        atom = make_test(attr, test, values[0] if test in ("has", "lacks") else values)
+        if atom is not None:
+            atoms.append((aid, atom))
+    return atoms
 
 
 def held(group: DirectAtoms, attr: str, event: Mapping[str, object], size: int) -> list[int]:

@@ -23,6 +23,7 @@ from betree.lang.schema import Schema
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from storage.codec import encode_id
 from storage.errors import InvalidInput
+from tests.support import differential
 from tests.support.brute import brute
 
 SCHEMA: dict[str, Any] = {
@@ -186,38 +187,10 @@ def write_jsonl(path: Path, docs: list[Any]) -> str:
 
 
 def online_differential(path: Path, seed: int, forms: tuple[Any, ...]) -> int:
-    """Online subscribes and deletes, reopening once, against the brute force after every
-    step (``match``) and per batch (``match_many``); the number of matches seen."""
-    rng = random.Random(seed)
-    schema = Schema.from_json(SCHEMA)
-    subs: dict[Any, str] = {}
-    matched = 0
-    for phase in range(2):  # the second reopens the store
-        with Index.open(path, schema=SCHEMA if phase == 0 else None, settings=SETTINGS) as idx:
-            for step in range(150):
-                r = rng.random()
-                if r < 0.45 or not subs:
-                    batch = [(f"s{rng.randint(0, 120)}", expression(rng, forms)) for _ in range(3)]
-                    idx.subscribe_many(batch)
-                    subs.update(batch)
-                elif r < 0.55:
-                    ident = rng.choice(sorted(subs))
-                    assert idx.unsubscribe(ident)
-                    del subs[ident]
-                else:
-                    ev = event(rng)
-                    got = idx.match(ev)
-                    assert len(got) == len(set(got))
-                    want = brute(subs, schema, ev)
-                    assert set(got) == want, (ev, phase, step)
-                    matched += len(want)
-                if step % 30 == 0:
-                    idx.check()
-            idx.check()
-            events = [event(rng) for _ in range(80)]
-            for ev, res in zip(events, idx.match_many(events), strict=True):
-                assert set(res) == brute(subs, schema, ev), ev  # type: ignore[arg-type]
-    return matched
+    """:func:`tests.support.differential.online_differential` on this workload."""
+    return differential.online_differential(
+        path, SCHEMA, SETTINGS, lambda rng: expression(rng, forms), event, seed
+    )
 
 
 def sharded_differential(
