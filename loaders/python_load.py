@@ -98,8 +98,7 @@ def load(
                     idx.engine.drop_compile_caches()  # (memos that would grow with every record)
                     chunks += 1
                 try:
-                    clauses = idx.engine.compiler().compile(record.id, record.expr)
-                    batch.add(record.id, record.expr, clauses, record.meta)
+                    batch.add_text(record.id, record.expr, record.meta)
                 except InvalidInput as exc:
                     record.error = exc.message.split(": ", 1)[-1]
                 done += 1
