@@ -4,21 +4,25 @@ For sets that fit one machine comfortably; the Spark job is the path for large o
 Every record is compiled before anything is written (rejects go to the rejects file with
 their line, id and reason), then the accepted ones are built into an index in one batch
 (:mod:`betree.disk.bulk`: BE-B, bottom-up PB+trees) in a store beside the target, rewritten
-by a compacting copy (full B-tree pages, no free pages: about 40% smaller), and published
-atomically (:mod:`loaders.records`).
+by a compacting copy (full B-tree pages, no free pages: about 40% smaller), checked there
+(``check()`` maps the copy's pages, not the raw store's), and published atomically
+(:mod:`loaders.records`).
 
-Cost: one parse + normalization per record, then the batch build, the check and a
-compacting copy, in one process.  Memory: the records and the batch (a few hundred bytes a
-subscription), plus what ``memory_budget`` bounds: the compiler's caches (let go every
-:func:`compile_chunk` records) and the build's write transactions (committed in pieces of
-:func:`betree.disk.pieces.piece_limit` bytes); the batch is dropped before the check reads
-the store back.  ``check()`` is not bounded by the budget: its arrays follow the store
-(docs/loading.md).  Measured: docs/bench/load/README.md, docs/bench/dense-load/README.md.
+Cost: one parse + normalization per record (a plain conjunction of integer comparisons
+read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`), then the
+batch build, a compacting copy and the check, in one process.  Memory: the records and the
+batch (a few hundred bytes a subscription), plus what ``memory_budget`` bounds: the
+compiler's caches (let go every :func:`compile_chunk` records) and the build's write
+transactions (committed in pieces of :func:`betree.disk.pieces.piece_limit` bytes); the
+batch is dropped before the check reads the store back.  ``check()`` is not bounded by the
+budget: its arrays follow the store (docs/loading.md).  Measured:
+docs/bench/load/README.md, docs/bench/dense-load/README.md.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -98,8 +102,7 @@ def load(
                     idx.engine.drop_compile_caches()  # (memos that would grow with every record)
                     chunks += 1
                 try:
-                    clauses = idx.engine.compiler().compile(record.id, record.expr)
-                    batch.add(record.id, record.expr, clauses, record.meta)
+                    batch.add_text(record.id, record.expr, record.meta)
                 except InvalidInput as exc:
                     record.error = exc.message.split(": ", 1)[-1]
                 done += 1
@@ -133,10 +136,12 @@ def load(
             del batch  # the store has it now; check() reads it back
             idx.close()  # (its write transaction's pages, held by LMDB until then: freed)
             release_freed_heap()
-            idx = opened.enter_context(Index.open(staging / f"raw-{i}", sync=False))
-            idx.check()
             dest = out / sharded.shard_name(i) if shards is not None else out
-            idx.store.copy_compact(dest)
+            with Index.open(staging / f"raw-{i}", sync=False) as raw:
+                raw.store.copy_compact(dest)
+            shutil.rmtree(staging / f"raw-{i}")
+            with Index.open(dest, sync=False) as built:  # (the copy: what is published,
+                built.check()  # and half the raw store's pages for the check to map)
             figures.append({"path": sharded.shard_name(i), "subscriptions": count})
         if shards is not None:
             for i, figure in enumerate(figures):

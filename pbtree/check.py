@@ -9,7 +9,9 @@ accounting (every page of the tree's space reached exactly once).
 The list and pointer facts are first verified in bulk (:class:`_Lists`: per list node its
 packed runs checked with numpy, every leaf item's pointers and ``bound`` run against the
 lists by cumulative counts and one sort of (item, id) pairs); only when that finds a fault
-are they walked again item by item to name each one (the messages do not change).
+are they walked again item by item to name each one (the messages do not change).  So are
+the leaves' ``=`` and ``bound`` runs (all leaves' at once), and list keys are located among
+the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).
 
 Cost: reads and decodes every page of the tree once, bypassing the page cache so that
 it sees what is on disk; O(n log n) in the number of ids, in numpy but for a few Python
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pbtree.keys import int64_array
 from pbtree.nodes import HEAD, LIST_NAMES, REAL, TAIL, InternalNode, LeafNode, ListNode
 from pbtree.operators import GT, LT, NE
 from storage.errors import BexdbError, CheckFailed
@@ -95,7 +98,27 @@ class _Checker:
         low = 0 if is_root else rec["leaf_cap"] // 2
         if not low <= n <= rec["leaf_cap"]:
             self.error(page, f"{n} items outside [{low}, {rec['leaf_cap']}]")
-        for i in range(min(n, len(leaf.eq), len(leaf.bound))):
+
+    def leaf_runs(self) -> None:
+        """Every leaf item's ``=`` and ``bound`` runs ascend strictly: all leaves' runs at
+        once in numpy; the leaves are gone through item by item only when one does not, to
+        name it."""
+        runs = [
+            run
+            for leaf in self.leaves
+            for pair in zip(leaf.eq, leaf.bound, strict=False)
+            for run in pair
+        ]
+        offs = np.zeros(len(runs) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, runs), np.int64, count=len(runs)), out=offs[1:])
+        flat = np.fromiter(chain.from_iterable(runs), np.int64, count=int(offs[-1]))
+        if not _runs_sorted(offs, flat):
+            for leaf in self.leaves:
+                self.leaf_items(leaf)
+
+    def leaf_items(self, leaf: LeafNode) -> None:
+        page = leaf.page
+        for i in range(min(len(leaf.keys), len(leaf.eq), len(leaf.bound))):
             for name, run in (("=", leaf.eq[i]), ("bound", leaf.bound[i])):
                 if not _sorted_unique(run):
                     self.error(page, f"item {leaf.keys[i]!r}: {name} ids not sorted and unique")
@@ -249,6 +272,7 @@ def check_tree(tree: PBTree) -> None:
         return
     checker = _Checker(tree)
     checker.walk(checker.rec["root"], None, None, 1, True)
+    checker.leaf_runs()
     checker.chain()
     mark, seen = len(checker.errors), dict(checker.seen)
     if not _Lists(checker).fine():  # a fault somewhere: every list and pointer fact, one by one
@@ -334,17 +358,16 @@ class _Lists:
         c = self.checker
         leaves = c.leaves
         keys = [k for leaf in leaves for k in leaf.keys]
-        where = {k: i for i, k in enumerate(keys)}
-        if len(where) != len(keys):
+        locate = _locator(keys)
+        if locate is None:
             return False
         n = len(keys)
         used = np.zeros(n, dtype=bool)
         rows, members = [], []
         count = 0
         for kind, (lkeys, pages, offs, ids) in enumerate(lists):
-            try:
-                at = np.fromiter((where[k] for k in lkeys), dtype=np.int64, count=len(lkeys))
-            except KeyError:
+            at = locate(lkeys)
+            if at is None:
                 return False  # a list key with no leaf item
             mark = np.zeros(n, dtype=np.int64)
             mark[at] = 1
@@ -388,6 +411,34 @@ class _Lists:
             pairs = pairs[:, new]
         want_rows = np.repeat(np.arange(n, dtype=np.int64), bound_lens)
         return np.array_equal(pairs[0], want_rows) and np.array_equal(pairs[1], got_ids)
+
+
+def _locator(keys: list[Any]) -> Any:
+    """A function of list keys to their items' places among the leaf ``keys`` (None when
+    one has no item), or None when the leaf keys are not strictly ascending.  Keys all
+    ints of int64 (the dense workloads' every tree): one array and ``searchsorted``;
+    else a dict."""
+    have = int64_array(keys)
+    if have is not None and len(have) > 1 and not bool((have[1:] > have[:-1]).all()):
+        return None
+    where = None if have is not None else {k: i for i, k in enumerate(keys)}
+    if where is not None and len(where) != len(keys):
+        return None
+
+    def locate(lkeys: list[Any]) -> np.ndarray | None:
+        want = int64_array(lkeys) if have is not None else None
+        if have is not None and want is not None:
+            at = np.searchsorted(have, want)
+            if len(want) and (int(at.max()) >= len(have) or bool((have[at] != want).any())):
+                return None
+            return at.astype(np.int64)
+        table = where if where is not None else {k: i for i, k in enumerate(keys)}
+        try:
+            return np.fromiter((table[k] for k in lkeys), dtype=np.int64, count=len(lkeys))
+        except KeyError:
+            return None
+
+    return locate
 
 
 def _column(leaves: list[LeafNode], name: str) -> np.ndarray:

@@ -224,6 +224,43 @@ class Batch:
                     self.first.append(len(refs))
                 refs.append(aid)
 
+    def add_comparisons(
+        self, ident: Any, expr: str, atoms: Sequence[tuple[str, str, int]], meta: str | None = None
+    ) -> None:
+        """One subscription of one clause given as ``(attribute, operator, int constant)``
+        triples in the clause's order (``[]``: false, no clause), as
+        :meth:`betree.compiler.Compiler.int_comparisons` gives them: what :meth:`add` does
+        with the same clause's atoms, without an object each."""
+        if meta is not None:
+            self.metas.append((ident, meta))
+        self.idents.append(ident)
+        self.exprs.append(expr)
+        self.per_sub.append(1 if atoms else 0)
+        if not atoms:
+            return
+        self.lens.append(len(atoms))
+        names, attrs, codes, consts = self.names, self.col_attr, self.col_code, self.col_const
+        start = len(consts)
+        for attr, op, c in atoms:
+            number = names.get(attr)
+            if number is None:
+                number = names[attr] = len(names)
+            attrs.append(number)
+            codes.append(SLOT[op])
+            consts.append(c)
+        self.refs.extend(range(-start - 1, -len(consts) - 1, -1))
+
+    def add_text(self, ident: Any, expr: str, meta: str | None = None) -> None:
+        """Compile ``expr`` with the index's compiler and add it: a plain conjunction of
+        integer comparisons straight to the columns (:meth:`add_comparisons`), anything
+        else through :meth:`add`.  Errors: the compiler's (nothing added)."""
+        compiler = self.index.engine.compiler()
+        atoms = compiler.int_comparisons(ident, expr)
+        if atoms is not None:
+            self.add_comparisons(ident, expr, atoms, meta)
+        else:
+            self.add(ident, expr, compiler.compile(ident, expr), meta)
+
     def build(self, limit: int | None = None) -> dict[str, int]:
         """Write everything into the (empty) index; one commit, or one each ``limit`` bytes
         written (:func:`build_from_parts`).  The clauses' places are computed there from

@@ -262,3 +262,67 @@ def test_bulk_verification_turns_down_damage(store: Store, what: str) -> None:
         assert not lists_in_bulk(tree)
         with pytest.raises(CheckFailed):
             tree.check()
+
+
+@pytest.mark.parametrize("run", ["eq", "bound"])
+@pytest.mark.parametrize("how", ["unsorted", "repeated"])
+def test_leaf_runs_checked_in_bulk_named_item_by_item(store: Store, run: str, how: str) -> None:
+    """A leaf item's ``=`` or ``bound`` run out of order or with a repeat: the bulk pass over
+    every leaf's runs turns it down and the item-by-item pass names the page and the key."""
+    found: dict[str, Any] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        for n in range(40):
+            node = leaf(txn, tree, n)
+            runs = getattr(node, run)
+            for i, ids in enumerate(runs):
+                if ids:
+                    runs[i] = (
+                        [ids[0], ids[0], *ids[1:]] if how == "repeated" else [*ids, ids[0] - 1]
+                    )
+                    found["page"], found["key"] = node.page, node.keys[i]
+                    return
+
+    violations = damage(store, harm)
+    name = "=" if run == "eq" else "bound"
+    want = f"page {found['page']}: item {found['key']!r}: {name} ids not sorted and unique"
+    assert want in violations
+
+
+@pytest.mark.parametrize("keys", ["ints", "edges", "mixed", "strs"])
+def test_list_key_without_leaf_item_found_by_every_locator(keys: str) -> None:
+    """A list item whose key no leaf holds (int64 keys located by ``searchsorted``, others
+    through a dict): turned down in bulk, named item by item."""
+    values: list[Any] = {
+        "ints": list(range(-20, 20)),
+        "edges": [-(2**63), -(2**62), -1, 0, 1, 2**62, 2**63 - 1],
+        "mixed": [-1.8e308, -0.0, 1, 1.5, 2**62, 1.8e308],
+        "strs": ["", "a", "é", "zz", "\U0001f600"],
+    }[keys]
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=3)
+            for i, c in enumerate(values):
+                tree.insert(">", c, i)
+                tree.insert("<", c, 1000 + i)
+            tree.check()
+            assert lists_in_bulk(tree)
+        with store.write() as txn:
+            tree = PBTree(txn, "a")
+            node = nth_real(txn, tree, GT, 0)
+            node.keys[0] = (
+                "0"
+                if keys == "strs"
+                else -3.5
+                if keys == "mixed"
+                else values[0] - 1
+                if keys != "edges"
+                else -(2**63) + 1
+            )
+            bad = node.keys[0]
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            assert not lists_in_bulk(tree)
+            with pytest.raises(CheckFailed) as failed:
+                tree.check()
+        assert any(f"key {bad!r} has no leaf item" in v for v in failed.value.violations)
