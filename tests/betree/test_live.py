@@ -154,6 +154,20 @@ def _eager(live: LiveIndex, margin: float | None = None) -> Any:
     return store
 
 
+def _forbidding_direct(
+    live: LiveIndex, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The live store's current object with ``Delta.direct`` (every atom of a delta tested
+    event by event) made to fail, and each index's description of its view and delta."""
+
+    def direct(*args: object) -> None:
+        raise AssertionError("every atom of a delta tested event by event")
+
+    monkeypatch.setattr(delta.Delta, "direct", direct)
+    store = _eager(live, 0)
+    return store, [idx.engine.flat.describe() for idx in _indexes(store)]
+
+
 def _check_answers(got: list[Any], subs: dict[Any, str], ev: dict[str, Any], where: str) -> None:
     assert len(got) == len(set(got)), f"an id returned twice ({where})"
     assert set(got) == brute(subs, SCHEMA_, ev), where
@@ -294,12 +308,7 @@ def test_a_sharded_match_after_a_batch_tests_only_the_newer_atoms(
         for ident in gone:
             del subs[ident]
 
-        def direct(*args: object) -> None:
-            raise AssertionError("every atom of a delta tested for one event")
-
-        monkeypatch.setattr(delta.Delta, "direct", direct)
-        store = _eager(live, 0)
-        deltas = [idx.engine.flat.describe() for idx in _indexes(store)]
+        store, deltas = _forbidding_direct(live, monkeypatch)
         for _ in range(20):
             ev = event(rng)
             _check_answers(store.match(ev), subs, ev, "after")
@@ -347,12 +356,7 @@ def test_a_batch_after_writes_takes_the_delta_from_its_own_phase_1(
         for ident in gone:
             del subs[ident]
 
-        def direct(*args: object) -> None:
-            raise AssertionError("every atom of a delta tested for each event of a batch")
-
-        monkeypatch.setattr(delta.Delta, "direct", direct)
-        store = _eager(live, 0)
-        described = [idx.engine.flat.describe() for idx in _indexes(store)]
+        store, described = _forbidding_direct(live, monkeypatch)
         assert all(d["held"] for d in described) and sum(d["added"] for d in described) > 0
         assert sum(d["removed"] for d in described) > 0
         evs = [event(rng) for _ in range(300)]
