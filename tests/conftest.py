@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import jvm_cds
+
 #: Files, longest first (seconds of a run on the shared machine, with their children's and
 #: their waits; measured at stop 27, then cut: docs/testing.md): handed out first under
 #: xdist, so that no worker is left alone with a long file at the end.
@@ -74,6 +76,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
     if os.environ.get("BEXDB_FULL_TESTS") == "1":
         config.option.full = True
+    jvm_cds.use()  # Spark's classes from one archive (tests/support/jvm_cds.py)
+
+
+_dump: list[Any] = []  # the process writing the class archive, if this one started it
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for proc in _dump:
+        jvm_cds.stop_dump(proc)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -92,8 +103,14 @@ def _rank(item: pytest.Item) -> int:
     return HEAVY.index(path) if path in HEAVY else len(HEAVY)
 
 
+def _needs_spark(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("spark")) or "spark" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: the others keep their order
+    if not _dump and any(map(_needs_spark, items)):
+        _dump.append(jvm_cds.start_dump())
     if config.option.full:
         return
     groups: dict[str, list[pytest.Item]] = defaultdict(list)
