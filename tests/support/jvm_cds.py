@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,13 +32,11 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatch would print on the 
 
 def archive() -> Path:
     """Where this JDK's and pyspark's archive is (or will be)."""
-    import pyspark
-
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java") or "java"
     java = os.path.realpath(java)
     stamp = f"{java}:{os.stat(java).st_mtime_ns if os.path.exists(java) else 0}"
-    key = hashlib.sha1(f"{stamp}:{pyspark.__version__}".encode()).hexdigest()[:12]
+    key = hashlib.sha1(f"{stamp}:{metadata.version('pyspark')}".encode()).hexdigest()[:12]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "bexdb-tests" / f"spark-{key}.jsa"
 
