@@ -79,14 +79,6 @@ def pytest_configure(config: pytest.Config) -> None:
     jvm_cds.use()  # Spark's classes from one archive (tests/support/jvm_cds.py)
 
 
-_dump: list[Any] = []  # the process writing the class archive, if this one started it
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    for proc in _dump:
-        jvm_cds.stop_dump(proc)
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     node.workerinput["bexdb_sample_seed"] = node.config.option.sample_seed
@@ -103,14 +95,8 @@ def _rank(item: pytest.Item) -> int:
     return HEAVY.index(path) if path in HEAVY else len(HEAVY)
 
 
-def _needs_spark(item: pytest.Item) -> bool:
-    return bool(item.get_closest_marker("spark")) or "spark" in getattr(item, "fixturenames", ())
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: the others keep their order
-    if not _dump and any(map(_needs_spark, items)):
-        _dump.append(jvm_cds.start_dump())
     if config.option.full:
         return
     groups: dict[str, list[pytest.Item]] = defaultdict(list)
