@@ -23,10 +23,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Spark's classes archived once per venv, so that the tests' JVMs start on half the CPU
+# (tests/support/jvm_cds.py; a failure only means the tests run without it)
 test: lint
+	$(BIN)/python -m tests.support.jvm_cds dump
 	$(BIN)/pytest -q -n auto --dist loadfile
 
 test-full: lint
+	$(BIN)/python -m tests.support.jvm_cds dump
 	$(BIN)/pytest -q -n auto --dist loadfile --full
 
 clean:

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import jvm_cds
+
 #: Files, longest first (seconds of a run on the shared machine, with their children's and
 #: their waits; measured at stop 27, then cut: docs/testing.md): handed out first under
 #: xdist, so that no worker is left alone with a long file at the end.
@@ -74,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
     if os.environ.get("BEXDB_FULL_TESTS") == "1":
         config.option.full = True
+    jvm_cds.use()  # Spark's classes from one archive (tests/support/jvm_cds.py)
 
 
 @pytest.hookimpl(optionalhook=True)

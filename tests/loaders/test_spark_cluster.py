@@ -20,6 +20,7 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -37,6 +38,7 @@ import pytest
 from betree.lang.schema import Schema
 from loaders.spark.session import LOCAL_JIT
 from loaders.spark.streamlog import committed_results
+from tests.support import jvm_cds
 from tests.support.brute import brute
 from tests.support.spark import (
     drop,
@@ -56,10 +58,13 @@ HOME = os.path.dirname(pyspark.__file__)
 #: The JVMs' JIT: C1 only, as the product's local JVM (short runs, where C2's compiler
 #: threads cost more CPU than they save).
 C1 = LOCAL_JIT
+#: The daemons' and executors' JVMs: C1, and Spark's classes from the test run's archive
+#: (the drivers take it from ``SPARK_SUBMIT_OPTS``: tests/support/jvm_cds.py).
+JAVA = f"{C1} {jvm_cds.FLAGS}"
 #: What each executor may use: the workers offer 768 MB, an executor takes 512 MB.
 SUBMIT = (
     f"--conf spark.executor.memory=512m --conf spark.driver.memory=1g"
-    f" --conf spark.executor.extraJavaOptions={C1}"
+    f" --conf 'spark.executor.extraJavaOptions={JAVA}'"
 )
 
 
@@ -74,7 +79,7 @@ def environment(tmp: Path) -> dict[str, str]:
         **os.environ,
         "SPARK_HOME": HOME,
         "SPARK_DAEMON_MEMORY": "256m",
-        "SPARK_DAEMON_JAVA_OPTS": C1,
+        "SPARK_DAEMON_JAVA_OPTS": JAVA,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp / "logs"),
         "PYSPARK_PYTHON": sys.executable,  # the executors' Python
@@ -162,7 +167,7 @@ def bexdb(tmp: Path, *argv: str, submit: str | None = None) -> tuple[dict[str, A
         command = [sys.executable, "-m", "tools.cli", *argv]
     else:
         command = [os.path.join(HOME, "bin", "spark-submit"), "--master", submit,
-                   *SUBMIT.split(), "--driver-java-options", C1,
+                   *shlex.split(SUBMIT), "--driver-java-options", C1,
                    str(ROOT / "tools" / "cli.py"), *argv]  # fmt: skip
     t0 = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
