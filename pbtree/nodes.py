@@ -41,6 +41,7 @@ owns ``ids[offs[i*p] : offs[(i+1)*p]]`` where ``p`` is the number of id parts pe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -81,9 +82,9 @@ class InternalNode:
         self.children = children
 
     @classmethod
-    def from_fields(cls, page: int, fields: list[Any]) -> InternalNode:
+    def from_fields(cls, page: int, fields: Sequence[Any]) -> InternalNode:
         keys, children = fields
-        return cls(page, keys, unpack_u64(children).tolist())
+        return cls(page, list(keys), unpack_u64(children).tolist())  # (a private list)
 
     def to_fields(self) -> list[Any]:
         return [self.keys, pack_u64(self.children)]
@@ -118,14 +119,14 @@ class LeafNode:
         self.nep: list[int] = nep if nep is not None else []
 
     @classmethod
-    def from_fields(cls, page: int, fields: list[Any]) -> LeafNode:
+    def from_fields(cls, page: int, fields: Sequence[Any]) -> LeafNode:
         prev, nxt, keys, offs, ids, gtp, ltp, nep = fields
         parts = _unpack_parts(unpack_u32(offs), unpack_u32(ids))
         return cls(
             page,
             prev,
             nxt,
-            keys,
+            list(keys),
             parts[0::2],
             parts[1::2],
             unpack_u64(gtp).tolist(),
@@ -221,9 +222,9 @@ class ListNode:
         return 1 if self.list_kind == NE else 2
 
     @classmethod
-    def from_fields(cls, page: int, fields: list[Any]) -> ListNode:
+    def from_fields(cls, page: int, fields: Sequence[Any]) -> ListNode:
         list_kind, sentinel, prev, nxt, keys, offs, ids = fields
-        node = cls(page, list_kind, sentinel, prev, nxt, keys)
+        node = cls(page, list_kind, sentinel, prev, nxt, list(keys))
         node._runs = None
         node._flat = (unpack_u32(offs).astype(np.int64), unpack_u32(ids))
         return node

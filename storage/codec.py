@@ -112,8 +112,13 @@ def page_gen(value: bytes | memoryview) -> int:
     return int(_GEN.unpack_from(value)[0])
 
 
-def decode_page(page: int, value: bytes | memoryview, kind: int) -> list[Any]:
+def decode_page(page: int, value: bytes | memoryview, kind: int) -> tuple[Any, ...]:
     """The fields of a page that must be of ``kind``; refuses anything else.
+
+    Arrays come back as tuples, not lists: the page cache holds decoded pages for the
+    life of a process, and CPython's garbage collector stops tracking a tuple of atomic
+    values after one collection, never a list (a rich 50K store's cache is mostly
+    c-node p-directories: a list a p-node).  Writers copy a page before changing it.
 
     Cost: the checksum (about 1 µs per 4 KB), then msgpack decodes one Python object per
     field and per key; packed arrays come back as one ``bytes`` each (see
@@ -123,10 +128,10 @@ def decode_page(page: int, value: bytes | memoryview, kind: int) -> list[Any]:
     if damage is not None:
         raise CorruptPage(page, damage)
     try:
-        envelope = msgpack.unpackb(value[_HEADER:], raw=False, strict_map_key=False)
+        envelope = msgpack.unpackb(value[_HEADER:], raw=False, strict_map_key=False, use_list=False)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise CorruptPage(page, f"undecodable envelope ({exc.__class__.__name__})") from exc
-    if not isinstance(envelope, list) or len(envelope) < 2:
+    if not isinstance(envelope, tuple) or len(envelope) < 2:
         raise CorruptPage(page, "envelope is not [kind, version, ...]")
     found_kind, found_version = envelope[0], envelope[1]
     if found_kind != kind:
@@ -140,8 +145,7 @@ def decode_page(page: int, value: bytes | memoryview, kind: int) -> list[Any]:
             f"this bexdb reads version {expected}",
             "open the store with the bexdb release that wrote it, or rebuild it",
         )
-    del envelope[:2]
-    return envelope
+    return envelope[2:]
 
 
 def page_kind_name(value: bytes | memoryview) -> str:

@@ -14,7 +14,10 @@ the c-node of one c-directory bucket (BE-Tree paper, Fig. 2)::
     lnode    first page of the l-node chain (0 when empty)
     size     clauses in the l-node;  cap  its capacity max_cap^j
     pdir     the p-directory: [[attribute, top bucket page, score], ...]; score is the
-             number of clauses below that p-node (its popularity)
+             number of clauses below that p-node (its popularity).  Held as tuples: a
+             c-node read (or committed) is shared by the page cache and left untracked by
+             the garbage collector; a writer's copy (:meth:`CNode.copy`) holds a list of
+             them, whose entries it replaces
 
 ``betree.lnode`` (kind 4, version 2: clause lengths, not offsets) — one page of an
 l-node; an l-node larger than one page spills into a chain of them, read on demand::
@@ -30,6 +33,7 @@ l-node; an l-node larger than one page spills into a chain of them, read on dema
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,6 +42,11 @@ from storage.codec import int_ids, pack_u32, unpack_u32, unpack_u64
 
 #: Target bytes of one l-node page: LMDB moves values above ~2 KB to overflow pages.
 PAGE_BUDGET = 1900
+
+#: A p-directory entry ``(attribute, top bucket page, score)`` and the p-directory: a
+#: tuple in a shared c-node, a list in a writer's copy.
+PEntry = tuple[Any, ...]
+PDir = list[PEntry] | tuple[PEntry, ...]
 
 
 class CNode:
@@ -74,7 +83,7 @@ class CNode:
         right: int = 0,
         lnode: int = 0,
         size: int = 0,
-        pdir: list[list[Any]] | None = None,
+        pdir: PDir | None = None,
     ) -> None:
         self.page = page
         self.attr = attr
@@ -87,16 +96,20 @@ class CNode:
         self.lnode = lnode
         self.size = size
         self.cap = cap
-        self.pdir: list[list[Any]] = pdir if pdir is not None else []
+        self.pdir: PDir = pdir if pdir is not None else []
         self.pmap: dict[str, int] = {entry[0]: entry[1] for entry in self.pdir}
         self._slots: dict[str, int] | None = None
 
     @classmethod
-    def from_fields(cls, page: int, fields: list[Any]) -> CNode:
+    def from_fields(cls, page: int, fields: Sequence[Any]) -> CNode:
         attr, top, lo, hi, parent, left, right, lnode, size, cap, pdir = fields
+        pdir = tuple(map(tuple, pdir))  # (no copy when decoded: tuples already)
         return cls(page, attr, bool(top), lo, hi, parent, cap, left, right, lnode, size, pdir)
 
     def to_fields(self) -> list[Any]:
+        """The page's fields (at commit); the p-directory becomes a tuple, as a read
+        decodes it, since the node then goes to the page cache."""
+        self.pdir = tuple(self.pdir)
         return [
             self.attr,
             int(self.top),
@@ -113,7 +126,7 @@ class CNode:
 
     def copy(self) -> CNode:
         """A private copy to mutate (:meth:`storage.txn.WriteTxn.load_mut`): its
-        p-directory entries are lists changed in place (:meth:`add_score`)."""
+        p-directory a list of the shared entry tuples, which :meth:`add_score` replaces."""
         return CNode(
             self.page,
             self.attr,
@@ -126,7 +139,7 @@ class CNode:
             self.right,
             self.lnode,
             self.size,
-            [list(entry) for entry in self.pdir],
+            list(self.pdir),
         )
 
     @property
@@ -147,8 +160,13 @@ class CNode:
             self._slots = {entry[0]: k for k, entry in enumerate(self.pdir)}
         return self._slots
 
+    def _pdir_list(self) -> list[PEntry]:
+        if not isinstance(self.pdir, list):  # a shared page: the cache's, or a snapshot's
+            raise TypeError(f"c-node {self.page} is shared: copy it to change it")
+        return self.pdir
+
     def add_pnode(self, attr: str, top: int) -> None:
-        self.pdir.append([attr, top, 0])
+        self._pdir_list().append((attr, top, 0))
         self.pmap[attr] = top
         self._slots = None
 
@@ -158,9 +176,10 @@ class CNode:
         self._slots = None
 
     def add_score(self, attr: str, delta: int) -> None:
-        for entry in self.pdir:
+        pdir = self._pdir_list()
+        for k, entry in enumerate(pdir):
             if entry[0] == attr:
-                entry[2] += delta
+                pdir[k] = (attr, entry[1], entry[2] + delta)
                 return
 
 
@@ -172,7 +191,7 @@ Entry = tuple[int, Any, list[int]]  # (cid, external id, atom ids)
 PageArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def id_array(ids: list[Any]) -> np.ndarray:
+def id_array(ids: Sequence[Any]) -> np.ndarray:
     """External ids as one numpy array: ``int64`` when every id is an int that
     :func:`storage.codec.encode_id` takes (the common case: a batch's hits are then
     gathered, sorted and written as JSON without a Python object per id), else an object
@@ -211,17 +230,19 @@ class LNodePage:
         self.next = next
         self._entries: list[Entry] | None = entries if entries is not None else []
         self._arrays: PageArrays | None = None
-        self._tail: list[Entry] = []  # (only beside arrays, never beside an entry list)
+        # (only beside arrays, never beside an entry list; a tuple, not tracked by the
+        # garbage collector, in a page as the cache holds it)
+        self._tail: list[Entry] | tuple[Entry, ...] = ()
         self.nbytes = sum(entry_bytes(e) for e in self._entries)
 
     @classmethod
-    def from_fields(cls, page: int, fields: list[Any]) -> LNodePage:
+    def from_fields(cls, page: int, fields: Sequence[Any]) -> LNodePage:
         nxt, cids, exts, lens, atoms = fields
         node = cls.__new__(cls)  # not __init__: its entry list is not wanted (decode cost)
         node.page = page
         node.next = nxt
         node._entries = None
-        node._tail = []
+        node._tail = ()
         node._arrays = (
             unpack_u64(cids),
             id_array(exts),
@@ -239,7 +260,7 @@ class LNodePage:
         node.next = self.next
         node._entries = None if self._entries is None else list(self._entries)
         node._arrays = self._arrays
-        node._tail = list(self._tail)
+        node._tail = self._tail if not self._tail else list(self._tail)
         node.nbytes = self.nbytes
         return node
 
@@ -249,6 +270,7 @@ class LNodePage:
         clause for the garbage collector to walk (~100K a batch of 1,000 at 1M)."""
         cids, exts, lens, atoms = self.arrays()
         self._entries = None
+        self._tail = ()
         return [self.next, cids.tobytes(), exts.tolist(), pack_u32(lens), atoms.tobytes()]
 
     def arrays(self) -> PageArrays:
@@ -257,7 +279,7 @@ class LNodePage:
         if self._arrays is None:
             self._arrays = _as_arrays(self._entries or [], None)
         elif self._tail:
-            self._arrays, self._tail = _as_arrays(self._tail, self._arrays), []
+            self._arrays, self._tail = _as_arrays(list(self._tail), self._arrays), ()
         return self._arrays
 
     def clauses(self) -> list[Entry]:
@@ -288,7 +310,10 @@ class LNodePage:
 
     def add(self, entry: Entry) -> None:
         if self._entries is None:
-            self._tail.append(entry)
+            tail = self._tail
+            if isinstance(tail, tuple):
+                tail = self._tail = list(tail)
+            tail.append(entry)
         else:
             self._entries.append(entry)
             self._arrays = None

@@ -26,7 +26,7 @@ def test_wrong_score(idx: Index) -> None:
     root = walk(idx)[0]
     with idx.store.write() as txn:
         node = txn.load_mut(txn.get_obj(NS, ROOT)["space"], root.page, CNode)
-        node.pdir[0][2] += 5
+        node.add_score(node.pdir[0][0], 5)  # (the count only, not the tree below)
     found = violations(idx)
     assert len(found) == 1 and "scores" in found[0] and f"page {root.page}" in found[0]
 

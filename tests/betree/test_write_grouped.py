@@ -331,3 +331,47 @@ def test_an_lnode_page_appended_to_as_arrays_is_the_page_of_all_its_clauses() ->
             assert page.clauses() == [*entries[1:], (99 << 16, "late", [5])]
         if page is not stored:  # the copy changed, the cached page not
             assert len(stored) == cut and stored.clauses() == entries[:cut]
+
+
+def test_pages_the_cache_holds_are_immutable_and_untracked(tmp_path: Path) -> None:
+    """The page cache holds c-nodes and l-node pages as a read decodes them, tuples and
+    arrays (:func:`storage.codec.decode_page`), whether read or published by a commit:
+    the garbage collector stops tracking their fields after one pass (a full pass over a
+    rich store's cache otherwise walks a list a p-node), and a writer that changed a
+    shared c-node instead of its copy is refused, not silently changing the cache."""
+    import gc
+
+    from betree.disk.nodes import CNode, LNodePage
+    from betree.disk.tree import BETree
+
+    rng = random.Random(11)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(300)}
+    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 4}) as idx:
+        idx.subscribe_many(subs.items())
+        for k in range(40):  # single writes publish their pages at commit
+            idx.subscribe(1000 + k, expression(rng))
+        idx.unsubscribe(3)
+        for _ in range(2):
+            gc.collect()
+        with idx.store.read() as txn:
+            tree = BETree(txn, catalog.root_record(txn))
+            nodes = [node for node, _, _ in tree.walk()]
+            assert any(node.pdir for node in nodes)
+            for node in nodes:
+                assert type(node.pdir) is tuple and not gc.is_tracked(node.pdir)
+                assert all(type(entry) is tuple for entry in node.pdir)
+                page = node.lnode
+                while page:
+                    lpage = txn.load(tree.space, page, LNodePage)
+                    assert lpage.arrays() is not None and not gc.is_tracked(lpage.arrays())
+                    page = lpage.next
+            owner = next(node for node in nodes if node.pdir)
+            cached = txn.load(tree.space, owner.page, CNode)
+            with pytest.raises(TypeError, match="shared"):
+                cached.add_score(owner.pdir[0][0], 1)
+            with pytest.raises(TypeError, match="shared"):
+                cached.add_pnode("zz", 1)
+            mine = cached.copy()
+            mine.add_score(owner.pdir[0][0], 5)
+            assert mine.pdir[0][2] == owner.pdir[0][2] + 5 and cached.pdir is owner.pdir
+        idx.check()
