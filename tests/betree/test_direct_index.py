@@ -25,7 +25,7 @@ from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from betree.matching import direct
+from betree.matching import direct, directkinds
 from betree.matching.direct import DirectAtoms, counting
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from loaders import python_load
@@ -37,11 +37,17 @@ from tools.bench import gen_rich
 I64 = (-(2**63), 2**63 - 1)
 
 
-@pytest.mark.parametrize("by_many", [False, True])
-def test_list_postings_are_exact(by_many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Event by event through the postings' own loop, or (``by_many``: long postings)
-    through their batch form one event at a time."""
-    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
+def _postings_way(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """List postings asked id by id (``short``), as arrays (``arrays``: long ones), or
+    through their batch form one event at a time (``many``: very long ones)."""
+    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if way == "many" else 1 << 40)
+    monkeypatch.setattr(directkinds, "LONG_POSTINGS", -1 if way == "arrays" else 1 << 40)
+
+
+@pytest.mark.parametrize("way", ["short", "arrays", "many"])
+def test_list_postings_are_exact(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event by event through each way of asking the postings (:func:`_postings_way`)."""
+    _postings_way(way, monkeypatch)
     rng = random.Random(3)
     pool: list[object] = [*range(-3, 12), *I64]
     atoms = list_atoms(rng, "il", pool, 600, 6)
@@ -53,11 +59,10 @@ def test_list_postings_are_exact(by_many: bool, monkeypatch: pytest.MonkeyPatch)
     assert agree(atoms, events, "il") > 1000
 
 
-@pytest.mark.parametrize("by_many", [False, True])
-def test_string_list_postings_with_unicode(by_many: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Event by event through the postings' own loop, or (``by_many``: long postings)
-    through their batch form one event at a time."""
-    monkeypatch.setattr(direct, "LIST_POSTING_MOST", -1 if by_many else 1 << 40)
+@pytest.mark.parametrize("way", ["short", "arrays", "many"])
+def test_string_list_postings_with_unicode(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event by event through each way of asking the postings (:func:`_postings_way`)."""
+    _postings_way(way, monkeypatch)
     rng = random.Random(4)
     pool = ["", "a", "é", "e\u0301", "ß", "ss", "\U0001f600", "x" * 1000]
     atoms = list_atoms(rng, "sl", pool, 300, 4)
