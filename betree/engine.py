@@ -220,7 +220,11 @@ class Engine:
             view = flat.build(BETree(txn, rec), full.trees)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
-        return self.flat.get(txn.gen, make, rec["subs"], events, self._catch_up(txn, rec))
+        def predicates() -> int:
+            return sum(int(tree["count"]) for tree in self.snapshot(txn).trees.values())
+
+        catch_up = self._catch_up(txn, rec)
+        return self.flat.get(txn.gen, make, rec["subs"], events, catch_up, predicates)
 
     def _catch_up(
         self,

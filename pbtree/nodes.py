@@ -188,6 +188,29 @@ class LeafNode:
         return np.array(self.eq[i] + self.bound[i], dtype=np.uint32)
 
 
+class LeafRuns:
+    """A leaf page read for its runs only, no per-item lists (readers that keep no node:
+    :class:`pbtree.view.SearchView` reads every leaf once): the keys, item i's eq run then
+    bound run end to end as ``ids[offs[2 * i]:offs[2 * i + 2]]``, the next leaf."""
+
+    KIND: ClassVar[int] = LeafNode.KIND
+    __slots__ = ("fields", "ids", "keys", "next", "offs")
+
+    def __init__(self, fields: list[Any], offs: np.ndarray, ids: np.ndarray) -> None:
+        self.fields = fields  # (as read: :meth:`to_fields`)
+        self.keys, self.next, self.offs, self.ids = fields[2], fields[1], offs, ids
+
+    @classmethod
+    def from_fields(cls, page: int, fields: list[Any]) -> LeafRuns:
+        offs, ids = unpack_u32(fields[3]), unpack_u32(fields[4])
+        if len(offs) != 2 * len(fields[2]) + 1 or int(offs[-1]) != len(ids):
+            raise ValueError(f"leaf {page}: {len(offs)} run bounds for {len(fields[2])} keys")
+        return cls(fields, offs, ids)
+
+    def to_fields(self) -> list[Any]:
+        return self.fields
+
+
 class ListNode:
     """A GreaterThan, LessThan or Inequality list node (or a head/tail sentinel).
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from pbtree.keys import int64_array, key_domain
-from pbtree.nodes import TAIL, LeafNode, ListNode
+from pbtree.nodes import TAIL, LeafRuns, ListNode
 from pbtree.operators import GT, LT, NE
 from storage.errors import InvalidInput
 from storage.txn import ReadTxn
@@ -225,16 +225,57 @@ class SearchView:
         space, lists = record["space"], record["lists"]
         self.gt, self.lt, self.ne = (_List.read(txn, space, lists[k][0]) for k in (GT, LT, NE))
         self.eq: Mapping[Any, np.ndarray] = {}
-        eq: dict[Any, np.ndarray] = {}
+        keys: list[Any] = []
+        starts: list[np.ndarray] = []
+        ids: list[np.ndarray] = [np.empty(0, dtype=np.uint32)]
+        both = False  # an atom both = and >= one key: its id once (np.unique)
+        base = 0
         page = record["first"] if self.domain is not None else 0
-        while page:
-            leaf = txn.load_uncached(space, page, LeafNode)
-            for i, key in enumerate(leaf.keys):
-                ids = leaf.sidset(i)  # (an atom both = and >= one key: once)
-                eq[key] = np.unique(ids) if leaf.eq[i] and leaf.bound[i] else ids
+        while page:  # the leaves in key order, their runs end to end (a run a key)
+            leaf = txn.load_uncached(space, page, LeafRuns)
+            offs = leaf.offs.astype(np.int64)
+            starts.append(offs[:-1:2] + base)
+            both = both or bool(((offs[1::2] > offs[:-1:2]) & (offs[2::2] > offs[1::2])).any())
+            keys.extend(leaf.keys)
+            ids.append(leaf.ids)
+            base += len(leaf.ids)
             page = leaf.next
-        self.eq = eq
-        self._index_eq()
+        at = np.append(np.concatenate(starts) if starts else [], base).astype(np.int64)
+        self._index_runs(keys, at, np.concatenate(ids), both)
+
+    def _index_runs(
+        self, keys: Sequence[Any] | np.ndarray, at: np.ndarray, ids: np.ndarray, both: bool
+    ) -> None:
+        """The leaf runs, key k's ``ids[at[k]:at[k + 1]]`` (a key listed twice, from two
+        shards, has its runs joined in order), indexed as :meth:`_index_eq` does: in numpy
+        when every key is an int64 and no run holds an id twice (a dense range workload has
+        a leaf key an atom), else through a dict of runs."""
+        ints: np.ndarray | None = keys if isinstance(keys, np.ndarray) else int64_array(keys)
+        if ints is None or both:
+            eq: dict[Any, np.ndarray] = {}
+            for k, key in enumerate(keys):
+                run = ids[at[k] : at[k + 1]]
+                had = eq.get(key)
+                eq[key] = run if had is None else np.concatenate([had, run])
+            self.eq = {key: np.unique(run) for key, run in eq.items()} if both else eq
+            self._index_eq()
+            return
+        if len(ints) > 1 and not bool((ints[1:] > ints[:-1]).all()):
+            order = np.argsort(ints, kind="stable")
+            ints, lo, hi = ints[order], at[:-1][order], at[1:][order]
+            ids = ids[ranges(lo, hi)]
+            ends = np.cumsum(hi - lo)
+            first = np.flatnonzero(np.concatenate([[True], ints[1:] != ints[:-1]]))
+            ints, at = ints[first], np.append(np.append(0, ends)[first], ends[-1])
+        at = at - at[0]
+        self.eq_distinct = distinct(ids)
+        self.eq_ints: np.ndarray | None = ints
+        self.eq_at, self.eq_ids = at, ids
+        if len(ints) > RUNS_DICT:
+            self.eq = Runs(ints, at, ids)
+        else:
+            self.eq = {key: ids[at[k] : at[k + 1]] for k, key in enumerate(ints.tolist())}
+        self._set_narrow()
 
     def _index_eq(self) -> None:
         """Whether no id sits under two keys (an atom ``a in (1, 2)`` does; never twice
@@ -258,10 +299,13 @@ class SearchView:
             self.eq = Runs(ints, at, ids)
         elif ints is not None:
             self.eq = {key: ids[at[k] : at[k + 1]] for k, key in enumerate(keys)}
+        self._set_narrow()
+
+    def _set_narrow(self) -> None:
         #: every key an int64 and each list's keys less than :data:`NARROW` apart: a batch
         #: searches this tree with the others of its kind in one array
         self.narrow = self.domain == "num" and all(
-            _narrow(keys) for keys in (self.gt.ints, self.lt.ints, self.ne.ints, ints)
+            _narrow(keys) for keys in (self.gt.ints, self.lt.ints, self.ne.ints, self.eq_ints)
         )
 
     @property
@@ -307,6 +351,20 @@ class SearchView:
         out.gt, out.lt, out.ne = (
             _List.merged([getattr(v, part) for v in views], bases) for part in ("gt", "lt", "ne")
         )
+        each = [v.eq_ints for v in views if v.eq_ints is not None]
+        if len(each) == len(views):  # the runs end to end, in numpy
+            shift = np.cumsum([0] + [len(v.eq_ids) for v in views])
+            ints = np.concatenate([*each, np.zeros(0, dtype=np.int64)])
+            at = np.append(
+                np.concatenate([v.eq_at[:-1] + s for v, s in zip(views, shift[:-1], strict=True)]),
+                shift[-1],
+            )
+            ids = np.concatenate(
+                [v.eq_ids + np.uint32(b) for v, b in zip(views, bases, strict=True)]
+                + [np.empty(0, dtype=np.uint32)]
+            )
+            out._index_runs(ints, at.astype(np.int64), ids, False)
+            return out
         eq: dict[Any, np.ndarray] = {}
         for view, base in zip(views, bases, strict=True):
             for key, ids in view.eq.items():

@@ -113,26 +113,28 @@ def atom_intervals(
         eq_ids = np.concatenate([np.empty(0, dtype=np.uint32), *search.eq.values()])
         sizes = [len(v) for v in search.eq.values()]
         eq_key = np.repeat(np.arange(len(eq_keys), dtype=np.int64), sizes)
-    # the tree's atoms numbered 0.. (``local``: their ids ascending)
-    local = np.unique(np.concatenate([gt.ids, lt.ids, ne.ids, eq_ids]))
+    # the tree's atoms numbered 0.. (``local``: their ids ascending; one sort, each list's
+    # ids numbered by it: ``parts``)
+    local, number = np.unique(np.concatenate([gt.ids, lt.ids, ne.ids, eq_ids]), return_inverse=True)
     size = len(local)
-
-    def at(ids: np.ndarray) -> np.ndarray:
-        return np.searchsorted(local, ids).astype(np.int64)
+    cuts = np.cumsum([len(gt.ids), len(lt.ids), len(ne.ids)])
+    parts = dict(
+        zip(("gt", "lt", "ne", "eq"), np.split(number.astype(np.int64), cuts), strict=True)
+    )
 
     simple = np.zeros(size, dtype=bool)
     lo = np.zeros(size, dtype=np.uint64)
     hi = np.full(size, _TOP, dtype=np.uint64)
-    n_gt, n_lt = _counts(at(gt.ids), size), _counts(at(lt.ids), size)
-    n_ne, n_eq = _counts(at(ne.ids), size), _counts(at(eq_ids), size)
+    n_gt, n_lt = _counts(parts["gt"], size), _counts(parts["lt"], size)
+    n_ne, n_eq = _counts(parts["ne"], size), _counts(parts["eq"], size)
     once = (n_gt + n_lt <= 1) & (n_eq <= 1) & (n_ne == 0)
     # the leaf key each atom sits under (-1: none)
     under = np.full(size, -1, dtype=np.int64)
-    under[at(eq_ids)] = eq_key
+    under[parts["eq"]] = eq_key
     ints_only = search.eq_ints is not None and gt.ints is not None and lt.ints is not None
     where = {} if ints_only else {key: k for k, key in enumerate(eq_keys)}
-    for lst, is_lower in ((gt, True), (lt, False)):
-        ids = at(lst.ids)
+    for lst, part, is_lower in ((gt, "gt", True), (lt, "lt", False)):
+        ids = parts[part]
         keep = once[ids]
         ids = ids[keep]
         item = _key_index(lst.at)[keep]

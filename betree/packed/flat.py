@@ -559,10 +559,14 @@ class FlatSlot:
         clauses: int,
         events: int = 1,
         catch_up: Callable[[Based], Based | None] | None = None,
+        predicates: Callable[[], int] | None = None,
     ) -> Based | None:
         """The view of generation ``gen`` for ``events`` more events, or None: walk the
-        pages.  ``make`` builds one when it is due and its ``clauses`` may fit;
-        ``catch_up`` brings the held one to ``gen`` (None: it cannot, rebuild)."""
+        pages.  ``make`` builds one when it is due and its ``clauses`` and its PB+trees'
+        ``predicates()`` (asked only then) may fit: an id of 4 bytes each at least, so that
+        a dense store (an atom a range end: ~850 bytes a clause) is not read whole for a
+        view then dropped; ``catch_up`` brings the held one to ``gen`` (None: it cannot,
+        rebuild)."""
         based = self.held(gen)
         if based is not None and self._folded is None and not self._lingers(based, events):
             return based
@@ -583,6 +587,8 @@ class FlatSlot:
                 self._walks = self.after
             self._walks += events
             if self._walks <= self.after or self._too_big or clauses * LEAST_BYTES > self._share:
+                return None
+            if predicates is not None and clauses * LEAST_BYTES + 4 * predicates() > self._share:
                 return None
             if not self.cache.reserve(self._share):
                 self._too_big = True

@@ -356,6 +356,10 @@ def test_slot_skips_stores_that_cannot_fit() -> None:
     assert built == [1] and cache.max_bytes == 4000
     assert slot.get(2, make, clauses=10) is None  # not read again for nothing
     assert built == [1]
+    slot = FlatSlot(cache, after=0)
+    assert slot.get(1, make, clauses=10, predicates=lambda: 700) is None  # 3,080 bytes
+    assert built == [1] and slot.get(1, make, clauses=10, predicates=lambda: 600) is None
+    assert built == [1, 1]  # 2,680 bytes may fit: built, found too big
 
 
 def test_view_at_the_ends_of_every_domain(tmp_path: Path) -> None:
