@@ -196,19 +196,19 @@ class LeafRuns:
     KIND: ClassVar[int] = LeafNode.KIND
     __slots__ = ("fields", "ids", "keys", "next", "offs")
 
-    def __init__(self, fields: list[Any], offs: np.ndarray, ids: np.ndarray) -> None:
+    def __init__(self, fields: Sequence[Any], offs: np.ndarray, ids: np.ndarray) -> None:
         self.fields = fields  # (as read: :meth:`to_fields`)
         self.keys, self.next, self.offs, self.ids = fields[2], fields[1], offs, ids
 
     @classmethod
-    def from_fields(cls, page: int, fields: list[Any]) -> LeafRuns:
+    def from_fields(cls, page: int, fields: Sequence[Any]) -> LeafRuns:
         offs, ids = unpack_u32(fields[3]), unpack_u32(fields[4])
         if len(offs) != 2 * len(fields[2]) + 1 or int(offs[-1]) != len(ids):
             raise ValueError(f"leaf {page}: {len(offs)} run bounds for {len(fields[2])} keys")
         return cls(fields, offs, ids)
 
     def to_fields(self) -> list[Any]:
-        return self.fields
+        return list(self.fields)
 
 
 class ListNode:
