@@ -189,12 +189,7 @@ class BETree:
         page, used = self._route(self.root, places, set(), +1)
         self._append(page, [entry])
         self._record_move([entry], page)
-        node = self.node(page)
-        if node.size > node.cap:
-            if node.attr is None:
-                self._partition(page, used)
-            else:
-                self._cluster(page, used)
+        self._split_if_over(page, used)
 
     def insert_many(self, items: list[tuple[Entry, Places]]) -> None:
         """Store many clauses: each routed as :meth:`insert` routes it (the scores each
@@ -219,12 +214,17 @@ class BETree:
             self._append(page, entries)
             self._record_move(entries, page)
         for page, (_, used) in groups.items():
-            node = self.node(page)
-            if node.size > node.cap:
-                if node.attr is None:
-                    self._partition(page, used)
-                else:
-                    self._cluster(page, used)
+            self._split_if_over(page, used)
+
+    def _split_if_over(self, page: int, used: set[str]) -> None:
+        """Cut an l-node past its capacity: space partitioning where its node has no
+        attribute yet, space clustering otherwise (the paper's Alg. 4-5)."""
+        node = self.node(page)
+        if node.size > node.cap:
+            if node.attr is None:
+                self._partition(page, used)
+            else:
+                self._cluster(page, used)
 
     def _route(
         self,
