@@ -13,18 +13,13 @@ the commits since from the change log (:mod:`betree.disk.changelog`):
   BE-Tree only prunes clauses that cannot (the differential tests check it).  An atom
   older than the base has its truth in the base's phase 1 (its PB+tree entries and
   direct tests were in the base: atom ids are never reused, so an atom alive now and
-  older than the base was alive in it); a newer one is tested by ``Atom.holds``, or
-  found through the delta's own direct index of its attribute when a kind of index
-  serves it (:class:`betree.matching.direct.DirectAtoms`: lists, geo, patterns...).
+  older than the base was alive in it); a newer one is tested by ``Atom.holds``.
 
 The answer is exactly a fresh view's: the base's clauses less the removed, plus the added.
 Catching up reads one log entry per commit (and each new atom's record once), and
 copies the delta (O(its size); a delta is immutable once made, so that readers of an
-older generation keep theirs; an attribute's index is made again when a catch-up adds to
-it).  Matching adds one ``take`` and one ``reduceat`` over the added clauses' atoms, one
-``holds`` call per new order atom of an attribute the event defines (~0.2 µs), and per
-such attribute with indexed atoms one index search (rich rules at 550 newer atoms:
-~1 ms an event tested one by one).
+older generation keep theirs).  Matching adds one ``reduceat`` over the added clauses'
+atoms and one ``holds`` call per new atom of an attribute the event defines (~0.2 µs).
 
 A write of a few subscriptions catches its own process's view up at once
 (:meth:`betree.engine.Engine.caught_up`: the next match pays none of it, ~0.2 ms at 100K);
@@ -50,12 +45,11 @@ import numpy as np
 from betree.disk import changelog
 from betree.disk.catalog import SubId, load_atom
 from betree.disk.nodes import id_array
-from betree.lang.atoms import Atom, TestAtom
-from betree.matching.direct import DirectAtoms, mark
-from betree.matching.directkinds import KIND_OF
+from betree.lang.atoms import Atom
 from storage.txn import ReadTxn
 
 if TYPE_CHECKING:
+    from betree.matching.direct import DirectAtoms
     from betree.packed.flat import FlatTree
 
 #: added clauses past which the delta is folded into a new base.  Measured at 100K BEGen:
@@ -69,11 +63,6 @@ FOLD_ATOMS = 1024
 
 _EMPTY = np.empty(0, dtype=np.int64)
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))  # bit i of a word
-
-
-def _indexable(atom: Atom) -> bool:
-    """Whether a :class:`DirectAtoms` index serves the atom (else it is tested each event)."""
-    return isinstance(atom, TestAtom) and KIND_OF.get(atom.test) is not None
 
 
 class Delta:
@@ -100,7 +89,6 @@ class Delta:
         "clauses",
         "exts",
         "flat",
-        "indexed",
         "new_atoms",
         "new_ids",
         "newer",
@@ -140,12 +128,6 @@ class Delta:
         #: undefined is not tested: false, or true for the ``undefined`` test's)
         self.by_attr: dict[str, list[int]] = {}
         self.undefined: list[int] = []  #: positions of the atoms true on undefined
-        #: an attribute's newer atoms indexed by kind (:class:`DirectAtoms`, by position in
-        #: ``new_atoms``), for the attributes with some atom an index serves (a list, geo,
-        #: pattern test...): an event tests the few its value finds, not each by ``holds``
-        #: (rich rules: ~240 an event, ~1 ms, at 550 newer atoms); remade for the attributes
-        #: a catch-up extends (O(their newer atoms)), shared otherwise
-        self.indexed: dict[str, DirectAtoms] = {}
         #: atoms of the added clauses read so far, by id: the newer ones when caught up,
         #: older ones for a batch (grows only: shared between versions)
         self.atoms: dict[int, Atom] = {}
@@ -193,8 +175,6 @@ class Delta:
         new_atoms = list(self.new_atoms)
         by_attr = dict(self.by_attr)  # (lists copied once extended: older deltas keep theirs)
         undefined = list(self.undefined)
-        indexed = dict(self.indexed)
-        remake: set[str] = set()  # (attributes whose index is made again)
         copied: set[str] = set()
         atoms = out.atoms = self.atoms
         pending: dict[int, tuple[SubId, list[list[int]]]] = {}  # added by these entries
@@ -244,8 +224,6 @@ class Delta:
                                 copied.add(atom.attr)
                                 by_attr[atom.attr] = list(by_attr.get(atom.attr, ()))
                             by_attr[atom.attr].append(at)
-                            if atom.attr in indexed or _indexable(atom):
-                                remake.add(atom.attr)
                             if not atom.requires_defined:
                                 undefined.append(at)
                         aid = base + at
@@ -266,9 +244,6 @@ class Delta:
         out.removed, out.where, out.alive, out.exts = frozenset(removed), where, alive, exts
         out.new_ids, out.new_atoms = new_ids, new_atoms
         out.by_attr, out.undefined = by_attr, undefined
-        for attr in remake:
-            indexed[attr] = DirectAtoms([(k, new_atoms[k]) for k in by_attr[attr]])
-        out.indexed = indexed
         out.clauses = int(np.count_nonzero(alive[out.clause_sub]))
         return out
 
@@ -377,17 +352,11 @@ class Delta:
         if self.new_atoms:
             new = np.zeros(len(self.new_atoms), dtype=bool)
             new[self.undefined] = True
-            atoms, by_attr, indexed = self.new_atoms, self.by_attr, self.indexed
+            atoms, by_attr = self.new_atoms, self.by_attr
             for attr in values:  # (an event defines a few of the attributes: 15 of 400 BEGen)
                 at = by_attr.get(attr)
-                if at is None:
-                    continue
-                group = indexed.get(attr)
-                if group is None:
+                if at is not None:
                     new[at] = [atoms[k].holds(values) for k in at]
-                else:  # (an ``is null`` among them set above: false here)
-                    new[at] = False
-                    mark(new, {attr: group}, values)
             truth[self.newer] = new.take(self.newer_at)
         return self._hits(truth)
 

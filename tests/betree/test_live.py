@@ -128,34 +128,6 @@ def test_removed_int_ids_are_masked_in_the_view_answers(tmp_path: Path) -> None:
         idx.check()
 
 
-def test_newer_atoms_an_index_serves_are_found_by_it(tmp_path: Path) -> None:
-    """Atoms newer than the view's base of a kind a direct index serves (list postings,
-    ``is null``) are found through a :class:`~betree.matching.direct.DirectAtoms` of the
-    delta's, remade as writes add to their attribute; ``holds`` on the others.  Events that
-    define the attribute or not, against the brute force."""
-    schema = Schema.from_json(TAGS)
-    subs: dict[Any, str] = {1: "n > 3", 2: '"z" in tags'}
-    with Index.open(tmp_path, schema=TAGS) as idx:
-        idx.subscribe_many(subs.items())
-        idx.engine.flat.after = 0
-        events = [{"n": 5}, {"n": 5, "tags": ["a"]}, {"tags": ["b", "z"]}, {"flag": True}]
-        events += [{"tags": []}, {"n": 2, "tags": ["a", "b"], "flag": False}]
-        for ev in events:
-            assert set(idx.match(ev)) == brute(subs, schema, ev)
-        added = ["tags is null", '"a" in tags', '"b" in tags and n > 1', "tags is null or n > 4"]
-        added += ['"a" in tags and flag = false', "flag is null", '"c" in tags or tags is null']
-        for k, expr in enumerate(added):
-            subs[10 + k] = expr
-            idx.subscribe(10 + k, expr)
-            for ev in events:
-                assert set(idx.match(ev)) == brute(subs, schema, ev), (expr, ev)
-        with idx.store.read() as txn:
-            based = idx.engine.flat.held(txn.gen)
-        assert based is not None and idx.engine.flat.builds == 1
-        assert sorted(based.delta.indexed) == ["flag", "tags"]
-        idx.check()
-
-
 def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A delta due for folding is matched (exactly) while a new base is built in a thread
     (started by the write that made it due, which caught the view up), which a later
