@@ -151,8 +151,10 @@ class IntKeys(Sequence[int]):
 
 def _cut(keys: Sequence[Any], value: Any, right: bool) -> int:
     """``bisect_right(keys, value)`` if ``right`` else ``bisect_left``: for :class:`IntKeys`
-    one ``searchsorted`` of the int that parts the same keys (``x < 2.5`` as ``x < 3``)."""
-    if not isinstance(keys, IntKeys):
+    one ``searchsorted`` of the int that parts the same keys (``x < 2.5`` as ``x < 3``).
+    (``type`` tested, not ``isinstance``: against a ``Sequence`` subclass that goes
+    through the ABC machinery, ~1 µs a call, four calls an attribute of every event.)"""
+    if type(keys) is not IntKeys:
         return (bisect_right if right else bisect_left)(keys, value)
     if isinstance(value, float):
         if math.isinf(value):

@@ -91,7 +91,10 @@ class Delta:
         "flat",
         "new_atoms",
         "new_ids",
+        "newer",
+        "newer_at",
         "next_sid",
+        "older",
         "removed",
         "seq",
         "starts",
@@ -112,6 +115,13 @@ class Delta:
         self.clause_sub = _EMPTY
         self.starts = _EMPTY
         self.flat = _EMPTY
+        #: ``flat`` with each newer atom as atom 0, the positions of the newer atoms in
+        #: ``flat`` and theirs in ``new_atoms``: an event's truths of the added clauses'
+        #: atoms are one ``take`` of its phase 1 and one of its newer atoms' truths, not a
+        #: copy of the whole phase 1 (~300 KB at 100K BEGen) extended by them
+        self.older = _EMPTY
+        self.newer = _EMPTY
+        self.newer_at = _EMPTY
         self.new_ids: dict[int, int] = {}  #: newer atom id -> its position in new_atoms
         self.new_atoms: list[Atom] = []
         #: positions in ``new_atoms`` by attribute (an atom of an attribute an event leaves
@@ -127,7 +137,7 @@ class Delta:
         self._direct: (
             tuple[np.ndarray, np.ndarray, dict[str, list[int]], list[Atom | None]] | None
         ) = None
-        #: the int ones of ``removed`` as an array (made once)
+        #: the int ones of ``removed`` as a sorted array (made once)
         self._removed_ints: np.ndarray | None = None
         self._gone: tuple[np.ndarray, np.ndarray] | None = None  #: :meth:`gone`'s (exts, it)
         self._exts: np.ndarray | None = None  #: ``exts`` as one array (made once)
@@ -224,7 +234,12 @@ class Delta:
         starts = np.zeros(len(lens), dtype=np.int64)
         np.cumsum(lens[:-1], out=starts[1:])
         out.starts = np.concatenate([self.starts, starts + len(self.flat)])
-        out.flat = np.concatenate([self.flat, np.array(flat, dtype=np.int64)])
+        added = np.array(flat, dtype=np.int64)
+        newer = added >= base
+        out.flat = np.concatenate([self.flat, added])
+        out.older = np.concatenate([self.older, np.where(newer, 0, added)])
+        out.newer = np.concatenate([self.newer, np.flatnonzero(newer) + len(self.flat)])
+        out.newer_at = np.concatenate([self.newer_at, added[newer] - base])
         out.clause_sub = np.concatenate([self.clause_sub, np.array(subs, dtype=np.int64)])
         out.removed, out.where, out.alive, out.exts = frozenset(removed), where, alive, exts
         out.new_ids, out.new_atoms = new_ids, new_atoms
@@ -246,9 +261,15 @@ class Delta:
         """Which of the external ids ``found`` were removed since the base."""
         if found.dtype == np.int64:  # in numpy: an event finds ~1,000 ids at 100K BEGen
             if self._removed_ints is None:
-                ints = [x for x in self.removed if type(x) is int and -(2**63) <= x < 2**63]
-                self._removed_ints = np.array(ints, dtype=np.int64)
-            return np.isin(found, self._removed_ints)
+                some = [x for x in self.removed if type(x) is int and -(2**63) <= x < 2**63]
+                self._removed_ints = np.unique(np.array(some, dtype=np.int64))
+            ints = self._removed_ints
+            if not len(ints):
+                return np.zeros(len(found), dtype=bool)
+            # (one search, not ``isin``: ~5x less at ~1,000 ids found and a few removed)
+            at = ints.searchsorted(found)
+            np.minimum(at, len(ints) - 1, out=at)
+            return ints.take(at) == found  # type: ignore[no-any-return]
         removed = self.removed
         return np.fromiter((x in removed for x in found.tolist()), bool, len(found))
 
@@ -327,17 +348,17 @@ class Delta:
         """The added subscriptions an event satisfies, given the base's phase-1 truths."""
         if not self.where:
             return _EMPTY
-        base = self.base_atoms
-        if not self.new_atoms:
-            return self._hits(sat)
-        new = np.zeros(len(self.new_atoms), dtype=bool)
-        new[self.undefined] = True
-        atoms, by_attr = self.new_atoms, self.by_attr
-        for attr in values:  # (an event defines a few of the attributes: 15 of 400 BEGen)
-            at = by_attr.get(attr)
-            if at is not None:
-                new[at] = [atoms[k].holds(values) for k in at]
-        return self._hits(np.concatenate([sat[:base], new]))
+        truth = sat.take(self.older)  # (a newer atom read as atom 0 here, set below)
+        if self.new_atoms:
+            new = np.zeros(len(self.new_atoms), dtype=bool)
+            new[self.undefined] = True
+            atoms, by_attr = self.new_atoms, self.by_attr
+            for attr in values:  # (an event defines a few of the attributes: 15 of 400 BEGen)
+                at = by_attr.get(attr)
+                if at is not None:
+                    new[at] = [atoms[k].holds(values) for k in at]
+            truth[self.newer] = new.take(self.newer_at)
+        return self._hits(truth)
 
     def direct(self, values: Mapping[str, object], txn: ReadTxn) -> np.ndarray:
         """The added subscriptions an event satisfies, every atom of an attribute the event
@@ -366,13 +387,12 @@ class Delta:
             at = by_attr.get(attr)
             if at is not None:
                 truth[at] = [tests[k].holds(values) for k in at]  # type: ignore[union-attr]
-        return self._hits(truth[local], None)
+        return self._hits(truth[local])
 
-    def _hits(self, truth: np.ndarray, index: np.ndarray | None = _EMPTY) -> np.ndarray:
+    def _hits(self, truth: np.ndarray) -> np.ndarray:
         """The external ids of the live added subscriptions whose clauses all hold:
-        ``truth`` by atom (``index`` None: already by position in ``flat``)."""
-        at = truth.take(self.flat) if index is not None else truth
-        ok = np.logical_and.reduceat(at, self.starts)
+        ``truth`` by position in ``flat``."""
+        ok = np.logical_and.reduceat(truth, self.starts)
         hit = np.zeros(len(self.alive), dtype=bool)
         hit[self.clause_sub[ok]] = True  # a subscription once, however many clauses hold
         exts = self.exts

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from betree import engine as index_module
@@ -94,6 +95,36 @@ def test_a_small_write_catches_the_view_up_itself(
         ev = event(rng)
         _check_answers(idx.match(ev), subs, ev, "batch")
         assert idx.engine.flat.held_gen() == gen and idx.engine.flat.builds == builds
+        idx.check()
+
+
+def test_removed_int_ids_are_masked_in_the_view_answers(tmp_path: Path) -> None:
+    """A held view's answers (int ids: one int64 array) less the ids unsubscribed or
+    replaced since its base (:meth:`betree.packed.delta.Delta.mask`, by one search of the
+    sorted removed ids), at the ends of int64 too; against the brute force."""
+    schema = Schema.from_json(TAGS)
+    edges = [-(2**63), -(2**63) + 1, -1, 0, 1, 2**62, 2**63 - 2, 2**63 - 1]
+    subs: dict[Any, str] = {k: "n > 3" for k in [*edges, *range(2, 40)]}
+    with Index.open(tmp_path, schema=TAGS) as idx:
+        idx.subscribe_many(subs.items())
+        idx.engine.flat.after = 0
+        events = [{"n": 5}, {"n": -3}, {"n": 5, "flag": True}]
+        for ev in events:
+            assert set(idx.match(ev)) == brute(subs, schema, ev)
+        rng = random.Random(3)
+        for k, ident in enumerate(rng.sample(sorted(subs), 24)):
+            if k % 3 == 0:
+                assert idx.unsubscribe(ident)
+                del subs[ident]
+            else:  # replaced: by one that holds for n = 5 (kept) or not (masked)
+                subs[ident] = "n > 4" if k % 3 == 1 else "n < 0"
+                idx.subscribe(ident, subs[ident])
+            for ev in events:
+                assert set(idx.match(ev)) == brute(subs, schema, ev), (k, ident, ev)
+        with idx.store.read() as txn:
+            based = idx.engine.flat.held(txn.gen)
+        assert based is not None and based.view.exts.dtype == np.int64
+        assert len(based.delta.removed) == 24 and idx.engine.flat.builds == 1
         idx.check()
 
 
