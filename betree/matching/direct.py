@@ -140,7 +140,8 @@ class DirectAtoms:
             if len(gone):
                 failed.append(gone)
             if counts is not None:
-                _add(counts, kind, tests, len(ok) + len(index.default) - len(np.unique(gone)))
+                held_n = len(np.unique(ok)) + len(index.default) - len(np.unique(gone))
+                _add(counts, kind, tests, held_n)
 
     def found_many(self, values: Sequence[object], events: Sequence[Mapping[str, object]]) -> Many:
         """:meth:`found` for events that all define the attribute (``values[k]`` that of
@@ -284,9 +285,11 @@ def mark(
     that holds on a validated event, and only those (their other entries left as found)."""
     held, failed = found(direct, values)
     defaults = [g.default.ids for attr, g in direct.items() if attr in values and len(g.default)]
+    if base:  # (a shard's group: its ids shifted; else not copied)
+        defaults, held, failed = [ids + base for ids in defaults], held + base, failed + base
     if defaults:
-        sat[directkinds.joined(defaults) + base] = True
+        sat[directkinds.joined(defaults)] = True
         if len(failed):
-            sat[failed + base] = False
+            sat[failed] = False
     if len(held):
-        sat[held + base] = True
+        sat[held] = True
