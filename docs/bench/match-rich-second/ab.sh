@@ -7,7 +7,7 @@ for size in 20k 100k; do
   for code in main branch; do
    if [ $code = main ]; then P=/work/main; else P=/work/wt/richev3; fi
    for wl in rich begen; do
-    r=$(PYTHONPATH=$P python prof.py s_${wl}${size} ${wl}${size}/events.jsonl match 600)
+    r=$(PYTHONPATH=$P python tools/prof.py s_${wl}${size} ${wl}${size}/events.jsonl match 600)
     echo "$code $round $(cut -d' ' -f1 /proc/loadavg) $r"
    done
   done
