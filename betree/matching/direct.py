@@ -60,10 +60,11 @@ _INDEXES: dict[str, type[_Index]] = {
 }
 
 #: A geo grid whose event's cells hold more entries than this, expected, answers one event
-#: through its batch form (:class:`betree.matching.directmany.GeoMany`: ~30 numpy calls,
-#: ~150-180 µs on a loaded machine, against ~0.5-0.8 µs an entry looped in Python: rich
-#: 20K ~130 entries, 60 µs; rich 100K ~700 entries, 460-560 µs against 180)
-GEO_LOOP_MOST = 256
+#: through its arrays (:meth:`betree.matching.directmany.GeoMany.one`: ~25 numpy calls over
+#: the cells' entries), against ~0.5-0.8 µs an entry looped in Python (measured, load ~10
+#: on 2 cores: rich 20K, ~143 entries, 64-73 µs against 71-86 looped; rich 100K, ~712
+#: entries, 96-146 µs against 483-547 looped and 194-210 through the batch form)
+GEO_LOOP_MOST = 128
 #: List postings longer than this on average (atoms a list element) answer one event through
 #: their batch form (:class:`betree.matching.directmany.ListMany`: arrays, where the loop
 #: joins Python lists; rich 100K's interests, ~112 an element: 148 -> 88 µs an event;
@@ -112,7 +113,7 @@ class DirectAtoms:
         #: the indexes' batch forms (:mod:`betree.matching.directmany`), made at first use
         self.batched: list[tuple[str, directmany.Batched]] | None = None
         #: the indexes :meth:`found` asks, each by its own or its batch form (made at first use)
-        self.one: list[tuple[str, _Index | _OneByMany]] | None = None
+        self.one: list[tuple[str, _Index | _OneByMany | _OneGeo]] | None = None
 
     def found(
         self,
@@ -139,7 +140,8 @@ class DirectAtoms:
             if len(gone):
                 failed.append(gone)
             if counts is not None:
-                _add(counts, kind, tests, len(ok) + len(index.default) - len(np.unique(gone)))
+                held_n = len(np.unique(ok)) + len(index.default) - len(np.unique(gone))
+                _add(counts, kind, tests, held_n)
 
     def found_many(self, values: Sequence[object], events: Sequence[Mapping[str, object]]) -> Many:
         """:meth:`found` for events that all define the attribute (``values[k]`` that of
@@ -180,11 +182,26 @@ class _OneByMany:
         return held, failed, tests
 
 
-def _one(kind: str, index: _Index) -> _Index | _OneByMany:
-    """How :meth:`DirectAtoms.found` asks ``index``: a geo grid of many entries a cell, or
-    list postings long on average, by its batch form; any other by itself."""
+class _OneGeo:
+    """A geo grid of many entries a cell, answering one event by
+    :meth:`directmany.GeoMany.one` (the cells in Python, their entries in numpy)."""
+
+    __slots__ = ("default", "many")
+
+    def __init__(self, index: directkinds.GeoGrid) -> None:
+        self.default = index.default
+        self.many = directmany.GeoMany(index)
+
+    def found(self, value: object, event: Mapping[str, object]) -> directkinds.Found:
+        return self.many.one(value, event)
+
+
+def _one(kind: str, index: _Index) -> _Index | _OneByMany | _OneGeo:
+    """How :meth:`DirectAtoms.found` asks ``index``: a geo grid of many entries a cell
+    through its arrays, list postings long on average by their batch form; any other by
+    itself."""
     if isinstance(index, directkinds.GeoGrid) and index.loop > GEO_LOOP_MOST:
-        return _OneByMany(kind, index)
+        return _OneGeo(index)
     if isinstance(index, directkinds.ListPostings):
         postings = [index.pos_any, index.neg_any, index.count_of]
         ids = sum(len(atoms) for posting in postings for atoms in posting.values())
@@ -268,9 +285,11 @@ def mark(
     that holds on a validated event, and only those (their other entries left as found)."""
     held, failed = found(direct, values)
     defaults = [g.default.ids for attr, g in direct.items() if attr in values and len(g.default)]
+    if base:  # (a shard's group: its ids shifted; else not copied)
+        defaults, held, failed = [ids + base for ids in defaults], held + base, failed + base
     if defaults:
-        sat[directkinds.joined(defaults) + base] = True
+        sat[directkinds.joined(defaults)] = True
         if len(failed):
-            sat[failed + base] = False
+            sat[failed] = False
     if len(held):
-        sat[held + base] = True
+        sat[held] = True

@@ -54,8 +54,8 @@ from betree.lang.atoms import Atom, TestAtom
 from betree.lang.testkinds import TEST_KINDS
 
 Event = Mapping[str, object]
-#: (ids held beyond the index's ``default``, ids of ``default`` that fail: int64, read-only;
-#: the exact tests run)
+#: (ids held beyond the index's ``default``, ids of ``default`` that fail: int64, read-only,
+#: an id possibly twice; the exact tests run)
 Found = tuple[np.ndarray, np.ndarray, int]
 _NONE = np.zeros(0, dtype=np.int64)
 _NONE.flags.writeable = False
@@ -66,6 +66,13 @@ def ids(found: list[int] | set[int]) -> np.ndarray:
     return np.fromiter(found, dtype=np.int64, count=len(found)) if found else _NONE
 
 
+def _frozen(found: list[int]) -> np.ndarray:
+    """Atom ids as a read-only int64 array (returned by :data:`Found` as they are)."""
+    out = np.array(found, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
 def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The ids of ``parts``, each once (ascending), and where each one's run starts in
     them sorted (by a sort: ``np.unique``'s hashing measured ~100 µs on ~1K ids)."""
@@ -73,11 +80,6 @@ def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     first = np.ones(len(ids), dtype=bool)
     np.not_equal(ids[1:], ids[:-1], out=first[1:])
     return ids[first], np.flatnonzero(first)
-
-
-def _distinct(parts: list[np.ndarray]) -> np.ndarray:
-    """The ids of ``parts``, each once (ascending)."""
-    return _runs(parts)[0] if any(map(len, parts)) else _NONE
 
 
 class Complement:
@@ -170,8 +172,7 @@ class ListPostings:
         self.arrays: tuple[dict[object, np.ndarray], ...] | None = None
         if total > LONG_POSTINGS * max(1, sum(map(len, postings))):
             self.arrays = tuple(
-                {v: np.array(found, dtype=np.int64) for v, found in posting.items()}
-                for posting in postings
+                {v: _frozen(found) for v, found in posting.items()} for posting in postings
             )
         counted = {**self.all_need, **{aid: -n for aid, n in self.neg_count.items()}}
         #: the counted atoms ascending, and the values each needs (negative: not_all_of)
@@ -199,7 +200,7 @@ class ListPostings:
             need = self.need[np.searchsorted(self.whose, aids)]
             held.append(aids[need == n])
             failed.append(aids[-need == n])
-        return _distinct(held), _distinct(failed), tests
+        return joined(held), joined(failed), tests  # (an id may come twice: set twice)
 
     def _found_short(self, value: tuple[object, ...]) -> Found:
         """:meth:`found` id by id (short postings)."""

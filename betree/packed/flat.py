@@ -37,7 +37,8 @@ keys held (BEGen's hold for half: its rows are read whole, as before).  Once kep
 keys alone find the candidates (the distinct keys' truths, then their clauses: ~330 of
 40K clauses an event on rich 20K), the reach skipped: a clause whose atoms all hold is one
 the event reaches, so the reach only ever pruned clauses the check fails (rich 20K: 390 ->
-250 µs an event; 100K: 1,080 -> 500).
+250 µs an event; 100K: 1,080 -> 500); then each such clause's *second* key, its next
+least held atom, leaves the clauses whose rows are read (rich 100K: 2,270 -> 420 an event).
 
 Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
 its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
@@ -117,6 +118,7 @@ class FlatTree:
         "row_first",
         "rows",
         "searches",
+        "second",
         "sids",
         "trial",
     )
@@ -161,13 +163,15 @@ class FlatTree:
         #: while selective; before, the events counted and how many each atom held for;
         #: while on trial, [events, clauses reached, clauses whose key held]
         self.key: np.ndarray | None = None
+        #: each clause's atom seen holding least often after its key (:meth:`_match_by_key`)
+        self.second: np.ndarray | None = None
         self.learning: tuple[int, np.ndarray] | None = None
         self.learnt = False
         self.trial: list[int] | None = None
         #: once the keys passed their trial: the distinct keys ascending, where each one's
-        #: clauses start in ``by_key[2]`` (one more entry), and the clauses by key
-        #: (:meth:`_match_by_key`)
-        self.by_key: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: clauses start in ``by_key[2]`` (one more entry), the clauses by key and their
+        #: second keys in that order (:meth:`_match_by_key`)
+        self.by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _check_keyed(
         self, nodes: np.ndarray, sat: np.ndarray, key: np.ndarray
@@ -185,7 +189,7 @@ class FlatTree:
             if trial[0] >= LEARN:
                 self.trial = None
                 if trial[2] >= KEYED_PASS * trial[1]:
-                    self.key = None
+                    self.key = self.second = None
         return self._clauses_held(clauses, sat), candidates
 
     def _clauses_held(self, clauses: np.ndarray, sat: np.ndarray) -> np.ndarray:
@@ -207,33 +211,40 @@ class FlatTree:
         return self.exts[hits]
 
     def _match_by_key(
-        self, sat: np.ndarray, by_key: tuple[np.ndarray, np.ndarray, np.ndarray]
+        self, sat: np.ndarray, by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     ) -> tuple[np.ndarray, int]:
         """:meth:`match` from the keys alone, the tree's reach skipped: the clauses whose
-        key holds, then their rows.  Exact because a clause whose atoms all hold is one
-        the event reaches (the BE-Tree prunes only clauses that cannot hold), so the
-        reach adds nothing to a check of every atom; ``sat`` must be the event's true
-        atom truths (not so for :meth:`check`, which tests only the reached clauses)."""
-        keys, at, order = by_key
+        key and second key hold, then their rows (rich 100K: 2,270 clauses' keys hold an
+        event, 420 of them their second too, 180 whole).  Exact because a clause whose
+        atoms all hold is one the event reaches (the BE-Tree prunes only clauses that
+        cannot hold), so the reach adds nothing to a check of every atom; ``sat`` must be
+        the event's true atom truths (not so for :meth:`check`, which tests only the
+        reached clauses)."""
+        keys, at, order, second = by_key
         held = np.flatnonzero(sat.take(keys))
-        clauses = np.sort(order.take(ranges(at.take(held), at.take(held + 1))))
+        at_key = ranges(at.take(held), at.take(held + 1))  # (positions in ``order``)
+        at_key = at_key[sat.take(second.take(at_key))]
+        clauses = np.sort(order.take(at_key))
         return self._clauses_held(clauses, sat), len(clauses)
 
-    def _keys_settled(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:attr:`by_key` for ``key`` (once the keys passed their trial).  Cost: a sort
-        of the clauses; ~8 bytes a clause."""
+    def _keys_settled(
+        self, key: np.ndarray, second: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:attr:`by_key` for ``key`` and ``second`` (once the keys passed their trial).
+        Cost: a sort of the clauses; ~12 bytes a clause."""
         order = np.argsort(key, kind="stable")
         keys, at = np.unique(key.take(order), return_index=True)
         starts = np.append(at, len(key)).astype(np.int64)
         dtype = np.int32 if len(key) < 1 << 31 else np.int64
-        self.by_key = (keys.astype(np.intp), starts, order.astype(dtype))
+        self.by_key = (keys.astype(np.intp), starts, order.astype(dtype), second.take(order))
         return self.by_key
 
     def learn(self, sat: np.ndarray) -> None:
         """Count one event's atom truths; after :data:`LEARN` events, choose each clause's
         key: its atom that held for the fewest (padding, always true, last), on trial
-        for as many events.  Any key is one of the clause's atoms, so a race between
-        threads costs speed, never answers."""
+        for as many events; and its second key, the next such atom (padding if none).
+        Any key is one of the clause's atoms, so a race between threads costs speed,
+        never answers."""
         learning = self.learning
         if learning is None or len(learning[1]) != len(sat):
             learning = (0, np.zeros(len(sat), dtype=np.int32))
@@ -246,21 +257,31 @@ class FlatTree:
         held[0] = LEARN + 1  # atom 0 (padding) holds always
         # per row, then per clause, the least (count, atom) as one int64
         rows = self.rows.astype(np.int64)
-        best = (held.take(rows).astype(np.int64) << 32 | rows).min(axis=1, initial=1 << 62)
+        counted = held.take(rows).astype(np.int64) << 32 | rows
+        key = self._least(counted)
+        mine = key if self.row_clause is None else key.take(self.row_clause)  # by row
+        counted[self.rows == mine[:, None]] = 1 << 62  # the key left out: the next least
+        self.second = self._least(counted)
+        self.trial = [0, 0, 0]
+        self.key = key
+
+    def _least(self, counted: np.ndarray) -> np.ndarray:
+        """Per clause, the atom of the least ``count << 32 | atom`` of its rows (atom 0
+        for a clause of no row)."""
+        best = counted.min(axis=1, initial=1 << 62)
         per = np.diff(self.row_at.astype(np.int64))
-        key = np.zeros(len(per), dtype=np.int64)  # (a clause of no row: atom 0)
+        least = np.zeros(len(per), dtype=np.int64)
         some = per > 0
         if len(best):
-            key[some] = np.minimum.reduceat(best, self.row_at[:-1][some].astype(np.int64))
-        self.trial = [0, 0, 0]
-        self.key = (key & 0xFFFFFFFF).astype(self.rows.dtype)
+            least[some] = np.minimum.reduceat(best, self.row_at[:-1][some].astype(np.int64))
+        return (least & 0xFFFFFFFF).astype(self.rows.dtype)
 
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (object ids counted at their pointers)."""
         arrays = [self.node_attr, self.node_lo, self.node_hi, self.node_end, self.clause_at]
         arrays += [self.node_row, self.row_at, self.rows, self.row_first, self.exts]
-        arrays += [a for a in (self.row_clause, self.sids, self.key) if a is not None]
+        arrays += [a for a in (self.row_clause, self.sids, self.key, self.second) if a is not None]
         arrays += list(self.by_key) if self.by_key is not None else []
         return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
 
@@ -273,9 +294,9 @@ class FlatTree:
         truths by atom id), each once, and the number of candidate clauses checked: once
         the keys passed their trial, from the keys alone (:meth:`_match_by_key`), else
         the reached nodes' clauses (:meth:`check`)."""
-        key = self.key
-        if key is not None and self.trial is None:
-            by_key = self.by_key if self.by_key is not None else self._keys_settled(key)
+        key, second = self.key, self.second
+        if key is not None and second is not None and self.trial is None:
+            by_key = self.by_key if self.by_key is not None else self._keys_settled(key, second)
             return self._match_by_key(sat, by_key)
         return self.check(self.reached(coords), sat)
 

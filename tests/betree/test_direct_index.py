@@ -101,7 +101,7 @@ def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian(
     by_many: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Event by event through the grid's own loop, or (``by_many``: a grid of many entries
-    a cell) through its batch form one event at a time."""
+    a cell) through its arrays one event at a time (:meth:`GeoMany.one`)."""
     if by_many:
         monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     rng = random.Random(6)

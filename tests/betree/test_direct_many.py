@@ -25,6 +25,7 @@ from betree.index import Index
 from betree.lang import special
 from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.schema import Schema
+from betree.matching import direct
 from betree.matching.direct import DirectAtoms, found_batch, mark
 from betree.packed import flatbatch
 from loaders import python_load
@@ -55,7 +56,14 @@ def test_string_lists_with_unicode_and_repeats() -> None:
     assert agree(atoms, events, "sl") > 1_000
 
 
-def test_geo_radii_on_the_exact_distance_are_decided_by_the_atom() -> None:
+@pytest.mark.parametrize("one_by_arrays", [False, True])
+def test_geo_radii_on_the_exact_distance_are_decided_by_the_atom(
+    one_by_arrays: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In batches; event by event through the grid's loop, or (``one_by_arrays``) through
+    :meth:`GeoMany.one` (a grid of many entries a cell)."""
+    if one_by_arrays:
+        monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     rng = random.Random(23)
     points = [(rng.uniform(-89, 89), rng.uniform(-179, 179)) for _ in range(60)]
     points += [(90.0, 0.0), (-90.0, 180.0), (0.0, -180.0), (0.0, 180.0), (-0.0, -0.0)]
