@@ -76,6 +76,7 @@ class Engine:
         self.flat.background = lambda: flat.fresh_base(self.store, folds)  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
+        self.flat.lean = self.ranging.lean  # a view too big to hold whole: its intervals
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
 
@@ -205,7 +206,8 @@ class Engine:
         snap = self.snapshot(txn, records=False)
         if self.collects(snap):
             return None  # (the statistics come from walks)
-        return self._view(txn, snap, 0)
+        based = self._view(txn, snap, 0)
+        return None if based is None or based.view.ranged is not None else based  # (lean)
 
     def _view(self, txn: ReadTxn, snap: Snapshot, events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:
@@ -272,8 +274,11 @@ class Engine:
             return HeldView(txn, view, self.ranging, self.types)
         return Pages(txn, self.snapshot(txn), self.types, self.scalar, collector)
 
-    def note(self, strategy: Pages | HeldView | JoinedViews) -> None:
-        """Keep what ``strategy``'s last call cost (``last_stats``, ``last_timings``)."""
+    def note(self, strategy: Pages | HeldView | JoinedViews, events: int = 1) -> None:
+        """Keep what ``strategy``'s last call of ``events`` cost (``last_stats``,
+        ``last_timings``; the walks' candidates for :meth:`betree.packed.ranging.Ranging.lean`)."""
+        if isinstance(strategy, Pages):
+            self.ranging.walked(events, strategy.stats.get("candidates", 0))
         if strategy.stats:
             self.last_stats = strategy.stats
         if strategy.timings:
@@ -301,5 +306,5 @@ class Engine:
             return listed([id_array(self.match(txn, v)) for v in batch], lists)
         strategy = self.strategy(txn, len(batch))
         found = strategy.match_many(batch, lists)
-        self.note(strategy)
+        self.note(strategy, len(batch))
         return found
