@@ -18,6 +18,7 @@ from betree.disk import grid
 from betree.disk.grid import float_coord
 from betree.index import Index
 from betree.lang.schema import Schema
+from betree.packed import intervals
 from betree.packed.bounds import lower, upper
 from betree.packed.flat import LEAN_TIMES
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
@@ -376,3 +377,35 @@ def test_intervals_costlier_than_the_walks_are_not_held(tmp_path: Path) -> None:
         assert idx.engine.flat.builds == 1  # built once, not held, not built again
         assert not idx.engine.flat.describe()["held"]
         assert not idx.engine.ranging.describe()["intervals"]
+
+
+@pytest.mark.parametrize("buckets", [1, 2, 64])
+def test_events_at_the_least_and_greatest_ends(
+    tmp_path: Path, buckets: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attribute's ends are kept as uint32 offsets from one below the least (``a``:
+    every range closed), or as coordinates when they span 2**32 or more (``b``): events
+    one below, at and one above each end, the ends in one bucket (found by the sorted
+    ends alone) or more."""
+    monkeypatch.setattr(intervals, "BUCKETS", buckets)
+    spec = {"attributes": {"a": {"type": "int"}, "b": {"type": "int"}}}
+    subs: dict[Any, str] = {
+        0: "a between 100 and 200",
+        1: "a between 150 and 300",
+        2: "a >= 100 and a <= 101",
+        3: "a > 100 and a < 300",
+        4: "a = 300",
+        5: "b between -3 and 4294967296",
+        6: "b >= 4294967293",
+        7: "b <= -3 and a between 100 and 300",
+    }
+    ends = [100, 150, 200, 300]
+    values = sorted({v + d for v in ends for d in (-1, 0, 1)} | {-(2**63), 2**63 - 1})
+    bvalues = [-(2**63), -4, -3, -2, 0, 4294967292, 4294967293, 4294967296, 4294967297]
+    events: list[dict[str, Any]] = [{"a": a} for a in values]
+    events += [{"b": b, "a": a} for b in bvalues for a in (99, 100)]
+    with Index.open(tmp_path, schema=spec) as idx:
+        _intervals_always(idx)
+        idx.subscribe_many(subs.items())
+        _check(idx, subs, Schema.from_json(spec), events)
+        assert idx.engine.ranging.describe()["intervals"]
