@@ -75,6 +75,10 @@ _GRID_MAX = (1 << 64) - 1
 #: view costs about as much as this many walks, and pays off only if the generation lasts
 #: (the ski-rental rule: a store written to between every few events never builds one)
 FLAT_AFTER = 64
+#: seconds of walks in one generation after which a view is built however few the events
+#: were: a walk that slow reads most of the store's pages, as a build does once (dense 1M,
+#: 2 shards, 256 MB cache: 6.2 s a walk, 64 of them 400 s; 100K: 1 s, the build ~20 s)
+WALK_SECONDS = 10.0
 #: the fewest bytes a view takes a clause (an 8-byte id, a 4-byte row start, one row of
 #: 2-byte atom ids): a store whose clauses cannot fit is not read for nothing
 LEAST_BYTES = 8 + 4 + 2 * WIDTH
@@ -560,6 +564,9 @@ class FlatSlot:
         self._lock = threading.Lock()
         self._held: tuple[int, Based] | None = None  # (generation, its view and delta)
         self._walks = 0  # events walked since the last view
+        self._walk_s = 0.0  # and the seconds they took (:meth:`walked`)
+        #: the seconds of walks after which a view is built, however few the events
+        self.walk_seconds = WALK_SECONDS
         #: the bytes a whole view may take from the page cache (tests shrink it)
         self.share = cache.budget - cache.budget // 4
         self._too_big = False  # a view of this store did not fit: not built again
@@ -624,7 +631,8 @@ class FlatSlot:
                 self.drop()  # folded: rebuilt now
                 self._walks = self.after
             self._walks += events
-            if self._walks <= self.after or self._too_big:
+            slow = self._walk_s >= self.walk_seconds
+            if (self._walks <= self.after and not slow) or self._too_big:
                 return None
             least = clauses * LEAST_BYTES  # (a dense store: an id of 4 bytes an atom too)
             fits = least <= self.share and (
@@ -662,6 +670,10 @@ class FlatSlot:
         slim = self.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
         return_freed_memory()
         return slim
+
+    def walked(self, seconds: float) -> None:
+        """Count the seconds an event (or batch) took walking pages."""
+        self._walk_s += seconds
 
     def _behind(self, based: Based) -> bool:
         """Whether ``based`` may be matched while a fold runs in the background (one is
@@ -734,7 +746,7 @@ class FlatSlot:
                 self.cache.release(self.share)
             self._held = None
         self._folded = None
-        self._walks = 0
+        self._walks, self._walk_s = 0, 0.0
 
     def describe(self) -> dict[str, Any]:
         """Whether a view is held, its generation, bytes, and its delta's added clauses
