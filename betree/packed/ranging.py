@@ -9,7 +9,10 @@ builds the interval matcher only when its estimated work an event
 (:meth:`betree.packed.intervals.Intervals.cost`: bitset words, bucket ends, unbounded clauses) is
 under :data:`MARGIN` times the tree's; once built it checks the estimate again with the
 exact shape and keeps the tree if it lost.  The choice lasts while the views do (a write
-drops a view: the next snapshot is watched afresh).
+drops a view: the next snapshot is watched afresh).  A view too big to hold whole
+(:class:`betree.packed.flat.FlatSlot`) is offered to :meth:`Ranging.lean` instead: its
+interval matcher is compared with the page walks watched (:meth:`Ranging.walked`) and, if
+cheaper, the view is stripped to it and matched by it for as long as it is held.
 
 Cost: nothing on a snapshot that keeps the tree (one comparison an event while
 watching); building, a few numpy passes over the clauses' atoms and one bitset row at a
