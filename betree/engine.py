@@ -77,7 +77,7 @@ class Engine:
         self.flat.background = lambda: flat.fresh_base(self.store, folds)  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
-        self.flat.lean = self.ranging.lean  # a view too big to hold whole: its intervals
+        self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
 

@@ -334,6 +334,19 @@ class FlatTree:
         return self.exts[hits], candidates
 
 
+class Lean(Protocol):
+    """What holds a view too big for the page cache's share as its interval matcher
+    (:class:`betree.packed.ranging.Ranging`)."""
+
+    def worth(self, clauses: int) -> bool:
+        """Whether a view of ``clauses`` clauses may be worth building to try."""
+        ...
+
+    def lean(self, based: Based, limit: int) -> Based | None:
+        """``based`` stripped to its interval matcher within ``limit`` bytes, or None."""
+        ...
+
+
 class Sized(Protocol):
     """What a stripped view charges for the matcher that answers for it."""
 
@@ -580,7 +593,7 @@ class FlatSlot:
         self._folded: tuple[int, Based] | None = None  # built in the background, not yet in
         self._base_gen = -1  # the generation of the held view's base
         #: strips a view too big for the share to its interval matcher (None: cannot)
-        self.lean: Callable[[Based, int], Based | None] | None = None
+        self.lean: Lean | None = None
 
     def _lingers(self, based: Based, events: int) -> bool:
         """Whether the held view's delta, left over once writes stopped, has cost the
@@ -638,10 +651,11 @@ class FlatSlot:
             fits = least <= self.share and (
                 predicates is None or least + 4 * predicates() <= self.share
             )
-            if not fits and self.lean is None:
+            lean = self.lean is not None and self.lean.worth(clauses)
+            if not fits and not lean:
                 return None
             reserved = fits and self.cache.reserve(self.share)
-            if not reserved and self.lean is None:
+            if not reserved and not lean:
                 self._too_big = True
                 return None
             # matching reads no page of this store while the view lasts: all go, so that
@@ -667,7 +681,7 @@ class FlatSlot:
             return based
         if reserved:
             self.cache.release(self.share)
-        slim = self.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
+        slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
         return_freed_memory()
         return slim
 
