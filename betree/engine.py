@@ -18,6 +18,7 @@ scan of the per-attribute records: :class:`betree.matching.snapshot.Records`).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -76,6 +77,7 @@ class Engine:
         self.flat.background = lambda: flat.fresh_base(self.store, folds)  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
+        self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
 
@@ -205,7 +207,8 @@ class Engine:
         snap = self.snapshot(txn, records=False)
         if self.collects(snap):
             return None  # (the statistics come from walks)
-        return self._view(txn, snap, 0)
+        based = self._view(txn, snap, 0)
+        return None if based is None or based.view.ranged is not None else based  # (lean)
 
     def _view(self, txn: ReadTxn, snap: Snapshot, events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:
@@ -272,8 +275,15 @@ class Engine:
             return HeldView(txn, view, self.ranging, self.types)
         return Pages(txn, self.snapshot(txn), self.types, self.scalar, collector)
 
-    def note(self, strategy: Pages | HeldView | JoinedViews) -> None:
-        """Keep what ``strategy``'s last call cost (``last_stats``, ``last_timings``)."""
+    def note(
+        self, strategy: Pages | HeldView | JoinedViews, events: int = 1, seconds: float = 0.0
+    ) -> None:
+        """Keep what ``strategy``'s last call of ``events`` cost in ``seconds`` (``last_stats``,
+        ``last_timings``; the walks' candidates for :meth:`betree.packed.ranging.Ranging.lean`,
+        their seconds for :meth:`betree.packed.flat.FlatSlot.walked`)."""
+        if isinstance(strategy, Pages):
+            self.ranging.walked(events, strategy.stats.get("candidates", 0))
+            self.flat.walked(seconds)
         if strategy.stats:
             self.last_stats = strategy.stats
         if strategy.timings:
@@ -282,8 +292,9 @@ class Engine:
     def match(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """The ids an event validated by ``schema.validate_event`` matches in ``txn``."""
         strategy = self.strategy(txn)
+        began = time.perf_counter()
         found = strategy.match(values)
-        self.note(strategy)
+        self.note(strategy, 1, time.perf_counter() - began)
         return found
 
     def match_many(
@@ -300,6 +311,7 @@ class Engine:
         if len(batch) <= 1 or self.collects(self.snapshot(txn, records=False)):
             return listed([id_array(self.match(txn, v)) for v in batch], lists)
         strategy = self.strategy(txn, len(batch))
+        began = time.perf_counter()
         found = strategy.match_many(batch, lists)
-        self.note(strategy)
+        self.note(strategy, len(batch), time.perf_counter() - began)
         return found

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -76,6 +76,10 @@ _GRID_MAX = (1 << 64) - 1
 #: view costs about as much as this many walks, and pays off only if the generation lasts
 #: (the ski-rental rule: a store written to between every few events never builds one)
 FLAT_AFTER = 64
+#: seconds of walks in one generation after which a view is built however few the events
+#: were: a walk that slow reads most of the store's pages, as a build does once (dense 1M,
+#: 2 shards, 256 MB cache: 6.2 s a walk, 64 of them 400 s; 100K: 1 s, the build ~20 s)
+WALK_SECONDS = 10.0
 #: the fewest bytes a view takes a clause (an 8-byte id, a 4-byte row start, one row of
 #: 2-byte atom ids): a store whose clauses cannot fit is not read for nothing
 LEAST_BYTES = 8 + 4 + 2 * WIDTH
@@ -84,6 +88,11 @@ PAUSE_EVERY = 32
 #: a delta due for folding is matched while a fold runs in the background
 #: (:attr:`FlatSlot.background`), until it is this many times past its bound
 BEHIND = 4
+#: a view too big for the page cache's share is held stripped to its interval matcher
+#: (:attr:`FlatSlot.lean`) within this many times the page cache's budget, charged apart
+#: from it (dense 1M, 2 shards, the default 256 MB: ~200 MB of intervals a shard, where
+#: walking pages took 6.2 s an event)
+LEAN_TIMES = 4
 #: events whose atom truths choose each row's key atom (:meth:`FlatTree.check`)
 LEARN = 16
 #: the keys are kept when they held for less than this share of the clauses reached over
@@ -113,6 +122,7 @@ class FlatTree:
         "node_hi",
         "node_lo",
         "node_row",
+        "ranged",
         "row_at",
         "row_clause",
         "row_first",
@@ -172,6 +182,20 @@ class FlatTree:
         #: clauses start in ``by_key[2]`` (one more entry), the clauses by key and their
         #: second keys in that order (:meth:`_match_by_key`)
         self.by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: once stripped (:meth:`strip`): the interval matcher that answers for it
+        self.ranged: Sized | None = None
+
+    def strip(self, ranged: Sized, keep: Collection[str]) -> None:
+        """Keep only what ``ranged``, the interval matcher built from this view
+        (:mod:`betree.packed.intervals`), still reads: the ids, and the searches of the
+        attributes in ``keep`` (whose atoms are not intervals); the rows and the other
+        searches go (a dense store's view: ~90% of it).  The tree cannot match after."""
+        self.ranged = ranged
+        self.rows = np.zeros((0, WIDTH), dtype=self.rows.dtype)
+        self.row_at = np.zeros(1, dtype=self.row_at.dtype)
+        self.row_clause, self.row_first = None, np.zeros(0, dtype=bool)
+        self.key, self.second, self.by_key, self.learning = None, None, None, None
+        self.searches = {a: s for a, s in self.searches.items() if a in keep}
 
     def _check_keyed(
         self, nodes: np.ndarray, sat: np.ndarray, key: np.ndarray
@@ -283,7 +307,9 @@ class FlatTree:
         arrays += [self.node_row, self.row_at, self.rows, self.row_first, self.exts]
         arrays += [a for a in (self.row_clause, self.sids, self.key, self.second) if a is not None]
         arrays += list(self.by_key) if self.by_key is not None else []
-        return sum(int(a.nbytes) for a in arrays) + sum(s.nbytes for s in self.searches.values())
+        ranged = self.ranged.nbytes if self.ranged is not None else 0
+        searches = sum(s.nbytes for s in self.searches.values())
+        return sum(int(a.nbytes) for a in arrays) + searches + ranged
 
     def reached(self, coords: Mapping[str, int]) -> np.ndarray:
         """Preorder indices of the nodes an event with these grid coordinates reaches."""
@@ -327,6 +353,26 @@ class FlatTree:
             _, first = np.unique(self.sids[hits], return_index=True)
             hits = hits[first]
         return self.exts[hits], candidates
+
+
+class Lean(Protocol):
+    """What holds a view too big for the page cache's share as its interval matcher
+    (:class:`betree.packed.ranging.Ranging`)."""
+
+    def worth(self, clauses: int) -> bool:
+        """Whether a view of ``clauses`` clauses may be worth building to try."""
+        ...
+
+    def lean(self, based: Based, limit: int) -> Based | None:
+        """``based`` stripped to its interval matcher within ``limit`` bytes, or None."""
+        ...
+
+
+class Sized(Protocol):
+    """What a stripped view charges for the matcher that answers for it."""
+
+    @property
+    def nbytes(self) -> int: ...
 
 
 class Nodes(Protocol):
@@ -538,7 +584,13 @@ class FlatSlot:
     held view and its growing delta (exact, only slower an event) until the new base is
     in, then catch up from it; a delta :data:`BEHIND` times past its bound, or a log that
     cannot say, is still folded at once.  The thread holds the interpreter lock while it
-    runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes."""
+    runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes.
+
+    A view too big for that share is not given up when :attr:`lean` is set (by the
+    engine: :meth:`betree.packed.ranging.Ranging.lean`): built once, it is stripped to the
+    interval matcher that answers for it (:meth:`FlatTree.strip`) when that is cheaper an
+    event than the walks were, and held if it fits :data:`LEAN_TIMES` the page cache's
+    budget, charged apart (the pages keep their whole budget: matching reads none)."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -546,7 +598,11 @@ class FlatSlot:
         self._lock = threading.Lock()
         self._held: tuple[int, Based] | None = None  # (generation, its view and delta)
         self._walks = 0  # events walked since the last view
-        self._share = cache.budget - cache.budget // 4
+        self._walk_s = 0.0  # and the seconds they took (:meth:`walked`)
+        #: the seconds of walks after which a view is built, however few the events
+        self.walk_seconds = WALK_SECONDS
+        #: the bytes a whole view may take from the page cache (tests shrink it)
+        self.share = cache.budget - cache.budget // 4
         self._too_big = False  # a view of this store did not fit: not built again
         #: views built (for tests and diagnostics: a fold counts one)
         self.builds = 0
@@ -557,6 +613,8 @@ class FlatSlot:
         self._folding: threading.Thread | None = None
         self._folded: tuple[int, Based] | None = None  # built in the background, not yet in
         self._base_gen = -1  # the generation of the held view's base
+        #: strips a view too big for the share to its interval matcher (None: cannot)
+        self.lean: Lean | None = None
 
     def _lingers(self, based: Based, events: int) -> bool:
         """Whether the held view's delta, left over once writes stopped, has cost the
@@ -607,27 +665,50 @@ class FlatSlot:
                 self.drop()  # folded: rebuilt now
                 self._walks = self.after
             self._walks += events
-            if self._walks <= self.after or self._too_big or clauses * LEAST_BYTES > self._share:
+            slow = self._walk_s >= self.walk_seconds
+            if (self._walks <= self.after and not slow) or self._too_big:
                 return None
-            if predicates is not None and clauses * LEAST_BYTES + 4 * predicates() > self._share:
+            least = clauses * LEAST_BYTES  # (a dense store: an id of 4 bytes an atom too)
+            fits = least <= self.share and (
+                predicates is None or least + 4 * predicates() <= self.share
+            )
+            lean = self.lean is not None and self.lean.worth(clauses)
+            if not fits and not lean:
                 return None
-            if not self.cache.reserve(self._share):
+            reserved = fits and self.cache.reserve(self.share)
+            if not reserved and not lean:
                 self._too_big = True
                 return None
             # matching reads no page of this store while the view lasts: all go, so that
             # their memory returns to the system (evicting some leaves it fragmented)
             self.cache.clear()
             began = time.perf_counter()
-            based = make()
+            based = self._fit(make(), reserved)
             self._build_s = time.perf_counter() - began
             self.builds += 1
             return_freed_memory()
-            if based.view.nbytes > self._share:
-                self.cache.release(self._share)
+            if based is None:
                 self._too_big = True
                 return None
             self._held, self._base_gen = (gen, based), gen
             return based
+
+    def _fit(self, based: Based, reserved: bool) -> Based | None:
+        """``based`` if its view fits the page cache's share (``reserved``: taken), else,
+        with :attr:`lean`, its view stripped to the interval matcher that answers for it,
+        if that is kept within :data:`LEAN_TIMES` the page cache's budget, else None (the
+        share given back)."""
+        if reserved and based.view.nbytes <= self.share:
+            return based
+        if reserved:
+            self.cache.release(self.share)
+        slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
+        return_freed_memory()
+        return slim
+
+    def walked(self, seconds: float) -> None:
+        """Count the seconds an event (or batch) took walking pages."""
+        self._walk_s += seconds
 
     def _behind(self, based: Based) -> bool:
         """Whether ``based`` may be matched while a fold runs in the background (one is
@@ -659,10 +740,14 @@ class FlatSlot:
         done, self._folded = self._folded, None
         if done is None or self._held is None or done[0] <= self._base_gen:
             return
-        if done[1].view.nbytes > self._share:
+        lean = self._held[1].view.ranged is not None  # (its share not reserved: intervals)
+        based = self._fit(done[1], not lean)
+        if based is None:
             self.background = None
+            if not lean:  # (_fit gave the held view's share back)
+                self.cache.reserve(self.share)
             return
-        self._held, self._base_gen, self._quiet = done, done[0], 0.0
+        self._held, self._base_gen, self._quiet = (done[0], based), done[0], 0.0
         self.builds += 1
 
     def wait(self) -> None:
@@ -690,12 +775,13 @@ class FlatSlot:
                 self._held, self._quiet = (gen, newer), 0.0
 
     def drop(self) -> None:
-        """Forget the view, giving its share back to the page cache."""
+        """Forget the view, giving its share back to the page cache (a lean one took none)."""
         if self._held is not None:
-            self.cache.release(self._share)
+            if self._held[1].view.ranged is None:
+                self.cache.release(self.share)
             self._held = None
         self._folded = None
-        self._walks = 0
+        self._walks, self._walk_s = 0, 0.0
 
     def describe(self) -> dict[str, Any]:
         """Whether a view is held, its generation, bytes, and its delta's added clauses

@@ -22,7 +22,8 @@ of the attributes that hold such atoms, and the direct tests.
 Cost per event: one OR of ``attributes x clauses / 8`` bytes, two ``searchsorted`` an
 attribute, the ends of one bucket an attribute, and per candidate its other atoms.
 Memory: at most :data:`ROWS` bitsets of ``clauses / 8`` bytes (160 bytes a clause), and
-per interval 24 bytes (its two ends and their clause numbers).  Built from packed views
+per interval 16 bytes (its two ends as uint32 offsets when an attribute's ends span
+under 2**32, else 24, and their clause numbers).  Built from packed views
 (:mod:`betree.packed.flat`; a sharded store's shards together), it describes their snapshot(s).
 :mod:`betree.packed.ranging` decides, by cost, when it is used instead of the BE-Tree.
 """
@@ -50,6 +51,7 @@ ROWS = 1280
 CHUNK_BYTES = 8 << 20
 _KINDS = ("int", "float")
 _SIGN = 1 << 63
+_SPAN = 1 << 32
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
 
 
@@ -120,6 +122,8 @@ class Intervals:
         self.hcut: list[np.ndarray] = []
         self.row0: list[int] = []
         lo_vals, lo_cls, hi_vals, hi_cls = [], [], [], []
+        #: per attribute, what its ends are stored less (uint32 offsets), or None (uint64)
+        self.at: list[int | None] = []
         self.lo_at = [0]
         self.hi_at = [0]
         rows: list[np.ndarray] = []
@@ -149,6 +153,8 @@ class Intervals:
             self.edges.append(edges)
             self.lcut.append(lcut.astype(np.int64))
             self.hcut.append(hcut.astype(np.int64))
+            at, (xs, ys) = _offsets(xs, ys)
+            self.at.append(at)
             lo_vals.append(xs)
             hi_vals.append(ys)
             lo_cls.append(xc)
@@ -233,7 +239,7 @@ class Intervals:
             x = v + _SIGN if self.kinds[a] == "int" else float_coord(v)  # type: ignore[operator, arg-type]
             b = bisect_right(self.edge_list[a], x) - 1
             rows.append(self.row0[a] + b)
-            xu = np.uint64(x)
+            xu = _query(x, self.at[a])
             starts.append(self.lo_at[a] + int(self.lo_vals[a].searchsorted(xu, "right")))
             stops.append(self.lo_at[a] + self.lcut_list[a][b + 1])
             base = self.hi_base + self.hi_at[a]
@@ -269,11 +275,12 @@ class Intervals:
                 x = event_coords(self.kinds[a], [v for v in values if v is not None])
             b = np.searchsorted(self.edges[a], x, "right") - 1
             rows[has, a] = self.row0[a] + b
-            starts[has, 2 * a] = self.lo_at[a] + np.searchsorted(self.lo_vals[a], x, "right")
+            q = _queries(x, self.at[a])
+            starts[has, 2 * a] = self.lo_at[a] + np.searchsorted(self.lo_vals[a], q, "right")
             stops[has, 2 * a] = self.lo_at[a] + self.lcut[a][b + 1]
             base = self.hi_base + self.hi_at[a]
             starts[has, 2 * a + 1] = base + self.hcut[a][b]
-            stops[has, 2 * a + 1] = base + np.searchsorted(self.hi_vals[a], x, "left")
+            stops[has, 2 * a + 1] = base + np.searchsorted(self.hi_vals[a], q, "left")
         return rows, starts, stops
 
     def _defined(self, batch: Sequence[Mapping[str, object]]) -> np.ndarray | None:
@@ -330,6 +337,36 @@ class Intervals:
         lo, hi = self.rest_at[clauses], self.rest_at[clauses + 1]
         truth = sat[self.rest_ids[ranges(lo, hi)]]
         return np.logical_and.reduceat(truth, np.r_[0, np.cumsum(hi - lo)[:-1]])
+
+
+def _offsets(xs: np.ndarray, ys: np.ndarray) -> tuple[int | None, tuple[np.ndarray, np.ndarray]]:
+    """An attribute's sorted ends as uint32 offsets from one less than the least (half
+    the memory: 8 bytes an end with its clause), when they span under ``2**32 - 2``;
+    else as they are (None)."""
+    if not len(xs):
+        return None, (xs, ys)
+    least, most = min(int(xs[0]), int(ys[0])), max(int(xs[-1]), int(ys[-1]))
+    if most - least >= _SPAN - 2:
+        return None, (xs, ys)
+    at = np.uint64(least - 1)
+    return least - 1, ((xs - at).astype(np.uint32), (ys - at).astype(np.uint32))
+
+
+def _query(x: int, at: int | None) -> np.unsignedinteger[Any]:
+    """An event coordinate as its attribute's ends are stored (:func:`_offsets`): an
+    offset clipped to ``[0, 2**32 - 1]``, which orders against every stored offset
+    (``1 .. 2**32 - 2``) as the coordinate does against the ends."""
+    if at is None:
+        return np.uint64(x)
+    return np.uint32(min(max(x - at, 0), _SPAN - 1))
+
+
+def _queries(x: np.ndarray, at: int | None) -> np.ndarray:
+    """:func:`_query` of an array of coordinates."""
+    if at is None:
+        return x
+    base = np.uint64(at)
+    return np.minimum(np.where(x > base, x - base, 0), _SPAN - 1).astype(np.uint32)
 
 
 def _clause_atoms(shards: Sequence[Shard], sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

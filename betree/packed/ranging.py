@@ -9,7 +9,10 @@ builds the interval matcher only when its estimated work an event
 (:meth:`betree.packed.intervals.Intervals.cost`: bitset words, bucket ends, unbounded clauses) is
 under :data:`MARGIN` times the tree's; once built it checks the estimate again with the
 exact shape and keeps the tree if it lost.  The choice lasts while the views do (a write
-drops a view: the next snapshot is watched afresh).
+drops a view: the next snapshot is watched afresh).  A view too big to hold whole
+(:class:`betree.packed.flat.FlatSlot`) is offered to :meth:`Ranging.lean` instead: its
+interval matcher is compared with the page walks watched (:meth:`Ranging.walked`) and, if
+cheaper, the view is stripped to it and matched by it for as long as it is held.
 
 Cost: nothing on a snapshot that keeps the tree (one comparison an event while
 watching); building, a few numpy passes over the clauses' atoms and one bitset row at a
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from betree.disk.nodes import listed
-from betree.packed.delta import Delta
+from betree.packed.delta import Based, Delta
 from betree.packed.flat import WIDTH, FlatTree
 from betree.packed.flatbatch import Shard
 from betree.packed.heap import return_freed_memory
@@ -53,6 +56,7 @@ class Ranging:
         self._candidates = 0
         self._chosen: Intervals | None = None
         self._decided = False
+        self._walks = [0, 0]  # events matched by walking pages, and their candidates
         #: events watched before choosing, and the share of the tree's estimated work
         #: under which intervals are chosen (tests: 0 and ``math.inf``: always intervals)
         self.after = OBSERVE
@@ -108,9 +112,11 @@ class Ranging:
         if len(views) != len(self._views) or any(
             a is not b for a, b in zip(views, self._views, strict=True)
         ):
+            ranged = views[0].ranged if len(views) == 1 else None  # (a stripped view's own)
             with self._lock:
                 self._views, self._events, self._candidates = views, 0, 0
-                self._chosen, self._decided = None, False
+                self._chosen = ranged if isinstance(ranged, Intervals) else None
+                self._decided = self._chosen is not None
         if self._decided or self._events < self.after:
             return self._chosen
         with self._lock:
@@ -138,6 +144,45 @@ class Ranging:
         if built.cost() < self.margin * tree:
             self._chosen = built
         return_freed_memory()  # (the build's temporaries, not kept by the allocator)
+
+    def walked(self, events: int, candidates: int) -> None:
+        """Count ``events`` matched by walking pages, checking ``candidates`` clauses."""
+        self._walks[0] += events
+        self._walks[1] += candidates
+
+    def worth(self, clauses: int) -> bool:
+        """Whether the bitsets alone of ``clauses`` clauses over the schema's int and float
+        attributes (at most) would cost under :attr:`margin` times the walks: checked
+        before a view too big to hold whole is built to try :meth:`lean` (BEGen 10M of 16
+        shards at the default cache: 400 attributes, no view built)."""
+        if self.margin == math.inf:
+            return True
+        attrs = sum(1 for kind in self.kinds.values() if kind in ("int", "float"))
+        return attrs * ((clauses + 63) // 64) < self.margin * self._walk_cost()
+
+    def _walk_cost(self) -> float:
+        """The walks' work an event: their candidate clauses a row each."""
+        events, candidates = self._walks
+        return candidates / max(events, 1) * WIDTH
+
+    def lean(self, based: Based, limit: int) -> Based | None:
+        """``based`` with its view stripped to the interval matcher built from it
+        (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there):
+        for a view too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the
+        matcher's estimated work an event is under :attr:`margin` times the walks' (their
+        candidate clauses a row each, as the tree's is counted) and what is kept takes at
+        most ``limit`` bytes; else None (walk pages)."""
+        view = based.view
+        walks = math.inf if self.margin == math.inf else self._walk_cost()  # (tests: inf)
+        attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
+        if len(attrs) * (len(view.exts) + 63) // 64 >= self.margin * walks:
+            return None
+        shard = Shard(view, based.grouped, 0, 0, based.atoms)
+        built = Intervals([shard], self.kinds)
+        if built.cost() >= self.margin * walks:
+            return None
+        view.strip(built, built.searched)
+        return based if view.nbytes <= limit else None
 
     def describe(self) -> dict[str, object]:
         """The choice, for tests and diagnostics."""

@@ -125,14 +125,29 @@ def test_built_after_walks_and_kept_across_writes(tmp_path: Path) -> None:
     assert idx.store.cache.max_bytes == idx.store.cache.budget
 
 
+def test_built_once_the_walks_took_long_enough(tmp_path: Path) -> None:
+    """However few the events, once the walks since the last view took
+    ``walk_seconds`` (a dense store's walk reads most pages: 6.2 s at 1M)."""
+    with Index.open(tmp_path, schema=WIDE) as idx:
+        idx.subscribe_many((k, f"a1 between {k} and {k + 10}") for k in range(50))
+        idx.engine.flat.after = 1000
+        for _ in range(5):  # quick walks: no view
+            assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
+        assert not idx.engine.flat.describe()["held"]
+        idx.engine.flat.walk_seconds = 1e-9  # the walks so far took longer than that
+        assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
+        assert idx.engine.flat.describe()["held"] and idx.engine.flat.builds == 1
+
+
 def test_not_built_past_the_budget(tmp_path: Path) -> None:
     with Index.open(tmp_path, schema=WIDE, cache_pages=None) as idx:
         idx.subscribe_many((k, f"a1 between {k} and {k + 10}") for k in range(2000))
     with Index.open(tmp_path, readonly=True, cache_bytes=64 << 10) as idx:
         idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0  # (no interval matcher in its stead: test_intervals.py)
         for _ in range(3):
             assert sorted(idx.match({"a1": 20})) == list(range(10, 21))
-        assert not idx.engine.flat.describe()["held"]
+        assert not idx.engine.flat.describe()["held"] and idx.engine.flat.builds == 0
         assert idx.store.cache.max_bytes == idx.store.cache.budget
 
 

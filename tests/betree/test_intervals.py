@@ -1,8 +1,9 @@
 """Interval matching (betree.packed.intervals, betree.packed.bounds, betree.packed.ranging) against
-the
-brute-force evaluator: dense range workloads, mixed workloads with every operator,
+the brute-force evaluator: dense range workloads, mixed workloads with every operator,
 undefined attributes, deletes, reopening, sharded stores, ``match`` and ``match_many``,
-and the ends of the int and float domains."""
+and the ends of the int and float domains; a view too big for the page cache held
+stripped to its interval matcher (betree.packed.flat.FlatSlot.lean), folds included, and
+only when cheaper than the walks."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from betree.disk import grid
 from betree.disk.grid import float_coord
 from betree.index import Index
 from betree.lang.schema import Schema
+from betree.packed import intervals
 from betree.packed.bounds import lower, upper
-from betree.stores.sharded import open_index
+from betree.packed.flat import LEAN_TIMES
+from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
+from storage.codec import encode_id
 from tests.support.brute import brute
 from tests.support.edges import (
     EDGE_SCHEMA,
@@ -248,3 +252,160 @@ def test_intervals_of_a_store_left_empty_and_its_delta(tmp_path: Path) -> None:
             idx.subscribe(k, expr)
         _check(idx, subs, schema, [event(rng) for _ in range(30)])
         idx.check()
+
+
+#: a page cache of which 4x holds these stores' intervals; no whole view fits the share
+SMALL = 1 << 20
+SHARE = 8 << 10
+
+
+def _lean_always(idx: Index) -> None:
+    """Build a view at the first event; take the intervals whatever the walks cost."""
+    idx.engine.flat.after = 0
+    idx.engine.flat.share = SHARE
+    idx.engine.ranging.margin = math.inf
+
+
+def _is_lean(idx: Index) -> bool:
+    held = idx.engine.flat._held
+    if held is None:
+        return False
+    view = held[1].view
+    assert view.nbytes <= LEAN_TIMES * idx.engine.store.cache.budget
+    return view.ranged is not None and len(view.rows) == 0
+
+
+def test_a_view_too_big_for_the_cache_is_matched_by_intervals(tmp_path: Path) -> None:
+    rng = random.Random(21)
+    schema = Schema.from_json(DENSE)
+    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(400)}
+    events = [_dense_event(rng) for _ in range(60)]
+    with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
+        idx.subscribe_many(subs.items())
+    for phase in range(3):
+        with Index.open(tmp_path, cache_bytes=SMALL) as idx:
+            _lean_always(idx)
+            _check(idx, subs, schema, events)
+            assert _is_lean(idx)
+            assert idx.engine.store.cache.max_bytes == SMALL  # (charged apart)
+            gone = rng.sample(sorted(subs), 30)  # the delta: removed and added
+            idx.unsubscribe_many(gone)
+            for ident in gone:
+                del subs[ident]
+            fresh = {1000 * (phase + 1) + k: _dense_expr(rng) for k in range(25)}
+            idx.subscribe_many(fresh.items())
+            subs.update(fresh)
+            subs[gone[0]] = _dense_expr(rng)  # an id back, another expression
+            idx.subscribe(gone[0], subs[gone[0]])
+            _check(idx, subs, schema, events)
+            assert _is_lean(idx)
+            idx.check()
+
+
+def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
+    """A delta due for folding: the new base view is stripped too, the same answers."""
+    rng = random.Random(22)
+    schema = Schema.from_json(DENSE)
+    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(300)}
+    events = [_dense_event(rng) for _ in range(40)]
+    with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
+        _lean_always(idx)
+        idx.subscribe_many(subs.items())
+        _check(idx, subs, schema, events)
+        builds = idx.engine.flat.builds
+        for k in range(400):  # one at a time: past the delta's bound, folded
+            subs[5000 + k] = _dense_expr(rng)
+            idx.subscribe(5000 + k, subs[5000 + k])
+            if k % 50 == 0:
+                idx.match(events[0])
+        idx.engine.flat.wait()
+        _check(idx, subs, schema, events)
+        assert idx.engine.flat.builds > builds
+        assert _is_lean(idx)
+
+
+def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path) -> None:
+    """Each shard lean (no join), its writes through the journal, reopened."""
+    rng = random.Random(23)
+    schema = Schema.from_json(DENSE)
+    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(450)}
+    events = [_dense_event(rng) for _ in range(50)]
+    parts: list[list[tuple[Any, str]]] = [[], [], []]
+    for ident, expr in subs.items():
+        parts[shard_of(encode_id(ident), 3)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(tmp_path / shard_name(k), schema=DENSE) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(tmp_path, entries, {"by": "id", "hash": HASH, "shards": 3})
+    for _ in range(2):
+        with open_index(tmp_path, readonly=False, cache_bytes=3 * SMALL) as idx:
+            for shard in idx.indexes:
+                _lean_always(shard)
+            _check(idx, subs, schema, events)
+            assert all(_is_lean(shard) for shard in idx.indexes)
+            gone = [i for i in subs if i % 7 == 0][:20]
+            idx.unsubscribe_many(gone)
+            for ident in gone:
+                del subs[ident]
+            fresh = {9000 + len(subs) + k: _dense_expr(rng) for k in range(15)}
+            idx.subscribe_many(fresh.items())
+            subs.update(fresh)
+            _check(idx, subs, schema, events)
+            idx.check()
+
+
+def test_intervals_costlier_than_the_walks_are_not_held(tmp_path: Path) -> None:
+    """Narrow ranges over many attributes, few in each event: the walks reach few
+    clauses, a bitset an attribute would cost more; the view too big is then not even
+    built, and the pages walked, with the same answers."""
+    rng = random.Random(24)
+    spec = {"attributes": {f"a{k}": {"type": "int", "min": 0, "max": 999} for k in range(200)}}
+    subs = {}
+    for i in range(600):
+        parts = []
+        for attr in rng.sample(range(200), 4):
+            lo = rng.randint(0, 997)
+            parts.append(f"a{attr} between {lo} and {lo + 2}")
+        subs[i] = " and ".join(parts)
+    events = [{f"a{k}": rng.randint(0, 999) for k in rng.sample(range(200), 10)} for _ in range(30)]
+    with Index.open(tmp_path, schema=spec, cache_bytes=SMALL) as idx:
+        idx.engine.flat.after = 3
+        idx.engine.flat.share = SHARE
+        idx.subscribe_many(subs.items())
+        _check(idx, subs, Schema.from_json(spec), events)
+        assert idx.engine.flat.builds == 0  # (the bitsets alone would cost more: not tried)
+        assert not idx.engine.flat.describe()["held"]
+        assert not idx.engine.ranging.describe()["intervals"]
+
+
+@pytest.mark.parametrize("buckets", [1, 2, 64])
+def test_events_at_the_least_and_greatest_ends(
+    tmp_path: Path, buckets: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attribute's ends are kept as uint32 offsets from one below the least (``a``:
+    every range closed), or as coordinates when they span 2**32 or more (``b``): events
+    one below, at and one above each end, the ends in one bucket (found by the sorted
+    ends alone) or more."""
+    monkeypatch.setattr(intervals, "BUCKETS", buckets)
+    spec = {"attributes": {"a": {"type": "int"}, "b": {"type": "int"}}}
+    subs: dict[Any, str] = {
+        0: "a between 100 and 200",
+        1: "a between 150 and 300",
+        2: "a >= 100 and a <= 101",
+        3: "a > 100 and a < 300",
+        4: "a = 300",
+        5: "b between -3 and 4294967296",
+        6: "b >= 4294967293",
+        7: "b <= -3 and a between 100 and 300",
+    }
+    ends = [100, 150, 200, 300]
+    values = sorted({v + d for v in ends for d in (-1, 0, 1)} | {-(2**63), 2**63 - 1})
+    bvalues = [-(2**63), -4, -3, -2, 0, 4294967292, 4294967293, 4294967296, 4294967297]
+    events: list[dict[str, Any]] = [{"a": a} for a in values]
+    events += [{"b": b, "a": a} for b in bvalues for a in (99, 100)]
+    with Index.open(tmp_path, schema=spec) as idx:
+        _intervals_always(idx)
+        idx.subscribe_many(subs.items())
+        _check(idx, subs, Schema.from_json(spec), events)
+        assert idx.engine.ranging.describe()["intervals"]
