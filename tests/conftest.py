@@ -20,35 +20,36 @@ import pytest
 
 from tests.support import jvm_cds
 
-#: Files, longest first (seconds of a run on the shared machine, with their children's and
-#: their waits; measured at stop 27, then cut: docs/testing.md): handed out first under
-#: xdist, so that no worker is left alone with a long file at the end.
+#: Files, longest first (CPU seconds of their worker's process tree, children and orphaned
+#: JVMs included, measured at stop 29: docs/testing.md), files of one or two long tests
+#: ahead of the rest: handed out first under xdist, so that no worker is left alone with a
+#: long file at the end.
 HEAVY = [
     "tests/loaders/test_spark_cluster.py",
     "tests/tools/test_bench_load.py",
-    "tests/loaders/test_spark_submit.py",
-    "tests/storage/test_damage.py",
-    "tests/betree/test_write_grouped.py",
-    "tests/betree/test_reliability.py",
-    "tests/betree/test_direct_many.py",
-    "tests/betree/test_sharded_write.py",
-    "tests/betree/test_live.py",
     "tests/loaders/test_spark_stream_kill.py",
-    "tests/betree/test_parallel.py",
-    "tests/betree/test_adjust.py",
-    "tests/betree/test_meta.py",
-    "tests/betree/lang/test_lang_real_events.py",
-    "tests/storage/test_damage_scans.py",
-    "tests/betree/test_edges_sizes.py",
-    "tests/storage/test_long_keys.py",
+    "tests/loaders/test_spark_submit.py",
+    "tests/betree/test_direct_many.py",
+    "tests/betree/test_reliability.py",
+    "tests/betree/test_live.py",
     "tests/betree/test_flatbatch.py",
+    "tests/storage/test_damage.py",
+    "tests/pbtree/test_pbtree_stress.py",
+    "tests/betree/lang/test_lang_real_events.py",
     "tests/tools/test_serve.py",
     "tests/betree/test_direct_index.py",
+    "tests/betree/test_parallel.py",
     "tests/tools/test_bench_gen.py",
-    "tests/betree/test_index_differential.py",
-    "tests/pbtree/test_pbtree_stress.py",
+    "tests/betree/test_flat_keys.py",
+    "tests/betree/test_sharded_write.py",
+    "tests/storage/test_damage_scans.py",
+    "tests/betree/test_meta.py",
     "tests/betree/test_schema_evolution.py",
-    "tests/betree/lang/test_lang_fastpath.py",
+    "tests/betree/test_adjust.py",
+    "tests/betree/test_write_grouped.py",
+    "tests/betree/test_edges_sizes.py",
+    "tests/tools/test_bench_stream.py",
+    "tests/betree/test_index_differential.py",
 ]
 
 

@@ -56,9 +56,11 @@ def sharded_store(root: Path, subs: dict[Any, str], k: int = 2) -> str:
 def single_process(
     store: str, events: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, dict[int, dict[str, Any]]]:
-    """``bexdb match STORE EVENTS``: its exit code and results keyed by 1-based line."""
+    """``bexdb match STORE EVENTS --jobs 1``: its exit code and results keyed by 1-based
+    line (in this process: a pool of matching processes is tests/betree/test_parallel.py's
+    subject, and would start two interpreters for an input of a batch or more)."""
     capsys.readouterr()
-    code = cli.main(["match", store, str(events)])
+    code = cli.main(["match", store, str(events), "--jobs", "1"])
     results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     lines = events.read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n")
     if lines and lines[-1] == b"":
