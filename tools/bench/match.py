@@ -15,13 +15,13 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
 * **bexdb matching**, in a separate process (``multiprocessing`` spawn) that opens the store
   read-only and calls ``Index.match`` on every event twice: a first pass on an empty page
   cache (the OS page cache is warm: the store was just written), then the timed *warm* pass
-  the table reports (mean / p50 / p99 ms per event, wall and the thread's CPU time: see
-  :class:`tools.bench.harness.Laps`), with candidates (clauses checked) and
-  pages read per event from ``idx.engine.last_stats``.  Its memory: ``ru_maxrss`` at the end minus
-  the RSS after imports, i.e. the growth of the matcher (decoded-page cache, snapshot,
-  LMDB pages mapped in — those are file-backed and shared; ``rss_file_mb`` / ``rss_anon_mb``
-  split the final RSS).  The peak is Linux's ``VmHWM``: ``ru_maxrss`` of a spawned child
-  starts at its parent's peak (see :func:`_maxrss_kb`).
+  the table reports (mean / p50 / p99 ms per event, wall and CPU: see below), with
+  candidates (clauses checked) and pages read per event from ``idx.engine.last_stats``.
+  Its memory: ``ru_maxrss`` at the end minus the RSS after imports, i.e. the growth of the
+  matcher (decoded-page cache, snapshot, LMDB pages mapped in — those are file-backed and
+  shared; ``rss_file_mb`` / ``rss_anon_mb`` split the final RSS).  The peak is Linux's
+  ``VmHWM``: ``ru_maxrss`` of a spawned child starts at its parent's peak (see
+  :func:`_maxrss_kb`).
 * **Batched matching** (``match_many``), in the same matcher process after the warm pass, on
   the same events: batches of each ``--match-batches`` size (default 256 and 1024,
   ``bexdb match``'s batch), one warm-up batch first, each right after a per-event pass over the same
@@ -43,9 +43,8 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   and the clauses whose count equals their size match.  Run on the first events until
   ``--scan-seconds`` is spent (at least 20), as SCAN: on the rich workload its test atoms
   one by one take seconds an event.
-* **CPU time**: every timed loop above (per event, batch, baseline) is measured on the wall
-  clock and on the timing thread's CPU clock; rates and ratios are given on both
-  (``bexdb_cpu_ms``, ``per_event_per_cpu_s``, ``events_per_cpu_s``, ``ratio_*_cpu``).
+* **CPU time**: every timed loop above is also timed on its thread's CPU clock
+  (:class:`tools.bench.harness.Laps`); rates and ratios are given on both (``*_cpu*``).
 * **Agreement**: on the first 20 events bexdb (both passes), SCAN and counting must return
   the same id sets, else :class:`AgreementError` and no results are written for that size.
 
@@ -582,8 +581,7 @@ def direct_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _batched_cell(r: dict[str, Any], rate: str, speedup: str) -> str:
-    """``match_many`` events/s (or per CPU-second) and speedup per batch size:
-    ``256: 2,900 (2.6x)``."""
+    """``match_many`` events/s (or per CPU-s) and speedup per batch: ``256: 2,900 (2.6x)``."""
     return "; ".join(f"{b['batch']}: {b[rate]:,.0f} ({b[speedup]:.1f}x)" for b in r["batched"])
 
 
