@@ -214,6 +214,9 @@ class ShardedIndex:
         self.routed = manifest.get("partitioning", {}).get("hash") == HASH
         self._takes_writes = self.routed and not readonly
         self.idents = [_inode(root / name) for name in self._names]
+        #: each shard's data file, as a string: :meth:`_refresh` stats them every snapshot
+        #: (16 shards: 36 µs of CPU, against 137 with the paths joined each time)
+        self._files = [os.fspath(data_file(root / name)) for name in self._names]
         self._root_ident = _root_inode(root)
         #: the shards' packed views joined, while every shard holds its own (betree.packed.joined)
         self.join: Joined | None = None
@@ -404,8 +407,8 @@ class ShardedIndex:
 
     def _refresh(self) -> None:
         """Reopen each shard compacted since it was opened (a new data file at its path)."""
-        for i, name in enumerate(self._names):
-            if _inode(self.root / name) not in (None, self.idents[i]):
+        for i, file in enumerate(self._files):
+            if _file_inode(file) not in (None, self.idents[i]):
                 self._reopen(i)
 
     def _recover(self) -> None:
@@ -620,7 +623,7 @@ def _inode(store: Path) -> tuple[int, int] | None:
     return _file_inode(data_file(store))
 
 
-def _file_inode(file: Path) -> tuple[int, int] | None:
+def _file_inode(file: str | Path) -> tuple[int, int] | None:
     try:
         st = os.stat(file)
     except OSError:

@@ -22,6 +22,11 @@ load writes them), the same events throughout:
   sending ``PUT /subscriptions/ID`` at each ``--serve-rates`` rate (writes/s) for
   ``--serve-seconds``; frozen first, with no writer.
 
+``--store S --workload W`` instead works on an existing store, such as a 10M one that
+``bexdb load`` built with Spark from ``bexdb gen W`` (this module's own build is one process),
+in place and uncopied: the writes stay in it.  The events are W's; the writes' expressions
+are W's first subscriptions under new ids (:data:`SPARE_IDS` + the store's size + i).
+
 Reported: match p50/p99 (ms), write p50/p99 (ms), writes/s (writes over the seconds spent
 writing; for batches also per CPU-second of this process, which the machine's load
 does not stretch), and the ratios to the frozen p50 of the same run.  In process, each
@@ -91,6 +96,29 @@ def build(
     return data
 
 
+#: where the ids of the writes into an existing store (``--store``) begin
+SPARE_IDS = 1 << 40
+
+
+def existing(store: Path, workload: Path, spare: int, events: int) -> dict[str, Any]:
+    """:func:`build`'s data for a store built elsewhere from the ``bexdb gen`` directory
+    ``workload``: its events, and its first ``spare`` expressions under new ids."""
+    from betree.stores.sharded import open_index
+
+    with open_index(store) as idx:
+        first = SPARE_IDS + len(idx)
+    exprs: list[str] = []
+    with (workload / "subs.jsonl").open() as f:
+        for line in f:
+            if len(exprs) == spare:
+                break
+            exprs.append(json.loads(line)["expr"])
+    with (workload / "events.jsonl").open() as f:
+        evs = [json.loads(line) for _, line in zip(range(events), f, strict=False)]
+    spare_subs = [(first + i, expr) for i, expr in enumerate(exprs)]
+    return {"spare": spare_subs[::-1], "events": evs, "store": str(store)}
+
+
 def _ms(seconds: list[float]) -> dict[str, float]:
     return stats([s * 1000 for s in seconds])
 
@@ -101,14 +129,17 @@ def _both(laps: Laps, key: str) -> dict[str, dict[str, float]]:
 
 
 class Run:
-    """One fresh copy of the store, opened writable, and the clock."""
+    """One fresh copy of the store (or an existing store itself: ``data["store"]``),
+    opened writable, and the clock."""
 
     def __init__(self, out: Path, name: str, data: dict[str, Any]) -> None:
         from betree.stores.sharded import open_index
 
-        self.path = out / f"run-{name}"
-        shutil.rmtree(self.path, ignore_errors=True)
-        shutil.copytree(out / "store", self.path)
+        self.copied = "store" not in data
+        self.path = out / f"run-{name}" if self.copied else Path(data["store"])
+        if self.copied:
+            shutil.rmtree(self.path, ignore_errors=True)
+            shutil.copytree(out / "store", self.path)
         self.store = open_index(self.path, readonly=False)
         self.events = data["events"]
         self.spare = [tuple(x) for x in data["spare"]]
@@ -141,7 +172,8 @@ class Run:
 
     def close(self) -> None:
         self.store.close()
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self.copied:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 def frozen(run: Run, n: int) -> dict[str, dict[str, float]]:
@@ -228,14 +260,21 @@ def _post(conn: http.client.HTTPConnection, method: str, path: str, body: Any) -
 
 
 def served(
-    out: Path, data: dict[str, Any], rates: list[int], seconds: float, warmup: int
+    out: Path,
+    data: dict[str, Any],
+    rates: list[int],
+    seconds: float,
+    warmup: int,
+    cache_mb: int | None = None,
 ) -> list[Any]:
-    """``bexdb serve --workers 2``: a matching client, and a writer at each rate."""
+    """``bexdb serve --workers 2`` (``--cache-mb cache_mb``, if given): a matching client,
+    and a writer at each rate."""
     from tools.serve import spawn
 
     run = Run(out, "serve", data)
     run.store.close()
-    proc, url = spawn(run.path, "--workers", "2")
+    options = ["--workers", "2"] + ([] if cache_mb is None else ["--cache-mb", str(cache_mb)])
+    proc, url = spawn(run.path, *options)
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     rows: list[dict[str, Any]] = []
@@ -274,6 +313,7 @@ def served(
                     "mode": f"serve, writer {rate}/s" if rate else "serve, frozen",
                     "match_ms": _ms(matches),
                     "write_ms": _ms(wrote),
+                    "writes": len(wrote),
                     "writes_per_s": len(wrote) / seconds,
                 }
             )
@@ -281,7 +321,8 @@ def served(
     finally:
         proc.terminate()
         proc.wait()
-        shutil.rmtree(run.path, ignore_errors=True)
+        if run.copied:
+            shutil.rmtree(run.path, ignore_errors=True)
     frozen_p50 = rows[0]["match_ms"]["p50"]
     for row in rows:
         row["frozen_ms"] = {"p50": frozen_p50}
@@ -307,6 +348,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--serve-only", action="store_true", help="only the serve rows")
     parser.add_argument(
+        "--serve-cache-mb", type=positive, help="bexdb serve --cache-mb (serve's default)"
+    )
+    parser.add_argument(
+        "--store",
+        help="an existing store to work on in place, not copied (the writes stay in it); "
+        "with --workload; --subs, --shards and --profile are then unused",
+    )
+    parser.add_argument("--workload", help="with --store: the bexdb gen directory it came from")
+    parser.add_argument(
         "--pause", type=float, default=0.01, help="idle seconds before a paced match (0.01)"
     )
     parser.add_argument("--out", default="bench-results/live", help="results directory")
@@ -317,7 +367,12 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     spare = args.writes + sum(args.batches) * args.batch_count + 20_000
-    data = build(out, args.subs, args.shards, spare, max(args.events, 2000), args.profile)
+    if (args.store is None) != (args.workload is None):
+        raise SystemExit("bench live: --store and --workload go together")
+    if args.store is not None:
+        data = existing(Path(args.store), Path(args.workload), spare, max(args.events, 2000))
+    else:
+        data = build(out, args.subs, args.shards, spare, max(args.events, 2000), args.profile)
     rows = []
     for ratio in [] if args.serve_only else args.ratios:
         writes = max(20, args.writes // max(1, ratio // 10))  # 1:100 -> a tenth of the writes
@@ -327,7 +382,9 @@ def main(args: argparse.Namespace) -> int:
         rows.append(batches(out, data, size, args.batch_count, args.events))
         _log(f"batch {size}: {rows[-1]['writes_per_s']:.0f} subscriptions/s")
     if args.serve or args.serve_only:
-        rows += served(out, data, args.serve_rates, args.serve_seconds, args.serve_warmup)
+        rows += served(
+            out, data, args.serve_rates, args.serve_seconds, args.serve_warmup, args.serve_cache_mb
+        )
     doc = {"benchmark": "bexdb bench live", "machine": machine(), "args": vars(args), "rows": rows}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     heads = ["run", "frozen p50", "match p50 / p99", "x frozen p50 / p99", "CPU frozen p50"]
@@ -359,6 +416,8 @@ def main(args: argparse.Namespace) -> int:
             ]
         )
     name = f"--subs {args.subs} --shards {args.shards} --profile {args.profile}"
+    if args.store is not None:
+        name = f"--store {args.store} --workload {args.workload}"
     print(f"`bexdb bench live {name}` (times in ms)\n")
     print(markdown_table(heads, cells))
     return 0
