@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench.harness import AgreementError, check_agreement, markdown_table, stats
+from tools.bench.harness import AgreementError, Laps, check_agreement, markdown_table, stats
 from tools.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +117,17 @@ def test_stats_names_and_empty_series() -> None:
     assert stats([1, 2, 3, 4]) == {"mean": 2.5, "p50": 2.5, "p99": pytest.approx(3.97)}
     assert list(stats([5.0], (50, 95), median="median")) == ["mean", "median", "p95"]
     assert all(math.isnan(v) for v in stats([]).values())
+
+
+def test_laps_keep_a_wall_and_a_cpu_figure_per_block_even_one_that_raises() -> None:
+    laps = Laps()
+    with laps as entered:
+        sum(range(1000))
+    assert entered is laps
+    with pytest.raises(ValueError, match="inside"), laps:
+        raise ValueError("inside")
+    assert len(laps.wall_ms) == len(laps.cpu_ms) == 2
+    assert all(isinstance(x, float) and x >= 0 for x in laps.wall_ms + laps.cpu_ms)
 
 
 def test_check_agreement_names_the_method_and_the_event() -> None:

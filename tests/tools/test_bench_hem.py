@@ -78,3 +78,7 @@ def test_run_bexdb_counts_what_brute_force_matches(tmp_path: Path, cache_mb: int
     ]
     assert ours["matches"] == expected and any(expected)
     assert ours["first_pass_ms_per_event"] > 0 and ours["warm_ms"]["mean"] > 0
+    # the thread's CPU time beside the wall time (no timing is asserted)
+    assert ours["warm_cpu_ms"].keys() == ours["warm_ms"].keys() == {"mean", "p50", "p99"}
+    assert all(isinstance(v, float) and v >= 0 for v in ours["warm_cpu_ms"].values())
+    assert ours["batched_events_per_cpu_s"] > 0

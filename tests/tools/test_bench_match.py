@@ -22,7 +22,25 @@ def _bench_args(out: Path) -> argparse.Namespace:
     )
 
 
-def test_bench_match_runs_and_agrees(tmp_path: Path) -> None:
+def _cpu_beside_wall(row: dict[str, Any]) -> None:
+    """The thread-CPU figures sit beside the wall ones, and the CPU rates and ratios are
+    the ones the figures in the JSON give (no timing is asserted)."""
+    for key in ("bexdb", "bexdb_first_pass", "counting", "scan"):
+        assert row[f"{key}_ms"].keys() == row[f"{key}_cpu_ms"].keys() == {"mean", "p50", "p99"}
+        assert all(isinstance(v, float) and v >= 0 for v in row[f"{key}_cpu_ms"].values()), key
+    cpu = row["bexdb_cpu_ms"]["mean"]
+    assert row["events"] == row["counting_events"]  # so counting's ratio is to bexdb's mean
+    assert row["per_event_per_cpu_s"] == pytest.approx(1000 / cpu)
+    assert row["ratio_counting_cpu"] == pytest.approx(row["counting_cpu_ms"]["mean"] / cpu)
+    scan_ratio = row["scan_cpu_ms"]["mean"] / row["bexdb_cpu_ms_scan_events"]["mean"]
+    assert row["ratio_scan_cpu"] == pytest.approx(scan_ratio)
+    for b in row["batched"]:
+        assert b["cpu_seconds"] > 0 and b["per_event_per_cpu_s"] > 0
+        assert b["events_per_cpu_s"] == pytest.approx(row["events"] / b["cpu_seconds"])
+        assert b["speedup_cpu"] == pytest.approx(b["events_per_cpu_s"] / b["per_event_per_cpu_s"])
+
+
+def test_bench_match_runs_and_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench"
     assert bench_match.main(_bench_args(out)) == 0
     results = json.loads((out / "results.json").read_text())
@@ -41,6 +59,9 @@ def test_bench_match_runs_and_agrees(tmp_path: Path) -> None:
     assert all(b["agrees"] and b["events_per_s"] > 0 and b["speedup"] > 0 for b in row["batched"])
     assert isinstance(row["sources_changed"], list)
     assert (out / "match_ms.png").stat().st_size > 0
+    _cpu_beside_wall(row)
+    table = capsys.readouterr().out
+    assert all(f" {h} |" in table for h in ("bexdb ms", "CPU ms", "ev/CPU-s", "cnt/bexdb CPU"))
 
 
 def test_bench_match_fails_loudly_on_disagreement(
@@ -76,4 +97,5 @@ def test_bench_match_rich_workload_counts_the_direct_tests(
     # the rich rules reach the indexed kinds; each kind's exact tests and hits are counted
     assert {"list", "geo", "segment", "suffix"} <= row["direct"].keys()
     assert all(c["tests"] >= 0 and c["held"] >= 0 for c in row["direct"].values())
+    _cpu_beside_wall(row)
     assert "tests/held" in capsys.readouterr().out

@@ -29,9 +29,14 @@ are W's first subscriptions under new ids (:data:`SPARE_IDS` + the store's size 
 
 Reported: match p50/p99 (ms), write p50/p99 (ms), writes/s (writes over the seconds spent
 writing; for batches also per CPU-second of this process, which the machine's load
-does not stretch), and the ratios to the frozen p50 of the same run.  The answers are not checked
-here (tests/betree/test_live.py checks them against the brute force under interleavings).  The
-writes are durable commits (LMDB fsync): their latency is mostly the disk's.
+does not stretch), and the ratios to the frozen p50 of the same run.  In process, each
+match is also timed on its thread's CPU clock (``*_cpu_ms``, :class:`tools.bench.harness.Laps`),
+with the ratio to the frozen CPU p50: the machine's load does not stretch it, nor does a
+background fold holding the GIL (that work is another thread's; see ``process_cpu_s``).
+The serve rows have no CPU figures: their matching runs in the server's processes.  The
+answers are not checked here (tests/betree/test_live.py checks them against the brute force
+under interleavings).  The writes are durable commits (LMDB fsync): their latency is mostly
+the disk's.
 
     bexdb bench live --subs 100000 --out docs/bench/live
 """
@@ -49,7 +54,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tools.args import positive, sizes
-from tools.bench.harness import logger, machine, markdown_table, stats
+from tools.bench.harness import Laps, logger, machine, markdown_table, stats
 
 _log = logger("bench live")
 
@@ -118,6 +123,11 @@ def _ms(seconds: list[float]) -> dict[str, float]:
     return stats([s * 1000 for s in seconds])
 
 
+def _both(laps: Laps, key: str) -> dict[str, dict[str, float]]:
+    """``KEY_ms`` and ``KEY_cpu_ms``: the figures of the wall and of the thread's CPU times."""
+    return {f"{key}_ms": stats(laps.wall_ms), f"{key}_cpu_ms": stats(laps.cpu_ms)}
+
+
 class Run:
     """One fresh copy of the store (or an existing store itself: ``data["store"]``),
     opened writable, and the clock."""
@@ -136,15 +146,15 @@ class Run:
         self.at = 0  # next event
         self.used: list[Any] = []  # ids written so far
 
-    def match(self, n: int) -> list[float]:
-        out = []
+    def match(self, n: int, laps: Laps | None = None) -> Laps:
+        """``n`` matches, each timed into ``laps`` (a new one if None)."""
+        laps = Laps() if laps is None else laps
         for _ in range(n):
             ev = self.events[self.at % len(self.events)]
             self.at += 1
-            t = time.perf_counter()
-            self.store.match(ev)
-            out.append(time.perf_counter() - t)
-        return out
+            with laps:
+                self.store.match(ev)
+        return laps
 
     def write(self, k: int) -> float:
         """The k-th write: new, a replacement or an unsubscribe (see the module docstring)."""
@@ -166,20 +176,20 @@ class Run:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-def frozen(run: Run, n: int) -> dict[str, float]:
+def frozen(run: Run, n: int) -> dict[str, dict[str, float]]:
     run.match(200)  # builds the views (betree.packed.flat: after 64 walked events)
-    return _ms(run.match(n))
+    return _both(run.match(n), "frozen")
 
 
-def paced(run: Run, n: int, pause: float) -> dict[str, float]:
+def paced(run: Run, n: int, pause: float) -> dict[str, dict[str, float]]:
     """The frozen p50 of matches each after ``pause`` seconds idle, as a match after a
     write is (on a shared machine an idle process's caches go to the others: this
     separates that from the work a write leaves for the match)."""
-    out: list[float] = []
+    out = Laps()
     for _ in range(n):
         time.sleep(pause)
-        out += run.match(1)
-    return _ms(out)
+        run.match(1, out)
+    return _both(out, "paced")
 
 
 def interleaved(
@@ -189,23 +199,23 @@ def interleaved(
     try:
         base = frozen(run, n)
         idle = paced(run, min(n, 200), pause)
-        matches: list[float] = []
+        matches = Laps()
         wrote: list[float] = []
         cpu = time.process_time()
         for k in range(writes):
             wrote.append(run.write(k))
-            matches += run.match(ratio)
+            run.match(ratio, matches)
         cpu = time.process_time() - cpu
         after = run.match(100)
         return {
             "mode": f"1 write : {ratio}",
-            "frozen_ms": base,
-            "paced_ms": idle,
+            **base,
+            **idle,
             "process_cpu_s": cpu,
-            "match_ms": _ms(matches),
+            **_both(matches, "match"),
             "write_ms": _ms(wrote),
             "writes_per_s": len(wrote) / sum(wrote),
-            "after_ms": _ms(after),
+            **_both(after, "after"),
         }
     finally:
         run.close()
@@ -215,7 +225,7 @@ def batches(out: Path, data: dict[str, Any], size: int, count: int, n: int) -> d
     run = Run(out, f"batch-{size}", data)
     try:
         base = frozen(run, n)
-        matches: list[float] = []
+        matches = Laps()
         wrote: list[float] = []
         cpu: list[float] = []
         for _ in range(count):
@@ -224,16 +234,16 @@ def batches(out: Path, data: dict[str, Any], size: int, count: int, n: int) -> d
             run.store.subscribe_many(batch)
             wrote.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
-            matches += run.match(10)
+            run.match(10, matches)
         after = run.match(100)
         return {
             "mode": f"subscribe_many {size}",
-            "frozen_ms": base,
-            "match_ms": _ms(matches),
+            **base,
+            **_both(matches, "match"),
             "write_ms": _ms(wrote),
             "writes_per_s": size * len(wrote) / sum(wrote),
             "writes_per_cpu_s": size * len(cpu) / sum(cpu),
-            "after_ms": _ms(after),
+            **_both(after, "after"),
         }
     finally:
         run.close()
@@ -377,7 +387,8 @@ def main(args: argparse.Namespace) -> int:
         )
     doc = {"benchmark": "bexdb bench live", "machine": machine(), "args": vars(args), "rows": rows}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    heads = ["run", "frozen p50", "match p50 / p99", "x frozen p50 / p99", "write p50 / p99"]
+    heads = ["run", "frozen p50", "match p50 / p99", "x frozen p50 / p99", "CPU frozen p50"]
+    heads += ["CPU match p50 / p99", "CPU x frozen p50", "write p50 / p99"]
     heads += ["writes/s", "writes/CPU-s", "after: p50", "paced p50", "x paced p50"]
     cells = []
     for row in rows:
@@ -386,12 +397,16 @@ def main(args: argparse.Namespace) -> int:
         after = row.get("after_ms", {}).get("p50")
         idle = row.get("paced_ms", {}).get("p50")
         per_cpu = row.get("writes_per_cpu_s")
+        f_cpu, m_cpu = row.get("frozen_cpu_ms"), row.get("match_cpu_ms")  # (not served)
         cells.append(
             [
                 row["mode"],
                 f"{f50:.3f}",
                 f"{m['p50']:.3f} / {m['p99']:.3f}",
                 f"{m['p50'] / f50:.2f} / {m['p99'] / f50:.2f}",
+                "-" if f_cpu is None else f"{f_cpu['p50']:.3f}",
+                "-" if m_cpu is None else f"{m_cpu['p50']:.3f} / {m_cpu['p99']:.3f}",
+                "-" if m_cpu is None or f_cpu is None else f"{m_cpu['p50'] / f_cpu['p50']:.2f}",
                 f"{w['p50']:.1f} / {w['p99']:.1f}",
                 f"{row['writes_per_s']:,.0f}",
                 "-" if per_cpu is None else f"{per_cpu:,.0f}",

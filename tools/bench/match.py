@@ -15,12 +15,13 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
 * **bexdb matching**, in a separate process (``multiprocessing`` spawn) that opens the store
   read-only and calls ``Index.match`` on every event twice: a first pass on an empty page
   cache (the OS page cache is warm: the store was just written), then the timed *warm* pass
-  the table reports (mean / p50 / p99 ms per event), with candidates (clauses checked) and
-  pages read per event from ``idx.engine.last_stats``.  Its memory: ``ru_maxrss`` at the end minus
-  the RSS after imports, i.e. the growth of the matcher (decoded-page cache, snapshot,
-  LMDB pages mapped in — those are file-backed and shared; ``rss_file_mb`` / ``rss_anon_mb``
-  split the final RSS).  The peak is Linux's ``VmHWM``: ``ru_maxrss`` of a spawned child
-  starts at its parent's peak (see :func:`_maxrss_kb`).
+  the table reports (mean / p50 / p99 ms per event, wall and CPU: see below), with
+  candidates (clauses checked) and pages read per event from ``idx.engine.last_stats``.
+  Its memory: ``ru_maxrss`` at the end minus the RSS after imports, i.e. the growth of the
+  matcher (decoded-page cache, snapshot, LMDB pages mapped in — those are file-backed and
+  shared; ``rss_file_mb`` / ``rss_anon_mb`` split the final RSS).  The peak is Linux's
+  ``VmHWM``: ``ru_maxrss`` of a spawned child starts at its parent's peak (see
+  :func:`_maxrss_kb`).
 * **Batched matching** (``match_many``), in the same matcher process after the warm pass, on
   the same events: batches of each ``--match-batches`` size (default 256 and 1024,
   ``bexdb match``'s batch), one warm-up batch first, each right after a per-event pass over the same
@@ -42,6 +43,8 @@ range widths calibrated to a ~1% match rate) and the same ``--events`` events at
   and the clauses whose count equals their size match.  Run on the first events until
   ``--scan-seconds`` is spent (at least 20), as SCAN: on the rich workload its test atoms
   one by one take seconds an event.
+* **CPU time**: every timed loop above is also timed on its thread's CPU clock
+  (:class:`tools.bench.harness.Laps`); rates and ratios are given on both (``*_cpu*``).
 * **Agreement**: on the first 20 events bexdb (both passes), SCAN and counting must return
   the same id sets, else :class:`AgreementError` and no results are written for that size.
 
@@ -93,6 +96,7 @@ from tools.bench.baselines.scan import Compiled, scan
 from tools.bench.gen import PROFILES, Workload, make_workload
 from tools.bench.harness import (
     AgreementError,
+    Laps,
     changed_sources,
     check_agreement,
     column_table,
@@ -162,11 +166,10 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
     digests = source_digests()
     idx = Index.open(job.path, readonly=True, cache_bytes=job.cache_bytes)
     try:
-        clock = time.perf_counter_ns
         passes: list[dict[str, Any]] = []
         for _ in range(2):
             n = len(job.events)
-            ms = np.empty(n)
+            laps = Laps()
             cand = np.empty(n)
             pages = np.empty(n)
             found = np.empty(n)
@@ -174,9 +177,8 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
             hits, misses = idx.store.cache.hits, idx.store.cache.misses
             gc.collect()
             for i, event in enumerate(job.events):
-                t0 = clock()
-                ids = idx.match(event)
-                ms[i] = (clock() - t0) / 1e6
+                with laps:
+                    ids = idx.match(event)
                 cand[i] = idx.engine.last_stats["candidates"]
                 pages[i] = idx.engine.last_stats["pages"]
                 found[i] = len(ids)
@@ -184,7 +186,8 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
                     kept.append(ids)
             passes.append(
                 {
-                    "ms": ms.tolist(),
+                    "ms": laps.wall_ms,
+                    "cpu_ms": laps.cpu_ms,
                     "candidates": cand.tolist(),
                     "pages": pages.tolist(),
                     "matches": found.tolist(),
@@ -195,13 +198,13 @@ def run_matcher(job: MatcherJob) -> dict[str, Any]:
             )
         batched = []
         for size in job.batches:  # each beside a per-event pass of its own: same conditions
-            began = time.perf_counter()
-            answers = [idx.match(event) for event in job.events]
-            per_event_s = time.perf_counter() - began
+            with Laps() as lap:
+                answers = [idx.match(event) for event in job.events]
             per_event = [sorted(map(repr, ids)) for ids in answers]  # (compared, not timed)
             result = _batched_pass(idx, job.events, size)
             result["agrees"] = result.pop("found") == per_event
-            result["per_event_per_s"] = len(job.events) / per_event_s
+            result["per_event_per_s"] = len(job.events) / lap.wall_ms[0] * 1e3
+            result["per_event_per_cpu_s"] = len(job.events) / lap.cpu_ms[0] * 1e3
             batched.append(result)
         with direct_counts() as direct:  # (untimed) the direct atoms' tests and hits
             for event in job.events:
@@ -244,16 +247,18 @@ def _batched_pass(idx: Index, events: list[dict[str, Any]], size: int) -> dict[s
     timings: dict[str, float] = {}
     found: list[Any] = []
     gc.collect()
-    t0 = time.perf_counter()
-    for k in range(0, len(events), size):
-        found.extend(idx.match_many(events[k : k + size]))
-        for key, seconds in idx.engine.last_timings.items():
-            timings[key] = timings.get(key, 0.0) + seconds
-    seconds = time.perf_counter() - t0
+    with Laps() as lap:
+        for k in range(0, len(events), size):
+            found.extend(idx.match_many(events[k : k + size]))
+            for key, seconds in idx.engine.last_timings.items():
+                timings[key] = timings.get(key, 0.0) + seconds
+    seconds, cpu_s = lap.wall_ms[0] / 1e3, lap.cpu_ms[0] / 1e3
     return {
         "batch": size,
         "seconds": seconds,
+        "cpu_seconds": cpu_s,
         "events_per_s": len(events) / seconds,
+        "events_per_cpu_s": len(events) / cpu_s,
         "timings_s": timings,
         "found": [sorted(map(repr, ids)) for ids in found],
     }
@@ -381,9 +386,9 @@ def run_size(
         )
 
     first, warm = res["passes"]
-    ms = np.array(warm["ms"])
-    per_event_rate = len(events) / (ms.sum() / 1000)
-    row["per_event_per_s"] = per_event_rate
+    ms, cpu = np.array(warm["ms"]), np.array(warm["cpu_ms"])
+    row["per_event_per_s"] = len(events) / (ms.sum() / 1000)
+    row["per_event_per_cpu_s"] = len(events) / (cpu.sum() / 1000)
     row["batched"] = []
     for result in res["batched"]:
         if not result["agrees"]:
@@ -391,7 +396,8 @@ def run_size(
                 f"n={n}: match_many in batches of {result['batch']} and Index.match differ"
             )
         speedup = result["events_per_s"] / result["per_event_per_s"]
-        row["batched"].append({**result, "speedup": speedup})
+        speedup_cpu = result["events_per_cpu_s"] / result["per_event_per_cpu_s"]
+        row["batched"].append({**result, "speedup": speedup, "speedup_cpu": speedup_cpu})
     row["direct"] = {
         kind: {"tests": tests / len(events), "held": held / len(events)}
         for kind, (_, tests, held) in sorted(res["direct"].items())
@@ -400,7 +406,9 @@ def run_size(
         {
             "events": len(events),
             "bexdb_ms": stats(ms),
+            "bexdb_cpu_ms": stats(cpu),
             "bexdb_first_pass_ms": stats(np.array(first["ms"])),
+            "bexdb_first_pass_cpu_ms": stats(np.array(first["cpu_ms"])),
             "candidates_mean": float(np.mean(warm["candidates"])),
             "pages_mean": float(np.mean(warm["pages"])),
             "matches_mean": float(np.mean(warm["matches"])),
@@ -431,38 +439,32 @@ def run_size(
     row["counting_build_s"] = time.perf_counter() - t0
     row["counting_atoms"] = counting.n_atoms
     row["counting_clauses"] = len(counting.sizes)
-    c_list: list[float] = []
+    c_laps = Laps()
     c_kept: list[list[Any]] = []
-    c_found_list: list[int] = []
+    c_found: list[int] = []
     gc.collect()
-    clock = time.perf_counter_ns
     for i, v in enumerate(values):  # (its direct atoms one by one: bounded as SCAN is)
-        if i >= keep and sum(c_list) > args.scan_seconds * 1000:
+        if i >= keep and sum(c_laps.wall_ms) > args.scan_seconds * 1000:
             break
-        t0n = clock()
-        ids = counting.match(v)
-        c_list.append((clock() - t0n) / 1e6)
-        c_found_list.append(len(ids))
+        with c_laps:
+            ids = counting.match(v)
+        c_found.append(len(ids))
         if i < keep:
             c_kept.append(ids)
-    c_ms, c_found = np.array(c_list), np.array(c_found_list)
+    c_ms, c_cpu = np.array(c_laps.wall_ms), np.array(c_laps.cpu_ms)
 
     _log(f"n={n:,}: SCAN baseline (up to {args.scan_seconds:.0f}s, at least {keep} events)")
-    s_ms: list[float] = []
+    s_laps = Laps()
     s_kept: list[list[Any]] = []
-    spent = 0.0
     gc.collect()
     for i, v in enumerate(values):
-        if i >= keep and spent > args.scan_seconds:
+        if i >= keep and sum(s_laps.wall_ms) > args.scan_seconds * 1000:
             break
-        t0n = clock()
-        ids = scan(compiled, nb, v)
-        dt = (clock() - t0n) / 1e6
-        s_ms.append(dt)
-        spent += dt / 1000
+        with s_laps:
+            ids = scan(compiled, nb, v)
         if i < keep:
             s_kept.append(ids)
-    scan_ms = np.array(s_ms)
+    scan_ms, scan_cpu = np.array(s_laps.wall_ms), np.array(s_laps.cpu_ms)
     k = len(scan_ms)
 
     got = {
@@ -479,12 +481,17 @@ def run_size(
     row.update(
         {
             "counting_ms": stats(c_ms),
+            "counting_cpu_ms": stats(c_cpu),
             "counting_events": len(c_ms),
             "scan_events": k,
             "scan_ms": stats(scan_ms),
+            "scan_cpu_ms": stats(scan_cpu),
             "bexdb_ms_scan_events": stats(ms[:k]),
+            "bexdb_cpu_ms_scan_events": stats(cpu[:k]),
             "ratio_counting": float(c_ms.mean() / ms[: len(c_ms)].mean()),
+            "ratio_counting_cpu": float(c_cpu.mean() / cpu[: len(c_cpu)].mean()),
             "ratio_scan": float(scan_ms.mean() / ms[:k].mean()) if k else float("nan"),
+            "ratio_scan_cpu": float(scan_cpu.mean() / cpu[:k].mean()) if k else float("nan"),
         }
     )
     return row, res["profile"]
@@ -528,6 +535,8 @@ _COLUMNS = (
     ("bexdb ms", "{:.2f}", lambda r: r["bexdb_ms"]["mean"]),
     ("p50", "{:.2f}", lambda r: r["bexdb_ms"]["p50"]),
     ("p99", "{:.2f}", lambda r: r["bexdb_ms"]["p99"]),
+    ("CPU ms", "{:.2f}", lambda r: r["bexdb_cpu_ms"]["mean"]),
+    ("CPU p50", "{:.2f}", lambda r: r["bexdb_cpu_ms"]["p50"]),
     ("1st pass", "{:.2f}", lambda r: r["bexdb_first_pass_ms"]["mean"]),
     ("cands", "{:,.0f}", lambda r: r["candidates_mean"]),
     ("pages", "{:,.0f}", lambda r: r["pages_mean"]),
@@ -535,12 +544,16 @@ _COLUMNS = (
     ("rate", "{:.2%}", lambda r: r["match_rate"]),
     ("RSS+ MB", "{:,.0f}", lambda r: r["matcher_peak_growth_mb"]),
     ("ev/s", "{:,.0f}", lambda r: r["per_event_per_s"]),
-    ("batched ev/s", "{}", lambda r: _batched_cell(r)),
+    ("ev/CPU-s", "{:,.0f}", lambda r: r["per_event_per_cpu_s"]),
+    ("batched ev/s", "{}", lambda r: _batched_cell(r, "events_per_s", "speedup")),
+    ("batched ev/CPU-s", "{}", lambda r: _batched_cell(r, "events_per_cpu_s", "speedup_cpu")),
     ("counting ms", "{:.2f}", lambda r: r["counting_ms"]["mean"]),
     ("cnt/bexdb", "{:.2f}x", lambda r: r["ratio_counting"]),
+    ("cnt/bexdb CPU", "{:.2f}x", lambda r: r["ratio_counting_cpu"]),
     ("SCAN ms", "{:,.1f}", lambda r: r["scan_ms"]["mean"]),
     ("SCAN ev", "{}", lambda r: r["scan_events"]),
     ("SCAN/bexdb", "{:.1f}x", lambda r: r["ratio_scan"]),
+    ("SCAN/bexdb CPU", "{:.1f}x", lambda r: r["ratio_scan_cpu"]),
 )
 
 
@@ -567,11 +580,9 @@ def direct_table(rows: list[dict[str, Any]]) -> str:
     return markdown_table(["workload", "subs", "kind", "tests/ev", "held/ev", "tests/held"], cells)
 
 
-def _batched_cell(r: dict[str, Any]) -> str:
-    """``match_many`` events/s and speedup per batch size: ``256: 2,900 (2.6x)``."""
-    return "; ".join(
-        f"{b['batch']}: {b['events_per_s']:,.0f} ({b['speedup']:.1f}x)" for b in r["batched"]
-    )
+def _batched_cell(r: dict[str, Any], rate: str, speedup: str) -> str:
+    """``match_many`` events/s (or per CPU-s) and speedup per batch: ``256: 2,900 (2.6x)``."""
+    return "; ".join(f"{b['batch']}: {b[rate]:,.0f} ({b[speedup]:.1f}x)" for b in r["batched"])
 
 
 def batched_breakdown(rows: list[dict[str, Any]]) -> str:
@@ -586,7 +597,8 @@ def batched_breakdown(rows: list[dict[str, Any]]) -> str:
             rest = 1 - sum(b["timings_s"].values()) / total
             lines.append(
                 f"n={r['n_built']:,}, batches of {b['batch']}: {b['events_per_s']:,.0f} events/s "
-                f"({b['speedup']:.1f}x per-event {b['per_event_per_s']:,.0f}/s); {parts}, "
+                f"({b['speedup']:.1f}x per-event {b['per_event_per_s']:,.0f}/s; per CPU-second "
+                f"{b['events_per_cpu_s']:,.0f}, {b['speedup_cpu']:.1f}x); {parts}, "
                 f"validation and the rest {rest:.0%}"
             )
     return "\n".join(lines)
@@ -728,6 +740,8 @@ def main(args: argparse.Namespace) -> int:
             "CSR inverted index + bincount (phase 2)",
             "a row with build_complete false was measured on n_built subscriptions; "
             "build_s_extrapolated is an EXTRAPOLATION, not a measurement",
+            "*_cpu_ms, *_per_cpu_s, *_cpu: the timing thread's CPU time (time.thread_time_ns) "
+            "beside the wall time; wall minus CPU is mostly other processes' load",
         ],
         "rows": [],
         "agreement": {"passed": None, "events_checked": 0},
@@ -762,7 +776,8 @@ def main(args: argparse.Namespace) -> int:
         f"\nBEGen: {args.dims} attributes x {args.card} values, {args.bases} base events; "
         f"{args.events} events; workloads {', '.join(loads)}, built by {args.build}.  "
         f"bexdb: warm pass in a read-only matcher process (1st pass: empty page cache); "
-        f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean.  "
+        f"RSS+ = matcher peak RSS growth after imports.  Ratios are baseline / bexdb mean; "
+        f"CPU: the timing thread's CPU time, which other processes' load does not stretch.  "
         f"Results and plot in {out}/"
     )
     changed = sorted({f for r in rows for f in r["sources_changed"]})
