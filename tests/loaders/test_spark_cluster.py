@@ -1,12 +1,15 @@
 """``load``, ``match --engine spark`` and ``stream`` on a real Spark standalone cluster.
 
-A master and two workers (one core, 768 MB each) are started on loopback from pyspark's
-own distribution (``spark-class org.apache.spark.deploy.master.Master`` / ``…worker.Worker``,
-free ports), ``load`` and ``match`` run with ``--master spark://127.0.0.1:PORT`` (executors
-in the workers' JVMs, their Python workers started from ``PYSPARK_PYTHON``), ``stream`` under
-``spark-submit`` (and with ``--master`` across the kill below), and the answers are compared
-with the local ones; the cluster is stopped at the end.  The seconds each command took are
-printed (``pytest -s``: docs/scale.md).
+A master and a worker (two cores, 1 GB) are started on loopback from pyspark's own
+distribution (``spark-class org.apache.spark.deploy.master.Master`` / ``…worker.Worker``,
+free ports); each application has two executors of one core (``spark.executor.cores=1``),
+separate JVMs the worker starts, their Python workers started from ``PYSPARK_PYTHON``.
+``load``, ``match --engine spark`` and ``stream`` run in sequence in one application under
+``spark-submit`` (tests/support/one_application.py: one driver and two executors, not
+three of each), ``stream`` also with ``--master spark://127.0.0.1:PORT`` across the kill
+below, and the answers are compared with the local ones; the cluster is stopped at the end.
+The seconds each command took (without Spark's start) are printed (``pytest -s``:
+docs/scale.md).
 
 ``stream`` on the cluster across a ``kill -9`` of an executor: the executor process (a JVM
 the workers started, found by its working directory under the test's worker directories)
@@ -40,6 +43,7 @@ from loaders.spark.session import LOCAL_JIT
 from loaders.spark.streamlog import committed_results
 from tests.support import jvm_cds
 from tests.support.brute import brute
+from tests.support.one_application import MARK
 from tests.support.spark import (
     drop,
     output,
@@ -61,9 +65,11 @@ C1 = LOCAL_JIT
 #: The daemons' and executors' JVMs: C1, and Spark's classes from the test run's archive
 #: (the drivers take it from ``SPARK_SUBMIT_OPTS``: tests/support/jvm_cds.py).
 JAVA = f"{C1} {jvm_cds.FLAGS}"
-#: What each executor may use: the workers offer 768 MB, an executor takes 512 MB.
+#: What each executor may use: the worker offers two cores and 1 GB, an executor takes one
+#: core and 512 MB (two executors an application).
 SUBMIT = (
-    f"--conf spark.executor.memory=512m --conf spark.driver.memory=1g"
+    f"--conf spark.executor.memory=512m --conf spark.executor.cores=1"
+    f" --conf spark.driver.memory=1g"
     f" --conf 'spark.executor.extraJavaOptions={JAVA}'"
 )
 
@@ -91,12 +97,12 @@ def environment(tmp: Path) -> dict[str, str]:
 @dataclass(frozen=True)
 class Cluster:
     url: str  # spark://127.0.0.1:PORT
-    work: list[Path]  # each worker's --work-dir: APP/EXECUTOR/ below it per executor
+    work: Path  # the worker's --work-dir: APP/EXECUTOR/ below it per executor
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A master with two live workers (stopped afterwards)."""
+    """A master with a live worker of two cores (stopped afterwards)."""
     tmp = tmp_path_factory.mktemp("cluster")
     env = environment(tmp)
     port, ui = free_port(), free_port()
@@ -112,23 +118,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         )
 
     master = f"spark://127.0.0.1:{port}"
-    works = [tmp / f"work{k}" for k in range(2)]
+    work = tmp / "work"
+    work.mkdir()
     try:
         daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                "--port", str(port), "--webui-port", str(ui))  # fmt: skip
-        for k, work in enumerate(works):
-            work.mkdir()
-            daemon(f"worker{k}", "org.apache.spark.deploy.worker.Worker", master,
-                   "--host", "127.0.0.1", "--port", str(free_port()),
-                   "--webui-port", str(free_port()), "--cores", "1", "--memory", "768m",
-                   "--work-dir", str(work))  # fmt: skip
+        daemon("worker", "org.apache.spark.deploy.worker.Worker", master,
+               "--host", "127.0.0.1", "--port", str(free_port()),
+               "--webui-port", str(free_port()), "--cores", "2", "--memory", "1024m",
+               "--work-dir", str(work))  # fmt: skip
         deadline = time.monotonic() + 120
-        while _alive_workers(ui) < 2:
+        while _alive_workers(ui) < 1:
             if time.monotonic() > deadline or any(d.poll() is not None for d in daemons):
                 logs = {p.name: p.read_text()[-2000:] for p in tmp.glob("*.log")}
                 raise AssertionError(f"the cluster did not start: {logs}")
             time.sleep(0.5)
-        yield Cluster(master, works)
+        yield Cluster(master, work)
     finally:
         for d in reversed(daemons):
             with _suppress_gone():
@@ -158,22 +163,28 @@ def _alive_workers(ui: int) -> int:
         return 0
 
 
-def bexdb(tmp: Path, *argv: str, submit: str | None = None) -> tuple[dict[str, Any], float]:
-    """Run ``bexdb ARGV`` as its own process (a Spark driver): its summary and seconds.
-    ``submit``: under ``spark-submit --master SUBMIT`` instead."""
-    env = environment(tmp)
-    if submit is None:
-        env["PYSPARK_SUBMIT_ARGS"] = f"{SUBMIT} pyspark-shell"
-        command = [sys.executable, "-m", "tools.cli", *argv]
-    else:
-        command = [os.path.join(HOME, "bin", "spark-submit"), "--master", submit,
-                   *shlex.split(SUBMIT), "--driver-java-options", C1,
-                   str(ROOT / "tools" / "cli.py"), *argv]  # fmt: skip
-    t0 = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    seconds = time.monotonic() - t0
-    assert done.returncode in (0, 3), done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1]), seconds
+def application(tmp: Path, master: str, *commands: list[str]) -> list[tuple[dict[str, Any], float]]:
+    """``bexdb`` COMMANDS in sequence in one application under ``spark-submit --master``:
+    each one's summary and seconds."""
+    command = [os.path.join(HOME, "bin", "spark-submit"), "--master", master,
+               *shlex.split(SUBMIT), "--driver-java-options", C1,
+               str(ROOT / "tests" / "support" / "one_application.py"),
+               *(json.dumps(argv) for argv in commands)]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=ROOT, env=environment(tmp), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers, lines = [], []
+    for line in done.stdout.splitlines():
+        if line.startswith(MARK):
+            _, code, seconds = line.split()
+            assert code in ("0", "3"), done.stderr[-3000:]
+            answers.append((json.loads(lines[-1]), float(seconds)))
+            lines = []
+        else:
+            lines.append(line)
+    assert len(answers) == len(commands), done.stdout[-3000:]
+    return answers
 
 
 def test_load_match_stream_on_a_cluster(
@@ -187,42 +198,43 @@ def test_load_match_stream_on_a_cluster(
     )
     (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
     store = str(tmp_path / "store")
-    figures: dict[str, float] = {}
-    summary, figures["load"] = bexdb(
-        tmp_path, "load", store, str(tmp_path / "subs.jsonl"), "--schema",
-        str(tmp_path / "schema.json"), "--shards", "2", "--master", master,
-    )  # fmt: skip
-    assert summary["loaded"] == 400 and summary["rejected"] == 0
-    assert cli.main(["verify", store]) == 0
-
     events = [event(rng) for _ in range(300)]
     lines = [json.dumps(e) for e in events]
     lines.insert(17, '{"i": "seven"}')
     given = tmp_path / "events.jsonl"
     given.write_text("\n".join(lines) + "\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_text("\n".join(lines[:150]) + "\n")
+    (src / "b.jsonl").write_text("\n".join(lines[150:]) + "\n")
+    out, sink, ck = tmp_path / "out", tmp_path / "sink", tmp_path / "ck"
+    # ``stream --master`` on the cluster: the executor-kill test below
+    apps = set(cluster.work.iterdir())
+    ran = application(
+        tmp_path, master,
+        ["load", store, str(tmp_path / "subs.jsonl"), "--schema", str(tmp_path / "schema.json"),
+         "--shards", "2", "--master", master],
+        ["match", store, str(given), "--engine", "spark", "--out", str(out), "--master", master],
+        ["stream", store, "--source", str(src), "--out", str(sink), "--checkpoint", str(ck),
+         "--available-now"],
+    )  # fmt: skip
+    (loaded, load_s), (matched, match_s), (streamed, stream_s) = ran
+    figures = {"load": load_s, "match": match_s, "stream": stream_s}
+    (app,) = set(cluster.work.iterdir()) - apps  # one application, two executors in it
+    assert len(list(app.iterdir())) == 2, list(app.iterdir())
+    assert loaded["loaded"] == 400 and loaded["rejected"] == 0
+    assert cli.main(["verify", store]) == 0
+
     _, expected = single_process(store, given, capsys)  # the local answers
     schema = Schema.from_json(SCHEMA)
     for n, ev in enumerate(events, 1):  # and the brute-force evaluator's
         assert set(expected[n + (n > 17)]["matches"]) == brute(subs, schema, ev)
 
-    out = tmp_path / "out"
-    summary, figures["match"] = bexdb(
-        tmp_path, "match", store, str(given), "--engine", "spark", "--out", str(out),
-        "--master", master,
-    )  # fmt: skip
-    assert summary["rejected"] == 1
+    assert matched["rejected"] == 1
     assert {d.pop("line"): d for d in output(out)} == expected
 
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.jsonl").write_text("\n".join(lines[:150]) + "\n")
-    (src / "b.jsonl").write_text("\n".join(lines[150:]) + "\n")
-    # under spark-submit (``stream --master`` on the cluster: the executor-kill test below)
-    sink, ck = tmp_path / "sink", tmp_path / "ck"
-    argv = ["stream", store, "--source", str(src), "--out", str(sink), "--checkpoint", str(ck)]
-    summary, figures["stream"] = bexdb(tmp_path, *argv, "--available-now", submit=master)
-    assert summary["events"] == 301 and summary["rejected"] == 1
-    figures["stream: Python worker peak MB"] = summary["worker_peak_mb"]
+    assert streamed["events"] == 301 and streamed["rejected"] == 1
+    figures["stream: Python worker peak MB"] = streamed["worker_peak_mb"]
     found = {}
     for doc in committed_results(sink):
         base = 0 if doc.pop("file").endswith("a.jsonl") else 150
@@ -234,8 +246,8 @@ def test_load_match_stream_on_a_cluster(
 _TASK = re.compile(rb"(Running|Finished) task \S+ in stage \S+ \(TID (\d+)\)")
 
 
-def executors(work: list[Path]) -> dict[int, Path]:
-    """The executor processes the cluster's workers started: pid -> working directory."""
+def executors(work: Path) -> dict[int, Path]:
+    """The executor processes the cluster's worker started: pid -> working directory."""
     found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -245,7 +257,7 @@ def executors(work: list[Path]) -> dict[int, Path]:
             command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
         except OSError:  # gone, or not ours to read
             continue
-        if b"CoarseGrainedExecutorBackend" in command and any(w in cwd.parents for w in work):
+        if b"CoarseGrainedExecutorBackend" in command and work in cwd.parents:
             found[int(entry.name)] = cwd
     return found
 

@@ -35,8 +35,9 @@ events/s, cpu seconds): a second table, ``match_rows`` in ``results.json``.
 
 ``--profile`` also profiles the two Python hot spots in-process on the first 20,000
 subscriptions (the executors' compile transform and one shard's build) and writes
-``profile.txt``.  Output: a markdown table on stdout, ``results.json`` and ``load.png``
-(wall seconds vs subscriptions; the stage split of the largest size) in ``--out``.
+``profile.txt``.  Output: a markdown table on stdout, ``results.json`` (written after every
+size) and ``load.png`` (drawn at the end: wall seconds vs subscriptions; the stage split of
+the largest size) in ``--out``.
 
     python -m tools.bench.load --sizes 100000,1000000 --out bench-results/load
 """
@@ -706,7 +707,7 @@ def main(args: argparse.Namespace) -> int:
                     if row.get("store"):
                         shutil.rmtree(row["store"], ignore_errors=True)
             (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-            _plot(out, rows)
+    _plot(out, rows)  # once, at the end (results.json is written after every size)
     if args.profile:
         data = work / args.workloads[0]
         _log(f"profiling the hot spots on {PROFILE_SUBS:,} subscriptions")

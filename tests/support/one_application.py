@@ -1,0 +1,32 @@
+"""Several ``bexdb`` commands in one Spark application, run in sequence.
+
+``spark-submit this-file '["load", ...]' '["match", ...]' ...``: the session started here
+(spark-submit's master and options) is the one each command finds active and uses, so the
+commands share one driver and its executors where each alone would start its own (each
+JVM start costs seconds of CPU: tests/loaders/test_spark_cluster.py).  After each command
+a line ``MARK CODE SECONDS`` follows its output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from loaders.spark.session import spark_session
+from tools import cli
+
+MARK = "--bexdb-command-done--"
+
+
+def main(commands: list[list[str]]) -> None:
+    spark_session()
+    for argv in commands:
+        t0 = time.monotonic()
+        code = cli.main(argv)
+        sys.stdout.flush()
+        print(MARK, code, round(time.monotonic() - t0, 3), flush=True)
+
+
+if __name__ == "__main__":
+    main([json.loads(arg) for arg in sys.argv[1:]])
