@@ -89,6 +89,14 @@ def _intervals_always(idx: Index) -> None:
     idx.engine.ranging.margin = math.inf
 
 
+def _dense_workload(
+    rng: random.Random, count: int, events: int
+) -> tuple[Schema, dict[Any, str], list[dict[str, Any]]]:
+    """The dense schema, ``count`` subscriptions by id and ``events`` events."""
+    subs = {i: _dense_expr(rng) for i in range(count)}
+    return Schema.from_json(DENSE), subs, [_dense_event(rng) for _ in range(events)]
+
+
 def _check(idx: Any, subs: dict[Any, str], schema: Schema, events: list[dict[str, Any]]) -> None:
     """``match`` of each event and ``match_many`` of all (in two sizes of batch) equal
     the brute-force answers."""
@@ -106,9 +114,7 @@ def _check(idx: Any, subs: dict[Any, str], schema: Schema, events: list[dict[str
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_dense_ranges_match_brute_force(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    schema = Schema.from_json(DENSE)
-    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(300)}
-    events = [_dense_event(rng) for _ in range(60)]
+    schema, subs, events = _dense_workload(rng, 300, 60)
     for phase in range(3):
         with Index.open(tmp_path, schema=DENSE if phase == 0 else None) as idx:
             _intervals_always(idx)
@@ -277,9 +283,7 @@ def _is_lean(idx: Index) -> bool:
 
 def test_a_view_too_big_for_the_cache_is_matched_by_intervals(tmp_path: Path) -> None:
     rng = random.Random(21)
-    schema = Schema.from_json(DENSE)
-    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(400)}
-    events = [_dense_event(rng) for _ in range(60)]
+    schema, subs, events = _dense_workload(rng, 400, 60)
     with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
         idx.subscribe_many(subs.items())
     for phase in range(3):
@@ -305,9 +309,7 @@ def test_a_view_too_big_for_the_cache_is_matched_by_intervals(tmp_path: Path) ->
 def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
     """A delta due for folding: the new base view is stripped too, the same answers."""
     rng = random.Random(22)
-    schema = Schema.from_json(DENSE)
-    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(300)}
-    events = [_dense_event(rng) for _ in range(40)]
+    schema, subs, events = _dense_workload(rng, 300, 40)
     with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
         _lean_always(idx)
         idx.subscribe_many(subs.items())
@@ -327,9 +329,7 @@ def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
 def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path) -> None:
     """Each shard lean (no join), its writes through the journal, reopened."""
     rng = random.Random(23)
-    schema = Schema.from_json(DENSE)
-    subs: dict[Any, str] = {i: _dense_expr(rng) for i in range(450)}
-    events = [_dense_event(rng) for _ in range(50)]
+    schema, subs, events = _dense_workload(rng, 450, 50)
     parts: list[list[tuple[Any, str]]] = [[], [], []]
     for ident, expr in subs.items():
         parts[shard_of(encode_id(ident), 3)].append((ident, expr))
