@@ -24,14 +24,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Spark's classes archived once per venv, so that the tests' JVMs start on half the CPU
-# (tests/support/jvm_cds.py; a failure only means the tests run without it)
+# (tests/support/jvm_cds.py; a failure only means the tests run without it).  One xdist
+# worker more than the cores: the workers wait on fsyncs, subprocesses and JVM starts
+# (docs/testing.md "Running the suite")
+WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+
 test: lint
 	$(BIN)/python -m tests.support.jvm_cds dump
-	$(BIN)/pytest -q -n auto --dist loadfile
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile
 
 test-full: lint
 	$(BIN)/python -m tests.support.jvm_cds dump
-	$(BIN)/pytest -q -n auto --dist loadfile --full
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile --full
 
 clean:
 	rm -rf $(VENV) work
