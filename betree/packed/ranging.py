@@ -138,7 +138,7 @@ class Ranging:
         tree = self._candidates / max(self._events, 1) * WIDTH
         clauses = sum(len(s.view.exts) for s in shards)
         attrs = {a for s in shards for a in s.view.searches if kinds.get(a) in ("int", "float")}
-        if len(attrs) * (clauses + 63) // 64 >= self.margin * tree:  # the bitsets alone lose
+        if _words(len(attrs), clauses) >= self.margin * tree:  # the bitsets alone lose
             return
         built = Intervals(shards, kinds)
         if built.cost() < self.margin * tree:
@@ -155,31 +155,31 @@ class Ranging:
         attributes (at most) would cost under :attr:`margin` times the walks: checked
         before a view too big to hold whole is built to try :meth:`lean` (BEGen 10M of 16
         shards at the default cache: 400 attributes, no view built)."""
-        if self.margin == math.inf:
-            return True
         attrs = sum(1 for kind in self.kinds.values() if kind in ("int", "float"))
-        return attrs * ((clauses + 63) // 64) < self.margin * self._walk_cost()
+        return _words(attrs, clauses) < self._budget()
 
-    def _walk_cost(self) -> float:
-        """The walks' work an event: their candidate clauses a row each."""
+    def _budget(self) -> float:
+        """The work an event under which intervals replace the walks: :attr:`margin` times
+        the walks' (their candidate clauses a row each, as the tree's is counted)."""
+        if self.margin == math.inf:  # (tests: always intervals)
+            return math.inf
         events, candidates = self._walks
-        return candidates / max(events, 1) * WIDTH
+        return self.margin * candidates / max(events, 1) * WIDTH
 
     def lean(self, based: Based, limit: int) -> Based | None:
         """``based`` with its view stripped to the interval matcher built from it
         (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there):
         for a view too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the
-        matcher's estimated work an event is under :attr:`margin` times the walks' (their
-        candidate clauses a row each, as the tree's is counted) and what is kept takes at
-        most ``limit`` bytes; else None (walk pages)."""
+        matcher's estimated work an event is under :meth:`_budget` and what is kept takes
+        at most ``limit`` bytes; else None (walk pages)."""
         view = based.view
-        walks = math.inf if self.margin == math.inf else self._walk_cost()  # (tests: inf)
+        budget = self._budget()
         attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
-        if len(attrs) * (len(view.exts) + 63) // 64 >= self.margin * walks:
+        if _words(len(attrs), len(view.exts)) >= budget:
             return None
         shard = Shard(view, based.grouped, 0, 0, based.atoms)
         built = Intervals([shard], self.kinds)
-        if built.cost() >= self.margin * walks:
+        if built.cost() >= budget:
             return None
         view.strip(built, built.searched)
         return based if view.nbytes <= limit else None
@@ -193,3 +193,8 @@ class Ranging:
             "intervals": chosen is not None,
             "bytes": chosen.nbytes if chosen is not None else 0,
         }
+
+
+def _words(attrs: int, clauses: int) -> int:
+    """The bitset words an event ORs at least: one row of ``clauses`` bits an attribute."""
+    return attrs * (clauses + 63) // 64
