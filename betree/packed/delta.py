@@ -350,13 +350,7 @@ class Delta:
             return _EMPTY
         truth = sat.take(self.older)  # (a newer atom read as atom 0 here, set below)
         if self.new_atoms:
-            new = np.zeros(len(self.new_atoms), dtype=bool)
-            new[self.undefined] = True
-            atoms, by_attr = self.new_atoms, self.by_attr
-            for attr in values:  # (an event defines a few of the attributes: 15 of 400 BEGen)
-                at = by_attr.get(attr)
-                if at is not None:
-                    new[at] = [atoms[k].holds(values) for k in at]
+            new = newer_truths(self.new_atoms, self.by_attr, self.undefined, values)
             truth[self.newer] = new.take(self.newer_at)
         return self._hits(truth)
 
@@ -392,11 +386,39 @@ class Delta:
     def _hits(self, truth: np.ndarray) -> np.ndarray:
         """The external ids of the live added subscriptions whose clauses all hold:
         ``truth`` by position in ``flat``."""
-        ok = np.logical_and.reduceat(truth, self.starts)
-        hit = np.zeros(len(self.alive), dtype=bool)
-        hit[self.clause_sub[ok]] = True  # a subscription once, however many clauses hold
-        exts = self.exts
-        return id_array([exts[k] for k in np.flatnonzero(hit & self.alive).tolist()])
+        return live_hits(truth, self.starts, self.clause_sub, self.alive, self.exts)
+
+
+def newer_truths(
+    atoms: Sequence[Atom],
+    by_attr: Mapping[str, list[int]],
+    undefined: list[int],
+    values: Mapping[str, object],
+) -> np.ndarray:
+    """The truths of a delta's newer ``atoms`` for an event: each of an attribute it
+    defines tested by ``holds``, the ``undefined`` positions true when it leaves theirs."""
+    new = np.zeros(len(atoms), dtype=bool)
+    new[undefined] = True
+    for attr in values:  # (an event defines a few of the attributes: 15 of 400 BEGen)
+        at = by_attr.get(attr)
+        if at is not None:
+            new[at] = [atoms[k].holds(values) for k in at]
+    return new
+
+
+def live_hits(
+    truth: np.ndarray,
+    starts: np.ndarray,
+    clause_sub: np.ndarray,
+    alive: np.ndarray,
+    exts: Sequence[SubId],
+) -> np.ndarray:
+    """The external ids of the live added subscriptions whose clauses all hold: ``truth``
+    of each clause's atoms in clause order, a clause's first at ``starts``."""
+    ok = np.logical_and.reduceat(truth, starts)
+    hit = np.zeros(len(alive), dtype=bool)
+    hit[clause_sub[ok]] = True  # a subscription once, however many clauses hold
+    return id_array([exts[k] for k in np.flatnonzero(hit & alive).tolist()])
 
 
 def settle(

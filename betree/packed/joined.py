@@ -28,10 +28,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from betree.disk.catalog import SubId
-from betree.disk.nodes import id_array
 from betree.lang.atoms import Atom
 from betree.matching.direct import mark
-from betree.packed.delta import Based, Delta
+from betree.packed.delta import Based, Delta, live_hits, newer_truths
 from betree.packed.flat import reach, tiers
 from betree.packed.flatbatch import Shard
 from pbtree.view import SearchView
@@ -177,16 +176,6 @@ class JoinedDelta:
         (as :meth:`betree.packed.delta.Delta.added_hits` does for one shard)."""
         if not self.any or not len(self.starts):
             return np.empty(0, dtype=np.int64)
-        new = np.zeros(len(self.atoms), dtype=bool)
-        new[self.undefined] = True
-        atoms = self.atoms
-        for attr in values:
-            positions = self.by_attr.get(attr)
-            if positions is not None:
-                new[positions] = [atoms[k].holds(values) for k in positions]
+        new = newer_truths(self.atoms, self.by_attr, self.undefined, values)
         truth = np.concatenate([sat, new]).take(self.flat)
-        ok = np.logical_and.reduceat(truth, self.starts)
-        hit = np.zeros(len(self.alive), dtype=bool)
-        hit[self.clause_sub[ok]] = True  # a subscription once, however many clauses hold
-        exts = self.exts
-        return id_array([exts[k] for k in np.flatnonzero(hit & self.alive).tolist()])
+        return live_hits(truth, self.starts, self.clause_sub, self.alive, self.exts)
