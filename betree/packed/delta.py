@@ -336,19 +336,28 @@ class Delta:
         return [ids[cuts[i] : cuts[i + 1]] for i in range(n)]
 
     def matched(
-        self, found: np.ndarray, sat: np.ndarray, values: Mapping[str, object]
+        self,
+        found: np.ndarray,
+        sat: np.ndarray,
+        values: Mapping[str, object],
+        slot: np.ndarray | None = None,
     ) -> np.ndarray:
         """The whole answer from a base view's ``found`` and its phase-1 truths ``sat``
-        (by the base's atom ids) for the event ``values``."""
+        (by the base's atom ids, or by ``slot[atom id]``: :mod:`betree.packed.slots`) for
+        the event ``values``."""
         found = self.mask(found)
-        extra = self.added_hits(sat, values)
+        extra = self.added_hits(sat, values, slot)
         return np.concatenate([found, extra]) if len(extra) else found
 
-    def added_hits(self, sat: np.ndarray, values: Mapping[str, object]) -> np.ndarray:
-        """The added subscriptions an event satisfies, given the base's phase-1 truths."""
+    def added_hits(
+        self, sat: np.ndarray, values: Mapping[str, object], slot: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The added subscriptions an event satisfies, given the base's phase-1 truths
+        (by atom id, or by ``slot[atom id]``)."""
         if not self.where:
             return _EMPTY
-        truth = sat.take(self.older)  # (a newer atom read as atom 0 here, set below)
+        older = self.older if slot is None else slot.take(self.older)
+        truth = sat.take(older)  # (a newer atom read as atom 0 here, set below)
         if self.new_atoms:
             new = newer_truths(self.new_atoms, self.by_attr, self.undefined, values)
             truth[self.newer] = new.take(self.newer_at)

@@ -64,6 +64,8 @@ from betree.matching.snapshot import Records
 from betree.packed import delta as delta_bounds
 from betree.packed.delta import Based, Delta
 from betree.packed.heap import return_freed_memory
+from betree.packed.reach import reach, tiers
+from betree.packed.slots import Slots
 from pbtree.view import SearchView, ranges
 from storage.cache import PageCache
 from storage.store import Store
@@ -130,6 +132,7 @@ class FlatTree:
         "searches",
         "second",
         "sids",
+        "slots",
         "trial",
     )
 
@@ -184,6 +187,8 @@ class FlatTree:
         self.by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         #: once stripped (:meth:`strip`): the interval matcher that answers for it
         self.ranged: Sized | None = None
+        #: once keyed, the atoms numbered list by list (:meth:`match_slotted`)
+        self.slots: Slots | None = None
 
     def strip(self, ranged: Sized, keep: Collection[str]) -> None:
         """Keep only what ``ranged``, the interval matcher built from this view
@@ -195,6 +200,7 @@ class FlatTree:
         self.row_at = np.zeros(1, dtype=self.row_at.dtype)
         self.row_clause, self.row_first = None, np.zeros(0, dtype=bool)
         self.key, self.second, self.by_key, self.learning = None, None, None, None
+        self.slots = None
         self.searches = {a: s for a, s in self.searches.items() if a in keep}
 
     def _check_keyed(
@@ -216,13 +222,18 @@ class FlatTree:
                     self.key = self.second = None
         return self._clauses_held(clauses, sat), candidates
 
-    def _clauses_held(self, clauses: np.ndarray, sat: np.ndarray) -> np.ndarray:
-        """The external ids of the subscriptions of ``clauses`` (ascending) that hold."""
+    def _clauses_held(
+        self, clauses: np.ndarray, sat: np.ndarray, slot: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The external ids of the subscriptions of ``clauses`` (ascending) that hold
+        (``sat`` by atom id, or by ``slot[atom id]``)."""
         lo, hi = self.row_at[clauses], self.row_at[clauses + 1]
         rows = ranges(lo, hi)
         if not len(rows):
             return self.exts[:0]
-        truths = sat.take(self.rows.take(rows, axis=0)).view(np.uint64).ravel() == _ALL
+        atoms = self.rows.take(rows, axis=0)
+        atoms = atoms if slot is None else slot.take(atoms)
+        truths = sat.take(atoms).view(np.uint64).ravel() == _ALL
         if self.row_clause is not None:  # a clause holds when each of its rows does
             clauses = clauses[hi > lo]  # (a clause of no row never holds)
             starts = np.zeros(len(clauses), dtype=np.int64)
@@ -235,7 +246,10 @@ class FlatTree:
         return self.exts[hits]
 
     def _match_by_key(
-        self, sat: np.ndarray, by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+        self,
+        sat: np.ndarray,
+        by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        slot: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int]:
         """:meth:`match` from the keys alone, the tree's reach skipped: the clauses whose
         key and second key hold, then their rows (rich 100K: 2,270 clauses' keys hold an
@@ -243,13 +257,28 @@ class FlatTree:
         atoms all hold is one the event reaches (the BE-Tree prunes only clauses that
         cannot hold), so the reach adds nothing to a check of every atom; ``sat`` must be
         the event's true atom truths (not so for :meth:`check`, which tests only the
-        reached clauses)."""
+        reached clauses), by atom id or, with ``slot``, by slot (``by_key`` too)."""
         keys, at, order, second = by_key
         held = np.flatnonzero(sat.take(keys))
         at_key = ranges(at.take(held), at.take(held + 1))  # (positions in ``order``)
         at_key = at_key[sat.take(second.take(at_key))]
         clauses = np.sort(order.take(at_key))
-        return self._clauses_held(clauses, sat), len(clauses)
+        return self._clauses_held(clauses, sat, slot), len(clauses)
+
+    def slotted(self, atoms: int) -> Slots | None:
+        """Once the keys are settled, the view's ``atoms`` numbered list by list
+        (:mod:`betree.packed.slots`; made at the first call), else None."""
+        by_key, slots = self.by_key, self.slots
+        if by_key is None:
+            return None
+        if slots is None or len(slots.slot) != atoms:
+            slots = self.slots = Slots(self.searches, atoms, by_key)
+        return slots
+
+    def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:
+        """:meth:`match` by the keys, ``sat`` the event's atom truths by slot
+        (:meth:`Slots.truths`)."""
+        return self._match_by_key(sat, slots.by_key, slots.slot)
 
     def _keys_settled(
         self, key: np.ndarray, second: np.ndarray
@@ -308,6 +337,7 @@ class FlatTree:
         arrays += [a for a in (self.row_clause, self.sids, self.key, self.second) if a is not None]
         arrays += list(self.by_key) if self.by_key is not None else []
         ranged = self.ranged.nbytes if self.ranged is not None else 0
+        ranged += self.slots.nbytes if self.slots is not None else 0
         searches = sum(s.nbytes for s in self.searches.values())
         return sum(int(a.nbytes) for a in arrays) + searches + ranged
 
@@ -373,80 +403,6 @@ class Sized(Protocol):
 
     @property
     def nbytes(self) -> int: ...
-
-
-class Nodes(Protocol):
-    """The node arrays :func:`reach` reads (a :class:`FlatTree`, or the shards' joined)."""
-
-    attrs: dict[str, int]
-    blocks: dict[int, np.ndarray]
-    always: tuple[np.ndarray, np.ndarray]
-    node_attr: np.ndarray
-    node_lo: np.ndarray
-    node_hi: np.ndarray
-    node_end: np.ndarray
-    levels: list[tuple[np.ndarray, np.ndarray]]
-    by_attr: tuple[np.ndarray, np.ndarray]
-
-
-def tiers(
-    node_attr: np.ndarray, node_end: np.ndarray, codes: int
-) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
-    """What a batch reads besides the nodes (:mod:`betree.packed.flatbatch`): per depth from 1,
-    its nodes and their parents; and the nodes sorted by attribute code with where each
-    code's start (``codes + 1`` entries).  Cost: a few numpy passes over the nodes."""
-    n = len(node_end)
-    step = np.ones(n + 1, dtype=np.int64)  # i lies inside j's subtree: j < i < end[j]
-    step[0] = 0
-    np.add.at(step, node_end, -1)
-    depth = np.cumsum(step)[:n]
-    order = np.argsort(depth, kind="stable")  # by depth, then preorder
-    cuts = np.searchsorted(depth[order], np.arange(int(depth.max(initial=0)) + 2))
-    levels = []
-    for d in range(1, len(cuts) - 1):
-        above, nodes = order[cuts[d - 1] : cuts[d]], order[cuts[d] : cuts[d + 1]]
-        levels.append((nodes, above[np.searchsorted(above, nodes) - 1]))
-    by_code = np.argsort(node_attr, kind="stable")
-    bounds = np.searchsorted(node_attr[by_code], np.arange(codes + 1))
-    return levels, (by_code, bounds)
-
-
-def reach(view: Nodes, coords: Mapping[str, int]) -> np.ndarray:
-    """Preorder indices, ascending, of the nodes an event with these grid coordinates
-    reaches: the nodes under the root's p-nodes of the attributes it defines, tested in
-    one pass, less the subtrees of those failing."""
-    index = view.attrs
-    xs = np.zeros(len(index) + 1, dtype=np.uint64)
-    defined = np.zeros(len(index) + 1, dtype=bool)
-    defined[-1] = True  # the root's pseudo-attribute
-    lo = [view.always[0]]
-    hi = [view.always[1]]
-    for attr, x in coords.items():
-        i = index.get(attr)
-        if i is not None:
-            xs[i] = x
-            defined[i] = True
-            spans = view.blocks.get(i)
-            if spans is not None:
-                lo.append(spans[0])
-                hi.append(spans[1])
-    lo_all, hi_all = np.concatenate(lo), np.concatenate(hi)
-    order = np.argsort(lo_all)  # (disjoint subtrees: the nodes come out ascending)
-    nodes = ranges(lo_all[order], hi_all[order])
-    attr = view.node_attr[nodes]
-    x = xs[attr]
-    ok = defined[attr]
-    ok &= view.node_lo[nodes] <= x
-    ok &= x <= view.node_hi[nodes]
-    bad = np.flatnonzero(~ok)
-    if not len(bad):
-        return nodes
-    # a failing node's subtree ends at its position plus its subtree's size (the
-    # blocks are whole subtrees, side by side in preorder)
-    n = len(nodes)
-    cut = np.bincount(bad, minlength=n + 1)
-    cut -= np.bincount(bad + (view.node_end[nodes[bad]] - nodes[bad]), minlength=n + 1)
-    return nodes[np.cumsum(cut[:n]) == 0]
 
 
 def build(

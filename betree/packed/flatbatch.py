@@ -48,7 +48,8 @@ from betree.disk import grid
 from betree.disk.nodes import id_array
 from betree.matching.direct import DirectAtoms, found_batch
 from betree.packed.delta import Delta
-from betree.packed.flat import FlatTree, Nodes
+from betree.packed.flat import FlatTree
+from betree.packed.reach import Nodes
 from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges
 from storage.errors import InvalidInput
@@ -646,7 +647,7 @@ def _or_into(flat: np.ndarray, cells: np.ndarray, values: np.ndarray) -> None:
 
 def reached(whole: Nodes, cols: Mapping[str, Column], where: Layout) -> np.ndarray:
     """The ``words x nodes`` bits of the events reaching each node (as
-    :func:`betree.packed.flat.reach` finds them one event at a time)."""
+    :func:`betree.packed.reach.reach` finds them one event at a time)."""
     index = whole.attrs
     nodes_n = len(whole.node_attr)
     within = np.zeros((where.words, nodes_n), dtype=np.uint64)

@@ -31,8 +31,8 @@ from betree.disk.catalog import SubId
 from betree.lang.atoms import Atom
 from betree.matching.direct import mark
 from betree.packed.delta import Based, Delta, live_hits, newer_truths
-from betree.packed.flat import reach, tiers
 from betree.packed.flatbatch import Shard
+from betree.packed.reach import reach, tiers
 from pbtree.view import SearchView
 
 

@@ -82,9 +82,18 @@ class HeldView:
         """:meth:`match` as one array (:func:`betree.disk.nodes.id_array` form)."""
         based, txn = self.based, self.txn
         truths: list[np.ndarray] = []
+        slotted: list[np.ndarray] = []  # (the truths by slot: the atoms' slots)
 
         def tree() -> tuple[list[np.ndarray], int]:
-            keyed = based.view.by_key is not None  # (matched by keys: no node reached)
+            view = based.view
+            slots = view.slotted(based.atoms)
+            if slots is not None:  # matched by keys, the truths by slot
+                sat = slots.truths(view.searches, based.grouped, self.types, values)
+                truths.append(sat)
+                slotted.append(slots.slot)
+                found, candidates = view.match_slotted(sat, slots)
+                return [found], candidates
+            keyed = view.by_key is not None  # (matched by keys: no node reached)
             sat, coords, _ = phase1(
                 txn,
                 based.view.searches,
@@ -103,7 +112,7 @@ class HeldView:
         (found,), candidates = self.ranging.match([shard], [values], tree)
         self.stats = {"candidates": candidates, "pages": 0}
         if truths:  # the tree's phase 1 serves the delta's older atoms
-            return based.delta.matched(found, truths[0], values)
+            return based.delta.matched(found, truths[0], values, *slotted)
         return settle([found], [based.delta], [values], [txn])[0]  # matched by intervals
 
     def match_many(self, batch: Sequence[Mapping[str, object]], lists: bool = False) -> list[Any]:

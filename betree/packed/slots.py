@@ -1,0 +1,145 @@
+"""One event's atom truths on a held view numbered list by list: PB+tree truths as slices.
+
+What holds for a value in a PB+tree is a prefix of its GT list, a suffix of its LT list
+and its NE list less one key's run (:meth:`pbtree.view.SearchView.spans`): on rich 100K
+~106K atom ids an event (mostly the latitude/longitude boxes of geo rules and ip ranges),
+set one by one in a boolean array by atom id (~220 µs an event, and ~150 µs to collect
+them).  Numbered so that each list's atoms are consecutive, the same truths are a few
+slices set at once.  The numbering (a *slot* an atom) is a permutation of the base
+view's atom ids held beside the view, nothing on disk changes: the lists' atoms first, in
+list order, then the others ascending (atom 0, always true, keeps slot 0).  An atom that
+an earlier list placed, or that its list holds twice (``a < 3 or a > 9`` sits in GT and
+LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the few of the slice);
+so are the leaf runs equal to the value and the direct atoms (through the permutation;
+the ~20K defaults an event of rich 100K mapped once and kept).  The keyed match reads
+the keys and the candidate rows through the permutation
+(:meth:`betree.packed.flat.FlatTree.match_slotted`).  Cost: 4 bytes an atom and a
+list item, 12 an atom placed before, and the keys' copies; built in one pass over the lists once
+the view's keys are settled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from betree.matching import directkinds
+from betree.matching.direct import DirectAtoms, found
+from betree.matching.pages import SCALAR
+from pbtree.view import SearchView
+
+
+class Slots:
+    """The slot of each atom of a base view (``slot``); by attribute, each of its
+    PB+tree's three lists as a :data:`Part`; and the view's keys by slot."""
+
+    __slots__ = ("by_key", "defaults", "lists", "slot")
+
+    def __init__(
+        self,
+        searches: Mapping[str, SearchView],
+        atoms: int,
+        by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    ) -> None:
+        slot = np.full(atoms, -1, dtype=np.int64)
+        slot[0] = 0
+        free = 1
+        #: attribute -> its GT, LT and NE lists
+        self.lists: dict[str, tuple[Part, ...]] = {}
+        for name, search in searches.items():
+            parts = []
+            for part in (search.gt, search.lt, search.ne):
+                ids = part.ids.astype(np.intp)
+                new = slot.take(ids) < 0
+                if not part.distinct:  # (an atom twice in the list: placed once)
+                    once = np.zeros(len(ids), dtype=bool)
+                    once[np.unique(ids, return_index=True)[1]] = True
+                    new &= once
+                placed = int(np.count_nonzero(new))
+                slot[ids[new]] = np.arange(free, free + placed)
+                at = np.zeros(len(ids) + 1, dtype=np.int32)
+                np.cumsum(new, out=at[1:])
+                before = np.flatnonzero(~new)
+                parts.append((free, at, before, slot.take(ids[before])))
+                free += placed
+            self.lists[name] = tuple(parts)
+        rest = np.flatnonzero(slot < 0)
+        slot[rest] = np.arange(free, free + len(rest))
+        self.slot = slot.astype(np.int32) if atoms < 1 << 31 else slot
+        keys, at, order, second = by_key
+        #: :attr:`betree.packed.flat.FlatTree.by_key` with its keys by slot
+        self.by_key = (self.slot.take(keys), at, order, self.slot.take(second))
+        #: attribute -> its direct group's default ids and their slots
+        self.defaults: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the permutation, the lists' parts and the keys' copies."""
+        parts = [a for each in self.lists.values() for part in each for a in part[1:]]
+        keys = self.by_key[0].nbytes + self.by_key[3].nbytes
+        return int(self.slot.nbytes + keys + sum(a.nbytes for a in parts))
+
+    def truths(
+        self,
+        searches: Mapping[str, SearchView],
+        grouped: Mapping[str, DirectAtoms],
+        types: Mapping[str, str],
+        values: Mapping[str, object],
+    ) -> np.ndarray:
+        """The satisfied atoms of a validated event by slot: what
+        :func:`betree.matching.pages.phase1` finds on the view, in this numbering."""
+        slot = self.slot
+        sat = self.searched(searches, types, values)
+        held, failed = found(grouped, values)
+        defaults = [self._default(a, g) for a, g in grouped.items() if a in values]
+        defaults = [d for d in defaults if len(d)]
+        if defaults:  # (as betree.matching.direct.mark sets them)
+            sat[directkinds.joined(defaults)] = True
+            if len(failed):
+                sat[slot.take(failed)] = False
+        if len(held):
+            sat[slot.take(held)] = True
+        return sat
+
+    def searched(
+        self,
+        searches: Mapping[str, SearchView],
+        types: Mapping[str, str],
+        values: Mapping[str, object],
+    ) -> np.ndarray:
+        """The PB+tree atoms that hold on a validated event, by slot (and atom 0)."""
+        slot = self.slot
+        sat = np.zeros(len(slot), dtype=bool)
+        sat[0] = True
+        equal: list[np.ndarray] = []  # (by atom id)
+        for attr, value in values.items():
+            search = searches.get(attr)
+            if search is None or types[attr] not in SCALAR:
+                continue
+            eq, cuts = search.spans(value)
+            if eq is not None and len(eq):
+                equal.append(eq)
+            parts = self.lists[attr]
+            for k, lo, hi in cuts:
+                first, at, before, slots = parts[k]
+                sat[first + int(at[lo]) : first + int(at[hi])] = True
+                if len(before):  # (the atoms placed before in the slice)
+                    sat[slots[before.searchsorted(lo) : before.searchsorted(hi)]] = True
+        if equal:
+            sat[slot.take(directkinds.joined(equal))] = True
+        return sat
+
+    def _default(self, attr: str, group: DirectAtoms) -> np.ndarray:
+        """The slots of ``group``'s default ids (mapped once)."""
+        ids = group.default.ids
+        got = self.defaults.get(attr)
+        if got is None or got[0] is not ids:
+            got = self.defaults[attr] = (ids, self.slot.take(ids))
+        return got[1]
+
+
+#: one list numbered: the first slot of the atoms it placed, how many it placed before
+#: each item (``items + 1``), the positions of the items placed before it (ascending)
+#: and their slots
+Part = tuple[int, np.ndarray, np.ndarray, np.ndarray]
