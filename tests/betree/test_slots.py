@@ -1,0 +1,180 @@
+"""One event's atom truths by slot on a keyed view (:mod:`betree.packed.slots`: each
+PB+tree list's atoms numbered consecutively, its held prefix or suffix set as one slice)
+against phase 1 by atom id on every atom, and the answers against the brute force: rich
+rules python-loaded, through deletes and additions (the delta's older atoms read by
+slot), reopened, in small batches, sharded; and stores whose lists share atoms or hold
+one twice (``i < 3 or i > 9``, ``i < 3 or i < 9``) and the edge literals."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.matching.pages import phase1
+from betree.packed import flat, flatbatch
+from betree.packed.flat import LEARN
+from betree.stores.sharded import HASH, ShardedIndex, shard_name, shard_of, write_manifest
+from loaders import python_load
+from loaders.records import parse_lines
+from storage.codec import encode_id
+from tests.support.brute import brute
+from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.workload import SCHEMA, event, expression
+from tools.bench import gen_rich
+
+
+def _settle(idx: Index, events: list[Any]) -> None:
+    """The view built, its keys learnt, tried and settled, its slots made."""
+    idx.engine.flat.after = 0
+    idx.engine.ranging.margin = 0  # the tree, never intervals
+    for ev in (events * (1 + 4 * LEARN // len(events)))[: 4 * LEARN]:
+        idx.match(ev)
+    with idx.store.read() as txn:
+        held = idx.engine.flat.held(txn.gen)
+    assert held is not None and held.view.slots is not None
+
+
+def _same_truths(idx: Index, events: list[Any]) -> int:
+    """Every event's truths by slot equal phase 1's by atom id, on every atom; the
+    lists' slices counted whose atoms were placed by an earlier list or twice."""
+    engine = idx.engine
+    with idx.store.read() as txn:
+        based = engine.flat.held(txn.gen)
+        assert based is not None
+        view, slots = based.view, based.view.slots
+        assert slots is not None
+        assert sorted(slots.slot.tolist()) == list(range(based.atoms))  # a permutation
+        schema = engine.schema_in(txn)
+        for ev in events:
+            values = schema.validate_event(ev)
+            want, _, _ = phase1(
+                txn, view.searches, based.grouped, based.atoms, engine.types, values, True, False
+            )
+            got = slots.truths(view.searches, based.grouped, engine.types, values)
+            assert np.array_equal(got.take(slots.slot), want), ev
+    return sum(len(part[2]) for parts in slots.lists.values() for part in parts)
+
+
+def _sweep(idx: Any, subs: dict[Any, str], schema: Schema, events: list[Any]) -> int:
+    """Every event matched one by one, then in small batches (one by one inside),
+    against the brute force; the matches found."""
+    total = 0
+    wants = []
+    for ev in events:
+        want = brute(subs, schema, ev)
+        assert set(idx.match(ev)) == want, ev
+        wants.append(want)
+        total += len(want)
+    step = max(1, flatbatch.LEAST - 1)
+    for k in range(0, len(events), step):
+        got = idx.match_many(events[k : k + step])
+        assert [set(ids) for ids in got] == wants[k : k + step]
+    return total
+
+
+@pytest.fixture(scope="module")
+def rich() -> tuple[dict[str, Any], dict[Any, str], list[Any]]:
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        1500, 240, check=False, seed=61, target_rate=0.01
+    )
+    return schema_doc, dict(subs_list), events
+
+
+def test_rich_truths_by_slot_and_answers(
+    tmp_path: Path, rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    schema_doc, subs, events = rich
+    subs = dict(subs)
+    schema = Schema.from_json(schema_doc)
+    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    with Index.open(tmp_path / "py") as idx:
+        _settle(idx, events)
+        assert _same_truths(idx, events) > 0  # (ranges of ip blocks share atoms)
+        assert _sweep(idx, subs, schema, events) > 100
+        items = list(subs.items())
+        for ident, _ in items[::3]:  # deletes, then additions: the view's delta
+            assert idx.unsubscribe(ident)
+            del subs[ident]
+        # additions of the base's atoms (copies) and of a few new ones, under the fold
+        added = {f"c{k}": e for k, e in items[1::3][:80]}
+        fresh = gen_rich.make(30, 1, check=False, seed=62, target_rate=0.01)[1]
+        added.update({f"n{k}": e for k, e in fresh})
+        idx.subscribe_many(added.items())
+        subs.update(added)
+        idx.check()
+        assert _sweep(idx, subs, schema, events[:60]) > 10  # (before the delta lingers)
+        with idx.store.read() as txn:
+            held = idx.engine.flat.held(txn.gen)
+        assert held is not None and held.delta.clauses and held.view.slots is not None
+        assert _sweep(idx, subs, schema, events) > 100
+    with Index.open(tmp_path / "py", readonly=True) as idx:  # reopened: a new view
+        _settle(idx, events)
+        _same_truths(idx, events)
+        _sweep(idx, subs, schema, events)
+
+
+def test_rich_sharded_against_the_brute_force(
+    tmp_path: Path, rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    """Sharded: each shard matched on its own keyed view (slots), then the views joined."""
+    schema_doc, subs, events = rich
+    schema = Schema.from_json(schema_doc)
+    shards = 2
+    parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]
+    for ident, expr in subs.items():
+        parts[shard_of(encode_id(ident), shards)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(tmp_path / shard_name(k), schema=schema_doc) as idx:
+            idx.subscribe_many(part)
+            _settle(idx, events)
+            _same_truths(idx, events)
+            _sweep(idx, dict(part), schema, events)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(tmp_path, entries, {"by": "id", "hash": HASH, "shards": shards})
+    with ShardedIndex.open(tmp_path) as store:
+        for index in store.indexes:
+            index.engine.flat.after = 0
+            index.engine.ranging.margin = 0
+        assert _sweep(store, subs, schema, events) > 100
+
+
+def test_shared_and_repeated_atoms_and_edges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every comparison type, disjunctions of one attribute (an atom in GT and LT, or
+    twice in one list), absent attributes and the edge literals, keys kept whatever
+    share held, through deletes."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    rng = random.Random(63)
+    subs: dict[Any, str] = {k: expression(rng) for k in range(400)}
+    for k in range(150):
+        a, b = sorted(rng.sample(range(-3, 24), 2))
+        x, y = sorted(rng.sample(range(-100, 100), 2))
+        forms = [f"i < {a} or i > {b}", f"i < {a} or i < {b}", f"i >= {a} or i >= {b}"]
+        forms += [f"j < {x} or j > {y}", f"f <= {x / 20} or f > {y / 20}"]
+        subs[f"o{k}"] = rng.choice(forms)
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        idx.subscribe_many(subs.items())
+        for k in rng.sample(range(400), 60):
+            idx.unsubscribe(k)
+            del subs[k]
+        events = [event(rng) for _ in range(200)]
+        _settle(idx, events)
+        assert _same_truths(idx, events) > 0
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 50
+    atoms = edge_atoms()
+    edged = {f"e{k}": f"{rng.choice(atoms)} and {rng.choice(atoms)}" for k in range(300)}
+    with Index.open(tmp_path / "edge", schema=EDGE_SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(edged.items())
+        evs = edge_events()
+        _settle(idx, evs)
+        _same_truths(idx, evs)
+        _sweep(idx, edged, Schema.from_json(EDGE_SCHEMA), evs)
