@@ -20,9 +20,11 @@ from betree.lang.schema import Schema
 from betree.matching.pages import phase1
 from betree.packed import flat, flatbatch
 from betree.packed.flat import LEARN
+from betree.packed.slots import Slots
 from betree.stores.sharded import HASH, ShardedIndex, shard_name, shard_of, write_manifest
 from loaders import python_load
 from loaders.records import parse_lines
+from pbtree.view import SearchView
 from storage.codec import encode_id
 from tests.support.brute import brute
 from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
@@ -178,3 +180,41 @@ def test_shared_and_repeated_atoms_and_edges(
         _settle(idx, evs)
         _same_truths(idx, evs)
         _sweep(idx, edged, Schema.from_json(EDGE_SCHEMA), evs)
+
+
+def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each tree's view merged with itself (every id twice in its lists, as shards' views
+    of one atom would be) and with a shifted copy: the truths by slot of every value
+    equal the searches' own runs set by atom id."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    rng = random.Random(64)
+    subs = {k: expression(rng) for k in range(300)}
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(subs.items())
+        events = [event(rng) for _ in range(120)]
+        _settle(idx, events)
+        with idx.store.read() as txn:
+            based = idx.engine.flat.held(txn.gen)
+            assert based is not None
+            schema = idx.engine.schema_in(txn)
+            values = [schema.validate_event(ev) for ev in events]
+        atoms = based.atoms
+        none = np.zeros(0, dtype=np.intp)
+        for bases in ([0, 0], [0, atoms]):
+            searches = {
+                name: SearchView.merged([s, s], bases) for name, s in based.view.searches.items()
+            }
+            slots = Slots(searches, 2 * atoms, (none, none, none, none))
+            assert sorted(slots.slot.tolist()) == list(range(2 * atoms))
+            before = sum(len(part[2]) for parts in slots.lists.values() for part in parts)
+            items = sum(len(p.ids) for s in searches.values() for p in (s.gt, s.lt, s.ne))
+            assert before >= items // 2 if bases == [0, 0] else before < items // 2
+            for v in values:
+                want = np.zeros(2 * atoms, dtype=bool)
+                want[0] = True
+                for attr, value in v.items():
+                    if attr in searches and idx.engine.types[attr] in ("int", "float", "string"):
+                        for run in searches[attr].collect(value):
+                            want[run.astype(np.intp)] = True
+                got = slots.searched(searches, idx.engine.types, v)
+                assert np.array_equal(got.take(slots.slot), want), v
