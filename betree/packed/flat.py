@@ -60,6 +60,7 @@ import numpy as np
 from betree.disk import catalog
 from betree.disk.nodes import CNode, LNodePage, id_array
 from betree.disk.tree import BETree
+from betree.matching.direct import DirectAtoms
 from betree.matching.snapshot import Records
 from betree.packed import delta as delta_bounds
 from betree.packed.delta import Based, Delta
@@ -265,14 +266,15 @@ class FlatTree:
         clauses = np.sort(order.take(at_key))
         return self._clauses_held(clauses, sat, slot), len(clauses)
 
-    def slotted(self, atoms: int) -> Slots | None:
-        """Once the keys are settled, the view's ``atoms`` numbered list by list
-        (:mod:`betree.packed.slots`; made at the first call), else None."""
+    def slotted(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Slots | None:
+        """Once the keys are settled, the view's ``atoms`` numbered list by list, its
+        direct atoms ``grouped`` (:mod:`betree.packed.slots`; made at the first call),
+        else None."""
         by_key, slots = self.by_key, self.slots
         if by_key is None:
             return None
         if slots is None or len(slots.slot) != atoms:
-            slots = self.slots = Slots(self.searches, atoms, by_key)
+            slots = self.slots = Slots(self.searches, atoms, by_key, grouped)
         return slots
 
     def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:

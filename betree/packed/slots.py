@@ -5,17 +5,17 @@ and its NE list less one key's run (:meth:`pbtree.view.SearchView.spans`): on ri
 ~106K atom ids an event (mostly the latitude/longitude boxes of geo rules and ip ranges),
 set one by one in a boolean array by atom id (~220 µs an event, and ~150 µs to collect
 them).  Numbered so that each list's atoms are consecutive, the same truths are a few
-slices set at once.  The numbering (a *slot* an atom) is a permutation of the base
-view's atom ids held beside the view, nothing on disk changes: the lists' atoms first, in
-list order, then the others ascending (atom 0, always true, keeps slot 0).  An atom that
-an earlier list placed, or that its list holds twice (``a < 3 or a > 9`` sits in GT and
-LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the few of the slice);
-so are the leaf runs equal to the value and the direct atoms (through the permutation;
-the ~20K defaults an event of rich 100K mapped once and kept).  The keyed match reads
-the keys and the candidate rows through the permutation
-(:meth:`betree.packed.flat.FlatTree.match_slotted`).  Cost: 4 bytes an atom and a
-list item, 12 an atom placed before, and the keys' copies; built in one pass over the lists once
-the view's keys are settled.
+slices set at once.  The numbering (a *slot* an atom) is a permutation of the base view's
+atom ids held beside the view, nothing on disk changes: the lists' atoms first, in list
+order, then each direct group's defaults (the negated atoms that hold unless found
+failing: rich 100K ~20K an event, one slice an attribute), then the others ascending
+(atom 0, always true, keeps slot 0).  An atom that an earlier list placed, or that its
+list holds twice (``a < 3 or a > 9`` sits in GT and LT; rich 100K: 7% of the ip LT
+list), is set by its slot as well (the few of the slice); so are the leaf runs equal to
+the value and the other direct atoms (through the permutation).  The keyed match reads
+the keys and the candidate rows through it (:meth:`betree.packed.flat.FlatTree.match_slotted`).
+Cost: 4 bytes an atom and a list item, 12 an atom placed before, and the keys' copies;
+built in one pass over the lists once the view's keys are settled.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class Slots:
         searches: Mapping[str, SearchView],
         atoms: int,
         by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        grouped: Mapping[str, DirectAtoms],
     ) -> None:
         slot = np.full(atoms, -1, dtype=np.int64)
         slot[0] = 0
@@ -64,14 +65,20 @@ class Slots:
                 parts.append((free, at, before, slot.take(ids[before])))
                 free += placed
             self.lists[name] = tuple(parts)
+        #: attribute -> its direct group's default ids and their first slot
+        self.defaults: dict[str, tuple[np.ndarray, int]] = {}
+        for name, group in grouped.items():
+            ids = group.default.ids
+            if len(ids) and bool((slot.take(ids) < 0).all()) and len(np.unique(ids)) == len(ids):
+                slot[ids] = np.arange(free, free + len(ids))
+                self.defaults[name] = (ids, free)
+                free += len(ids)
         rest = np.flatnonzero(slot < 0)
         slot[rest] = np.arange(free, free + len(rest))
         self.slot = slot.astype(np.int32) if atoms < 1 << 31 else slot
         keys, at, order, second = by_key
         #: :attr:`betree.packed.flat.FlatTree.by_key` with its keys by slot
         self.by_key = (self.slot.take(keys), at, order, self.slot.take(second))
-        #: attribute -> its direct group's default ids and their slots
-        self.defaults: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def nbytes(self) -> int:
@@ -92,12 +99,18 @@ class Slots:
         slot = self.slot
         sat = self.searched(searches, types, values)
         held, failed = found(grouped, values)
-        defaults = [self._default(a, g) for a, g in grouped.items() if a in values]
-        defaults = [d for d in defaults if len(d)]
-        if defaults:  # (as betree.matching.direct.mark sets them)
-            sat[directkinds.joined(defaults)] = True
-            if len(failed):
-                sat[slot.take(failed)] = False
+        some = False  # (as betree.matching.direct.mark sets them)
+        for attr, group in grouped.items():
+            ids = group.default.ids
+            if attr in values and len(ids):
+                some = True
+                got = self.defaults.get(attr)
+                if got is not None and got[0] is ids:
+                    sat[got[1] : got[1] + len(ids)] = True
+                else:  # (not numbered as one run)
+                    sat[slot.take(ids)] = True
+        if some and len(failed):
+            sat[slot.take(failed)] = False
         if len(held):
             sat[slot.take(held)] = True
         return sat
@@ -129,14 +142,6 @@ class Slots:
         if equal:
             sat[slot.take(directkinds.joined(equal))] = True
         return sat
-
-    def _default(self, attr: str, group: DirectAtoms) -> np.ndarray:
-        """The slots of ``group``'s default ids (mapped once)."""
-        ids = group.default.ids
-        got = self.defaults.get(attr)
-        if got is None or got[0] is not ids:
-            got = self.defaults[attr] = (ids, self.slot.take(ids))
-        return got[1]
 
 
 #: one list numbered: the first slot of the atoms it placed, how many it placed before

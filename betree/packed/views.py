@@ -86,7 +86,7 @@ class HeldView:
 
         def tree() -> tuple[list[np.ndarray], int]:
             view = based.view
-            slots = view.slotted(based.atoms)
+            slots = view.slotted(based.atoms, based.grouped)
             if slots is not None:  # matched by keys, the truths by slot
                 sat = slots.truths(view.searches, based.grouped, self.types, values)
                 truths.append(sat)

@@ -51,16 +51,18 @@ def _same_truths(idx: Index, events: list[Any]) -> int:
         based = engine.flat.held(txn.gen)
         assert based is not None
         view, slots = based.view, based.view.slots
-        assert slots is not None
+        assert slots is not None and view.by_key is not None
         assert sorted(slots.slot.tolist()) == list(range(based.atoms))  # a permutation
+        apart = Slots(view.searches, based.atoms, view.by_key, {})  # (defaults not in runs)
         schema = engine.schema_in(txn)
         for ev in events:
             values = schema.validate_event(ev)
             want, _, _ = phase1(
                 txn, view.searches, based.grouped, based.atoms, engine.types, values, True, False
             )
-            got = slots.truths(view.searches, based.grouped, engine.types, values)
-            assert np.array_equal(got.take(slots.slot), want), ev
+            for each in (slots, apart):
+                got = each.truths(view.searches, based.grouped, engine.types, values)
+                assert np.array_equal(got.take(each.slot), want), ev
     return sum(len(part[2]) for parts in slots.lists.values() for part in parts)
 
 
@@ -204,7 +206,7 @@ def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyP
             searches = {
                 name: SearchView.merged([s, s], bases) for name, s in based.view.searches.items()
             }
-            slots = Slots(searches, 2 * atoms, (none, none, none, none))
+            slots = Slots(searches, 2 * atoms, (none, none, none, none), {})
             assert sorted(slots.slot.tolist()) == list(range(2 * atoms))
             before = sum(len(part[2]) for parts in slots.lists.values() for part in parts)
             items = sum(len(p.ids) for s in searches.values() for p in (s.gt, s.lt, s.ne))
