@@ -27,7 +27,7 @@ import numpy as np
 from betree.matching import directkinds
 from betree.matching.direct import DirectAtoms, found
 from betree.matching.pages import SCALAR
-from pbtree.view import SearchView
+from pbtree.view import SearchView, ranges
 
 
 class Slots:
@@ -77,8 +77,18 @@ class Slots:
         slot[rest] = np.arange(free, free + len(rest))
         self.slot = slot.astype(np.int32) if atoms < 1 << 31 else slot
         keys, at, order, second = by_key
-        #: :attr:`betree.packed.flat.FlatTree.by_key` with its keys by slot
-        self.by_key = (self.slot.take(keys), at, order, self.slot.take(second))
+        by_slot = np.argsort(self.slot.take(keys), kind="stable")
+        moved = ranges(at.take(by_slot), at.take(by_slot + 1))
+        starts = np.zeros(len(at), dtype=at.dtype)
+        np.cumsum(np.diff(at).take(by_slot), out=starts[1:])
+        #: :attr:`betree.packed.flat.FlatTree.by_key` with its keys by slot, ascending
+        #: (their truths then read in one forward pass)
+        self.by_key = (
+            self.slot.take(keys.take(by_slot)).astype(np.intp),
+            starts,
+            order.take(moved),
+            self.slot.take(second.take(moved)),
+        )
 
     @property
     def nbytes(self) -> int:
