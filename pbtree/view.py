@@ -323,17 +323,31 @@ class SearchView:
 
     def collect(self, value: Any) -> list[np.ndarray]:
         """The id runs that hold for ``value`` (as :meth:`PBTree.collect`)."""
-        eq, cuts = self.spans(value)
-        lists = (self.gt, self.lt, self.ne)
-        chunks = [] if eq is None else [eq]
-        chunks += [lists[k].ids[lo:hi] for k, lo, hi in cuts]
+        if self.domain is None:
+            return []
+        if key_domain(value) != self.domain:
+            raise InvalidInput(f"PB+tree {self.name!r} cannot compare {value!r} to its keys")
+        chunks: list[np.ndarray] = []
+        eq = self.eq.get(value)
+        if eq is not None:
+            chunks.append(eq)
+        gt, lt, ne = self.gt, self.lt, self.ne
+        chunks.append(gt.ids[: gt.at[_cut(gt.keys, value, False)]])
+        chunks.append(lt.ids[lt.at[_cut(lt.keys, value, True)] :])
+        j, k = _cut(ne.keys, value, False), _cut(ne.keys, value, True)
+        if j < k:  # (several items of one key in a merged view)
+            chunks.append(ne.ids[: ne.at[j]])
+            chunks.append(ne.ids[ne.at[k] :])
+        else:
+            chunks.append(ne.ids)
         return chunks
 
     def spans(self, value: Any) -> tuple[np.ndarray | None, list[tuple[int, int, int]]]:
         """:meth:`collect` as the leaf run equal to ``value`` (None: no such key) and the
-        slices ``(k, lo, hi)`` of list k (0: GT, 1: LT, 2: NE) whose ids hold: a prefix of
-        GT, a suffix of LT, NE less one key's run (a matcher that numbers each list's
-        atoms consecutively sets these as slices: :mod:`betree.packed.slots`)."""
+        slices ``(k, lo, hi)`` of list k (0: GT, 1: LT, 2: NE) whose ids hold: the same
+        cuts (kept apart: a list of slices a call measured 1-4 µs slower an attribute on
+        BEGen), for a matcher that numbers each list's atoms consecutively and sets
+        these as slices (:mod:`betree.packed.slots`)."""
         if self.domain is None:
             return None, []
         if key_domain(value) != self.domain:
