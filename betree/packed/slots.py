@@ -15,7 +15,7 @@ in GT and LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the 
 the slice); so are the leaf runs equal to the value and the other direct atoms (through
 the permutation).  The keyed match reads the keys and the candidate rows through it
 (:meth:`betree.packed.flat.FlatTree.match_slotted`).  Cost: 4 bytes an atom and a list
-item, 12 an atom placed before, and a copy of the keys, their clauses and second keys
+item, 4 more an atom placed before, and a copy of the keys, their clauses and second keys
 (~12 bytes a clause); built in one pass over the lists once the view's keys are settled.
 """
 
@@ -62,8 +62,7 @@ class Slots:
                 slot[ids[new]] = np.arange(free, free + placed)
                 at = np.zeros(len(ids) + 1, dtype=np.int32)
                 np.cumsum(new, out=at[1:])
-                before = np.flatnonzero(~new)
-                parts.append((free, at, before, slot.take(ids[before])))
+                parts.append((free, at, slot.take(ids[~new])))
                 free += placed
             self.lists[name] = tuple(parts)
         #: attribute -> its direct group's default ids and their first slot
@@ -146,16 +145,17 @@ class Slots:
                 equal.append(eq)
             parts = self.lists[attr]
             for k, lo, hi in cuts:
-                first, at, before, slots = parts[k]
-                sat[first + int(at[lo]) : first + int(at[hi])] = True
-                if len(before):  # (the atoms placed before in the slice)
-                    sat[slots[before.searchsorted(lo) : before.searchsorted(hi)]] = True
+                first, at, slots = parts[k]
+                a, b = int(at[lo]), int(at[hi])
+                sat[first + a : first + b] = True
+                if hi - lo > b - a:  # the atoms placed before in the slice (i - at[i] before i)
+                    sat[slots[lo - a : hi - b]] = True
         if equal:
             sat[slot.take(directkinds.joined(equal))] = True
         return sat
 
 
 #: one list numbered: the first slot of the atoms it placed, how many it placed before
-#: each item (``items + 1``), the positions of the items placed before it (ascending)
-#: and their slots
-Part = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+#: each item (``items + 1``: item i has ``i - at[i]`` placed before it ahead), and the
+#: slots of the items placed before it, in list order
+Part = tuple[int, np.ndarray, np.ndarray]
