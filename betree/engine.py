@@ -35,7 +35,7 @@ from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.schema import Schema
 from betree.matching.pages import SCALAR, Pages
 from betree.matching.snapshot import Records, Snapshot
-from betree.packed import flat, ranging
+from betree.packed import flat, leanbuild, ranging
 from betree.packed.delta import Based, Delta
 from betree.packed.views import HeldView, JoinedViews, event_coords
 from storage.errors import StoreDamaged
@@ -219,8 +219,14 @@ class Engine:
         rec = snap.rec
 
         def make() -> Based:
-            full = self.snapshot(txn)
-            view = flat.build(BETree(txn, rec), full.trees)
+            full, tree = self.snapshot(txn), BETree(txn, rec)
+            if self.ranging.worth(rec["subs"]) and leanbuild.too_big(
+                rec["subs"], predicates(), self.flat.share
+            ):  # the interval matcher alone, no whole view built first
+                atoms = rec["next_atom"]
+                view = leanbuild.lean_view(tree, full.trees, full.grouped, atoms, self.types)
+            else:
+                view = flat.build(tree, full.trees)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
         def predicates() -> int:

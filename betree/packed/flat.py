@@ -694,11 +694,10 @@ class FlatSlot:
             return based
 
     def _fit(self, based: Based, reserved: bool) -> Based | None:
-        """``based`` if its view fits the page cache's share (``reserved``: taken), else,
-        with :attr:`lean`, its view stripped to the interval matcher that answers for it,
-        if that is kept within :data:`LEAN_TIMES` the page cache's budget, else None (the
-        share given back)."""
-        if reserved and based.view.nbytes <= self.share:
+        """``based`` if its whole view fits the page cache's share (``reserved``: taken),
+        else, with :attr:`lean`, stripped to the interval matcher (or built so from the
+        pages) if kept within :data:`LEAN_TIMES` the cache's budget; else None."""
+        if reserved and based.view.ranged is None and based.view.nbytes <= self.share:
             return based
         if reserved:
             self.cache.release(self.share)

@@ -168,20 +168,24 @@ class Ranging:
 
     def lean(self, based: Based, limit: int) -> Based | None:
         """``based`` with its view stripped to the interval matcher built from it
-        (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there):
-        for a view too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the
-        matcher's estimated work an event is under :meth:`_budget` and what is kept takes
-        at most ``limit`` bytes; else None (walk pages)."""
+        (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there),
+        or already so built from the pages (:mod:`betree.packed.leanbuild`): for a view
+        too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the matcher's
+        estimated work an event is under :meth:`_budget` and what is kept takes at most
+        ``limit`` bytes; else None (walk pages)."""
         view = based.view
         budget = self._budget()
-        attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
-        if _words(len(attrs), len(view.exts)) >= budget:
-            return None
-        shard = Shard(view, based.grouped, 0, 0, based.atoms)
-        built = Intervals(parts([shard]), self.kinds)
+        built = view.ranged
+        if not isinstance(built, Intervals):
+            attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
+            if _words(len(attrs), len(view.exts)) >= budget:
+                return None
+            shard = Shard(view, based.grouped, 0, 0, based.atoms)
+            built = Intervals(parts([shard]), self.kinds)
         if built.cost() >= budget:
             return None
-        view.strip(built, built.searched)
+        if view.ranged is None:
+            view.strip(built, built.searched)
         return based if view.nbytes <= limit else None
 
     def describe(self) -> dict[str, object]:
