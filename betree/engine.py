@@ -37,6 +37,7 @@ from betree.matching.pages import SCALAR, Pages
 from betree.matching.snapshot import Records, Snapshot
 from betree.packed import flat, leanbuild, ranging
 from betree.packed.delta import Based, Delta
+from betree.packed.heap import return_freed_memory
 from betree.packed.views import HeldView, JoinedViews, event_coords
 from storage.errors import StoreDamaged
 from storage.store import Store
@@ -78,6 +79,10 @@ class Engine:
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
+        #: called before a view is built lean from the pages (a sharded store lets every
+        #: shard's decoded pages go then: dense 1M, 2 shards, the other shard's pages
+        #: pinned ~120 MB of the freed memory the build allocated among)
+        self.before_lean: Callable[[], None] = lambda: None
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
 
@@ -223,6 +228,8 @@ class Engine:
             if self.ranging.worth(rec["subs"]) and leanbuild.too_big(
                 rec["subs"], predicates(), self.flat.share
             ):  # the interval matcher alone, no whole view built first
+                self.before_lean()
+                return_freed_memory(cycles=True)
                 atoms = rec["next_atom"]
                 view = leanbuild.lean_view(tree, full.trees, full.grouped, atoms, self.types)
             else:

@@ -679,9 +679,10 @@ class FlatSlot:
             if not reserved and not lean:
                 self._too_big = True
                 return None
-            # matching reads no page of this store while the view lasts: all go, so that
-            # their memory returns to the system (evicting some leaves it fragmented)
+            # matching reads no page of this store while the view lasts: all go, their
+            # memory back to the system before the build (else it is left fragmented)
             self.cache.clear()
+            return_freed_memory(cycles=True)
             began = time.perf_counter()
             based = self._fit(make(), reserved)
             self._build_s = time.perf_counter() - began

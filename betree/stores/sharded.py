@@ -220,6 +220,8 @@ class ShardedIndex:
         self._root_ident = _root_inode(root)
         #: the shards' packed views joined, while every shard holds its own (betree.packed.joined)
         self.join: Joined | None = None
+        for index in shards:
+            index.engine.before_lean = self._release_pages
 
     @classmethod
     def open(
@@ -380,7 +382,14 @@ class ShardedIndex:
         self.idents[i] = None
         path = self.root / self._names[i]
         self.indexes[i] = Index.open(path, readonly=self._readonly, **self._options)
+        self.indexes[i].engine.before_lean = self._release_pages
         self.idents[i] = _inode(path)
+
+    def _release_pages(self) -> None:
+        """Every shard's decoded pages let go, before one shard builds a lean view
+        (:attr:`betree.engine.Engine.before_lean`)."""
+        for index in self.indexes:
+            index.engine.store.cache.clear()
 
     def _still_here(self) -> None:
         """Under the writer lock: :class:`StoreReplaced` (nothing written) if another
