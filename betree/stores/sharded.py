@@ -386,10 +386,13 @@ class ShardedIndex:
         self.idents[i] = _inode(path)
 
     def _release_pages(self) -> None:
-        """Every shard's decoded pages let go, before one shard builds a lean view
-        (:attr:`betree.engine.Engine.before_lean`)."""
+        """Before one shard builds a lean view (:attr:`betree.engine.Engine.before_lean`):
+        every shard's decoded pages let go, and the others' views made due at their next
+        match (their walks cost as much: built now, not after walks that would decode
+        pages again among the lean view's arrays, left fragmented once they go)."""
         for index in self.indexes:
             index.engine.store.cache.clear()
+            index.engine.flat.walked(index.engine.flat.walk_seconds)
 
     def _still_here(self) -> None:
         """Under the writer lock: :class:`StoreReplaced` (nothing written) if another
