@@ -75,7 +75,7 @@ class Engine:
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
         folds = Records(self._attribute)  # the background folds' own (one at a time)
-        self.flat.background = lambda: flat.fresh_base(self.store, folds)  # folds aside
+        self.flat.background = lambda: self._fresh_base(folds)  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
@@ -214,6 +214,14 @@ class Engine:
             return None  # (the statistics come from walks)
         based = self._view(txn, snap, 0)
         return None if based is None or based.view.ranged is not None else based  # (lean)
+
+    def _fresh_base(self, folds: Records) -> tuple[int, Based]:
+        """A base view in a snapshot of its own (a fold in the background): built lean from
+        the pages when the held view is lean (:mod:`betree.packed.leanbuild`), else whole."""
+        held = self.flat.held(self.flat.held_gen())
+        if held is not None and held.view.ranged is not None:
+            return leanbuild.lean_base(self.store, folds, self.types)
+        return flat.fresh_base(self.store, folds)
 
     def _view(self, txn: ReadTxn, snap: Snapshot, events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:

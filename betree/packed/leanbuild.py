@@ -15,17 +15,22 @@ attribute's PB+tree at a time, and the matcher itself.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from betree.disk import catalog
 from betree.disk.nodes import CNode, LNodePage, id_array
 from betree.disk.tree import BETree
 from betree.matching.direct import DirectAtoms
+from betree.matching.snapshot import Records
+from betree.packed.delta import Based, Delta
 from betree.packed.flat import LEAST_BYTES, PAUSE_EVERY, WIDTH, FlatTree
 from betree.packed.intervals import Intervals, Part
 from pbtree.view import SearchView
+from storage.store import Store
 
 #: bytes a whole view takes a predicate of its PB+trees, estimated (measured 37 on BEGen
 #: 100K, 46 on dense 100K: ids, keys and rows): a store the interval matcher is worth
@@ -137,3 +142,14 @@ def lean_view(
     view.searches = dict(built.kept[0][0])
     view.strip(built, built.searched)
     return view
+
+
+def lean_base(store: Store, records: Records, kinds: Mapping[str, str]) -> tuple[int, Based]:
+    """:func:`betree.packed.flat.fresh_base` built lean (the fold of a lean view, in the
+    background: no whole view built there either), and its generation."""
+    with store.read() as txn:
+        rec = catalog.root_record(txn)
+        trees, grouped = records.read(txn)
+        tree, atoms = BETree(txn, rec), rec["next_atom"]
+        view = lean_view(tree, trees, grouped, atoms, kinds, pause=lambda: time.sleep(0))
+        return txn.gen, Based(view, grouped, atoms, Delta.empty(rec))

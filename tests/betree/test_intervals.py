@@ -335,15 +335,16 @@ def test_a_view_too_big_for_the_cache_is_matched_by_intervals(
     _took(lean_path)
 
 
-def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
-    """A delta due for folding: the new base view is stripped too, the same answers."""
+def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path, lean_path: list[int]) -> None:
+    """A delta due for folding: the new base view is lean too (built from the pages in
+    the background, whichever path built the first), the same answers."""
     rng = random.Random(22)
     schema, subs, events = _dense_workload(rng, 300, 40)
     with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
         _lean_always(idx)
         idx.subscribe_many(subs.items())
         _check(idx, subs, schema, events)
-        builds = idx.engine.flat.builds
+        builds, first = idx.engine.flat.builds, len(lean_path)
         for k in range(400):  # one at a time: past the delta's bound, folded
             subs[5000 + k] = _dense_expr(rng)
             idx.subscribe(5000 + k, subs[5000 + k])
@@ -353,6 +354,7 @@ def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
         _check(idx, subs, schema, events)
         assert idx.engine.flat.builds > builds
         assert _is_lean(idx)
+        assert len(lean_path) > first  # (the fold's build from the pages)
 
 
 def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path, lean_path: list[int]) -> None:
