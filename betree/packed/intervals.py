@@ -24,7 +24,10 @@ attribute, the ends of one bucket an attribute, and per candidate its other atom
 Memory: at most :data:`ROWS` bitsets of ``clauses / 8`` bytes (160 bytes a clause), and
 per interval 16 bytes (its two ends as uint32 offsets when an attribute's ends span
 under 2**32, else 24, and their clause numbers).  Built from packed views
-(:mod:`betree.packed.flat`; a sharded store's shards together), it describes their snapshot(s).
+(:mod:`betree.packed.flat`; a sharded store's shards together) or straight from the pages
+(:mod:`betree.packed.leanbuild`), one attribute at a time (besides 9 bytes an atom of a
+clause, the build holds one attribute's PB+trees and intervals, not arrays over every
+atom), it describes their snapshot(s).
 :mod:`betree.packed.ranging` decides, by cost, when it is used instead of the BE-Tree.
 """
 
