@@ -586,11 +586,11 @@ class FlatSlot:
     cannot say, is still folded at once.  The thread holds the interpreter lock while it
     runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes.
 
-    A view too big for that share is not given up when :attr:`lean` is set (by the
-    engine: :meth:`betree.packed.ranging.Ranging.lean`): built once, it is stripped to the
-    interval matcher that answers for it (:meth:`FlatTree.strip`) when that is cheaper an
-    event than the walks were, and held if it fits :data:`LEAN_TIMES` the page cache's
-    budget, charged apart (the pages keep their whole budget: matching reads none)."""
+    A view too big for that share is not given up when :attr:`lean` is set (by the engine:
+    :meth:`betree.packed.ranging.Ranging.lean`): stripped to its interval matcher, or built
+    so from the pages (``make``: :mod:`betree.packed.leanbuild`), when cheaper an event than
+    the walks were, and held if within :data:`LEAN_TIMES` the page cache's budget, charged
+    apart (the pages keep their whole budget: matching reads none)."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
