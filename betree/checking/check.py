@@ -36,6 +36,7 @@ Memory: arrays of about 150 bytes per clause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import eq, ne
@@ -54,6 +55,7 @@ from betree.disk.metadata import check_metas
 from betree.disk.nodes import CNode, LNodePage
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
+from pbtree.check import Columns
 from pbtree.keys import int64_array
 from pbtree.operators import OPERATORS, SLOT
 from pbtree.tree import NS as PBTREE_NS
@@ -100,12 +102,20 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     stored = _check_tree(index, txn, rec, errors)
     _check_clauses(cat, stored, atoms, errors, catalog_errors)
     errors.extend(catalog_errors)
-    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, errors)
-    for name in trees:
-        try:
-            PBTree(txn, name).check()
-        except CheckFailed as exc:
-            errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
+    tree_errors: list[str] = []
+
+    def checked(name: str) -> Columns:
+        """PB+tree ``name`` checked, and its predicates from the same read (read again only
+        when the check found it faulty or it has no record)."""
+        if name in trees:
+            try:
+                return PBTree(txn, name).check()
+            except CheckFailed as exc:
+                tree_errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
+        return PBTree(txn, name).predicate_columns()
+
+    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, checked, errors)
+    errors.extend(tree_errors)
     errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
     errors.extend(check_log(txn, rec))
     errors.extend(check_metas(txn))
@@ -515,6 +525,7 @@ def _check_catalog(
     aid_keys: AtomKeys,
     atoms: AtomSpans,
     trees: list[str],
+    checked: Callable[[str], Columns],
     errors: list[str],
 ) -> None:
     if rec["subs"] != len(cat.exts):
@@ -629,7 +640,7 @@ def _check_catalog(
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
     for name in sorted(set(trees) | want.keys()):
-        _check_predicates(name, PBTree(txn, name).predicate_columns(), want.get(name), errors)
+        _check_predicates(name, checked(name), want.get(name), errors)
 
 
 def _check_predicates(
@@ -647,7 +658,8 @@ def _check_predicates(
     if len(ids) == len(wids) == 0:
         return
     if len(ids) == len(wids):
-        mine, theirs = int64_array(consts.tolist()), int64_array(wconsts)
+        mine = consts if consts.dtype == np.int64 else int64_array(consts.tolist())
+        theirs = int64_array(wconsts)
         if mine is not None and theirs is not None:
             tcodes, tids = np.array(wcodes, dtype=np.int8), np.array(wids, dtype=np.int64)
             h = np.lexsort((ids, codes, mine))
