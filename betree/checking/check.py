@@ -605,14 +605,18 @@ def _check_catalog(
             errors.append(f"atom {aid} beyond the counter")
     for aid in np.setdiff1d(np.flatnonzero(found), live, assume_unique=True).tolist():
         errors.append(f"atom {aid} is used but not in the catalog")
-    want: dict[str, tuple[list[int], list[Any], list[int]]] = {}
+    # per attribute its atoms' entries: arrays (int64 constants) for the column atoms,
+    # then lists for any other (a Python int each for all of them: ~240 MB at 100K dense)
+    want: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
     direct: set[int] = set()
     held: Any
     columns = atoms.order_columns(set(stray))  # (those in live: below)
     for attr, (codes, consts, ids) in columns.items():
         inside = np.isin(ids, live)
-        kept = consts if inside.all() else list(compress(consts, inside.tolist()))
-        want[attr] = (codes[inside].tolist(), kept, ids[inside].tolist())
+        if not inside.all():
+            kept = consts[inside] if isinstance(consts, np.ndarray) else compress(consts, inside)
+            consts = kept if isinstance(kept, np.ndarray) else list(kept)
+        want[attr] = ([codes[inside]], [consts], [ids[inside]])
     rest = np.setdiff1d(live, atoms.col_ids, assume_unique=True).tolist()
     for aid in sorted(set(rest) | stray.keys()):
         if aid in stray:
@@ -627,9 +631,9 @@ def _check_catalog(
         found_cols = want.get(attr)
         if found_cols is None:
             found_cols = want[attr] = ([], [], [])
-        found_cols[0].extend([SLOT.get(op, -1) for op, _ in held])
-        found_cols[1].extend([const for _, const in held])
-        found_cols[2].extend([aid] * len(held))
+        found_cols[0].append([SLOT.get(op, -1) for op, _ in held])
+        found_cols[1].append([const for _, const in held])
+        found_cols[2].append([aid] * len(held))
     listed = {
         aid
         for key, value in txn.scan(catalog.DIRECT)
@@ -643,25 +647,35 @@ def _check_catalog(
         _check_predicates(name, checked(name), want.get(name), errors)
 
 
+def _joined(pieces: list[Any], dtype: Any) -> np.ndarray:
+    none = np.zeros(0, dtype=dtype)
+    return np.concatenate([none, *(np.asarray(p, dtype=dtype) for p in pieces)])
+
+
 def _check_predicates(
     name: str,
     have: tuple[np.ndarray, np.ndarray, np.ndarray],
-    want: tuple[list[int], list[Any], list[int]] | None,
+    want: tuple[list[Any], list[Any], list[Any]] | None,
     errors: list[str],
 ) -> None:
     """The ``(operator, constant, id)`` entries of PB+tree ``name`` (columns, as
-    :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``),
-    each once.  Compared sorted with numpy when every constant is an int64 (~0.1 µs an
-    entry, a set of tuples ~1 µs), else as sets; the difference is listed as sets."""
+    :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``:
+    per column a list of pieces, arrays or lists), each once.  Compared sorted with numpy
+    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs), else as
+    sets; the difference is listed as sets."""
     codes, consts, ids = have
-    wcodes, wconsts, wids = want if want is not None else ([], [], [])
-    if len(ids) == len(wids) == 0:
+    pieces = want if want is not None else ([], [], [])
+    tcodes, tids = _joined(pieces[0], np.int8), _joined(pieces[2], np.int64)
+    if len(ids) == len(tids) == 0:
         return
-    if len(ids) == len(wids):
+    if all(isinstance(p, np.ndarray) and p.dtype == np.int64 for p in pieces[1]):
+        wconsts: Any = _joined(pieces[1], np.int64)
+    else:
+        wconsts = [c for p in pieces[1] for c in (p.tolist() if isinstance(p, np.ndarray) else p)]
+    if len(ids) == len(tids):
         mine = consts if consts.dtype == np.int64 else int64_array(consts.tolist())
-        theirs = int64_array(wconsts)
+        theirs = wconsts if isinstance(wconsts, np.ndarray) else int64_array(wconsts)
         if mine is not None and theirs is not None:
-            tcodes, tids = np.array(wcodes, dtype=np.int8), np.array(wids, dtype=np.int64)
             h = np.lexsort((ids, codes, mine))
             w = np.lexsort((tids, tcodes, theirs))
             if (
@@ -673,9 +687,11 @@ def _check_predicates(
     held = list(
         zip(map(OPERATORS.__getitem__, codes.tolist()), consts.tolist(), ids.tolist(), strict=True)
     )
+    if isinstance(wconsts, np.ndarray):
+        wconsts = wconsts.tolist()
     needed = [
         (OPERATORS[c] if c >= 0 else "?", k, a)
-        for c, k, a in zip(wcodes, wconsts, wids, strict=True)
+        for c, k, a in zip(tcodes.tolist(), wconsts, tids.tolist(), strict=True)
     ]
     have_set, want_set = set(held), set(needed)
     if have_set == want_set:

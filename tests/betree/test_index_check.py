@@ -196,3 +196,29 @@ def test_reverse_records_of_sparse_atom_ids(tmp_path: Path) -> None:
         with idx.store.write() as txn:
             txn.put(b"aid", codec.encode_u64(a1), k2)
         assert f"atom {a1}: reverse record missing or wrong" in violations(idx)
+
+
+def test_pbtree_entries_of_column_and_other_atoms_together(tmp_path: Path) -> None:
+    """One tree's entries from atoms read as columns (one comparison) and from others
+    (``in``, a float bound of an int): compared together; a clean store passes, a missing
+    entry of either kind is named with its constant as the atom holds it."""
+    schema = {"attributes": {"x": {"type": "int"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many(
+            [(i, f"x >= {i} and x in ({i + 100}, {i + 200})") for i in range(30)]
+            + [(100 + i, f"x < {i}.5") for i in range(10)]
+        )
+        idx.check()
+        with idx.store.write() as txn:
+            tree = PBTree(txn, "x")
+            codes, consts, ids = tree.predicate_columns()
+            entries = list(zip(codes.tolist(), consts.tolist(), ids.tolist(), strict=True))
+            (c1, k1, a1) = next(e for e in entries if OPERATORS[e[0]] == ">=" and e[1] == 7)
+            (c2, k2, a2) = next(e for e in entries if OPERATORS[e[0]] == "=" and e[1] == 205)
+            assert tree.delete(OPERATORS[c1], k1, a1) and tree.delete(OPERATORS[c2], k2, a2)
+        assert sorted(violations(idx)) == sorted(
+            [
+                f"PB+tree 'x' lacks atom {a1}'s entry >= 7",
+                f"PB+tree 'x' lacks atom {a2}'s entry = 205",
+            ]
+        )
