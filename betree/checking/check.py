@@ -85,14 +85,19 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         )
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
-    aid_ids, aid_values = txn.scan_all(catalog.AID)
-    ids = codec.decode_u64s(aid_ids).astype(np.int64)
-    del aid_ids
+    # the reverse records in chunks, their keys end to end (not a bytes object each)
+    chunks = [
+        (codec.decode_u64s(keys).astype(np.int64), FlatKeys(values))
+        for keys, values in txn.scan_chunks(catalog.AID, CHUNK)
+    ]
+    ids = np.concatenate([np.zeros(0, dtype=np.int64), *(i for i, _ in chunks)])
+    flat = FlatKeys.joined([k for _, k in chunks])
+    del chunks
     if len(ids) and not bool(np.all(ids[1:] > ids[:-1])):  # (LMDB keeps them sorted)
         order = np.argsort(ids, kind="stable")
-        ids, aid_values = ids[order], [aid_values[i] for i in order.tolist()]
-    aid_keys = AtomKeys(FlatKeys(aid_values), ids)  # (end to end: not a bytes object each)
-    del aid_values
+        ids, flat = ids[order], FlatKeys([flat[i] for i in order.tolist()])
+    aid_keys = AtomKeys(flat, ids)
+    del flat
     atoms = AtomSpans(index.schema, aid_keys)
     for aid, attr in atoms.attr_of.items():
         if attr not in index.schema.attributes:

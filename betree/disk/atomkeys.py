@@ -118,6 +118,16 @@ class FlatKeys(Sequence[bytes]):
         self.starts = np.cumsum(self.lens) - self.lens
         self.flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
 
+    @classmethod
+    def joined(cls, parts: Sequence[FlatKeys]) -> FlatKeys:
+        """The keys of ``parts``, one after another (read in chunks, held as one)."""
+        out = cls([])
+        if parts:
+            out.lens = np.concatenate([p.lens for p in parts])
+            out.starts = np.cumsum(out.lens) - out.lens
+            out.flat = np.concatenate([p.flat for p in parts])
+        return out
+
     def __len__(self) -> int:
         return len(self.lens)
 

@@ -118,6 +118,10 @@ def test_flat_keys_compare_byte_for_byte() -> None:
     got = table.equal(at, atomkeys.FlatKeys(others))
     want = [keys[i] == o for i, o in zip(at.tolist(), others, strict=True)]
     assert got.tolist() == want and 0 < sum(want) < len(want)
+    parts = [atomkeys.FlatKeys(keys[a:b]) for a, b in ((0, 2), (2, 2), (2, 100), (100, None))]
+    joined = atomkeys.FlatKeys.joined(parts)  # (read in chunks: the same keys)
+    assert list(joined) == keys and joined.equal(at, atomkeys.FlatKeys(others)).tolist() == want
+    assert len(atomkeys.FlatKeys.joined([])) == 0
     a, b = atomkeys.parse(keys[5:]), atomkeys.parse(atomkeys.FlatKeys(keys[5:]))
     assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("ok", "attr", "code", "ints"))
     assert a.names == b.names and a.ok.all()
