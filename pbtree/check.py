@@ -49,7 +49,7 @@ class _Checker:
         self.errors: list[str] = []
         self.seen: dict[int, str] = {}
         self.leaves: list[LeafNode] = []
-        self.runs = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.runs: tuple[np.ndarray, np.ndarray] | None = None  # (item_runs)
 
     def error(self, page: int, message: str) -> None:
         self.errors.append(f"page {page}: {message}")
@@ -104,19 +104,27 @@ class _Checker:
         """Every leaf item's ``=`` and ``bound`` runs ascend strictly: all leaves' runs at
         once in numpy; the leaves are gone through item by item only when one does not, to
         name it."""
-        runs = [
-            run
-            for leaf in self.leaves
-            for pair in zip(leaf.eq, leaf.bound, strict=False)
-            for run in pair
-        ]
-        offs = np.zeros(len(runs) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, runs), np.int64, count=len(runs)), out=offs[1:])
-        flat = np.fromiter(chain.from_iterable(runs), np.int64, count=int(offs[-1]))
-        self.runs = offs, flat  # (the ``=`` runs are the even ones: the tree's columns)
+        offs, flat = self.item_runs()
         if not _runs_sorted(offs, flat):
             for leaf in self.leaves:
                 self.leaf_items(leaf)
+
+    def item_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every leaf item's ``=`` and ``bound`` runs, interleaved (``=`` the even ones),
+        as offsets over one id array: made once, for the runs' order, the pointers' bound
+        runs and the tree's columns."""
+        if self.runs is None:
+            runs = [
+                run
+                for leaf in self.leaves
+                for pair in zip(leaf.eq, leaf.bound, strict=False)
+                for run in pair
+            ]
+            offs = np.zeros(len(runs) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, runs), np.int64, count=len(runs)), out=offs[1:])
+            flat = np.fromiter(chain.from_iterable(runs), np.int64, count=int(offs[-1]))
+            self.runs = offs, flat
+        return self.runs
 
     def leaf_items(self, leaf: LeafNode) -> None:
         page = leaf.page
@@ -314,7 +322,7 @@ class _Lists:
     def columns(self) -> Columns:
         """The tree's ``(operator, constant, id)`` columns, from what :meth:`fine` read:
         the leaves' ``=`` runs, then each list's runs (part by part)."""
-        offs, flat = self.checker.runs
+        offs, flat = self.checker.item_runs()
         keys = self.keys
         if not isinstance(keys, np.ndarray):
             table = np.empty(len(keys), dtype=object)
@@ -432,19 +440,18 @@ class _Lists:
                 size = stops - starts
                 rows.append(np.repeat(at, size))
                 members.append(ids[_ranges(starts, size)])
-        eq_lens = np.fromiter((len(r) for leaf in leaves for r in leaf.eq), np.int64, count=n)
+        offs, flat = c.item_runs()
+        if len(offs) != 2 * n + 1:
+            return False  # (leaf columns of different lengths: named item by item)
+        sizes = np.diff(offs)
+        eq_lens, bound_lens = sizes[0::2], sizes[1::2]
         used |= eq_lens > 0
         if not used.all():
             return False
         count += int(eq_lens.sum())
         if count != c.rec["count"]:
             return False
-        bound_lens = np.fromiter((len(r) for leaf in leaves for r in leaf.bound), np.int64, count=n)
-        got_ids = np.fromiter(
-            chain.from_iterable(r for leaf in leaves for r in leaf.bound),
-            np.int64,
-            count=int(bound_lens.sum()),
-        )
+        got_ids = flat[_ranges(offs[1::2], bound_lens)]
         none = np.zeros(0, np.int64)
         pairs = np.stack([np.concatenate([none, *rows]), np.concatenate([none, *members])])
         if pairs.shape[1]:
