@@ -11,7 +11,9 @@ packed runs checked with numpy, every leaf item's pointers and ``bound`` run aga
 lists by cumulative counts and one sort of (item, id) pairs); only when that finds a fault
 are they walked again item by item to name each one (the messages do not change).  So are
 the leaves' ``=`` and ``bound`` runs (all leaves' at once), and list keys are located among
-the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).
+the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).  A sound tree's
+check returns its ``(operator, constant, id)`` columns from the pages it read, so that the
+index check compares them with the atoms without reading the tree again.
 
 Cost: reads and decodes every page of the tree once, bypassing the page cache so that
 it sees what is on disk; O(n log n) in the number of ids, in numpy but for a few Python

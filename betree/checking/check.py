@@ -25,8 +25,10 @@ walk of the BE-Tree collects every stored clause from the l-node pages' packed a
 (zero-copy), with the c-node holding it, and decodes each c-node once; then the
 per-clause facts are checked over whole arrays: a clause's place on an attribute is the
 intersection of its atoms' grid spans on it (the rule of :meth:`betree.engine.Engine.places`, from a
-per-atom table), the stored copy is compared with the record.  Python work per
-subscription is one record decode; per c-node and l-node page a few steps; a violation
+per-atom table), the stored copy is compared with the record.  The atom records are
+compared with their reverse records in numpy (keys end to end: :class:`FlatKeys`), and each
+PB+tree is read once: its check returns the entries compared with the atoms'.  Python work
+per subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
 
 Cost: reads every page and record once, bypassing the page cache; O(clauses) numpy work
