@@ -35,8 +35,9 @@ from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.schema import Schema
 from betree.matching.pages import SCALAR, Pages
 from betree.matching.snapshot import Records, Snapshot
-from betree.packed import flat, ranging
+from betree.packed import flat, leanbuild, ranging
 from betree.packed.delta import Based, Delta
+from betree.packed.heap import return_freed_memory
 from betree.packed.views import HeldView, JoinedViews, event_coords
 from storage.errors import StoreDamaged
 from storage.store import Store
@@ -74,10 +75,14 @@ class Engine:
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
         folds = Records(self._attribute)  # the background folds' own (one at a time)
-        self.flat.background = lambda: flat.fresh_base(self.store, folds)  # folds aside
+        self.flat.background = lambda: self._fresh_base(folds)  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
+        #: called before a view is built lean from the pages (a sharded store lets every
+        #: shard's decoded pages go then: dense 1M, 2 shards, the other shard's pages
+        #: pinned ~120 MB of the freed memory the build allocated among)
+        self.before_lean: Callable[[], None] = lambda: None
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
 
@@ -210,6 +215,14 @@ class Engine:
         based = self._view(txn, snap, 0)
         return None if based is None or based.view.ranged is not None else based  # (lean)
 
+    def _fresh_base(self, folds: Records) -> tuple[int, Based]:
+        """A base view in a snapshot of its own (a fold in the background): built lean from
+        the pages when the held view is lean (:mod:`betree.packed.leanbuild`), else whole."""
+        held = self.flat.held(self.flat.held_gen())
+        if held is not None and held.view.ranged is not None:
+            return leanbuild.lean_base(self.store, folds, self.types)
+        return flat.fresh_base(self.store, folds)
+
     def _view(self, txn: ReadTxn, snap: Snapshot, events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:
         :mod:`betree.packed.delta`) for ``events`` more events, or None (:class:`FlatSlot`;
@@ -219,8 +232,16 @@ class Engine:
         rec = snap.rec
 
         def make() -> Based:
-            full = self.snapshot(txn)
-            view = flat.build(BETree(txn, rec), full.trees)
+            full, tree = self.snapshot(txn), BETree(txn, rec)
+            if self.ranging.worth(rec["subs"]) and leanbuild.too_big(
+                rec["subs"], predicates(), self.flat.share
+            ):  # the interval matcher alone, no whole view built first
+                self.before_lean()
+                return_freed_memory(cycles=True)
+                atoms = rec["next_atom"]
+                view = leanbuild.lean_view(tree, full.trees, full.grouped, atoms, self.types)
+            else:
+                view = flat.build(tree, full.trees)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
         def predicates() -> int:

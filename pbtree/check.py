@@ -11,7 +11,9 @@ packed runs checked with numpy, every leaf item's pointers and ``bound`` run aga
 lists by cumulative counts and one sort of (item, id) pairs); only when that finds a fault
 are they walked again item by item to name each one (the messages do not change).  So are
 the leaves' ``=`` and ``bound`` runs (all leaves' at once), and list keys are located among
-the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).
+the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).  A sound tree's
+check returns its ``(operator, constant, id)`` columns from the pages it read, so that the
+index check compares them with the atoms without reading the tree again.
 
 Cost: reads and decodes every page of the tree once, bypassing the page cache so that
 it sees what is on disk; O(n log n) in the number of ids, in numpy but for a few Python
@@ -29,7 +31,7 @@ import numpy as np
 
 from pbtree.keys import int64_array
 from pbtree.nodes import HEAD, LIST_NAMES, REAL, TAIL, InternalNode, LeafNode, ListNode
-from pbtree.operators import GT, LT, NE
+from pbtree.operators import GT, LIST_CODES, LT, NE, SLOT
 from storage.errors import BexdbError, CheckFailed
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ class _Checker:
         self.errors: list[str] = []
         self.seen: dict[int, str] = {}
         self.leaves: list[LeafNode] = []
+        self.runs: tuple[np.ndarray, np.ndarray] | None = None  # (item_runs)
 
     def error(self, page: int, message: str) -> None:
         self.errors.append(f"page {page}: {message}")
@@ -103,18 +106,27 @@ class _Checker:
         """Every leaf item's ``=`` and ``bound`` runs ascend strictly: all leaves' runs at
         once in numpy; the leaves are gone through item by item only when one does not, to
         name it."""
-        runs = [
-            run
-            for leaf in self.leaves
-            for pair in zip(leaf.eq, leaf.bound, strict=False)
-            for run in pair
-        ]
-        offs = np.zeros(len(runs) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, runs), np.int64, count=len(runs)), out=offs[1:])
-        flat = np.fromiter(chain.from_iterable(runs), np.int64, count=int(offs[-1]))
+        offs, flat = self.item_runs()
         if not _runs_sorted(offs, flat):
             for leaf in self.leaves:
                 self.leaf_items(leaf)
+
+    def item_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every leaf item's ``=`` and ``bound`` runs, interleaved (``=`` the even ones),
+        as offsets over one id array: made once, for the runs' order, the pointers' bound
+        runs and the tree's columns."""
+        if self.runs is None:
+            runs = [
+                run
+                for leaf in self.leaves
+                for pair in zip(leaf.eq, leaf.bound, strict=False)
+                for run in pair
+            ]
+            offs = np.zeros(len(runs) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, runs), np.int64, count=len(runs)), out=offs[1:])
+            flat = np.fromiter(chain.from_iterable(runs), np.int64, count=int(offs[-1]))
+            self.runs = offs, flat
+        return self.runs
 
     def leaf_items(self, leaf: LeafNode) -> None:
         page = leaf.page
@@ -266,16 +278,20 @@ def lists_in_bulk(tree: PBTree) -> bool:
     return _Lists(checker).fine()
 
 
-def check_tree(tree: PBTree) -> None:
-    """Raise :class:`CheckFailed` listing every broken invariant of ``tree``."""
+def check_tree(tree: PBTree) -> Columns:
+    """Raise :class:`CheckFailed` listing every broken invariant of ``tree``; else return
+    its predicates as :meth:`PBTree.predicate_columns` lists them (in another order; the
+    constants an int64 array when every key is one), from the pages the check read: a
+    caller comparing them with the atoms reads the tree once, not twice."""
     if not tree.exists:
-        return
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
     checker = _Checker(tree)
     checker.walk(checker.rec["root"], None, None, 1, True)
     checker.leaf_runs()
     checker.chain()
     mark, seen = len(checker.errors), dict(checker.seen)
-    if not _Lists(checker).fine():  # a fault somewhere: every list and pointer fact, one by one
+    bulk = _Lists(checker)
+    if not bulk.fine():  # a fault somewhere: every list and pointer fact, one by one
         checker.errors, checker.seen = checker.errors[:mark], seen
         lists = [checker.list_items(kind) for kind in (GT, LT, NE)]
         if not checker.errors:  # pointer facts are meaningless over a broken shape
@@ -283,6 +299,11 @@ def check_tree(tree: PBTree) -> None:
     checker.accounting()
     if checker.errors:
         raise CheckFailed(f"PB+tree {tree.name!r}", checker.errors)
+    return bulk.columns()
+
+
+#: per predicate: operator code, constant, id (:meth:`PBTree.predicate_columns`)
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class _Lists:
@@ -295,6 +316,36 @@ class _Lists:
 
     def __init__(self, checker: _Checker) -> None:
         self.checker = checker
+        # kept by a sound pass, for columns(): the leaf keys (an int64 array, when they
+        # all are one, else a list), each list's items' places among them, its runs
+        self.keys: Any = []
+        self.found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def columns(self) -> Columns:
+        """The tree's ``(operator, constant, id)`` columns, from what :meth:`fine` read:
+        the leaves' ``=`` runs, then each list's runs (part by part)."""
+        offs, flat = self.checker.item_runs()
+        keys = self.keys
+        if not isinstance(keys, np.ndarray):
+            table = np.empty(len(keys), dtype=object)
+            table[:] = keys
+            keys = table
+        eq_sizes = np.diff(offs)[0::2]
+        codes = [np.full(len(eq_sizes), SLOT["="], dtype=np.int8)]
+        consts, sizes = [keys], [eq_sizes]
+        ids = [flat[_ranges(offs[0:-1:2], eq_sizes)]]
+        for kind, (at, offsets, members) in zip((GT, LT, NE), self.found, strict=True):
+            ops = LIST_CODES[kind]
+            codes.append(np.tile(np.array(ops, dtype=np.int8), len(at)))
+            consts.append(np.repeat(keys[at], len(ops)))
+            sizes.append(np.diff(offsets))
+            ids.append(members)
+        per = np.concatenate(sizes)
+        return (
+            np.repeat(np.concatenate(codes), per),
+            np.repeat(np.concatenate(consts), per),
+            np.concatenate(ids),
+        )
 
     def fine(self) -> bool:
         before = len(self.checker.errors)
@@ -358,9 +409,11 @@ class _Lists:
         c = self.checker
         leaves = c.leaves
         keys = [k for leaf in leaves for k in leaf.keys]
-        locate = _locator(keys)
-        if locate is None:
+        located = _locator(keys)
+        if located is None:
             return False
+        locate, self.keys = located
+        self.found = []
         n = len(keys)
         used = np.zeros(n, dtype=bool)
         rows, members = [], []
@@ -369,6 +422,7 @@ class _Lists:
             at = locate(lkeys)
             if at is None:
                 return False  # a list key with no leaf item
+            self.found.append((at, offs, ids))
             mark = np.zeros(n, dtype=np.int64)
             mark[at] = 1
             used[at] = True
@@ -388,19 +442,18 @@ class _Lists:
                 size = stops - starts
                 rows.append(np.repeat(at, size))
                 members.append(ids[_ranges(starts, size)])
-        eq_lens = np.fromiter((len(r) for leaf in leaves for r in leaf.eq), np.int64, count=n)
+        offs, flat = c.item_runs()
+        if len(offs) != 2 * n + 1:
+            return False  # (leaf columns of different lengths: named item by item)
+        sizes = np.diff(offs)
+        eq_lens, bound_lens = sizes[0::2], sizes[1::2]
         used |= eq_lens > 0
         if not used.all():
             return False
         count += int(eq_lens.sum())
         if count != c.rec["count"]:
             return False
-        bound_lens = np.fromiter((len(r) for leaf in leaves for r in leaf.bound), np.int64, count=n)
-        got_ids = np.fromiter(
-            chain.from_iterable(r for leaf in leaves for r in leaf.bound),
-            np.int64,
-            count=int(bound_lens.sum()),
-        )
+        got_ids = flat[_ranges(offs[1::2], bound_lens)]
         none = np.zeros(0, np.int64)
         pairs = np.stack([np.concatenate([none, *rows]), np.concatenate([none, *members])])
         if pairs.shape[1]:
@@ -413,11 +466,11 @@ class _Lists:
         return np.array_equal(pairs[0], want_rows) and np.array_equal(pairs[1], got_ids)
 
 
-def _locator(keys: list[Any]) -> Any:
+def _locator(keys: list[Any]) -> tuple[Any, Any] | None:
     """A function of list keys to their items' places among the leaf ``keys`` (None when
-    one has no item), or None when the leaf keys are not strictly ascending.  Keys all
-    ints of int64 (the dense workloads' every tree): one array and ``searchsorted``;
-    else a dict."""
+    one has no item), and the keys (an int64 array when they all are one), or None when the
+    leaf keys are not strictly ascending.  Keys all ints of int64 (the dense workloads'
+    every tree): one array and ``searchsorted``; else a dict."""
     have = int64_array(keys)
     if have is not None and len(have) > 1 and not bool((have[1:] > have[:-1]).all()):
         return None
@@ -438,7 +491,7 @@ def _locator(keys: list[Any]) -> Any:
         except KeyError:
             return None
 
-    return locate
+    return locate, (keys if have is None else have)
 
 
 def _column(leaves: list[LeafNode], name: str) -> np.ndarray:

@@ -786,8 +786,10 @@ class PBTree:
 
     # -- checking ------------------------------------------------------------------------------
 
-    def check(self) -> None:
-        """Validate every invariant; raise :class:`~storage.errors.CheckFailed` listing all."""
+    def check(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Validate every invariant; raise :class:`~storage.errors.CheckFailed` listing all.
+        Returns the predicates as :meth:`predicate_columns` lists them (but in another order,
+        and the constants as int64 when every key is one), from the pages the check read."""
         from pbtree.check import check_tree
 
-        check_tree(self)
+        return check_tree(self)

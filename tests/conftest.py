@@ -4,7 +4,8 @@ Bounded samples (docs/testing.md): a parametrized test marked ``sampled(k)`` run
 its cases, drawn from the run's sample seed (printed in the header; ``--sample-seed N``
 draws the same cases again), and all of them under ``--full`` or ``BEXDB_FULL_TESTS=1``.
 The heaviest files are handed out first so that ``--dist loadfile`` leaves no worker alone
-with a long file at the end.
+with a long file at the end, and the files that use the run's local Spark session go to one
+worker as one unit (:class:`OneSparkSession`): one session's JVM a run, not one a worker.
 """
 
 from __future__ import annotations
@@ -17,17 +18,38 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 from tests.support import jvm_cds
+
+#: The files whose tests run Spark in the test process (the ``spark`` fixture, or a
+#: ``--engine spark`` command run in-process, which takes the process's active session):
+#: run by one xdist worker, one after the other, on its one local session (a session is a
+#: JVM: ~5 CPU s to start and its own JIT warm-up). Every test asking for ``spark`` must be
+#: in one of them (checked at collection).
+SHARED_SPARK = [
+    "tests/loaders/test_spark_stream_kill.py",
+    "tests/betree/lang/test_lang_real_events.py",
+    "tests/betree/test_meta.py",
+    "tests/betree/test_edges_sizes.py",
+    "tests/loaders/test_spark_load.py",
+    "tests/loaders/test_spark_stream_pin.py",
+    "tests/loaders/test_inputs.py",
+    "tests/loaders/test_spark_match.py",
+    "tests/loaders/test_spark_stream.py",
+    "tests/storage/test_long_keys.py",
+    "tests/loaders/test_dense_load.py",
+    "tests/tools/test_restore.py",
+]
 
 #: Files, longest first (CPU seconds of their worker's process tree, children and orphaned
 #: JVMs included, measured at stop 29: docs/testing.md), files of one or two long tests
 #: ahead of the rest: handed out first under xdist, so that no worker is left alone with a
 #: long file at the end.
 HEAVY = [
+    *SHARED_SPARK,  # one unit (OneSparkSession), the longest
     "tests/loaders/test_spark_cluster.py",
     "tests/tools/test_bench_load.py",
-    "tests/loaders/test_spark_stream_kill.py",
     "tests/loaders/test_spark_submit.py",
     "tests/betree/test_direct_many.py",
     "tests/betree/test_reliability.py",
@@ -35,7 +57,6 @@ HEAVY = [
     "tests/betree/test_flatbatch.py",
     "tests/storage/test_damage.py",
     "tests/pbtree/test_pbtree_stress.py",
-    "tests/betree/lang/test_lang_real_events.py",
     "tests/tools/test_serve.py",
     "tests/betree/test_direct_index.py",
     "tests/betree/test_parallel.py",
@@ -43,11 +64,9 @@ HEAVY = [
     "tests/betree/test_flat_keys.py",
     "tests/betree/test_sharded_write.py",
     "tests/storage/test_damage_scans.py",
-    "tests/betree/test_meta.py",
     "tests/betree/test_schema_evolution.py",
     "tests/betree/test_adjust.py",
     "tests/betree/test_write_grouped.py",
-    "tests/betree/test_edges_sizes.py",
     "tests/tools/test_bench_stream.py",
     "tests/betree/test_index_differential.py",
 ]
@@ -91,6 +110,19 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"bexdb: sampled cases drawn with --sample-seed {config.option.sample_seed}"
 
 
+class OneSparkSession(LoadFileScheduling):
+    """``--dist loadfile``, but the :data:`SHARED_SPARK` files are one unit of work."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::")[0]
+        return SHARED_SPARK[0] if path in SHARED_SPARK else super()._split_scope(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return OneSparkSession(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
 def _rank(item: pytest.Item) -> int:
     path = item.nodeid.split("::")[0]
     return HEAVY.index(path) if path in HEAVY else len(HEAVY)
@@ -98,6 +130,14 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: the others keep their order
+    strays = {
+        item.nodeid.split("::")[0]
+        for item in items
+        if "spark" in getattr(item, "fixturenames", ())
+        and item.nodeid.split("::")[0] not in SHARED_SPARK
+    }
+    if strays:
+        raise pytest.UsageError(f"tests/conftest.py: add to SHARED_SPARK: {sorted(strays)}")
     if config.option.full:
         return
     groups: dict[str, list[pytest.Item]] = defaultdict(list)

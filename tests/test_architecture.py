@@ -12,6 +12,7 @@ Read from the source with :mod:`ast`, so a violation is reported with its module
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -62,8 +63,10 @@ def _type_checking_nodes(tree: ast.Module) -> set[int]:
     return hidden
 
 
+@functools.cache
 def _imports() -> list[tuple[str, str, str, int]]:
-    """(importer, imported module, imported name or "", line) for every runtime import."""
+    """(importer, imported module, imported name or "", line) for every runtime import
+    (parsed once, by the first test that asks: not at collection in every xdist worker)."""
     out = []
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -85,13 +88,10 @@ def _imports() -> list[tuple[str, str, str, int]]:
     return out
 
 
-IMPORTS = _imports()
-
-
 def test_layers_import_downward_only() -> None:
     upward = [
         f"{m}:{line} imports {t}"
-        for m, t, _, line in IMPORTS
+        for m, t, _, line in _imports()
         if LAYERS.index(t.split(".")[0]) > LAYERS.index(m.split(".")[0])
     ]
     assert upward == []
@@ -108,7 +108,7 @@ def test_rooms_import_only_from_the_rooms_before_them() -> None:
     for package, rooms in ROOMS.items():
         on_disk = {p.name for p in (ROOT / package).iterdir() if (p / "__init__.py").is_file()}
         wrong += [f"{package}/{name}/ is not in ROOMS" for name in sorted(on_disk - set(rooms))]
-        for m, t, _, line in IMPORTS:
+        for m, t, _, line in _imports():
             if not (m.startswith(package + ".") and t.startswith(package + ".")):
                 continue  # a package's __init__ (its facade) may import from any room
             if rooms.index(_room(package, t)) > rooms.index(_room(package, m)):
@@ -118,7 +118,7 @@ def test_rooms_import_only_from_the_rooms_before_them() -> None:
 
 def test_no_import_cycles() -> None:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for m, t, _, _ in IMPORTS:
+    for m, t, _, _ in _imports():
         if t != m and not m.startswith(t + "."):  # a package's own __init__ is not a cycle
             graph[m].add(t)
     cycles = []
@@ -145,7 +145,7 @@ def test_no_import_cycles() -> None:
 def test_no_private_names_across_modules() -> None:
     private = [
         f"{m}:{line} imports {name} from {t}"
-        for m, t, name, line in IMPORTS
+        for m, t, name, line in _imports()
         if name.startswith("_") and not name.startswith("__") and t != m
     ]
     assert private == []

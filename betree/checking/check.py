@@ -25,8 +25,10 @@ walk of the BE-Tree collects every stored clause from the l-node pages' packed a
 (zero-copy), with the c-node holding it, and decodes each c-node once; then the
 per-clause facts are checked over whole arrays: a clause's place on an attribute is the
 intersection of its atoms' grid spans on it (the rule of :meth:`betree.engine.Engine.places`, from a
-per-atom table), the stored copy is compared with the record.  Python work per
-subscription is one record decode; per c-node and l-node page a few steps; a violation
+per-atom table), the stored copy is compared with the record.  The atom records are
+compared with their reverse records in numpy (keys end to end: :class:`FlatKeys`), and each
+PB+tree is read once: its check returns the entries compared with the atoms'.  Python work
+per subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
 
 Cost: reads every page and record once, bypassing the page cache; O(clauses) numpy work
@@ -36,6 +38,7 @@ Memory: arrays of about 150 bytes per clause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import eq, ne
@@ -45,7 +48,7 @@ import numpy as np
 
 from betree.disk import catalog, grid
 from betree.disk.adjust import check_adjust
-from betree.disk.atomkeys import AtomKeys, key_columns, parse_int_pairs
+from betree.disk.atomkeys import AtomKeys, FlatKeys, key_columns, parse_int_pairs
 from betree.disk.atomspans import NO_ATTR, AtomSpans
 from betree.disk.bulk import pack_clauses, rows_of
 from betree.disk.catalog import record_attributes, root_record
@@ -54,6 +57,7 @@ from betree.disk.metadata import check_metas
 from betree.disk.nodes import CNode, LNodePage
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from pbtree import PBTree
+from pbtree.check import Columns
 from pbtree.keys import int64_array
 from pbtree.operators import OPERATORS, SLOT
 from pbtree.tree import NS as PBTREE_NS
@@ -83,12 +87,19 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         )
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
-    aid_ids, aid_values = txn.scan_all(catalog.AID)
-    ids = codec.decode_u64s(aid_ids).astype(np.int64)
+    # the reverse records in chunks, their keys end to end (not a bytes object each)
+    chunks = [
+        (codec.decode_u64s(keys).astype(np.int64), FlatKeys(values))
+        for keys, values in txn.scan_chunks(catalog.AID, CHUNK)
+    ]
+    ids = np.concatenate([np.zeros(0, dtype=np.int64), *(i for i, _ in chunks)])
+    flat = FlatKeys.joined([k for _, k in chunks])
+    del chunks
     if len(ids) and not bool(np.all(ids[1:] > ids[:-1])):  # (LMDB keeps them sorted)
         order = np.argsort(ids, kind="stable")
-        ids, aid_values = ids[order], [aid_values[i] for i in order.tolist()]
-    aid_keys = AtomKeys(aid_values, ids)
+        ids, flat = ids[order], FlatKeys([flat[i] for i in order.tolist()])
+    aid_keys = AtomKeys(flat, ids)
+    del flat
     atoms = AtomSpans(index.schema, aid_keys)
     for aid, attr in atoms.attr_of.items():
         if attr not in index.schema.attributes:
@@ -98,12 +109,20 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     stored = _check_tree(index, txn, rec, errors)
     _check_clauses(cat, stored, atoms, errors, catalog_errors)
     errors.extend(catalog_errors)
-    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, errors)
-    for name in trees:
-        try:
-            PBTree(txn, name).check()
-        except CheckFailed as exc:
-            errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
+    tree_errors: list[str] = []
+
+    def checked(name: str) -> Columns:
+        """PB+tree ``name`` checked, and its predicates from the same read (read again only
+        when the check found it faulty or it has no record)."""
+        if name in trees:
+            try:
+                return PBTree(txn, name).check()
+            except CheckFailed as exc:
+                tree_errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
+        return PBTree(txn, name).predicate_columns()
+
+    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, checked, errors)
+    errors.extend(tree_errors)
     errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
     errors.extend(check_log(txn, rec))
     errors.extend(check_metas(txn))
@@ -513,6 +532,7 @@ def _check_catalog(
     aid_keys: AtomKeys,
     atoms: AtomSpans,
     trees: list[str],
+    checked: Callable[[str], Columns],
     errors: list[str],
 ) -> None:
     if rec["subs"] != len(cat.exts):
@@ -544,7 +564,9 @@ def _check_catalog(
         return int(found[aid]) if 0 <= aid < len(found) else 0
 
     # the atom records in chunks (what is held at once: a chunk's bytes, and an id each)
-    known_ids, known_keys = key_columns(aid_keys)
+    known_ids, aid_held = key_columns(aid_keys)
+    known_keys = aid_held if isinstance(aid_held, FlatKeys) else FlatKeys(aid_held)
+    locate = _locator(known_ids)
     stray: dict[int, Atom] = {}  # atoms whose aid record does not lead back, by their key
     wrong: list[tuple[Any, Any]] = []  # (id, count) of records whose count or id is wrong
     parts: list[np.ndarray] = []
@@ -561,10 +583,9 @@ def _check_catalog(
             aids = pairs[:, 0]
             named = aids.tolist()
         # the aid record leads back to this one: the common case, found in one pass
-        at = np.minimum(np.searchsorted(known_ids, aids), max(len(known_ids) - 1, 0))
-        back = known_ids[at] == aids if len(known_ids) else np.zeros(len(aids), dtype=bool)
-        same = map(eq, map(known_keys.__getitem__, at.tolist()), atom_keys)
-        back &= np.fromiter(same, dtype=bool, count=len(aids))
+        at, back = locate(aids)
+        if back.any():
+            back &= known_keys.equal(at, FlatKeys(atom_keys))
         for j in np.flatnonzero(~back).tolist():
             aid = named[j]
             stray[aid] = atom_from_tuple(codec.decode_value(atom_keys[j]))
@@ -591,14 +612,18 @@ def _check_catalog(
             errors.append(f"atom {aid} beyond the counter")
     for aid in np.setdiff1d(np.flatnonzero(found), live, assume_unique=True).tolist():
         errors.append(f"atom {aid} is used but not in the catalog")
-    want: dict[str, tuple[list[int], list[Any], list[int]]] = {}
+    # per attribute its atoms' entries: arrays (int64 constants) for the column atoms,
+    # then lists for any other (a Python int each for all of them: ~240 MB at 100K dense)
+    want: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
     direct: set[int] = set()
     held: Any
     columns = atoms.order_columns(set(stray))  # (those in live: below)
     for attr, (codes, consts, ids) in columns.items():
         inside = np.isin(ids, live)
-        kept = consts if inside.all() else list(compress(consts, inside.tolist()))
-        want[attr] = (codes[inside].tolist(), kept, ids[inside].tolist())
+        if not inside.all():
+            kept = consts[inside] if isinstance(consts, np.ndarray) else compress(consts, inside)
+            consts = kept if isinstance(kept, np.ndarray) else list(kept)
+        want[attr] = ([codes[inside]], [consts], [ids[inside]])
     rest = np.setdiff1d(live, atoms.col_ids, assume_unique=True).tolist()
     for aid in sorted(set(rest) | stray.keys()):
         if aid in stray:
@@ -613,9 +638,9 @@ def _check_catalog(
         found_cols = want.get(attr)
         if found_cols is None:
             found_cols = want[attr] = ([], [], [])
-        found_cols[0].extend([SLOT.get(op, -1) for op, _ in held])
-        found_cols[1].extend([const for _, const in held])
-        found_cols[2].extend([aid] * len(held))
+        found_cols[0].append([SLOT.get(op, -1) for op, _ in held])
+        found_cols[1].append([const for _, const in held])
+        found_cols[2].append([aid] * len(held))
     listed = {
         aid
         for key, value in txn.scan(catalog.DIRECT)
@@ -626,27 +651,38 @@ def _check_catalog(
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
     for name in sorted(set(trees) | want.keys()):
-        _check_predicates(name, PBTree(txn, name).predicate_columns(), want.get(name), errors)
+        _check_predicates(name, checked(name), want.get(name), errors)
+
+
+def _joined(pieces: list[Any], dtype: Any) -> np.ndarray:
+    none = np.zeros(0, dtype=dtype)
+    return np.concatenate([none, *(np.asarray(p, dtype=dtype) for p in pieces)])
 
 
 def _check_predicates(
     name: str,
     have: tuple[np.ndarray, np.ndarray, np.ndarray],
-    want: tuple[list[int], list[Any], list[int]] | None,
+    want: tuple[list[Any], list[Any], list[Any]] | None,
     errors: list[str],
 ) -> None:
     """The ``(operator, constant, id)`` entries of PB+tree ``name`` (columns, as
-    :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``),
-    each once.  Compared sorted with numpy when every constant is an int64 (~0.1 µs an
-    entry, a set of tuples ~1 µs), else as sets; the difference is listed as sets."""
+    :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``:
+    per column a list of pieces, arrays or lists), each once.  Compared sorted with numpy
+    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs), else as
+    sets; the difference is listed as sets."""
     codes, consts, ids = have
-    wcodes, wconsts, wids = want if want is not None else ([], [], [])
-    if len(ids) == len(wids) == 0:
+    pieces = want if want is not None else ([], [], [])
+    tcodes, tids = _joined(pieces[0], np.int8), _joined(pieces[2], np.int64)
+    if len(ids) == len(tids) == 0:
         return
-    if len(ids) == len(wids):
-        mine, theirs = int64_array(consts.tolist()), int64_array(wconsts)
+    if all(isinstance(p, np.ndarray) and p.dtype == np.int64 for p in pieces[1]):
+        wconsts: Any = _joined(pieces[1], np.int64)
+    else:
+        wconsts = [c for p in pieces[1] for c in (p.tolist() if isinstance(p, np.ndarray) else p)]
+    if len(ids) == len(tids):
+        mine = consts if consts.dtype == np.int64 else int64_array(consts.tolist())
+        theirs = wconsts if isinstance(wconsts, np.ndarray) else int64_array(wconsts)
         if mine is not None and theirs is not None:
-            tcodes, tids = np.array(wcodes, dtype=np.int8), np.array(wids, dtype=np.int64)
             h = np.lexsort((ids, codes, mine))
             w = np.lexsort((tids, tcodes, theirs))
             if (
@@ -658,9 +694,11 @@ def _check_predicates(
     held = list(
         zip(map(OPERATORS.__getitem__, codes.tolist()), consts.tolist(), ids.tolist(), strict=True)
     )
+    if isinstance(wconsts, np.ndarray):
+        wconsts = wconsts.tolist()
     needed = [
         (OPERATORS[c] if c >= 0 else "?", k, a)
-        for c, k, a in zip(wcodes, wconsts, wids, strict=True)
+        for c, k, a in zip(tcodes.tolist(), wconsts, tids.tolist(), strict=True)
     ]
     have_set, want_set = set(held), set(needed)
     if have_set == want_set:
@@ -674,6 +712,32 @@ def _check_predicates(
 
 
 _I64 = 1 << 63
+
+
+def _locator(ids: np.ndarray) -> Any:
+    """A function of atom ids to their places among ``ids`` (ascending) and whether each is
+    there: a table of places when the ids are dense (a bulk-built store's 1..n: no binary
+    search of two million ids in random order, ~1 s), else ``searchsorted``."""
+    if not len(ids):
+        return lambda aids: (np.zeros(len(aids), np.int64), np.zeros(len(aids), dtype=bool))
+    top = int(ids[-1])
+    if int(ids[0]) >= 0 and top < 4 * len(ids) + 1024:
+        table = np.full(top + 1, -1, dtype=np.int64)
+        table[ids] = np.arange(len(ids), dtype=np.int64)
+
+        def dense(aids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            inside = (aids >= 0) & (aids <= top)
+            at = table[np.where(inside, aids, 0)]
+            found = inside & (at >= 0)
+            return np.where(found, at, 0), found
+
+        return dense
+
+    def sparse(aids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.minimum(np.searchsorted(ids, aids), len(ids) - 1)
+        return at, ids[at] == aids
+
+    return sparse
 
 
 def _wrong_counts(pairs: list[Any], found: np.ndarray, next_atom: int) -> list[int]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -107,12 +108,57 @@ def crc32_rows(mat: np.ndarray) -> np.ndarray:
     return crc ^ np.uint32(0xFFFFFFFF)
 
 
+class FlatKeys(Sequence[bytes]):
+    """Byte strings held end to end in one array, with their lengths and starts: ~8 bytes
+    an item beside its bytes, where a list of two million keys costs ~60 bytes an item
+    more; compared with other keys in numpy (:meth:`equal`)."""
+
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        self.lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        self.starts = np.cumsum(self.lens) - self.lens
+        self.flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
+
+    @classmethod
+    def joined(cls, parts: Sequence[FlatKeys]) -> FlatKeys:
+        """The keys of ``parts``, one after another (read in chunks, held as one)."""
+        out = cls([])
+        if parts:
+            out.lens = np.concatenate([p.lens for p in parts])
+            out.starts = np.cumsum(out.lens) - out.lens
+            out.flat = np.concatenate([p.flat for p in parts])
+        return out
+
+    def __len__(self) -> int:
+        return len(self.lens)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        start = int(self.starts[i])
+        return self.flat[start : start + int(self.lens[i])].tobytes()
+
+    def equal(self, at: np.ndarray, keys: FlatKeys) -> np.ndarray:
+        """Per key of ``keys``: whether it is this sequence's key ``at[j]`` (``at`` in
+        range), byte for byte: one comparison of rows a distinct length."""
+        same = self.lens[at] == keys.lens
+        rows = np.flatnonzero(same & (keys.lens > 0))
+        for size, where in _groups(keys.lens[rows]):
+            sel = rows[where]
+            mine = _rows(self.flat, self.starts[at[sel]], size)
+            theirs = _rows(keys.flat, keys.starts[sel], size)
+            same[sel] = np.all(mine == theirs, axis=1)
+        return same
+
+
 def parse(keys: Sequence[bytes]) -> OrderKeys:
     """The one-comparison order atoms among ``keys`` (store keys, any shape), as columns."""
     n = len(keys)
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
-    starts = np.cumsum(lens) - lens
+    if isinstance(keys, FlatKeys):  # (already end to end)
+        lens, flat, starts = keys.lens, keys.flat, keys.starts
+    else:
+        lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+        flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
+        starts = np.cumsum(lens) - lens
     out = OrderKeys(
         ok=np.zeros(n, dtype=bool),
         attr=np.full(n, -1, dtype=np.int64),
@@ -328,10 +374,11 @@ def encode_int_pairs(first: np.ndarray, second: np.ndarray) -> list[bytes]:
 
 
 class AtomKeys(Mapping[int, bytes]):
-    """Atom ids -> their store keys, held as a list (a dict of two million atoms costs
-    ~200 MB more): ids 1..n, or the ascending ``ids`` given (found by binary search)."""
+    """Atom ids -> their store keys, held as a list or :class:`FlatKeys` (a dict of two
+    million atoms costs ~200 MB more): ids 1..n, or the ascending ``ids`` given (found by
+    binary search)."""
 
-    def __init__(self, keys: list[bytes], ids: np.ndarray | None = None) -> None:
+    def __init__(self, keys: Sequence[bytes], ids: np.ndarray | None = None) -> None:
         self.held = keys
         self.ids = ids
 
@@ -354,7 +401,7 @@ class AtomKeys(Mapping[int, bytes]):
         return len(self.held)
 
 
-def key_columns(atoms: Mapping[int, bytes]) -> tuple[np.ndarray, list[bytes]]:
+def key_columns(atoms: Mapping[int, bytes]) -> tuple[np.ndarray, Sequence[bytes]]:
     """Atom ids ascending and their keys, without a Python loop for :class:`AtomKeys`."""
     if isinstance(atoms, AtomKeys):
         if atoms.ids is not None:

@@ -123,9 +123,10 @@ class AtomSpans:
             spans = _comparison_spans(kind, self.col_code[sel], consts)
             self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
 
-    def order_columns(self, skip: set[int]) -> dict[str, tuple[np.ndarray, list[Any], np.ndarray]]:
+    def order_columns(self, skip: set[int]) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
         """The atoms read as columns, but those in ``skip``, as PB+tree entries per
-        attribute: operator codes, constants (ints and floats as decoded), atom ids."""
+        attribute: operator codes, constants (an int64 array when all are ints, else a
+        list of ints and floats as decoded), atom ids."""
         keep = ~np.isin(self.col_ids, np.fromiter(skip, dtype=np.int64, count=len(skip)))
         out = {}
         for i, name in enumerate(self.col_names):
@@ -133,10 +134,11 @@ class AtomSpans:
             if not sel.any():
                 continue
             floats = self.col_float[sel]
-            consts: list[Any] = self.col_ints[sel].tolist()
+            consts: Any = self.col_ints[sel]
             if floats.any():
                 as_float = self.col_floats[sel].tolist()
-                consts = [f if x else c for f, x, c in zip(as_float, floats, consts, strict=True)]
+                ints = consts.tolist()
+                consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
             out[name] = (self.col_code[sel].astype(np.int64), consts, self.col_ids[sel])
         return out
 

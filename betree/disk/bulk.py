@@ -377,7 +377,8 @@ def build_from_parts(
             catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
         )
         decoded: Mapping[int, Any] = orders or {}
-        aids, keys = key_columns(atoms)
+        aids, held = key_columns(atoms)
+        keys = held if isinstance(held, list) else list(held)
         cols = parse(keys)  # the one-comparison atoms, read as columns (once, for both)
         if places is None:
             spans = AtomSpans(index.schema, atoms, cols)

@@ -544,11 +544,11 @@ class FlatSlot:
     cannot say, is still folded at once.  The thread holds the interpreter lock while it
     runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes.
 
-    A view too big for that share is not given up when :attr:`lean` is set (by the
-    engine: :meth:`betree.packed.ranging.Ranging.lean`): built once, it is stripped to the
-    interval matcher that answers for it (:meth:`FlatTree.strip`) when that is cheaper an
-    event than the walks were, and held if it fits :data:`LEAN_TIMES` the page cache's
-    budget, charged apart (the pages keep their whole budget: matching reads none)."""
+    A view too big for that share is not given up when :attr:`lean` is set (by the engine:
+    :meth:`betree.packed.ranging.Ranging.lean`): stripped to its interval matcher, or built
+    so from the pages (``make``: :mod:`betree.packed.leanbuild`), when cheaper an event than
+    the walks were, and held if within :data:`LEAN_TIMES` the page cache's budget, charged
+    apart (the pages keep their whole budget: matching reads none)."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -637,9 +637,10 @@ class FlatSlot:
             if not reserved and not lean:
                 self._too_big = True
                 return None
-            # matching reads no page of this store while the view lasts: all go, so that
-            # their memory returns to the system (evicting some leaves it fragmented)
+            # matching reads no page of this store while the view lasts: all go, their
+            # memory back to the system before the build (else it is left fragmented)
             self.cache.clear()
+            return_freed_memory(cycles=True)
             began = time.perf_counter()
             based = self._fit(make(), reserved)
             self._build_s = time.perf_counter() - began
@@ -652,11 +653,10 @@ class FlatSlot:
             return based
 
     def _fit(self, based: Based, reserved: bool) -> Based | None:
-        """``based`` if its view fits the page cache's share (``reserved``: taken), else,
-        with :attr:`lean`, its view stripped to the interval matcher that answers for it,
-        if that is kept within :data:`LEAN_TIMES` the page cache's budget, else None (the
-        share given back)."""
-        if reserved and based.view.nbytes <= self.share:
+        """``based`` if its whole view fits the page cache's share (``reserved``: taken),
+        else, with :attr:`lean`, stripped to the interval matcher (or built so from the
+        pages) if kept within :data:`LEAN_TIMES` the cache's budget; else None."""
+        if reserved and based.view.ranged is None and based.view.nbytes <= self.share:
             return based
         if reserved:
             self.cache.release(self.share)

@@ -24,7 +24,10 @@ attribute, the ends of one bucket an attribute, and per candidate its other atom
 Memory: at most :data:`ROWS` bitsets of ``clauses / 8`` bytes (160 bytes a clause), and
 per interval 16 bytes (its two ends as uint32 offsets when an attribute's ends span
 under 2**32, else 24, and their clause numbers).  Built from packed views
-(:mod:`betree.packed.flat`; a sharded store's shards together), it describes their snapshot(s).
+(:mod:`betree.packed.flat`; a sharded store's shards together) or straight from the pages
+(:mod:`betree.packed.leanbuild`), one attribute at a time (besides 9 bytes an atom of a
+clause, the build holds one attribute's PB+trees and intervals, not arrays over every
+atom), it describes their snapshot(s).
 :mod:`betree.packed.ranging` decides, by cost, when it is used instead of the BE-Tree.
 """
 
@@ -32,16 +35,16 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from betree.disk.grid import float_coord
-from betree.matching.direct import mark
+from betree.matching.direct import DirectAtoms, mark
 from betree.packed.bounds import atom_intervals, event_coords
 from betree.packed.flat import WIDTH
 from betree.packed.flatbatch import Shard
-from pbtree.view import ranges
+from pbtree.view import SearchView, ranges
 
 #: the most buckets of one attribute
 BUCKETS = 64
@@ -55,123 +58,94 @@ _SPAN = 1 << 32
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
 
 
-class Intervals:
-    """The clauses of some packed views as intervals and bitsets (module docstring)."""
+class Part(NamedTuple):
+    """One shard's clauses as the matcher is built from them: from a packed view
+    (:func:`parts`) or straight from the pages (:mod:`betree.packed.leanbuild`)."""
 
-    def __init__(self, shards: Sequence[Shard], kinds: Mapping[str, str]) -> None:
-        self.shards = list(shards)
-        self.atoms = self.shards[-1].atoms + self.shards[-1].size
-        sizes = [len(s.view.exts) for s in self.shards]
+    exts: np.ndarray  # the clauses' external ids
+    sids: np.ndarray | None  # their subscription numbers, when one has several clauses
+    aid: np.ndarray  # every clause's atom ids end to end (atom 0 left out), uint32
+    clause: np.ndarray  # and the clause of each, int32
+    searches: Mapping[str, SearchView]  # the PB+trees by attribute (may read each when asked)
+    direct: Mapping[str, DirectAtoms]  # the direct atoms by attribute
+    atoms: int  # its first atom in the whole's numbering
+    size: int  # the atom ids it numbers
+
+
+class Intervals:
+    """The clauses of some shards as intervals and bitsets (module docstring)."""
+
+    def __init__(self, shards: Sequence[Part], kinds: Mapping[str, str]) -> None:
+        self.atoms = shards[-1].atoms + shards[-1].size
+        sizes = [len(s.exts) for s in shards]
         self.clauses = n = int(sum(sizes))
         self.words = w = (n + 63) // 64
-        self.exts = np.concatenate([s.view.exts for s in self.shards])
-        self.sids = _sid_keys(self.shards)
-        names = sorted({a for s in self.shards for a in s.view.searches if kinds.get(a) in _KINDS})
+        self.exts = shards[0].exts if len(shards) == 1 else np.concatenate([s.exts for s in shards])
+        self.sids = _sid_keys(shards)
+        names = sorted({a for s in shards for a in s.searches if kinds.get(a) in _KINDS})
         self.names = names
         self.kinds = [kinds[a] for a in names]
-        code = {a: i for i, a in enumerate(names)}
-        # per atom id (all shards numbered together): interval or not, attribute, ends
-        simple = np.zeros(self.atoms, dtype=bool)
-        attr = np.full(self.atoms, -1, dtype=np.int32)
-        lo = np.zeros(self.atoms, dtype=np.uint64)
-        hi = np.zeros(self.atoms, dtype=np.uint64)
-        #: attributes whose PB+trees hold other atoms: searched for the clauses using them
-        self.searched: set[str] = set()
-        for s in self.shards:
-            for name, search in s.view.searches.items():
-                if name not in code:
-                    self.searched.add(name)
+        #: per shard: the searches of the attributes whose atoms are not all intervals
+        #: (read for the clauses using those atoms), its direct atoms, its first atom
+        self.kept = [
+            ({a: s.searches[a] for a in s.searches if a not in names}, s.direct, s.atoms)
+            for s in shards
+        ]
+        bases = np.cumsum([0, *sizes])
+        done = [np.zeros(len(s.aid), dtype=bool) for s in shards]  # the pairs of intervals
+        ends = _Ends(len(names), n)
+        for name in names:  # one attribute at a time: its PB+trees, then its ends
+            cs, los, his = [], [], []
+            for s, base, mine, (kept, _, _) in zip(shards, bases, done, self.kept, strict=False):
+                search = s.searches.get(name)
+                if search is None:
                     continue
                 at, alo, ahi, others = atom_intervals(search, kinds[name])
-                at += s.atoms
-                simple[at], attr[at], lo[at], hi[at] = True, code[name], alo, ahi
                 if others:
-                    self.searched.add(name)
-        aid, clause = _clause_atoms(self.shards, sizes)
-        one = simple[aid]
-        self._rest(aid[~one], clause[~one], n)
-        self._build(clause[one], attr[aid[one]], lo[aid[one]], hi[aid[one]], n, w)
-        bounded = np.zeros(n, dtype=bool)
-        bounded[clause[one]] = True
+                    kept[name] = search
+                pos = np.full(s.size, -1, dtype=np.int32)  # atom -> its interval
+                pos[at] = np.arange(len(at), dtype=np.int32)
+                which = pos[s.aid]
+                del pos
+                sel = np.flatnonzero(which >= 0)
+                mine[sel] = True
+                which = which[sel]
+                cs.append(s.clause[sel].astype(np.int64) + base)
+                los.append(alo[which])
+                his.append(ahi[which])
+            ends.add(*(np.concatenate(part) for part in (cs, los, his)))
+        #: attributes whose PB+trees hold other atoms: searched for the clauses using them
+        self.searched = {a for kept, _, _ in self.kept for a in kept}
+        self.direct = any(s.direct for s in shards)
+        self._rest(shards, done, bases, n)
+        del done
         #: clauses no interval constrains: candidates for every event
-        self.unbounded = int(n - np.count_nonzero(bounded))
-
-    def _rest(self, aid: np.ndarray, clause: np.ndarray, n: int) -> None:
-        """Each clause's atoms other than intervals, end to end (``rest_at``: n + 1)."""
-        self.rest_ids = aid
-        self.rest_at = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(clause, minlength=n), out=self.rest_at[1:])
-        self.has_rest = np.diff(self.rest_at) > 0
-        self.direct = any(s.direct for s in self.shards)
-
-    def _build(
-        self, clause: np.ndarray, attr: np.ndarray, lo: np.ndarray, hi: np.ndarray, n: int, w: int
-    ) -> None:
-        """Intervals merged per (clause, attribute), sorted ends and bitsets per attribute."""
-        a_count = max(len(self.names), 1)
-        key = clause.astype(np.int64) * a_count + attr
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
-        lo = np.maximum.reduceat(lo[order], first) if len(first) else lo
-        hi = np.minimum.reduceat(hi[order], first) if len(first) else hi
-        clause, attr = key[first] // a_count, key[first] % a_count
-        buckets = max(1, min(BUCKETS, ROWS // a_count - 1))
-        self.edges: list[np.ndarray] = []
-        self.lcut: list[np.ndarray] = []
-        self.hcut: list[np.ndarray] = []
-        self.row0: list[int] = []
-        lo_vals, lo_cls, hi_vals, hi_cls = [], [], [], []
-        #: per attribute, what its ends are stored less (uint32 offsets), or None (uint64)
-        self.at: list[int | None] = []
-        self.lo_at = [0]
-        self.hi_at = [0]
-        rows: list[np.ndarray] = []
-        mask = np.zeros(w * 64, dtype=bool)
-        by_attr = np.argsort(attr, kind="stable")
-        cuts = np.searchsorted(attr[by_attr], np.arange(len(self.names) + 1))
-        for a in range(len(self.names)):
-            sel = by_attr[cuts[a] : cuts[a + 1]]
-            c, x, y = clause[sel], lo[sel], hi[sel]
-            lo_order, hi_order = np.argsort(x, kind="stable"), np.argsort(y, kind="stable")
-            xs, ys = x[lo_order], y[hi_order]
-            xc, yc = c[lo_order].astype(np.int32), c[hi_order].astype(np.int32)
-            ends = np.sort(np.concatenate([xs, ys]))
-            picks = ends[(np.arange(1, buckets) * len(ends)) // buckets] if len(ends) else ends
-            edges = np.unique(np.concatenate([np.zeros(1, dtype=np.uint64), picks]))
-            lcut = np.append(np.searchsorted(xs, edges, "left"), len(xs))
-            hcut = np.searchsorted(ys, edges, "left")
-            self.row0.append(len(rows))
-            for b in range(len(edges)):  # fails for every value of bucket b
-                mask[:] = False
-                mask[xc[lcut[b + 1] :]] = True
-                mask[yc[: hcut[b]]] = True
-                rows.append(np.packbits(mask, bitorder="little").view(np.uint64))
-            mask[:] = False
-            mask[c] = True  # the attribute undefined
-            rows.append(np.packbits(mask, bitorder="little").view(np.uint64))
-            self.edges.append(edges)
-            self.lcut.append(lcut.astype(np.int64))
-            self.hcut.append(hcut.astype(np.int64))
-            at, (xs, ys) = _offsets(xs, ys)
-            self.at.append(at)
-            lo_vals.append(xs)
-            hi_vals.append(ys)
-            lo_cls.append(xc)
-            hi_cls.append(yc)
-            self.lo_at.append(self.lo_at[-1] + len(xs))
-            self.hi_at.append(self.hi_at[-1] + len(ys))
-        self.lo_vals, self.hi_vals = lo_vals, hi_vals
+        self.unbounded = n - int(np.count_nonzero(ends.bounded))
+        self.bits, self.row0, self.ends_clause, self.pad = ends.finish(w, n)
+        self.edges, self.lcut, self.hcut, self.at = ends.edges, ends.lcut, ends.hcut, ends.at
+        self.lo_vals, self.hi_vals = ends.lo_vals, ends.hi_vals
+        self.lo_at: list[int] = np.cumsum([0, *(len(v) for v in self.lo_vals)]).tolist()
+        self.hi_at: list[int] = np.cumsum([0, *(len(v) for v in self.hi_vals)]).tolist()
+        self.hi_base = self.lo_at[-1]
         # (the same as Python lists: one event's bucket found without a numpy call)
         self.edge_list = [e.tolist() for e in self.edges]
         self.lcut_list = [c.tolist() for c in self.lcut]
         self.hcut_list = [c.tolist() for c in self.hcut]
-        self.ends_clause = np.concatenate([np.zeros(0, dtype=np.int32), *lo_cls, *hi_cls])
-        self.hi_base = self.lo_at[-1]
-        self.bits = np.stack(rows) if rows else np.zeros((0, w), dtype=np.uint64)
-        pad = np.zeros(w * 64, dtype=bool)
-        pad[n:] = True
-        self.pad = np.packbits(pad, bitorder="little").view(np.uint64)[-1:] if w else pad[:0]
+
+    def _rest(
+        self, shards: Sequence[Part], done: Sequence[np.ndarray], bases: np.ndarray, n: int
+    ) -> None:
+        """Each clause's atoms other than intervals, end to end (``rest_at``: n + 1
+        entries, one when no clause has any)."""
+        ids = [s.aid[~d].astype(np.int64) + s.atoms for s, d in zip(shards, done, strict=True)]
+        cls = [s.clause[~d] + b for s, d, b in zip(shards, done, bases, strict=False)]
+        self.rest_ids = np.concatenate([np.zeros(0, dtype=np.int64), *ids])
+        clause = np.concatenate([np.zeros(0, dtype=np.int64), *cls])
+        counts = np.bincount(clause, minlength=n)
+        self.has_rest = counts > 0
+        self.rest_at = np.zeros(n + 1 if len(clause) else 1, dtype=np.int64)
+        if len(clause):
+            np.cumsum(counts, out=self.rest_at[1:])
 
     @property
     def nbytes(self) -> int:
@@ -323,20 +297,93 @@ class Intervals:
         """Whether each of ``clauses``' atoms other than intervals hold for one event."""
         sat = np.zeros(self.atoms, dtype=bool)
         found: list[np.ndarray] = []
-        for s in self.shards:
-            for name in self.searched:
-                search = s.view.searches.get(name)
-                if search is not None and name in values:
-                    found += [
-                        run.astype(np.int64) + s.atoms for run in search.collect(values[name])
-                    ]
-            if s.direct:
-                mark(sat, s.direct, values, s.atoms)
+        for searches, direct, base in self.kept:
+            for name, search in searches.items():
+                if name in values:
+                    found += [run.astype(np.int64) + base for run in search.collect(values[name])]
+            if direct:
+                mark(sat, direct, values, base)
         if found:
             sat[np.concatenate(found)] = True
         lo, hi = self.rest_at[clauses], self.rest_at[clauses + 1]
         truth = sat[self.rest_ids[ranges(lo, hi)]]
         return np.logical_and.reduceat(truth, np.r_[0, np.cumsum(hi - lo)[:-1]])
+
+
+class _Ends:
+    """The build's per-attribute state: each attribute's intervals merged per clause,
+    their ends sorted and bucketed as they come (:meth:`add`), then every bitset in one
+    array (:meth:`finish`).  Memory: the kept ends, and one attribute's pairs at a time."""
+
+    def __init__(self, attrs: int, n: int) -> None:
+        self.buckets = max(1, min(BUCKETS, ROWS // max(attrs, 1) - 1))
+        self.bounded = np.zeros(n, dtype=bool)  # clauses some interval constrains
+        self.edges: list[np.ndarray] = []
+        self.lcut: list[np.ndarray] = []
+        self.hcut: list[np.ndarray] = []
+        self.at: list[int | None] = []
+        self.lo_vals: list[np.ndarray] = []
+        self.hi_vals: list[np.ndarray] = []
+        self.lo_cls: list[np.ndarray] = []
+        self.hi_cls: list[np.ndarray] = []
+
+    def add(self, clause: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        """One attribute's intervals (a clause's several on it intersected)."""
+        order = np.argsort(clause, kind="stable")
+        clause = clause[order]
+        first = np.flatnonzero(np.r_[True, clause[1:] != clause[:-1]]) if len(clause) else clause
+        if len(first):
+            lo = np.maximum.reduceat(lo[order], first)
+            hi = np.minimum.reduceat(hi[order], first)
+        c = clause[first]
+        del order, clause
+        self.bounded[c] = True
+        lo_order, hi_order = np.argsort(lo, kind="stable"), np.argsort(hi, kind="stable")
+        xs, ys = lo[lo_order], hi[hi_order]
+        self.lo_cls.append(c[lo_order].astype(np.int32))
+        self.hi_cls.append(c[hi_order].astype(np.int32))
+        del lo_order, hi_order, c
+        ends = np.sort(np.concatenate([xs, ys]))
+        buckets = self.buckets
+        picks = ends[(np.arange(1, buckets) * len(ends)) // buckets] if len(ends) else ends
+        edges = np.unique(np.concatenate([np.zeros(1, dtype=np.uint64), picks]))
+        self.edges.append(edges)
+        self.lcut.append(np.append(np.searchsorted(xs, edges, "left"), len(xs)).astype(np.int64))
+        self.hcut.append(np.searchsorted(ys, edges, "left").astype(np.int64))
+        at, (xs, ys) = _offsets(xs, ys)
+        self.at.append(at)
+        self.lo_vals.append(xs)
+        self.hi_vals.append(ys)
+
+    def finish(self, w: int, n: int) -> tuple[np.ndarray, list[int], np.ndarray, np.ndarray]:
+        """The bitsets (a row a bucket, one for the attribute undefined), each attribute's
+        first row, the clauses of the sorted ends (every attribute's lo, then hi) and the
+        last word's padding bits."""
+        rows = sum(len(e) + 1 for e in self.edges)
+        bits = np.zeros((rows, w), dtype=np.uint64)
+        mask = np.zeros(w * 64, dtype=bool)
+        row0 = []
+        row = 0
+        for edges, lcut, hcut, xc, yc in zip(
+            self.edges, self.lcut, self.hcut, self.lo_cls, self.hi_cls, strict=True
+        ):
+            row0.append(row)
+            for b in range(len(edges)):  # fails for every value of bucket b
+                mask[:] = False
+                mask[xc[lcut[b + 1] :]] = True
+                mask[yc[: hcut[b]]] = True
+                bits[row] = np.packbits(mask, bitorder="little").view(np.uint64)
+                row += 1
+            mask[:] = False
+            mask[xc] = True  # the attribute undefined
+            bits[row] = np.packbits(mask, bitorder="little").view(np.uint64)
+            row += 1
+        clauses = np.concatenate([np.zeros(0, dtype=np.int32), *self.lo_cls, *self.hi_cls])
+        self.lo_cls = self.hi_cls = []
+        pad = np.zeros(w * 64, dtype=bool)
+        pad[n:] = True
+        last = np.packbits(pad, bitorder="little").view(np.uint64)[-1:] if w else np.zeros(0)
+        return bits, row0, clauses, last.astype(np.uint64)
 
 
 def _offsets(xs: np.ndarray, ys: np.ndarray) -> tuple[int | None, tuple[np.ndarray, np.ndarray]]:
@@ -369,36 +416,30 @@ def _queries(x: np.ndarray, at: int | None) -> np.ndarray:
     return np.minimum(np.where(x > base, x - base, 0), _SPAN - 1).astype(np.uint32)
 
 
-def _clause_atoms(shards: Sequence[Shard], sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Every clause's atom ids (numbered across the shards; the true atoms 0 left out)
-    and its clause number, in clause order (int32 when every number fits: half the
-    build's memory)."""
-    aids, clauses = [], []
-    base = 0
-    last = shards[-1]
-    small = last.atoms + last.size < 1 << 31 and sum(sizes) < 1 << 31
-    kind = np.int32 if small else np.int64
-    for s, size in zip(shards, sizes, strict=True):
+def parts(shards: Sequence[Shard]) -> list[Part]:
+    """The shards' packed views as :class:`Part` s: each clause's atom ids read off its
+    rows (the true atoms 0 left out; uint32 and int32: half the build's memory)."""
+    found = []
+    for s in shards:
         view = s.view
         per: np.ndarray = np.diff(view.row_at.astype(np.int64)) * WIDTH
         ids = view.rows.reshape(-1)
         keep = ids != 0
-        mine: np.ndarray = ids[keep].astype(kind)
-        aids.append(mine + s.atoms)
-        clause = np.repeat(np.arange(base, base + size, dtype=kind), per)
-        clauses.append(clause[keep])
-        base += size
-    return np.concatenate(aids), np.concatenate(clauses)
+        clause = np.repeat(np.arange(len(view.exts), dtype=np.int32), per)[keep]
+        aid = ids[keep].astype(np.uint32)
+        found.append(
+            Part(view.exts, view.sids, aid, clause, view.searches, s.direct, s.atoms, s.size)
+        )
+    return found
 
 
-def _sid_keys(shards: Sequence[Shard]) -> np.ndarray | None:
+def _sid_keys(shards: Sequence[Part]) -> np.ndarray | None:
     """Per clause, its subscription (shard in the high bits) when some subscription has
     several clauses, so that each is reported once; else None."""
-    if all(s.view.sids is None for s in shards):
+    if all(s.sids is None for s in shards):
         return None
     keys = []
     for k, s in enumerate(shards):
-        view = s.view
-        sids = view.sids if view.sids is not None else np.arange(len(view.exts), dtype=np.uint64)
+        sids = s.sids if s.sids is not None else np.arange(len(s.exts), dtype=np.uint64)
         keys.append(sids.astype(np.uint64) | np.uint64(k << 48))
     return np.concatenate(keys)

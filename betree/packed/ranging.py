@@ -33,7 +33,7 @@ from betree.packed.delta import Based, Delta
 from betree.packed.flat import WIDTH, FlatTree
 from betree.packed.flatbatch import Shard
 from betree.packed.heap import return_freed_memory
-from betree.packed.intervals import Intervals
+from betree.packed.intervals import Intervals, parts
 from betree.packed.joined import Joined
 
 #: an event's grid coordinates (:meth:`betree.engine.Engine.coords`)
@@ -132,7 +132,7 @@ class Ranging:
     def _decide(self, shards: Sequence[Shard], kinds: Mapping[str, str]) -> None:
         self._decided = True
         if self.margin == math.inf:
-            self._chosen = Intervals(shards, kinds)
+            self._chosen = Intervals(parts(shards), kinds)
             return_freed_memory()
             return
         tree = self._candidates / max(self._events, 1) * WIDTH
@@ -140,7 +140,7 @@ class Ranging:
         attrs = {a for s in shards for a in s.view.searches if kinds.get(a) in ("int", "float")}
         if _words(len(attrs), clauses) >= self.margin * tree:  # the bitsets alone lose
             return
-        built = Intervals(shards, kinds)
+        built = Intervals(parts(shards), kinds)
         if built.cost() < self.margin * tree:
             self._chosen = built
         return_freed_memory()  # (the build's temporaries, not kept by the allocator)
@@ -168,20 +168,24 @@ class Ranging:
 
     def lean(self, based: Based, limit: int) -> Based | None:
         """``based`` with its view stripped to the interval matcher built from it
-        (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there):
-        for a view too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the
-        matcher's estimated work an event is under :meth:`_budget` and what is kept takes
-        at most ``limit`` bytes; else None (walk pages)."""
+        (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there),
+        or already so built from the pages (:mod:`betree.packed.leanbuild`): for a view
+        too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the matcher's
+        estimated work an event is under :meth:`_budget` and what is kept takes at most
+        ``limit`` bytes; else None (walk pages)."""
         view = based.view
         budget = self._budget()
-        attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
-        if _words(len(attrs), len(view.exts)) >= budget:
-            return None
-        shard = Shard(view, based.grouped, 0, 0, based.atoms)
-        built = Intervals([shard], self.kinds)
+        built = view.ranged
+        if not isinstance(built, Intervals):
+            attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
+            if _words(len(attrs), len(view.exts)) >= budget:
+                return None
+            shard = Shard(view, based.grouped, 0, 0, based.atoms)
+            built = Intervals(parts([shard]), self.kinds)
         if built.cost() >= budget:
             return None
-        view.strip(built, built.searched)
+        if view.ranged is None:
+            view.strip(built, built.searched)
         return based if view.nbytes <= limit else None
 
     def describe(self) -> dict[str, object]:

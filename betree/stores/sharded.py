@@ -220,6 +220,8 @@ class ShardedIndex:
         self._root_ident = _root_inode(root)
         #: the shards' packed views joined, while every shard holds its own (betree.packed.joined)
         self.join: Joined | None = None
+        for index in shards:
+            index.engine.before_lean = self._release_pages
 
     @classmethod
     def open(
@@ -380,7 +382,17 @@ class ShardedIndex:
         self.idents[i] = None
         path = self.root / self._names[i]
         self.indexes[i] = Index.open(path, readonly=self._readonly, **self._options)
+        self.indexes[i].engine.before_lean = self._release_pages
         self.idents[i] = _inode(path)
+
+    def _release_pages(self) -> None:
+        """Before one shard builds a lean view (:attr:`betree.engine.Engine.before_lean`):
+        every shard's decoded pages let go, and the others' views made due at their next
+        match (their walks cost as much: built now, not after walks that would decode
+        pages again among the lean view's arrays, left fragmented once they go)."""
+        for index in self.indexes:
+            index.engine.store.cache.clear()
+            index.engine.flat.walked(index.engine.flat.walk_seconds)
 
     def _still_here(self) -> None:
         """Under the writer lock: :class:`StoreReplaced` (nothing written) if another

@@ -91,3 +91,37 @@ def test_crc_rows_is_zlibs() -> None:
 def test_parse_of_nothing() -> None:
     cols = atomkeys.parse([])
     assert len(cols.ok) == 0 and cols.names == []
+
+
+def test_flat_keys_compare_byte_for_byte() -> None:
+    """``FlatKeys.equal``: a key equals another only byte for byte, whatever its length (empty,
+    one byte, a megabyte), a byte changed anywhere (first, middle, last) or a length that
+    differs; ``parse`` of a ``FlatKeys`` reads what it reads of the list."""
+    rng = random.Random(7)
+    keys = [b"", b"a", b"ab", bytes(range(256)), b"x" * (1 << 20)]
+    keys += [codec.encode_value(("order", f"a{i % 7}", ((">=", rng.randrange(-(2**40), 2**40)),)))
+             for i in range(300)]  # fmt: skip
+    table = atomkeys.FlatKeys(keys)
+    assert len(table) == len(keys) and table[3] == keys[3] and table[1:3] == keys[1:3]
+    at = np.array([rng.randrange(len(keys)) for _ in range(2000)], dtype=np.int64)
+    others = []
+    for i in at.tolist():
+        key, how = keys[i], rng.randrange(5)
+        if how == 1 and key:  # a byte changed: first, last or anywhere
+            j = rng.choice([0, len(key) - 1, rng.randrange(len(key))])
+            key = key[:j] + bytes([key[j] ^ (1 << rng.randrange(8))]) + key[j + 1 :]
+        elif how == 2:
+            key = key + b"\0"
+        elif how == 3 and key:
+            key = key[:-1]
+        others.append(key)
+    got = table.equal(at, atomkeys.FlatKeys(others))
+    want = [keys[i] == o for i, o in zip(at.tolist(), others, strict=True)]
+    assert got.tolist() == want and 0 < sum(want) < len(want)
+    parts = [atomkeys.FlatKeys(keys[a:b]) for a, b in ((0, 2), (2, 2), (2, 100), (100, None))]
+    joined = atomkeys.FlatKeys.joined(parts)  # (read in chunks: the same keys)
+    assert list(joined) == keys and joined.equal(at, atomkeys.FlatKeys(others)).tolist() == want
+    assert len(atomkeys.FlatKeys.joined([])) == 0
+    a, b = atomkeys.parse(keys[5:]), atomkeys.parse(atomkeys.FlatKeys(keys[5:]))
+    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("ok", "attr", "code", "ints"))
+    assert a.names == b.names and a.ok.all()

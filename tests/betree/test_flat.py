@@ -363,7 +363,7 @@ def test_slot_skips_stores_that_cannot_fit() -> None:
 
     def make() -> Any:
         built.append(1)
-        return type("Big", (), {"view": type("View", (), {"nbytes": 5000})()})()
+        return type("Big", (), {"view": type("View", (), {"nbytes": 5000, "ranged": None})()})()
 
     assert slot.get(1, make, clauses=200) is None  # 200 clauses need >= 5,600 bytes
     assert built == [] and cache.max_bytes == 4000

@@ -161,3 +161,64 @@ def test_pbtree_entries_of_megabyte_strings(tmp_path: Path) -> None:
         with idx.store.write() as txn:
             aid = _delete_entry(PBTree(txn, "s"), "b7")
         assert violations(idx) == [f"PB+tree 's' lacks atom {aid}'s entry = 'b7'"]
+
+
+def test_reverse_record_of_the_same_length_differs_by_one_byte(idx: Index) -> None:
+    """The atom and reverse records are compared in bulk, byte for byte: a reverse record
+    as long as its atom's key, the constant one more (a valid key of another atom), or
+    another atom's key of the same length, is reported; the others are not."""
+    records = _atom_records(idx)
+    k1, (a1, _) = records[3]
+    kind, attr, ((op, const),) = codec.decode_value(k1)
+    other = codec.encode_value([kind, attr, [[op, const + 1]]])
+    assert len(other) == len(k1) and other != k1
+    k2, (a2, _) = records[10]
+    (k3,) = [k for k, (a, _) in records if len(k) == len(k2) and a != a2][:1]
+    with idx.store.write() as txn:
+        txn.put(b"aid", codec.encode_u64(a1), other)
+        txn.put(b"aid", codec.encode_u64(a2), k3)
+    found = [v for v in violations(idx) if "reverse record" in v]
+    assert sorted(found) == sorted(f"atom {a}: reverse record missing or wrong" for a in (a1, a2))
+
+
+def test_reverse_records_of_sparse_atom_ids(tmp_path: Path) -> None:
+    """Atom ids far apart (most atoms unsubscribed: ids up to ~3,000 for ~10 atoms) are
+    located by binary search, not a table of every id: a clean store passes, a reverse
+    record leading elsewhere is reported."""
+    schema = {"attributes": {"x": {"type": "int"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f"x > {i}") for i in range(3000)])
+        idx.unsubscribe_many([i for i in range(3000) if i % 300])
+        idx.check()
+        records = _atom_records(idx)
+        assert len(records) == 10 and max(a for _, (a, _) in records) > 2600
+        (_, (a1, _)), (k2, _) = records[2], records[5]
+        with idx.store.write() as txn:
+            txn.put(b"aid", codec.encode_u64(a1), k2)
+        assert f"atom {a1}: reverse record missing or wrong" in violations(idx)
+
+
+def test_pbtree_entries_of_column_and_other_atoms_together(tmp_path: Path) -> None:
+    """One tree's entries from atoms read as columns (one comparison) and from others
+    (``in``, a float bound of an int): compared together; a clean store passes, a missing
+    entry of either kind is named with its constant as the atom holds it."""
+    schema = {"attributes": {"x": {"type": "int"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many(
+            [(i, f"x >= {i} and x in ({i + 100}, {i + 200})") for i in range(30)]
+            + [(100 + i, f"x < {i}.5") for i in range(10)]
+        )
+        idx.check()
+        with idx.store.write() as txn:
+            tree = PBTree(txn, "x")
+            codes, consts, ids = tree.predicate_columns()
+            entries = list(zip(codes.tolist(), consts.tolist(), ids.tolist(), strict=True))
+            (c1, k1, a1) = next(e for e in entries if OPERATORS[e[0]] == ">=" and e[1] == 7)
+            (c2, k2, a2) = next(e for e in entries if OPERATORS[e[0]] == "=" and e[1] == 205)
+            assert tree.delete(OPERATORS[c1], k1, a1) and tree.delete(OPERATORS[c2], k2, a2)
+        assert sorted(violations(idx)) == sorted(
+            [
+                f"PB+tree 'x' lacks atom {a1}'s entry >= 7",
+                f"PB+tree 'x' lacks atom {a2}'s entry = 205",
+            ]
+        )

@@ -1,9 +1,10 @@
 """Interval matching (betree.packed.intervals, betree.packed.bounds, betree.packed.ranging) against
 the brute-force evaluator: dense range workloads, mixed workloads with every operator,
 undefined attributes, deletes, reopening, sharded stores, ``match`` and ``match_many``,
-and the ends of the int and float domains; a view too big for the page cache held
-stripped to its interval matcher (betree.packed.flat.FlatSlot.lean), folds included, and
-only when cheaper than the walks."""
+and the ends of the int and float domains; a view too big for the page cache held as its
+interval matcher alone (betree.packed.flat.FlatSlot.lean), built straight from the pages
+(betree.packed.leanbuild) or from a whole view then stripped, folds included, and only
+when cheaper than the walks."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from betree.disk import grid
 from betree.disk.grid import float_coord
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.packed import intervals
+from betree.packed import intervals, leanbuild
 from betree.packed.bounds import lower, upper
 from betree.packed.flat import LEAN_TIMES
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
@@ -281,7 +282,34 @@ def _is_lean(idx: Index) -> bool:
     return view.ranged is not None and len(view.rows) == 0
 
 
-def test_a_view_too_big_for_the_cache_is_matched_by_intervals(tmp_path: Path) -> None:
+@pytest.fixture(params=["pages", "stripped"])
+def lean_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each lean test twice: the interval matcher built straight from the pages, or
+    (the whole view estimated to fit) from a whole view then stripped; the pages builds
+    counted, so that each test sees the path it names taken."""
+    built: list[int] = []
+    lean_view = leanbuild.lean_view
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return lean_view(*args, **kwargs)
+
+    monkeypatch.setattr(leanbuild, "lean_view", counted)
+    if request.param == "stripped":
+        monkeypatch.setattr(leanbuild, "PREDICATE_BYTES", -(1 << 40))  # estimated to fit
+    built.append(0 if request.param == "stripped" else -1)  # the path, then the builds
+    return built
+
+
+def _took(lean_path: list[int]) -> None:
+    """The path named was taken: some build from the pages, or none."""
+    builds = len(lean_path) - 1
+    assert builds > 0 if lean_path[0] else builds == 0
+
+
+def test_a_view_too_big_for_the_cache_is_matched_by_intervals(
+    tmp_path: Path, lean_path: list[int]
+) -> None:
     rng = random.Random(21)
     schema, subs, events = _dense_workload(rng, 400, 60)
     with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
@@ -304,17 +332,19 @@ def test_a_view_too_big_for_the_cache_is_matched_by_intervals(tmp_path: Path) ->
             _check(idx, subs, schema, events)
             assert _is_lean(idx)
             idx.check()
+    _took(lean_path)
 
 
-def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
-    """A delta due for folding: the new base view is stripped too, the same answers."""
+def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path, lean_path: list[int]) -> None:
+    """A delta due for folding: the new base view is lean too (built from the pages in
+    the background, whichever path built the first), the same answers."""
     rng = random.Random(22)
     schema, subs, events = _dense_workload(rng, 300, 40)
     with Index.open(tmp_path, schema=DENSE, cache_bytes=SMALL) as idx:
         _lean_always(idx)
         idx.subscribe_many(subs.items())
         _check(idx, subs, schema, events)
-        builds = idx.engine.flat.builds
+        builds, first = idx.engine.flat.builds, len(lean_path)
         for k in range(400):  # one at a time: past the delta's bound, folded
             subs[5000 + k] = _dense_expr(rng)
             idx.subscribe(5000 + k, subs[5000 + k])
@@ -324,9 +354,10 @@ def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path) -> None:
         _check(idx, subs, schema, events)
         assert idx.engine.flat.builds > builds
         assert _is_lean(idx)
+        assert len(lean_path) > first  # (the fold's build from the pages)
 
 
-def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path) -> None:
+def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path, lean_path: list[int]) -> None:
     """Each shard lean (no join), its writes through the journal, reopened."""
     rng = random.Random(23)
     schema, subs, events = _dense_workload(rng, 450, 50)
@@ -353,6 +384,7 @@ def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path) -> None:
             subs.update(fresh)
             _check(idx, subs, schema, events)
             idx.check()
+    _took(lean_path)
 
 
 def test_intervals_costlier_than_the_walks_are_not_held(tmp_path: Path) -> None:
@@ -409,3 +441,39 @@ def test_events_at_the_least_and_greatest_ends(
         idx.subscribe_many(subs.items())
         _check(idx, subs, Schema.from_json(spec), events)
         assert idx.engine.ranging.describe()["intervals"]
+
+
+def test_lean_views_of_every_operator_and_the_domain_ends(
+    tmp_path: Path, lean_path: list[int]
+) -> None:
+    """Built lean: the mixed workload (lists, strings, bools, tests, ``or``/``not``,
+    several clauses a subscription), then the int and float ends (±2**63, ±1.8e308,
+    ±0.0, 2**53 + 1) alone and in pairs, against events at the ends; deletes and adds
+    after the view, reopened."""
+    rng = random.Random(31)
+    subs: dict[Any, str] = {i: expression(rng) for i in range(250)}
+    with Index.open(tmp_path / "mixed", schema=SCHEMA, cache_bytes=SMALL) as idx:
+        idx.subscribe_many(subs.items())
+    for phase in range(2):
+        with Index.open(tmp_path / "mixed", cache_bytes=SMALL) as idx:
+            _lean_always(idx)
+            _check(idx, subs, Schema.from_json(SCHEMA), [event(rng) for _ in range(40)])
+            assert _is_lean(idx)
+            gone = rng.sample(sorted(subs), 25)
+            idx.unsubscribe_many(gone)
+            for ident in gone:
+                del subs[ident]
+            fresh = {1000 * (phase + 1) + k: expression(rng) for k in range(20)}
+            idx.subscribe_many(fresh.items())
+            subs.update(fresh)
+            _check(idx, subs, Schema.from_json(SCHEMA), [event(rng) for _ in range(40)])
+            idx.check()
+    atoms = [a for a in edge_atoms() if not a.startswith(("s ", "starts", "ends", "contains"))]
+    exprs = [*atoms, *(f"{rng.choice(atoms)} and {rng.choice(atoms)}" for _ in range(300))]
+    edges = dict(enumerate(exprs))
+    with Index.open(tmp_path / "edges", schema=EDGE_SCHEMA, cache_bytes=SMALL) as idx:
+        _lean_always(idx)
+        idx.subscribe_many(edges.items())
+        _check(idx, edges, Schema.from_json(EDGE_SCHEMA), edge_events())
+        assert _is_lean(idx)
+    _took(lean_path)

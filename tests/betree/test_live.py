@@ -234,17 +234,24 @@ def interleave(
             if r < 0.2:
                 ident: Any = rng.choice([*subs, f"n{step}", step]) if subs else step
                 expr = expression(rng)
-                live.write(lambda idx: idx.subscribe(ident, expr))  # noqa: B023
+                new = live.write(lambda idx: idx.subscribe(ident, expr))  # noqa: B023
+                assert new == (ident not in subs), where
                 subs[ident] = expr
             elif r < 0.3:
                 batch = [(rng.choice([f"m{step}-{k}", *subs]), expression(rng)) for k in range(9)]
                 batch.append((batch[0][0], expression(rng)))  # an id twice: the last wins
-                live.write(lambda idx: idx.subscribe_many(batch))  # noqa: B023
-                subs.update(batch)
+                created = live.write(lambda idx: idx.subscribe_many(batch))  # noqa: B023
+                expect = []
+                for ident, expr in batch:
+                    expect.append(ident not in subs)
+                    subs[ident] = expr
+                assert created == expect, where
             elif r < 0.42 and subs:
-                ident = rng.choice(sorted(subs, key=repr))
-                assert live.write(lambda idx: idx.unsubscribe(ident))  # noqa: B023
-                del subs[ident]
+                gone = rng.sample(sorted(subs, key=repr), min(len(subs), rng.choice([1, 3])))
+                found = live.write(lambda idx: idx.unsubscribe_many([*gone, "absent"]))  # noqa: B023
+                assert found == [True] * len(gone) + [False], where
+                for ident in gone:
+                    del subs[ident]
             elif r < 0.7:
                 ev = event(rng)
                 _check_answers(_eager(live, margin).match(ev), subs, ev, where)

@@ -42,6 +42,17 @@ def listed(tree: PBTree) -> set[tuple[str, Any, int]]:
     return set(entries)
 
 
+def checked(tree: PBTree) -> set[tuple[str, Any, int]]:
+    """The tree's entries as ``check()`` returns them (from the pages it read, not read
+    again), each listed once (compared with the model, as :func:`listed` is)."""
+    codes, consts, ids = tree.check()
+    entries = list(
+        zip(map(OPERATORS.__getitem__, codes.tolist()), consts.tolist(), ids.tolist(), strict=True)
+    )
+    assert len(entries) == len(tree) == len(set(entries))
+    return set(entries)
+
+
 def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int = 4) -> int:
     """Random interleavings of insert / delete / search; returns searches made."""
     rng = random.Random(seed)
@@ -70,7 +81,7 @@ def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int
                             value = probe(rng, make)
                             assert set(tree.search(value)) == brute_search(model, value)
                             searches += 1
-                        tree.check()
+                        assert checked(tree) == model
                         assert len(tree) == len(model)
                     with store.read() as txn:
                         tree = PBTree(txn, "a")
@@ -89,7 +100,8 @@ def run(steps: int, seed: int, make: Callable[[random.Random], Any], phases: int
                 with store.write() as txn:
                     tree = PBTree(txn, "a")
                     assert tree.delete(*triple)
-                    tree.check()
+                    model.discard(triple)
+                    assert checked(tree) == model
             with store.read() as txn:
                 tree = PBTree(txn, "a")
                 assert len(tree) == 0

@@ -367,9 +367,9 @@ def load(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> str
 
 @pytest.mark.spark
 def test_cli_load_spark_keeps_long_records_and_rejects_only_bad_ones(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    load(tmp_path, capsys, "spark")
+    load(tmp_path, capsys, "spark")  # on the run's session (the process's active one)
 
 
 def test_verify_reports_a_damaged_long_id_record(
