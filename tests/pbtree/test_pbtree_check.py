@@ -368,12 +368,18 @@ def test_leaf_keys_checked_in_bulk_named_one_by_one(kind: str, harm: str) -> Non
             elif harm == "repeated":
                 keys[1] = keys[0]
                 want = f"page {page}: keys out of order: {keys[0]!r} then {keys[0]!r}"
-            elif harm == "above":  # (the parent's separator: the next leaf's first key)
-                keys[-1] = after.keys[0]
-                want = f"page {page}: key {keys[-1]!r} not below the bound {keys[-1]!r}"
-            elif harm == "below":
-                keys[0] = before.keys[-1]
-                want = f"page {page}: key {keys[0]!r} below the bound"
+            elif harm in ("above", "below"):  # a separator moved: the keys still ascend
+                parent = mut(txn, tree, tree.record["root"], InternalNode)
+                for _ in range(tree.record["height"] - 2):
+                    parent = mut(txn, tree, parent.children[0], InternalNode)
+                space = tree.record["space"]
+                left, right = (txn.load(space, c, LeafNode) for c in parent.children[:2])
+                if harm == "above":
+                    parent.keys[0] = key = left.keys[-1]
+                    want = f"page {left.page}: key {key!r} not below the bound {key!r}"
+                else:
+                    parent.keys[0] = right.keys[1]
+                    want = f"page {right.page}: key {right.keys[0]!r} below the bound"
             elif harm == "domain":
                 keys[0] = 5 if kind == "strs" else "5"
                 domain = "str" if kind == "strs" else "num"
