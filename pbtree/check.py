@@ -127,7 +127,7 @@ class _Checker:
             columns: tuple[Any, ...] = (leaf.gtp, leaf.ltp, leaf.nep)
         else:  # (a write transaction's dirty page, as its writer left it)
             parts, columns = 2 * n, (leaf.eq, leaf.bound, leaf.gtp, leaf.ltp, leaf.nep)
-        if parts != 2 * n or any(len(column) != n for column in columns):
+        if parts != 2 * n or not all(len(column) == n for column in columns):
             self.error(page, "leaf columns differ in length")
         low = 0 if is_root else rec["leaf_cap"] // 2
         if not low <= n <= rec["leaf_cap"]:
@@ -486,8 +486,9 @@ class _Lists:
         cap = c.rec["list_cap"]
         parts = 1 if kind == NE else 2
         keys: list[Any] = []
-        pages: list[np.ndarray] = []
-        lens: list[np.ndarray] = []
+        pages: list[int] = []
+        counts: list[int] = []
+        offsets: list[np.ndarray] = []
         ids: list[np.ndarray] = []
         prev, page = 0, head
         while page:
@@ -500,28 +501,25 @@ class _Lists:
             if (n if node.sentinel != REAL else not 1 <= n <= cap) or node.nparts != parts:
                 return None
             offs, run = node.flat()
-            if len(offs) != n * parts + 1 or offs[0] != 0 or offs[-1] != len(run):
-                return None
-            sizes = np.diff(offs)
-            if (sizes < 0).any() or (sizes.reshape(n, parts).sum(axis=1) == 0).any():
-                return None
-            if not _runs_sorted(offs, run):
-                return None
-            if keys and n and not keys[-1] < node.keys[0]:
-                return None
-            if not all(a < b for a, b in pairwise(node.keys)):
+            if len(offs) != n * parts + 1:
                 return None
             keys.extend(node.keys)
-            pages.append(np.full(n, page, dtype=np.int64))
-            lens.append(sizes)
-            ids.append(run.astype(np.int64))
+            pages.append(page)
+            counts.append(n)
+            offsets.append(offs)
+            ids.append(run)
             if page == tail:
                 if node.next:
                     return None
-                none = np.zeros(0, np.int64)
-                offsets = np.zeros(sum(map(len, lens)) + 1, dtype=np.int64)
-                np.cumsum(np.concatenate([none, *lens]), out=offsets[1:])
-                return keys, np.concatenate([none, *pages]), offsets, np.concatenate([none, *ids])
+                # the nodes' runs and keys, all at once: rising, no item without ids
+                joined = _joined_runs(offsets, ids)
+                if joined is None or not _runs_sorted(*joined):
+                    return None
+                if not all(map(lt, keys, islice(keys, 1, None))):
+                    return None
+                if bool((np.diff(joined[0]).reshape(-1, parts).sum(axis=1) == 0).any()):
+                    return None
+                return keys, np.repeat(np.array(pages, dtype=np.int64), counts), *joined
             prev, page = page, node.next
         return None
 
@@ -622,23 +620,31 @@ def _runs_in_bulk(leaves: list[LeafArrays]) -> tuple[np.ndarray, np.ndarray] | N
     when a leaf's offsets are not ``2n + 1`` rising from 0 to its ids' end."""
     if any(len(leaf.offs) != 2 * len(leaf.keys) + 1 for leaf in leaves):
         return None
+    return _joined_runs([leaf.offs for leaf in leaves], [leaf.ids for leaf in leaves])
+
+
+def _joined_runs(
+    offsets: list[np.ndarray], ids: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pages' runs (each page's ``offs`` over its ``ids``) as one: offsets over the ids end
+    to end (int64); None when a page's offsets do not rise from 0 to its ids' end."""
     none = np.zeros(0, dtype=np.uint32)
-    offs = np.concatenate([none, *(leaf.offs for leaf in leaves)]).astype(np.int64)
-    lens = np.fromiter((len(leaf.offs) for leaf in leaves), np.int64, count=len(leaves))
-    sizes = np.fromiter((len(leaf.ids) for leaf in leaves), np.int64, count=len(leaves))
+    offs = np.concatenate([none, *offsets]).astype(np.int64)
+    lens = np.fromiter(map(len, offsets), np.int64, count=len(offsets))
+    sizes = np.fromiter(map(len, ids), np.int64, count=len(ids))
     ends = np.cumsum(lens)
     starts = ends - lens
     if bool((offs[starts] != 0).any()) or bool((offs[ends - 1] != sizes).any()):
         return None
     step = np.diff(offs)
-    step[starts[1:] - 1] = 0  # (from one leaf's last offset to the next one's first)
+    step[starts[1:] - 1] = 0  # (from one page's last offset to the next one's first)
     if bool((step < 0).any()):
         return None
     offs += np.repeat(np.cumsum(sizes) - sizes, lens)
     keep = np.ones(len(offs), dtype=bool)
-    keep[starts[1:]] = False  # (a leaf's first offset is the previous one's last)
-    flat = np.concatenate([none, *(leaf.ids for leaf in leaves)]).astype(np.int64)
-    return (offs[keep] if len(leaves) else np.zeros(1, dtype=np.int64)), flat
+    keep[starts[1:]] = False  # (a page's first offset is the previous one's last)
+    flat = np.concatenate([none, *ids]).astype(np.int64)
+    return (offs[keep] if len(offsets) else np.zeros(1, dtype=np.int64)), flat
 
 
 def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
