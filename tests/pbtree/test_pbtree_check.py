@@ -422,3 +422,34 @@ def test_dirty_leaf_with_uneven_columns_checked_item_by_item(store: Store) -> No
         node.eq.append([1])
         tree.check()
     assert f"page {node.page}: leaf columns differ in length" in failed.value.violations
+
+
+@pytest.mark.parametrize("harm", ["unsorted", "empty", "order"])
+def test_list_faults_only_the_lists_show(harm: str) -> None:
+    """List faults that leave every pointer, bound run and count as they were (a run
+    reversed, an item's ids moved to the next item, two items swapped in their node): the
+    bulk pass over each list's nodes turns them down, and each is named."""
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
+            for op, key, ident in ((">", 5, 7), (">", 6, 8), (">=", 6, 1), (">=", 6, 2)):
+                tree.insert(op, key, ident)
+        with store.write() as txn:
+            node = nth_real(txn, PBTree(txn, "a"), GT, 0)
+            runs = node.runs()  # (key 5: [], [7]; key 6: [1, 2], [8])
+            if harm == "unsorted":
+                runs[2] = [2, 1]
+                want = "GreaterThan list item 6: ids not sorted and unique"
+            elif harm == "empty":
+                runs[1], runs[3] = [], [7, 8]
+                want = "GreaterThan list item 5 holds no ids"
+            else:
+                node.keys[:] = [6, 5]
+                runs[:] = [*runs[2:], *runs[:2]]
+                want = "GreaterThan list out of order: 6 then 5"
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            assert not lists_in_bulk(tree)
+            with pytest.raises(CheckFailed) as failed:
+                tree.check()
+    assert f"page {node.page}: {want}" in failed.value.violations
