@@ -6,19 +6,24 @@ directions, each list's order, links and sentinels, every leaf item's three poin
 against the paper's definitions, each id run where its predicate requires, and page
 accounting (every page of the tree's space reached exactly once).
 
-The list and pointer facts are first verified in bulk (:class:`_Lists`: per list node its
-packed runs checked with numpy, every leaf item's pointers and ``bound`` run against the
-lists by cumulative counts and one sort of (item, id) pairs); only when that finds a fault
-are they walked again item by item to name each one (the messages do not change).  So are
-the leaves' ``=`` and ``bound`` runs (all leaves' at once), and list keys are located among
-the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).  A sound tree's
-check returns its ``(operator, constant, id)`` columns from the pages it read, so that the
-index check compares them with the atoms without reading the tree again.
+The leaves are read as arrays (:class:`~pbtree.nodes.LeafArrays`, no per-item lists) and
+their facts verified in bulk: every key of the domain and ascending along the walk (one
+list compared in C, or an int64 array in numpy), each leaf's first and last key within its
+parent's bounds, the runs' order and the chain's links, all leaves at once.  So are the
+list and pointer facts (:class:`_Lists`: each list's nodes' runs joined and checked with
+numpy, every leaf item's pointers and ``bound`` run against the lists by cumulative counts
+and one sort of (item, id) pairs).  Only when a bulk pass finds a fault are the leaves
+decoded into per-item lists and the facts walked again item by item to name each one (the
+messages do not change; a leaf's key faults are listed where the walk met the leaf).  List
+keys are located among the leaf keys by ``searchsorted`` when they are int64s (a dict
+otherwise).  A sound tree's check returns its ``(operator, constant, id)`` columns from the
+pages it read, so that the index check compares them with the atoms without reading the
+tree again.
 
 Cost: reads and decodes every page of the tree once, bypassing the page cache so that
-it sees what is on disk; O(n log n) in the number of ids, in numpy but for a few Python
-steps per item (key order, the key-to-item dict).  The item-by-item path, now taken only
-on a fault, was 17.5 of the 27 profiled seconds of a 20K dense store's check().
+it sees what is on disk; O(n log n) in the number of ids, in numpy or C but for a few
+Python steps per page.  A 100K dense store's 20 trees (71.5K pages): ~2 CPU s, against
+~5-6 when the leaves were decoded item by item (docs/bench/dense-load, pbcheck31).
 """
 
 from __future__ import annotations
