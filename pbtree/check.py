@@ -6,31 +6,47 @@ directions, each list's order, links and sentinels, every leaf item's three poin
 against the paper's definitions, each id run where its predicate requires, and page
 accounting (every page of the tree's space reached exactly once).
 
-The list and pointer facts are first verified in bulk (:class:`_Lists`: per list node its
-packed runs checked with numpy, every leaf item's pointers and ``bound`` run against the
-lists by cumulative counts and one sort of (item, id) pairs); only when that finds a fault
-are they walked again item by item to name each one (the messages do not change).  So are
-the leaves' ``=`` and ``bound`` runs (all leaves' at once), and list keys are located among
-the leaf keys by ``searchsorted`` when they are int64s (a dict otherwise).  A sound tree's
-check returns its ``(operator, constant, id)`` columns from the pages it read, so that the
-index check compares them with the atoms without reading the tree again.
+The leaves are read as arrays (:class:`~pbtree.nodes.LeafArrays`, no per-item lists) and
+their facts verified in bulk: every key of the domain and ascending along the walk (one
+list compared in C, or an int64 array in numpy), each leaf's first and last key within its
+parent's bounds, the runs' order and the chain's links, all leaves at once.  So are the
+list and pointer facts (:class:`_Lists`: each list's nodes' runs joined and checked with
+numpy, every leaf item's pointers and ``bound`` run against the lists by cumulative counts
+and one sort of (item, id) pairs).  Only when a bulk pass finds a fault are the leaves
+decoded into per-item lists and the facts walked again item by item to name each one (the
+messages do not change; a leaf's key faults are listed where the walk met the leaf).  List
+keys are located among the leaf keys by ``searchsorted`` when they are int64s (a dict
+otherwise).  A sound tree's check returns its ``(operator, constant, id)`` columns from the
+pages it read, so that the index check compares them with the atoms without reading the
+tree again.
 
 Cost: reads and decodes every page of the tree once, bypassing the page cache so that
-it sees what is on disk; O(n log n) in the number of ids, in numpy but for a few Python
-steps per item (key order, the key-to-item dict).  The item-by-item path, now taken only
-on a fault, was 17.5 of the 27 profiled seconds of a 20K dense store's check().
+it sees what is on disk; O(n log n) in the number of ids, in numpy or C but for a few
+Python steps per page.  A 100K dense store's 20 trees (71.5K pages): ~2 CPU s, against
+~5-6 when the leaves were decoded item by item (docs/bench/dense-load, pbcheck31).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import chain, pairwise
+from contextlib import suppress
+from itertools import chain, islice, pairwise
+from operator import lt
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pbtree.keys import int64_array
-from pbtree.nodes import HEAD, LIST_NAMES, REAL, TAIL, InternalNode, LeafNode, ListNode
+from pbtree.nodes import (
+    HEAD,
+    LIST_NAMES,
+    REAL,
+    TAIL,
+    InternalNode,
+    LeafArrays,
+    LeafNode,
+    ListNode,
+)
 from pbtree.operators import GT, LIST_CODES, LT, NE, SLOT
 from storage.errors import BexdbError, CheckFailed
 
@@ -42,6 +58,14 @@ def _sorted_unique(run: list[int]) -> bool:
     return all(a < b for a, b in pairwise(run))
 
 
+def _before(a: Any, b: Any) -> bool:
+    """``a < b``; False for keys that do not compare (a key of the other domain)."""
+    try:
+        return bool(a < b)
+    except TypeError:
+        return False
+
+
 class _Checker:
     def __init__(self, tree: PBTree) -> None:
         self.tree = tree
@@ -50,8 +74,12 @@ class _Checker:
         self.space = self.rec["space"]
         self.errors: list[str] = []
         self.seen: dict[int, str] = {}
-        self.leaves: list[LeafNode] = []
+        self.walked: list[LeafArrays | LeafNode] = []  # the leaves, as the walk read them
+        self.arrays: list[LeafArrays] = []  # those read from the snapshot (all, unless dirty)
+        self.bounds: list[tuple[Any, Any, int]] = []  # per leaf: lo, hi, errors before it
+        self.leaves: list[LeafNode] = []  # decoded item by item, only to name a fault
         self.runs: tuple[np.ndarray, np.ndarray] | None = None  # (item_runs)
+        self.keys: tuple[list[Any], np.ndarray | None] | None = None  # (leaf_keys)
 
     def error(self, page: int, message: str) -> None:
         self.errors.append(f"page {page}: {message}")
@@ -89,18 +117,100 @@ class _Checker:
             for i, child in enumerate(node.children):
                 self.walk(child, bounds[i], bounds[i + 1], depth + 1, False)
             return
-        leaf = self.load(page, LeafNode, "leaf")
+        leaf = self.load(page, LeafArrays, "leaf")
         if leaf is None:
             return
-        self.leaves.append(leaf)
-        self.check_keys(page, leaf.keys, lo, hi, "key")
+        if isinstance(leaf, LeafNode):  # a write transaction's dirty page, as its writer left it
+            with suppress(ValueError, OverflowError):  # (else, columns of different lengths
+                leaf = LeafArrays.from_fields(page, leaf.to_fields())  # say: item by item)
+        self.walked.append(leaf)
+        self.bounds.append((lo, hi, len(self.errors)))  # (its keys: leaf_facts)
         n = len(leaf.keys)
-        columns = (leaf.eq, leaf.bound, leaf.gtp, leaf.ltp, leaf.nep)
-        if any(len(column) != n for column in columns):
+        if isinstance(leaf, LeafArrays):
+            self.arrays.append(leaf)
+            parts = max(len(leaf.offs) - 1, 0)  # (the eq and bound runs, alternating)
+            columns: tuple[Any, ...] = (leaf.gtp, leaf.ltp, leaf.nep)
+        else:  # (a write transaction's dirty page, as its writer left it)
+            parts, columns = 2 * n, (leaf.eq, leaf.bound, leaf.gtp, leaf.ltp, leaf.nep)
+        if parts != 2 * n or not all(len(column) == n for column in columns):
             self.error(page, "leaf columns differ in length")
         low = 0 if is_root else rec["leaf_cap"] // 2
         if not low <= n <= rec["leaf_cap"]:
             self.error(page, f"{n} items outside [{low}, {rec['leaf_cap']}]")
+
+    def leaf_facts(self) -> None:
+        """Every leaf's keys (of the domain, ascending, within its parent's bounds), its
+        runs' order and the leaf chain: all leaves at once (the keys as one list, compared
+        in C or numpy; each leaf's first and last key against its bounds); only on a fault
+        are the leaves decoded item by item and checked one by one, which names it (each
+        leaf's key errors where the walk would have put them)."""
+        if (
+            self.in_bulk()
+            and self.keys_in_bulk()
+            and self.links_in_bulk()
+            and _runs_sorted(*self.item_runs())
+        ):
+            return
+        self.itemize()
+        found = self.errors
+        for leaf, (lo, hi, mark) in reversed(list(zip(self.leaves, self.bounds, strict=True))):
+            self.errors = []
+            self.check_keys(leaf.page, leaf.keys, lo, hi, "key")
+            found[mark:mark] = self.errors
+        self.errors = found
+        self.leaf_runs()
+        self.chain()
+
+    def leaf_keys(self) -> tuple[list[Any], np.ndarray | None]:
+        """Every leaf key in walk order, and as an int64 array when every one is an int."""
+        if self.keys is None:
+            keys = list(chain.from_iterable(leaf.keys for leaf in self.walked))
+            self.keys = keys, int64_array(keys)
+        return self.keys
+
+    def keys_in_bulk(self) -> bool:
+        """Whether every leaf key is of the tree's domain, the keys ascend strictly along
+        the walk, and each leaf's first and last keys lie within its parent's bounds (so
+        all do): what :meth:`check_keys` verifies of each leaf, and the chain's key order."""
+        keys, have = self.leaf_keys()
+        types = {str} if self.rec["domain"] == "str" else {int, float}
+        if not types.issuperset(map(type, keys)):
+            return False
+        if have is not None:
+            if len(have) > 1 and not bool((have[1:] > have[:-1]).all()):
+                return False
+        elif not all(map(lt, keys, islice(keys, 1, None))):
+            return False
+        for leaf, (lo, hi, _) in zip(self.arrays, self.bounds, strict=True):
+            if leaf.keys and (
+                (lo is not None and leaf.keys[0] < lo) or (hi is not None and leaf.keys[-1] >= hi)
+            ):
+                return False
+        return True
+
+    def links_in_bulk(self) -> bool:
+        """Whether the leaf chain links the walk's leaves both ways, first to last."""
+        pages = [leaf.page for leaf in self.arrays]
+        if not pages:
+            return True
+        return (
+            self.rec["first"] == pages[0]
+            and self.rec["last"] == pages[-1]
+            and [leaf.prev for leaf in self.arrays] == [0, *pages[:-1]]
+            and [leaf.next for leaf in self.arrays] == [*pages[1:], 0]
+        )
+
+    def in_bulk(self) -> bool:
+        """Whether every leaf was read as arrays (a write transaction's dirty leaves are
+        its writer's nodes: then the leaves are checked item by item)."""
+        return len(self.arrays) == len(self.walked)
+
+    def itemize(self) -> None:
+        """Decode the leaves into per-item lists, for the checks that name a fault."""
+        if len(self.leaves) != len(self.walked):
+            self.leaves = [
+                leaf.node() if isinstance(leaf, LeafArrays) else leaf for leaf in self.walked
+            ]
 
     def leaf_runs(self) -> None:
         """Every leaf item's ``=`` and ``bound`` runs ascend strictly: all leaves' runs at
@@ -108,14 +218,20 @@ class _Checker:
         name it."""
         offs, flat = self.item_runs()
         if not _runs_sorted(offs, flat):
+            self.itemize()
             for leaf in self.leaves:
                 self.leaf_items(leaf)
 
     def item_runs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every leaf item's ``=`` and ``bound`` runs, interleaved (``=`` the even ones),
         as offsets over one id array: made once, for the runs' order, the pointers' bound
-        runs and the tree's columns."""
+        runs and the tree's columns; from the leaves' arrays, or from their per-item lists
+        when those arrays are not well formed (offsets not from 0 to the ids' end, rising,
+        two a key)."""
         if self.runs is None:
+            self.runs = _runs_in_bulk(self.arrays) if self.in_bulk() else None
+        if self.runs is None:
+            self.itemize()
             runs = [
                 run
                 for leaf in self.leaves
@@ -127,6 +243,16 @@ class _Checker:
             flat = np.fromiter(chain.from_iterable(runs), np.int64, count=int(offs[-1]))
             self.runs = offs, flat
         return self.runs
+
+    def column(self, name: str) -> np.ndarray:
+        """One pointer column of every leaf, end to end, as int64."""
+        if self.leaves or not self.in_bulk():
+            self.itemize()
+            return _column(self.leaves, name)
+        none = np.zeros(0, dtype=np.uint64)
+        return np.concatenate([none, *(getattr(leaf, name) for leaf in self.arrays)]).astype(
+            np.int64
+        )
 
     def leaf_items(self, leaf: LeafNode) -> None:
         page = leaf.page
@@ -141,7 +267,7 @@ class _Checker:
             if (domain == "str") != isinstance(key, str):
                 self.error(page, f"{what} {key!r} is not of the tree's domain {domain!r}")
                 return
-            if i and not keys[i - 1] < key:
+            if i and not _before(keys[i - 1], key):
                 self.error(page, f"{what}s out of order: {keys[i - 1]!r} then {key!r}")
             if lo is not None and key < lo:
                 self.error(page, f"{what} {key!r} below the bound {lo!r} from the parent")
@@ -168,7 +294,7 @@ class _Checker:
                 self.error(leaf.page, f"next link {leaf.next}, expected {want_next}")
         keys = [k for leaf in leaves for k in leaf.keys]
         for a, b in pairwise(keys):
-            if not a < b:
+            if not _before(a, b):
                 self.error(0, f"leaf chain keys out of order: {a!r} then {b!r}")
 
     def list_items(self, kind: int) -> list[tuple[Any, int, list[list[int]]]]:
@@ -287,12 +413,12 @@ def check_tree(tree: PBTree) -> Columns:
         return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
     checker = _Checker(tree)
     checker.walk(checker.rec["root"], None, None, 1, True)
-    checker.leaf_runs()
-    checker.chain()
+    checker.leaf_facts()
     mark, seen = len(checker.errors), dict(checker.seen)
     bulk = _Lists(checker)
     if not bulk.fine():  # a fault somewhere: every list and pointer fact, one by one
         checker.errors, checker.seen = checker.errors[:mark], seen
+        checker.itemize()
         lists = [checker.list_items(kind) for kind in (GT, LT, NE)]
         if not checker.errors:  # pointer facts are meaningless over a broken shape
             checker.pointers(lists)
@@ -365,8 +491,9 @@ class _Lists:
         cap = c.rec["list_cap"]
         parts = 1 if kind == NE else 2
         keys: list[Any] = []
-        pages: list[np.ndarray] = []
-        lens: list[np.ndarray] = []
+        pages: list[int] = []
+        counts: list[int] = []
+        offsets: list[np.ndarray] = []
         ids: list[np.ndarray] = []
         prev, page = 0, head
         while page:
@@ -379,37 +506,33 @@ class _Lists:
             if (n if node.sentinel != REAL else not 1 <= n <= cap) or node.nparts != parts:
                 return None
             offs, run = node.flat()
-            if len(offs) != n * parts + 1 or offs[0] != 0 or offs[-1] != len(run):
-                return None
-            sizes = np.diff(offs)
-            if (sizes < 0).any() or (sizes.reshape(n, parts).sum(axis=1) == 0).any():
-                return None
-            if not _runs_sorted(offs, run):
-                return None
-            if keys and n and not keys[-1] < node.keys[0]:
-                return None
-            if not all(a < b for a, b in pairwise(node.keys)):
+            if len(offs) != n * parts + 1:
                 return None
             keys.extend(node.keys)
-            pages.append(np.full(n, page, dtype=np.int64))
-            lens.append(sizes)
-            ids.append(run.astype(np.int64))
+            pages.append(page)
+            counts.append(n)
+            offsets.append(offs)
+            ids.append(run)
             if page == tail:
                 if node.next:
                     return None
-                none = np.zeros(0, np.int64)
-                offsets = np.zeros(sum(map(len, lens)) + 1, dtype=np.int64)
-                np.cumsum(np.concatenate([none, *lens]), out=offsets[1:])
-                return keys, np.concatenate([none, *pages]), offsets, np.concatenate([none, *ids])
+                # the nodes' runs and keys, all at once: rising, no item without ids
+                joined = _joined_runs(offsets, ids)
+                if joined is None or not _runs_sorted(*joined):
+                    return None
+                if not all(map(lt, keys, islice(keys, 1, None))):
+                    return None
+                if bool((np.diff(joined[0]).reshape(-1, parts).sum(axis=1) == 0).any()):
+                    return None
+                return keys, np.repeat(np.array(pages, dtype=np.int64), counts), *joined
             prev, page = page, node.next
         return None
 
     def _pointers(self, lists: list[tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]]) -> bool:
         """Every leaf item's three pointers, its ``bound`` run and use, and the count."""
         c = self.checker
-        leaves = c.leaves
-        keys = [k for leaf in leaves for k in leaf.keys]
-        located = _locator(keys)
+        keys, have = c.leaf_keys()
+        located = _locator(keys, have)
         if located is None:
             return False
         locate, self.keys = located
@@ -430,10 +553,10 @@ class _Lists:
             head, tail = c.rec["lists"][kind]
             if kind in (GT, NE):  # the item with the biggest key <= the leaf key, or the head
                 want = np.insert(pages, 0, head)[seen]
-                got = _column(leaves, "gtp" if kind == GT else "nep")
+                got = c.column("gtp" if kind == GT else "nep")
             else:  # the item with the smallest key >= the leaf key, or the tail
                 want = np.append(pages, tail)[seen - mark]
-                got = _column(leaves, "ltp")
+                got = c.column("ltp")
             if not np.array_equal(want, got):
                 return False
             count += len(ids)
@@ -466,12 +589,11 @@ class _Lists:
         return np.array_equal(pairs[0], want_rows) and np.array_equal(pairs[1], got_ids)
 
 
-def _locator(keys: list[Any]) -> tuple[Any, Any] | None:
+def _locator(keys: list[Any], have: np.ndarray | None) -> tuple[Any, Any] | None:
     """A function of list keys to their items' places among the leaf ``keys`` (None when
-    one has no item), and the keys (an int64 array when they all are one), or None when the
-    leaf keys are not strictly ascending.  Keys all ints of int64 (the dense workloads'
-    every tree): one array and ``searchsorted``; else a dict."""
-    have = int64_array(keys)
+    one has no item), and the keys (``have``, their int64 array when they all are one), or
+    None when the leaf keys are not strictly ascending.  Keys all ints of int64 (the dense
+    workloads' every tree): one array and ``searchsorted``; else a dict."""
     if have is not None and len(have) > 1 and not bool((have[1:] > have[:-1]).all()):
         return None
     where = None if have is not None else {k: i for i, k in enumerate(keys)}
@@ -496,6 +618,38 @@ def _locator(keys: list[Any]) -> tuple[Any, Any] | None:
 
 def _column(leaves: list[LeafNode], name: str) -> np.ndarray:
     return np.fromiter(chain.from_iterable(getattr(leaf, name) for leaf in leaves), np.int64)
+
+
+def _runs_in_bulk(leaves: list[LeafArrays]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The leaves' runs as :meth:`_Checker.item_runs` gives them, from their arrays, or None
+    when a leaf's offsets are not ``2n + 1`` rising from 0 to its ids' end."""
+    if any(len(leaf.offs) != 2 * len(leaf.keys) + 1 for leaf in leaves):
+        return None
+    return _joined_runs([leaf.offs for leaf in leaves], [leaf.ids for leaf in leaves])
+
+
+def _joined_runs(
+    offsets: list[np.ndarray], ids: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pages' runs (each page's ``offs`` over its ``ids``) as one: offsets over the ids end
+    to end (int64); None when a page's offsets do not rise from 0 to its ids' end."""
+    none = np.zeros(0, dtype=np.uint32)
+    offs = np.concatenate([none, *offsets]).astype(np.int64)
+    lens = np.fromiter(map(len, offsets), np.int64, count=len(offsets))
+    sizes = np.fromiter(map(len, ids), np.int64, count=len(ids))
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    if bool((offs[starts] != 0).any()) or bool((offs[ends - 1] != sizes).any()):
+        return None
+    step = np.diff(offs)
+    step[starts[1:] - 1] = 0  # (from one page's last offset to the next one's first)
+    if bool((step < 0).any()):
+        return None
+    offs += np.repeat(np.cumsum(sizes) - sizes, lens)
+    keep = np.ones(len(offs), dtype=bool)
+    keep[starts[1:]] = False  # (a page's first offset is the previous one's last)
+    flat = np.concatenate([none, *ids]).astype(np.int64)
+    return (offs[keep] if len(offsets) else np.zeros(1, dtype=np.int64)), flat
 
 
 def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -467,9 +467,11 @@ class WriteTxn(ReadTxn):
 
     def load_uncached(self, space: int, page: int, cls: type[N]) -> N:
         dirty = self._dirty.get(page)
-        if dirty is not None:
-            return self._unpacked(page, dirty, cls)
-        return super().load_uncached(space, page, cls)
+        if dirty is None:
+            return super().load_uncached(space, page, cls)
+        if type(dirty[1]) is _Packed:  # decoded for this reader, not kept: its class (a
+            return _decode(page, dirty[1].value, cls)  # checker's) may not be the writer's
+        return dirty[1]  # type: ignore[no-any-return]
 
     def load_mut(self, space: int, page: int, cls: type[N]) -> N:
         """A private, writable copy of a page, written back at commit.

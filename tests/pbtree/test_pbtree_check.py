@@ -326,3 +326,130 @@ def test_list_key_without_leaf_item_found_by_every_locator(keys: str) -> None:
             with pytest.raises(CheckFailed) as failed:
                 tree.check()
         assert any(f"key {bad!r} has no leaf item" in v for v in failed.value.violations)
+
+
+def keyed_store(path: str, kind: str) -> Store:
+    """A store holding tree ``a`` of 40 keys of one kind (int64s, floats or strings) with
+    every operator, small nodes: its leaves' keys are checked in bulk (numpy for int64s,
+    else compared in C), one by one only on a fault."""
+    make: dict[str, Callable[[int], Any]] = {
+        "ints": lambda k: (k - 20) * 2**58,
+        "floats": lambda k: -1.8e308 if k == 0 else (k - 20) / 3,
+        "strs": lambda k: f"k{k:02d}\U0001f600",
+    }
+    store = open_store(path)
+    with store.write() as txn:
+        tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
+        for k in range(40):
+            for j, op in enumerate(("<", "<=", "=", "!=", ">=", ">")):
+                if (k + j) % 3 == 0:
+                    tree.insert(op, make[kind](k), k * 10 + j)
+    with store.read() as txn:
+        PBTree(txn, "a").check()
+    return store
+
+
+@pytest.mark.parametrize("kind", ["ints", "floats", "strs"])
+@pytest.mark.parametrize("harm", ["swapped", "repeated", "above", "below", "domain", "link"])
+def test_leaf_keys_checked_in_bulk_named_one_by_one(kind: str, harm: str) -> None:
+    """Each leaf-key fault (order, a repeat, outside the parent's bounds, of another
+    domain) and a broken leaf link: the bulk pass over all leaves turns it down and the
+    leaf-by-leaf pass names it, as it always did."""
+    with tempfile.TemporaryDirectory() as path, keyed_store(path, kind) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a")
+            node = leaf(txn, tree, 3)
+            before = txn.load(tree.record["space"], node.prev, LeafNode)
+            after = txn.load(tree.record["space"], node.next, LeafNode)
+            page, keys = node.page, node.keys
+            if harm == "swapped":
+                keys[0], keys[1] = keys[1], keys[0]
+                want = f"page {page}: keys out of order: {keys[0]!r} then {keys[1]!r}"
+            elif harm == "repeated":
+                keys[1] = keys[0]
+                want = f"page {page}: keys out of order: {keys[0]!r} then {keys[0]!r}"
+            elif harm in ("above", "below"):  # a separator moved: the keys still ascend
+                parent = mut(txn, tree, tree.record["root"], InternalNode)
+                for _ in range(tree.record["height"] - 2):
+                    parent = mut(txn, tree, parent.children[0], InternalNode)
+                space = tree.record["space"]
+                left, right = (txn.load(space, c, LeafNode) for c in parent.children[:2])
+                if harm == "above":
+                    parent.keys[0] = key = left.keys[-1]
+                    want = f"page {left.page}: key {key!r} not below the bound {key!r}"
+                else:
+                    parent.keys[0] = right.keys[1]
+                    want = f"page {right.page}: key {right.keys[0]!r} below the bound"
+            elif harm == "domain":
+                keys[0] = 5 if kind == "strs" else "5"
+                domain = "str" if kind == "strs" else "num"
+                want = f"page {page}: key {keys[0]!r} is not of the tree's domain {domain!r}"
+            else:
+                node.next = before.page
+                want = f"page {page}: next link {before.page}, expected {after.page}"
+        with store.read() as txn, pytest.raises(CheckFailed) as failed:
+            PBTree(txn, "a").check()
+    assert any(v.startswith(want) for v in failed.value.violations), failed.value.violations
+
+
+def test_leaf_key_faults_reported_in_walk_order(store: Store) -> None:
+    """A key fault found leaf by leaf is listed where the walk meets its leaf: before a
+    later leaf's fill fault, as when keys were checked during the walk."""
+    found: dict[str, Any] = {}
+
+    def harm(txn: WriteTxn, tree: PBTree) -> None:
+        first = leaf(txn, tree, 1)
+        first.keys[0], first.keys[1] = first.keys[1], first.keys[0]
+        later = leaf(txn, tree, 4)
+        while len(later.keys) > 1:
+            later.delete_item(0)
+        found["first"], found["later"] = first.page, later.page
+
+    violations = damage(store, harm)
+    heads = (f"page {found['first']}: keys out of order", f"page {found['later']}: 1 items")
+    assert [v.split(":")[0] for v in violations if v.startswith(heads)] == [
+        f"page {found['first']}",
+        f"page {found['later']}",
+    ]
+
+
+def test_dirty_leaf_with_uneven_columns_checked_item_by_item(store: Store) -> None:
+    """In a write transaction a leaf is its writer's node: one whose columns differ in
+    length (it cannot be packed into arrays) is still checked, and named."""
+    with pytest.raises(CheckFailed) as failed, store.write() as txn:  # (aborted)
+        tree = PBTree(txn, "a")
+        node = leaf(txn, tree, 2)
+        node.eq.append([1])
+        tree.check()
+    assert f"page {node.page}: leaf columns differ in length" in failed.value.violations
+
+
+@pytest.mark.parametrize("harm", ["unsorted", "empty", "order"])
+def test_list_faults_only_the_lists_show(harm: str) -> None:
+    """List faults that leave every pointer, bound run and count as they were (a run
+    reversed, an item's ids moved to the next item, two items swapped in their node): the
+    bulk pass over each list's nodes turns them down, and each is named."""
+    with tempfile.TemporaryDirectory() as path, open_store(path) as store:
+        with store.write() as txn:
+            tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
+            for op, key, ident in ((">", 5, 7), (">", 6, 8), (">=", 6, 1), (">=", 6, 2)):
+                tree.insert(op, key, ident)
+        with store.write() as txn:
+            node = nth_real(txn, PBTree(txn, "a"), GT, 0)
+            runs = node.runs()  # (key 5: [], [7]; key 6: [1, 2], [8])
+            if harm == "unsorted":
+                runs[2] = [2, 1]
+                want = "GreaterThan list item 6: ids not sorted and unique"
+            elif harm == "empty":
+                runs[1], runs[3] = [], [7, 8]
+                want = "GreaterThan list item 5 holds no ids"
+            else:
+                node.keys[:] = [6, 5]
+                runs[:] = [*runs[2:], *runs[:2]]
+                want = "GreaterThan list out of order: 6 then 5"
+        with store.read() as txn:
+            tree = PBTree(txn, "a")
+            assert not lists_in_bulk(tree)
+            with pytest.raises(CheckFailed) as failed:
+                tree.check()
+    assert f"page {node.page}: {want}" in failed.value.violations
