@@ -550,6 +550,8 @@ def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
     with store.read() as txn:
         rec = catalog.root_record(txn)
         trees, grouped = records.read(txn)
+        for atoms in grouped.values():  # (what their first match would make: made here)
+            atoms.prepare()
         view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
         return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
 

@@ -159,7 +159,8 @@ def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
     """A view rebuilt by a fold (in the background, then at once) is keyed from its first
     event, with keys chosen from the counts its predecessor learnt (:mod:`betree.packed.carry`),
     the tree's choice carried over; otherwise the same arrays as a fresh build of its
-    snapshot; every answer against the brute force."""
+    snapshot, whose direct atoms come prepared (their first match's indexes made in the
+    fold); every answer against the brute force."""
     monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
     monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
     schema_doc, subs_list, events, _ = gen_rich.make(
@@ -205,5 +206,6 @@ def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
                 if isinstance(theirs, np.ndarray) and name not in ("key", "second", "counts"):
                     assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs), name
             assert held.atoms == fresh.atoms and list(held.grouped) == list(fresh.grouped)
+            assert all(atoms.one is not None for atoms in fresh.grouped.values())  # prepared
             _sweep(idx, subs, schema, events)
         idx.check()
