@@ -14,7 +14,7 @@ the new view chooses its keys at once from the counts the old one learnt (an ato
 than them counted as holding always, so chosen last), and a decision to keep the tree
 carries over.  Exact: any key is one of its clause's atoms (:mod:`betree.packed.keys`),
 and the tree or intervals give the same answers.  Cost: one key choice a rebuild
-(rich 50K: ~15 ms), in place of the events above.
+(rich 50K: ~17 ms), in place of the events above.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Pure functions of the view's rows, so that a view learns its keys over its first
 them at once from the counts it learnt (:mod:`betree.packed.carry`).  Any key is one of its
 clause's atoms (padding, atom 0, only for a clause with no other), which is all the keyed
 match needs to be exact.  Cost: a few numpy passes over the rows (rich 50K, 137K rows:
-~15 ms).
+~17 ms).
 """
 
 from __future__ import annotations
