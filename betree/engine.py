@@ -35,7 +35,7 @@ from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.schema import Schema
 from betree.matching.pages import SCALAR, Pages
 from betree.matching.snapshot import Records, Snapshot
-from betree.packed import flat, leanbuild, ranging
+from betree.packed import carry, flat, leanbuild, ranging
 from betree.packed.delta import Based, Delta
 from betree.packed.heap import return_freed_memory
 from betree.packed.views import HeldView, JoinedViews, event_coords
@@ -79,6 +79,8 @@ class Engine:
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
+        #: a rebuilt view takes over the keys and the tree's choice learnt on the one it replaces
+        self.flat.rebuilt = lambda old, based: carry.take_over(old, based, self.ranging)
         #: called before a view is built lean from the pages (a sharded store lets every
         #: shard's decoded pages go then: dense 1M, 2 shards, the other shard's pages
         #: pinned ~120 MB of the freed memory the build allocated among)

@@ -63,6 +63,7 @@ from betree.disk.tree import BETree
 from betree.matching.direct import DirectAtoms
 from betree.matching.snapshot import Records
 from betree.packed import delta as delta_bounds
+from betree.packed import keys
 from betree.packed.delta import Based, Delta
 from betree.packed.heap import return_freed_memory
 from betree.packed.reach import reach, tiers
@@ -114,6 +115,7 @@ class FlatTree:
         "by_attr",
         "by_key",
         "clause_at",
+        "counts",
         "exts",
         "key",
         "learning",
@@ -181,6 +183,9 @@ class FlatTree:
         self.second: np.ndarray | None = None
         self.learning: tuple[int, np.ndarray] | None = None
         self.learnt = False
+        #: once learnt: per atom id, the events of :data:`LEARN` it held for (a fold's
+        #: view chooses its keys from them at once: :mod:`betree.packed.carry`)
+        self.counts: np.ndarray | None = None
         self.trial: list[int] | None = None
         #: once the keys passed their trial: the distinct keys ascending, where each one's
         #: clauses start in ``by_key[2]`` (one more entry), the clauses by key and their
@@ -200,7 +205,7 @@ class FlatTree:
         self.rows = np.zeros((0, WIDTH), dtype=self.rows.dtype)
         self.row_at = np.zeros(1, dtype=self.row_at.dtype)
         self.row_clause, self.row_first = None, np.zeros(0, dtype=bool)
-        self.key, self.second, self.by_key, self.learning = None, None, None, None
+        self.key, self.second, self.by_key, self.learning, self.counts = (None,) * 5
         self.slots = None
         self.searches = {a: s for a, s in self.searches.items() if a in keep}
 
@@ -308,35 +313,19 @@ class FlatTree:
         self.learning = (events + 1, held)
         if events + 1 < LEARN:
             return
-        self.learning, self.learnt = None, True
+        self.learning, self.learnt, self.counts = None, True, held
         held[0] = LEARN + 1  # atom 0 (padding) holds always
-        # per row, then per clause, the least (count, atom) as one int64
-        rows = self.rows.astype(np.int64)
-        counted = held.take(rows).astype(np.int64) << 32 | rows
-        key = self._least(counted)
-        mine = key if self.row_clause is None else key.take(self.row_clause)  # by row
-        counted[self.rows == mine[:, None]] = 1 << 62  # the key left out: the next least
-        self.second = self._least(counted)
+        key, self.second = keys.choose(self.rows, self.row_at, self.row_clause, held)
         self.trial = [0, 0, 0]
         self.key = key
-
-    def _least(self, counted: np.ndarray) -> np.ndarray:
-        """Per clause, the atom of the least ``count << 32 | atom`` of its rows (atom 0
-        for a clause of no row)."""
-        best = counted.min(axis=1, initial=1 << 62)
-        per = np.diff(self.row_at.astype(np.int64))
-        least = np.zeros(len(per), dtype=np.int64)
-        some = per > 0
-        if len(best):
-            least[some] = np.minimum.reduceat(best, self.row_at[:-1][some].astype(np.int64))
-        return (least & 0xFFFFFFFF).astype(self.rows.dtype)
 
     @property
     def nbytes(self) -> int:
         """Memory held by the arrays (object ids counted at their pointers)."""
         arrays = [self.node_attr, self.node_lo, self.node_hi, self.node_end, self.clause_at]
         arrays += [self.node_row, self.row_at, self.rows, self.row_first, self.exts]
-        arrays += [a for a in (self.row_clause, self.sids, self.key, self.second) if a is not None]
+        more = (self.row_clause, self.sids, self.key, self.second, self.counts)
+        arrays += [a for a in more if a is not None]
         arrays += list(self.by_key) if self.by_key is not None else []
         ranged = self.ranged.nbytes if self.ranged is not None else 0
         ranged += self.slots.nbytes if self.slots is not None else 0
@@ -519,6 +508,8 @@ def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
     with store.read() as txn:
         rec = catalog.root_record(txn)
         trees, grouped = records.read(txn)
+        for atoms in grouped.values():  # (what their first match would make: made here)
+            atoms.prepare()
         view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
         return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
 
@@ -573,6 +564,8 @@ class FlatSlot:
         self._base_gen = -1  # the generation of the held view's base
         #: strips a view too big for the share to its interval matcher (None: cannot)
         self.lean: Lean | None = None
+        #: called with the view replaced and its replacement (:mod:`betree.packed.carry`)
+        self.rebuilt: Callable[[FlatTree, Based], None] = lambda old, based: None
 
     def _lingers(self, based: Based, events: int) -> bool:
         """Whether the held view's delta, left over once writes stopped, has cost the
@@ -610,6 +603,7 @@ class FlatSlot:
         with self._lock:
             self._take_folded()
             held = self._held
+            old = held[1].view if held is not None else None  # (its rebuild takes over)
             if held is not None:
                 if gen < held[0]:
                     return None
@@ -649,6 +643,8 @@ class FlatSlot:
             if based is None:
                 self._too_big = True
                 return None
+            if old is not None:
+                self.rebuilt(old, based)
             self._held, self._base_gen = (gen, based), gen
             return based
 
@@ -705,6 +701,7 @@ class FlatSlot:
             if not lean:  # (_fit gave the held view's share back)
                 self.cache.reserve(self.share)
             return
+        self.rebuilt(self._held[1].view, based)
         self._held, self._base_gen, self._quiet = (done[0], based), done[0], 0.0
         self.builds += 1
 

@@ -124,6 +124,14 @@ class Ranging:
                 self._decide(shards, self.kinds)
         return self._chosen
 
+    def carry(self, old: FlatTree, new: FlatTree) -> None:
+        """``new``, the view rebuilt to replace ``old`` (a fold: the same subscriptions but
+        the few written since), keeps the tree where it was chosen for ``old``, unwatched
+        (:mod:`betree.packed.carry`); intervals chosen for ``old`` are chosen afresh."""
+        with self._lock:
+            if self._decided and self._chosen is None and any(v is old for v in self._views):
+                self._views = [new if v is old else v for v in self._views]
+
     def observe(self, events: int, candidates: int) -> None:
         """Count ``events`` matched on the tree, checking ``candidates`` clauses."""
         self._events += events

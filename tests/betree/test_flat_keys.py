@@ -1,8 +1,9 @@
 """Matching by the clauses' key atoms alone (:meth:`betree.packed.flat.FlatTree.match` once
 the keys passed their trial: the tree's reach skipped) against the brute force, event by
 event on rich rules: python-loaded and online, through deletes and additions (the delta),
-reopened; with each event's ids in the order a batch gives them; and stores of every
-comparison type and of the edge literals, keys kept whatever their share held."""
+reopened; with each event's ids in the order a batch gives them; stores of every
+comparison type and of the edge literals, keys kept whatever their share held; and a
+folded view's keys taken over from the view it replaces."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.matching import direct
-from betree.packed import flat
+from betree.matching.snapshot import Records
+from betree.packed import delta, flat
 from betree.packed.flat import LEARN
 from loaders import python_load
 from loaders.records import parse_lines
@@ -133,3 +136,76 @@ def test_keys_of_every_type_and_edges_against_the_brute_force(
             idx.match(ev)
         assert _keyed(idx)
         _sweep(idx, edged, Schema.from_json(EDGE_SCHEMA), evs)
+
+
+def _keys_are_atoms_of_their_clauses(view: flat.FlatTree) -> None:
+    """Each clause's key and second key are atoms of its rows (what keeps the keyed match
+    exact), the second another than the key unless padding."""
+    assert view.key is not None and view.second is not None
+    per = np.diff(view.row_at.astype(np.int64))
+    clause = np.repeat(np.arange(len(per)), per)  # each row's clause
+    for keys in (view.key, view.second):
+        in_row = (view.rows == keys[clause][:, None]).any(axis=1)
+        found = np.zeros(len(per), dtype=bool)
+        np.logical_or.at(found, clause, in_row)
+        assert (found | (keys == 0)).all()
+        assert (found[per > 0] | (keys[per > 0] == 0)).all()
+    assert ((view.key != view.second) | (view.second == 0)).all()
+
+
+def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view rebuilt by a fold (in the background, then at once) is keyed from its first
+    event, with keys chosen from the counts its predecessor learnt (:mod:`betree.packed.carry`),
+    the tree's choice carried over; otherwise the same arrays as a fresh build of its
+    snapshot, whose direct atoms come prepared (their first match's indexes made in the
+    fold); every answer against the brute force."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        1200, 200, check=False, seed=45, target_rate=0.01
+    )
+    subs: dict[Any, str] = dict(subs_list)
+    schema = Schema.from_json(schema_doc)
+    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    added = dict(gen_rich.make(300, 1, check=False, seed=46, target_rate=0.01)[1])
+    with Index.open(tmp_path / "py") as idx:
+        slot = idx.engine.flat
+        slot.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in events[: 3 * LEARN]:
+            idx.match(ev)
+        assert _keyed(idx) and idx.engine.ranging.describe()["decided"]
+        items = list(subs.items())
+        news = iter(sorted(added.items()))
+        for step, size in (("background", 25), ("at once", 200)):
+            for ident, _ in items[:10]:
+                assert idx.unsubscribe(ident)
+                del subs[ident]
+            items = items[10:]
+            batch = [(f"n{k}", e) for k, e in (next(news) for _ in range(size))]
+            idx.subscribe_many(batch)
+            subs.update(batch)
+            before = slot.builds
+            slot.wait()  # (the background fold the batch started, if any)
+            with idx.store.read() as txn:
+                gen = txn.gen
+            assert set(idx.match(events[0])) == brute(subs, schema, events[0])
+            held = slot.held(gen)
+            assert held is not None and slot.builds == before + 1, step  # folded
+            view = held.view
+            assert view.learnt and view.trial is None and view.by_key is not None, step
+            assert idx.engine.ranging.describe()["decided"], step  # not watched again
+            _keys_are_atoms_of_their_clauses(view)
+            fresh_gen, fresh = flat.fresh_base(idx.store, Records(lambda k, w: k.decode()))
+            assert fresh_gen == gen
+            for name in flat.FlatTree.__slots__:
+                mine, theirs = getattr(view, name), getattr(fresh.view, name)
+                if isinstance(theirs, np.ndarray) and name not in ("key", "second", "counts"):
+                    assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs), name
+            assert held.atoms == fresh.atoms and list(held.grouped) == list(fresh.grouped)
+            assert all(atoms.one is not None for atoms in fresh.grouped.values())  # prepared
+            _sweep(idx, subs, schema, events)
+        idx.check()
