@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -396,6 +396,20 @@ class Sized(Protocol):
     def nbytes(self) -> int: ...
 
 
+def lnode_chain(
+    tree: BETree, at: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The arrays (:meth:`LNodePage.arrays`) of each non-empty l-node page of the chain
+    from page ``at`` of ``tree``, read past the page cache."""
+    load, space = tree.txn.load_uncached, tree.space
+    while at:
+        lpage = load(space, at, LNodePage)
+        arrays = lpage.arrays()
+        if len(arrays[1]):
+            yield arrays
+        at = lpage.next
+
+
 def build(
     tree: BETree, pbtrees: Mapping[str, dict[str, Any]], pause: Callable[[], None] | None = None
 ) -> FlatTree:
@@ -434,17 +448,12 @@ def build(
         node_lo.append(0 if whole else node.lo)
         node_hi.append(_GRID_MAX if whole else node.hi)
         node_end.append(0)
-        at = node.lnode
-        while at:
-            lpage = load(space, at, LNodePage)
-            c, e, n, a = lpage.arrays()
-            if len(e):
-                cids.append(c)
-                exts.append(e)
-                lens.append(n)
-                atoms.append(a)
-                clauses += len(e)
-            at = lpage.next
+        for c, e, n, a in lnode_chain(tree, node.lnode):
+            cids.append(c)
+            exts.append(e)
+            lens.append(n)
+            atoms.append(a)
+            clauses += len(e)
         clause_at.append(clauses)
         entered.append((i, len(stack)))
         if node.left and attr is not None:  # (the root has no c-directory to halve)

@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from betree.disk import catalog
-from betree.disk.nodes import CNode, LNodePage, id_array
+from betree.disk.nodes import CNode, id_array
 from betree.disk.tree import BETree
 from betree.matching.direct import DirectAtoms
 from betree.matching.snapshot import Records
 from betree.packed.delta import Based, Delta
-from betree.packed.flat import LEAST_BYTES, PAUSE_EVERY, WIDTH, FlatTree
+from betree.packed.flat import LEAST_BYTES, PAUSE_EVERY, WIDTH, FlatTree, lnode_chain
 from betree.packed.intervals import Intervals, Part
 from pbtree.view import SearchView
 from storage.store import Store
@@ -82,16 +82,11 @@ def clause_atoms(
         if pause is not None and visits % PAUSE_EVERY == 0:
             pause()
         node = load(space, page, CNode)
-        at = node.lnode
-        while at:
-            lpage = load(space, at, LNodePage)
-            c, e, n, a = lpage.arrays()
-            if len(e):
-                cids.append(c)
-                exts.append(e)
-                lens.append(n)
-                atoms.append(a.astype(np.uint32, copy=False))
-            at = lpage.next
+        for c, e, n, a in lnode_chain(tree, node.lnode):
+            cids.append(c)
+            exts.append(e)
+            lens.append(n)
+            atoms.append(a.astype(np.uint32, copy=False))
         if node.left and below:
             stack.append((node.right, True))
             stack.append((node.left, True))
