@@ -91,7 +91,7 @@ def _both(store: Any, events: list[Any], singles: dict[int, Any] | None = None) 
 @pytest.mark.parametrize("settings", [{"max_cap": 3, "min_size": 2}, {}], ids=["small", "default"])
 def test_batches_on_a_view_match_the_brute_force(tmp_path: Path, settings: dict[str, int]) -> None:
     rng = random.Random(31)
-    subs = _subs(rng, 500)
+    subs = _subs(rng, 250)
     events = _events(rng, 700)
     with Index.open(tmp_path, schema=SCHEMA, settings=settings) as idx:
         idx.subscribe_many(subs.items())
@@ -291,7 +291,7 @@ def test_sharded_batches_on_joined_views(
     tested first or as the default decides (each shard's own rows and keys)."""
     monkeypatch.setattr(flatbatch, "KEYED", keyed)
     rng = random.Random(34)
-    subs = _subs(rng, 600)
+    subs = _subs(rng, 300)
     events = _events(rng, 500)
     root = build_hashed(tmp_path / "s", subs, shards=4)
     expected = _expected(subs, events)
@@ -479,7 +479,7 @@ def test_batches_of_clauses_of_many_rows(
 
     subs = {
         k: clause() if k % 4 else f"({clause()}) or ({clause()}) or ({clause()})"
-        for k in range(400)
+        for k in range(200)
     }
     edges = [-(1 << 63), (1 << 63) - 1, 0, 5, 9, -1]
     events = [
@@ -502,7 +502,7 @@ def test_batches_of_clauses_of_many_rows(
         for size in (1, 64, 65, 128, 129, 600):
             want = _brutes(subs, schema, events[:size])
             _same(_lists_and_arrays(idx, events[:size]), want)
-        for k in range(0, 400, 7):
+        for k in range(0, 200, 7):
             idx.unsubscribe(k)
             del subs[k]
         idx.check()
