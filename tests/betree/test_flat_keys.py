@@ -86,7 +86,7 @@ def test_rich_online_store_by_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """Online, each event's geo atoms through the grid's batch form (as on a big grid)."""
     monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     schema_doc, subs_list, events, _ = gen_rich.make(
-        800, 160, check=False, seed=43, target_rate=0.02
+        500, 120, check=False, seed=43, target_rate=0.02
     )
     subs = {f"s{i}": e for i, e in subs_list}
     schema = Schema.from_json(schema_doc)

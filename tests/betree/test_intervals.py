@@ -376,7 +376,7 @@ def test_a_fold_of_a_lean_view_is_lean_again(tmp_path: Path, lean_path: list[int
 def test_a_sharded_store_too_big_for_the_cache(tmp_path: Path, lean_path: list[int]) -> None:
     """Each shard lean (no join), its writes through the journal, reopened."""
     rng = random.Random(23)
-    schema, subs, events = _dense_workload(rng, 450, 50)
+    schema, subs, events = _dense_workload(rng, 300, 40)
     parts: list[list[tuple[Any, str]]] = [[], [], []]
     for ident, expr in subs.items():
         parts[shard_of(encode_id(ident), 3)].append((ident, expr))
