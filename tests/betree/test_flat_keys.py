@@ -48,7 +48,7 @@ def _sweep(idx: Index, subs: dict[Any, str], schema: Schema, events: list[Any]) 
 
 def test_rich_events_one_by_one_by_keys(tmp_path: Path) -> None:
     schema_doc, subs_list, events, _ = gen_rich.make(
-        1500, 260, check=False, seed=41, target_rate=0.01
+        600, 130, check=False, seed=41, target_rate=0.01
     )
     subs: dict[Any, str] = dict(subs_list)
     schema = Schema.from_json(schema_doc)
@@ -68,7 +68,7 @@ def test_rich_events_one_by_one_by_keys(tmp_path: Path) -> None:
         for ident, _ in items[::4]:  # deletes, then additions: the view's delta
             assert idx.unsubscribe(ident)
             del subs[ident]
-        added = dict(gen_rich.make(150, 1, check=False, seed=42, target_rate=0.01)[1])
+        added = dict(gen_rich.make(80, 1, check=False, seed=42, target_rate=0.01)[1])
         idx.subscribe_many((f"n{k}", e) for k, e in added.items())
         subs.update({f"n{k}": e for k, e in added.items()})
         idx.check()
@@ -86,7 +86,7 @@ def test_rich_online_store_by_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """Online, each event's geo atoms through the grid's batch form (as on a big grid)."""
     monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
     schema_doc, subs_list, events, _ = gen_rich.make(
-        800, 160, check=False, seed=43, target_rate=0.02
+        500, 120, check=False, seed=43, target_rate=0.02
     )
     subs = {f"s{i}": e for i, e in subs_list}
     schema = Schema.from_json(schema_doc)
@@ -164,13 +164,13 @@ def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
     monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
     monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
     schema_doc, subs_list, events, _ = gen_rich.make(
-        1200, 200, check=False, seed=45, target_rate=0.01
+        500, 100, check=False, seed=45, target_rate=0.01
     )
     subs: dict[Any, str] = dict(subs_list)
     schema = Schema.from_json(schema_doc)
     lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
     python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
-    added = dict(gen_rich.make(300, 1, check=False, seed=46, target_rate=0.01)[1])
+    added = dict(gen_rich.make(230, 1, check=False, seed=46, target_rate=0.01)[1])
     with Index.open(tmp_path / "py") as idx:
         slot = idx.engine.flat
         slot.after = 0

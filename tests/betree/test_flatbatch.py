@@ -32,7 +32,7 @@ from tests.support.pbtree_model import OPS, float_key, int_key, probe, str_key
 from tests.support.workload import SCHEMA, build_hashed, event, expression
 
 SCHEMA_ = Schema.from_json(SCHEMA)
-SIZES = [2, 63, 64, 65, 127, 128, 129, 300, 700]
+SIZES = [2, 63, 64, 65, 127, 128, 129, 300, 400]
 
 
 def _subs(rng: random.Random, n: int) -> dict[Any, str]:
@@ -91,18 +91,18 @@ def _both(store: Any, events: list[Any], singles: dict[int, Any] | None = None) 
 @pytest.mark.parametrize("settings", [{"max_cap": 3, "min_size": 2}, {}], ids=["small", "default"])
 def test_batches_on_a_view_match_the_brute_force(tmp_path: Path, settings: dict[str, int]) -> None:
     rng = random.Random(31)
-    subs = _subs(rng, 500)
-    events = _events(rng, 700)
+    subs = _subs(rng, 250)
+    events = _events(rng, 400)
     with Index.open(tmp_path, schema=SCHEMA, settings=settings) as idx:
         idx.subscribe_many(subs.items())
         expected = _expected(subs, events)
-        walked = idx.match_many(events)  # 700 events walked: past FLAT_AFTER
+        walked = idx.match_many(events)  # 400 events walked: past FLAT_AFTER
         assert idx.engine.flat.describe()["held"]  # batches count towards a view
         _same(walked, expected)
         singles: dict[int, Any] = {}  # the store is unchanged across the sizes
         for size in SIZES:
             got = [
-                r for k in range(0, 700, size) for r in _both(idx, events[k : k + size], singles)
+                r for k in range(0, 400, size) for r in _both(idx, events[k : k + size], singles)
             ]
             assert idx.engine.last_stats["pages"] == 0  # from the view
             _same(got, expected)
@@ -291,8 +291,8 @@ def test_sharded_batches_on_joined_views(
     tested first or as the default decides (each shard's own rows and keys)."""
     monkeypatch.setattr(flatbatch, "KEYED", keyed)
     rng = random.Random(34)
-    subs = _subs(rng, 600)
-    events = _events(rng, 500)
+    subs = _subs(rng, 300)
+    events = _events(rng, 300)
     root = build_hashed(tmp_path / "s", subs, shards=4)
     expected = _expected(subs, events)
     with open_index(root, readonly=False) as store:
@@ -300,9 +300,9 @@ def test_sharded_batches_on_joined_views(
         store.match_many(events)
         assert store.join is not None
         singles: dict[int, Any] = {}  # the store is unchanged across the sizes
-        for size in (64, 129, 500):
+        for size in (64, 129, 300):
             got = [
-                r for k in range(0, 500, size) for r in _both(store, events[k : k + size], singles)
+                r for k in range(0, 300, size) for r in _both(store, events[k : k + size], singles)
             ]
             _same(got, expected)
         store.subscribe_many([(5000, "i >= 0"), (3, "j = 1")])  # a new one, a replacement
@@ -479,7 +479,7 @@ def test_batches_of_clauses_of_many_rows(
 
     subs = {
         k: clause() if k % 4 else f"({clause()}) or ({clause()}) or ({clause()})"
-        for k in range(400)
+        for k in range(200)
     }
     edges = [-(1 << 63), (1 << 63) - 1, 0, 5, 9, -1]
     events = [
@@ -502,7 +502,7 @@ def test_batches_of_clauses_of_many_rows(
         for size in (1, 64, 65, 128, 129, 600):
             want = _brutes(subs, schema, events[:size])
             _same(_lists_and_arrays(idx, events[:size]), want)
-        for k in range(0, 400, 7):
+        for k in range(0, 200, 7):
             idx.unsubscribe(k)
             del subs[k]
         idx.check()

@@ -86,7 +86,7 @@ def _sweep(idx: Any, subs: dict[Any, str], schema: Schema, events: list[Any]) ->
 @pytest.fixture(scope="module")
 def rich() -> tuple[dict[str, Any], dict[Any, str], list[Any]]:
     schema_doc, subs_list, events, _ = gen_rich.make(
-        1500, 240, check=False, seed=61, target_rate=0.01
+        600, 120, check=False, seed=61, target_rate=0.01
     )
     return schema_doc, dict(subs_list), events
 
@@ -108,13 +108,13 @@ def test_rich_truths_by_slot_and_answers(
             assert idx.unsubscribe(ident)
             del subs[ident]
         # additions of the base's atoms (copies) and of a few new ones, under the fold
-        added = {f"c{k}": e for k, e in items[1::3][:80]}
-        fresh = gen_rich.make(30, 1, check=False, seed=62, target_rate=0.01)[1]
+        added = {f"c{k}": e for k, e in items[1::3][:40]}
+        fresh = gen_rich.make(15, 1, check=False, seed=62, target_rate=0.01)[1]
         added.update({f"n{k}": e for k, e in fresh})
         idx.subscribe_many(added.items())
         subs.update(added)
         idx.check()
-        assert _sweep(idx, subs, schema, events[:60]) > 10  # (before the delta lingers)
+        assert _sweep(idx, subs, schema, events[:40]) > 10  # (before the delta lingers)
         with idx.store.read() as txn:
             held = idx.engine.flat.held(txn.gen)
         assert held is not None and held.delta.clauses and held.view.slots is not None
