@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,27 @@ def _dense_expr(rng: random.Random) -> str:
         parts.append(rng.choice(['s = "x"', "s is null", 'starts_with(s, "a")', "a0 is null"]))
     expr = " and ".join(parts)
     return expr if rng.random() < 0.85 else f"({expr}) or a{rng.randrange(6)} > 600"
+
+
+def _churn(
+    idx: Index,
+    subs: dict[Any, str],
+    rng: random.Random,
+    removed: int,
+    base: int,
+    added: int,
+    make: Callable[[random.Random], str],
+) -> list[Any]:
+    """A delta: ``removed`` random subscriptions unsubscribed, then ``added`` made by
+    ``make`` written under ids from ``base``, both kept in ``subs``; the removed ids."""
+    gone = rng.sample(sorted(subs), removed)
+    idx.unsubscribe_many(gone)
+    for ident in gone:
+        del subs[ident]
+    fresh = {base + k: make(rng) for k in range(added)}
+    idx.subscribe_many(fresh.items())
+    subs.update(fresh)
+    return gone
 
 
 def _dense_event(rng: random.Random) -> dict[str, Any]:
@@ -334,13 +356,7 @@ def test_a_view_too_big_for_the_cache_is_matched_by_intervals(
             _check(idx, subs, schema, events)
             assert _is_lean(idx)
             assert idx.engine.store.cache.max_bytes == SMALL  # (charged apart)
-            gone = rng.sample(sorted(subs), 30)  # the delta: removed and added
-            idx.unsubscribe_many(gone)
-            for ident in gone:
-                del subs[ident]
-            fresh = {1000 * (phase + 1) + k: _dense_expr(rng) for k in range(25)}
-            idx.subscribe_many(fresh.items())
-            subs.update(fresh)
+            gone = _churn(idx, subs, rng, 30, 1000 * (phase + 1), 25, _dense_expr)  # the delta
             subs[gone[0]] = _dense_expr(rng)  # an id back, another expression
             idx.subscribe(gone[0], subs[gone[0]])
             _check(idx, subs, schema, events)
@@ -476,13 +492,7 @@ def test_lean_views_of_every_operator_and_the_domain_ends(
             _lean_always(idx)
             _check(idx, subs, Schema.from_json(SCHEMA), [event(rng) for _ in range(40)])
             assert _is_lean(idx)
-            gone = rng.sample(sorted(subs), 25)
-            idx.unsubscribe_many(gone)
-            for ident in gone:
-                del subs[ident]
-            fresh = {1000 * (phase + 1) + k: expression(rng) for k in range(20)}
-            idx.subscribe_many(fresh.items())
-            subs.update(fresh)
+            _churn(idx, subs, rng, 25, 1000 * (phase + 1), 20, expression)
             _check(idx, subs, Schema.from_json(SCHEMA), [event(rng) for _ in range(40)])
             idx.check()
     atoms = [a for a in edge_atoms() if not a.startswith(("s ", "starts", "ends", "contains"))]
