@@ -237,6 +237,7 @@ class Index:
                 raise InvalidInput(
                     "no subscription " + ", ".join(map(repr, missing)) + ": nothing was deleted"
                 )
+        w.committed()
         self.engine.caught_up(len(found), w.logged)
         return found
 
