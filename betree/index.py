@@ -237,7 +237,6 @@ class Index:
                 raise InvalidInput(
                     "no subscription " + ", ".join(map(repr, missing)) + ": nothing was deleted"
                 )
-        w.committed()
         self.engine.caught_up(len(found), w.logged)
         return found
 

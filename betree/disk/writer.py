@@ -34,7 +34,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from betree.disk import catalog, changelog
 from betree.disk.adjust import feedback
@@ -70,8 +70,6 @@ class Writer:
         self.places = places
         self.hints = hints
         self.memo = memo if memo is not None else Memo()
-        if self.memo.counts_gen != txn.gen:  # a commit since that this writer did not make
-            self.memo.counts.clear()
         self.rec = catalog.root_record(txn)
         self.first_atom = self.rec["next_atom"]  # ids from here on are this transaction's
         self.first_sid = self.rec["next_sid"]
@@ -220,10 +218,6 @@ class Writer:
         such atom)."""
         if key in self.counts:
             return self.counts[key]
-        kept = self.memo.counts.get(key)
-        if kept is not None:  # as the last commit left it (Memo)
-            found = self.counts[key] = [kept[0], kept[1]]
-            return found
         found = self.txn.get_obj(catalog.ATOM, key)
         if found is not None:
             if not isinstance(found, list) or len(found) < 2:
@@ -347,19 +341,10 @@ class Writer:
 
     def committed(self) -> None:
         """After the commit: the atoms this transaction made go into the memo too (for the
-        catch-up of this process's views: :meth:`betree.packed.delta.Delta.advance`), and
-        the ``atom`` records it read or wrote, as committed, with the commit's generation."""
-        memo = self.memo
+        catch-up of this process's views: :meth:`betree.packed.delta.Delta.advance`)."""
         for aid, atom in self.atoms.items():
             if aid >= self.first_atom:
-                remember(memo.atoms, aid, atom)
-        counts = memo.counts
-        for key, found in self.counts.items():
-            if found is None:
-                counts.pop(key, None)
-            else:
-                remember(counts, key, (found[0], found[1]))
-        memo.counts_gen = self.txn.gen
+                remember(self.memo.atoms, aid, atom)
 
     def finish(self) -> None:
         """Write the ``home`` and atom records changed, the direct-atom lists touched, the
@@ -397,8 +382,6 @@ class Writer:
         catalog.put_root(self.txn, self.rec)
 
 
-K = TypeVar("K", int, bytes)
-
 #: entries a :class:`Memo` keeps of each kind (when full, the older half is forgotten)
 MEMO_LIMIT = 1 << 18
 
@@ -409,24 +392,15 @@ class Memo:
     saves clustering (which takes every clause of an overflowing l-node again), and the
     catch-up of this process's views (:meth:`betree.packed.delta.Delta.advance`), a catalog read
     and decode per atom.  And per attribute, its direct-atom record as last written or
-    read with its elements' packed bytes (~2x the record: module docstring).
-
-    And the ``atom`` records (``[id, use count]`` by atom key, ~150 bytes each) the last
-    commit of this process's writers left, trusted only while the store's generation is
-    that commit's (``counts_gen``; any other commit, from any process, empties them): a
-    batch of 1,000 BEGen subscriptions into 1M reads ~5,400 of them, ~3 µs each from LMDB
-    (docs/bench/live/README.md, writes33).  Use counts change, so unlike the rest they are
-    not kept across others' commits."""
+    read with its elements' packed bytes (~2x the record: module docstring)."""
 
     def __init__(self) -> None:
         self.atoms: dict[int, Atom] = {}
         self.placed: dict[int, Places] = {}
         self.direct: dict[str, tuple[bytes, dict[int, bytes]]] = {}
-        self.counts: dict[bytes, tuple[int, int]] = {}
-        self.counts_gen = -1
 
 
-def remember(memo: dict[K, Any], key: K, value: Any) -> None:
+def remember(memo: dict[int, Any], key: int, value: Any) -> None:
     if len(memo) >= MEMO_LIMIT:
         forget_older_half(memo)
     memo[key] = value

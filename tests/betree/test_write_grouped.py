@@ -12,10 +12,7 @@ reopening.  An aborted batch leaves the last commit.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -215,65 +212,6 @@ def test_a_failing_batch_leaves_the_last_commit(tmp_path: Path) -> None:
 
 def _boom() -> None:
     raise RuntimeError("boom")
-
-
-ROOT = Path(__file__).resolve().parents[2]
-#: another process's writes: new subscriptions on the same atoms, and deletions
-OTHER = """
-import sys
-from betree.index import Index
-with Index.open(sys.argv[1]) as idx:
-    idx.subscribe_many([(f"b{k}", f"i = {k % 5} and j > {k % 3}") for k in range(int(sys.argv[2]))])
-    idx.unsubscribe_many([k for k in range(0, 400, 7)])
-"""
-
-
-def test_use_counts_kept_between_commits_follow_other_writers(tmp_path: Path) -> None:
-    """The ``atom`` records a writer's last commit left (:class:`betree.disk.writer.Memo`)
-    are used by its next batch only while no other commit came between: here another
-    process adds and deletes uses of the same atoms between this one's batches, and an
-    aborted batch leaves them as they were; the use counts ``check()`` verifies stay
-    right, and the answers agree with the brute force."""
-    rng = random.Random(27)
-    schema = Schema.from_json(SCHEMA)
-    subs: dict[Any, str] = {}
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 4}) as idx:
-        for step in range(6):
-            batch = {k: f"i = {k % 5} and j > {k % 3}" for k in range(step * 70, step * 70 + 90)}
-            idx.subscribe_many(batch.items())  # (20 of each batch replace the last's)
-            subs.update(batch)
-            with idx.store.read() as txn:
-                assert idx.engine.memo.counts and idx.engine.memo.counts_gen == txn.gen
-            if step % 2 == 0:  # another process writes the same atoms
-                n = 30 + 10 * step
-                subprocess.run(
-                    [sys.executable, "-c", OTHER, str(tmp_path / "s"), str(n)],
-                    check=True,
-                    cwd=ROOT,
-                    env=env,
-                )
-                subs.update({f"b{k}": f"i = {k % 5} and j > {k % 3}" for k in range(n)})
-                for k in range(0, 400, 7):
-                    subs.pop(k, None)
-            if step == 3:  # an aborted batch: the memo stays as the last commit left it
-                items = [
-                    (k, "i = 1", idx.engine.compiler().compile(k, "i = 1"), None) for k in range(9)
-                ]
-                with (
-                    pytest.raises(RuntimeError),
-                    idx.store.write() as txn,
-                    idx.engine.writer(txn) as w,
-                ):
-                    w.insert_many(items)
-                    w.finish = _boom  # type: ignore[method-assign]
-            gone = rng.sample(sorted(k for k in subs if isinstance(k, int)), 15)
-            assert idx.unsubscribe_many(gone) == [True] * 15
-            for k in gone:
-                del subs[k]
-            _agrees(idx, subs, schema, rng)
-    with Index.open(tmp_path / "s", readonly=True) as idx:
-        _agrees(idx, subs, schema, rng)
 
 
 def test_a_shard_part_of_puts_and_deletes(tmp_path: Path) -> None:
