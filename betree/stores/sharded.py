@@ -312,14 +312,14 @@ class ShardedIndex:
         """
         items = list(items)
         metas = [item_meta(item) for item in items]
-        with self._write_locked():
-            with gc_paused():  # step 2: every expression compiled, in its shard
-                clauses = [
-                    self._shard(self._route(item[0]), False)
-                    .engine.compiler()
-                    .compile(item[0], item[1])
-                    for item in items
-                ]
+        # one pause of the collector for the whole batch, so one young pass at its end,
+        # not one a shard written as well (each pass counts towards a full one: ~30 ms of
+        # a 1,000-subscription batch into 1M, docs/bench/live/README.md)
+        with self._write_locked(), gc_paused():
+            clauses = [  # step 2: every expression compiled, in its shard
+                self._shard(self._route(item[0]), False).engine.compiler().compile(item[0], item[1])
+                for item in items
+            ]
             if not items:
                 return []
             ops = [

@@ -4,6 +4,7 @@ batch a writer left half-applied."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import signal
@@ -426,3 +427,45 @@ def test_generations_follow_writes_and_compaction(tmp_path: Path) -> None:
         )
         fresh = json.loads(other("print(json.dumps(open_index(sys.argv[1]).generations()))"))
         assert list(reader.generations()) == fresh != list(after)
+
+
+def test_a_batch_across_shards_pays_one_young_pass_and_is_whole(tmp_path: Path) -> None:
+    """The collector is paused once for a sharded batch (compiling and every shard's part):
+    one young pass at its end, not one a shard as well (each counts towards a full pass).
+    The batch itself: ids repeated in it (the last wins), replacing stored ones, at the ends
+    of the id domain, in every shard; and one failing validation midway writes nothing."""
+    rng = random.Random(33)
+    model: dict[Any, str] = {(i if i % 2 else f"s{i}"): expression(rng) for i in range(40)}
+    root = Path(build_hashed(tmp_path / "sh", model, SHARDS))
+    ends: list[Any] = [-(2**63), 2**63 - 1, 0, "", "é" * 300, "\U0001f600"]
+    items: list[tuple[Any, str]] = [(ident, expression(rng)) for ident in ends]
+    items += [(1, expression(rng)), ("s2", expression(rng))]  # replaces stored ones
+    items += [(ends[0], expression(rng)), (7, expression(rng)), (7, expression(rng))]
+    items += [(1000 + k, expression(rng)) for k in range(40)]
+    passes: list[int] = []
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    with open_index(root, readonly=False) as store:
+        assert len({shard_for(store, ident) for ident, _ in items}) == SHARDS
+        before = dict(store.subscriptions())
+        bad = [*items[:20], ("bad", "i between 3 and"), *items[20:]]
+        gc.callbacks.append(counted)
+        try:
+            with pytest.raises(InvalidInput, match="subscription 'bad'"):
+                store.subscribe_many(bad)
+            assert gc.isenabled() and dict(store.subscriptions()) == before
+            passes.clear()
+            created = store.subscribe_many(items)
+        finally:
+            gc.callbacks.remove(counted)
+        assert gc.isenabled()
+        assert passes == [1], passes  # the batch's one young pass
+    expect = []
+    for ident, expr in items:
+        expect.append(ident not in model)
+        model[ident] = expr
+    assert created == expect
+    check_model(root, model, rng)
