@@ -16,7 +16,7 @@ carries over.  Exact: any key is one of its clause's atoms (:mod:`betree.packed.
 and the tree or intervals give the same answers.  Cost: one key choice a rebuild
 (rich 50K: ~17 ms), in place of the events above, made with the keys' sorted copy and
 slots by a background fold in its own thread (:func:`learn_from`), not by the first
-match after it (rich 50K, that match's thread CPU: ~41 ms before, ~3 ms after).
+match after it (rich 50K, that match's thread CPU: 44-56 ms before, 2.6-4.3 after).
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ def learn_from(old: FlatTree, based: Based) -> None:
     """``based``'s view, not yet matched, keyed from ``old``'s counts as :func:`take_over`
     would, and settled (its keys sorted and its atoms slotted: what its first events
     would make).  Called by a fold in its own thread, so that the matching thread only
-    swaps the view in (rich 50K: ~40 ms of that thread's CPU at the first event after
-    a fold otherwise).  ``old`` may be matched meanwhile: a count or key read mid-change
-    costs speed, never answers (any key is one of its clause's atoms)."""
+    swaps the view in (rich 50K: the first event after a fold took 44-56 ms of that
+    thread's CPU, most of it here and in counting the view's bytes,
+    :meth:`betree.packed.flat.FlatSlot._fold`).  ``old`` may be matched meanwhile: a
+    count or key read mid-change costs speed, never answers (any key is one of its
+    clause's atoms)."""
     new = based.view
     if not _carries(old, new) or new.learnt or new.learning is not None:
         return
