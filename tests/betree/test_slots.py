@@ -53,7 +53,9 @@ def _same_truths(idx: Index, events: list[Any]) -> int:
         view, slots = based.view, based.view.slots
         assert slots is not None and view.by_key is not None
         assert sorted(slots.slot.tolist()) == list(range(based.atoms))  # a permutation
-        apart = Slots(view.searches, based.atoms, view.by_key, {})  # (defaults not in runs)
+        apart = Slots(
+            view.searches, based.atoms, view.by_key, {}, view.rows
+        )  # (defaults not in runs)
         schema = engine.schema_in(txn)
         for ev in events:
             values = schema.validate_event(ev)
@@ -206,7 +208,7 @@ def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyP
             searches = {
                 name: SearchView.merged([s, s], bases) for name, s in based.view.searches.items()
             }
-            slots = Slots(searches, 2 * atoms, (none, none, none, none), {})
+            slots = Slots(searches, 2 * atoms, (none, none, none, none), {}, based.view.rows[:0])
             assert sorted(slots.slot.tolist()) == list(range(2 * atoms))
             before = sum(len(part[2]) for parts in slots.lists.values() for part in parts)
             items = sum(len(p.ids) for s in searches.values() for p in (s.gt, s.lt, s.ne))
