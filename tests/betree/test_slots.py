@@ -186,6 +186,38 @@ def test_shared_and_repeated_atoms_and_edges(
         _sweep(idx, edged, Schema.from_json(EDGE_SCHEMA), evs)
 
 
+def test_lists_of_one_two_or_no_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trees whose GT, LT or NE list holds one or two atoms and whose other lists are
+    empty (``i`` compared only by ``!=``, ``j`` by one ``>``, ``f`` by one ``<=`` and
+    two ``>``, ``s`` by one ``!=`` and one ``<``): no list's cut skipped but the empty
+    ones', against phase 1 and the brute force, through deletes (lists emptied or left
+    with one item) and reopening."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    rng = random.Random(65)
+    forms = ["i != 4", "i != 9", "j > 3", "f <= 1", "f >= 2", "f > 3", '"ab" != s', 's < "b"']
+    subs: dict[Any, str] = {}
+    for k in range(160):
+        picked = rng.sample(forms, rng.randint(1, 2))
+        subs[k] = " and ".join(picked) if rng.random() < 0.8 else " or ".join(picked)
+    subs |= {f"x{k}": "i != 4 and j > 3" for k in range(20)}
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(subs.items())
+        events = [event(rng) for _ in range(150)]
+        events += [{"i": 4, "j": 3, "f": 1.0, "s": "ab"}, {"i": 9, "j": 12, "f": -5, "s": "a"}]
+        _settle(idx, events)
+        _same_truths(idx, events)
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 100
+        for k in [k for k, e in subs.items() if "i != 9" in e or "f <=" in e or "f >" in e]:
+            assert idx.unsubscribe(k)
+            del subs[k]
+        idx.check()
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 50
+    with Index.open(tmp_path, readonly=True) as idx:  # reopened: lists of one item
+        _settle(idx, events)
+        _same_truths(idx, events)
+        _sweep(idx, subs, Schema.from_json(SCHEMA), events)
+
+
 def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each tree's view merged with itself (every id twice in its lists, as shards' views
     of one atom would be) and with a shifted copy: the truths by slot of every value
