@@ -58,6 +58,7 @@ from betree.stores.manifest import (  # re-exported: the routing of sharded stor
 from betree.stores.manifest import HASH as HASH
 from betree.stores.manifest import MANIFEST as MANIFEST
 from betree.stores.manifest import VERSION as VERSION
+from betree.stores.manifest import is_routed
 from betree.stores.manifest import is_sharded as is_sharded
 from betree.stores.manifest import read_manifest as read_manifest
 from betree.stores.manifest import shard_name as shard_name
@@ -211,7 +212,7 @@ class ShardedIndex:
         self._names: list[str] = [entry["path"] for entry in manifest["shards"]]
         self._readonly = readonly
         self._options = dict(options or {})
-        self.routed = manifest.get("partitioning", {}).get("hash") == HASH
+        self.routed = is_routed(manifest)
         self._takes_writes = self.routed and not readonly
         self.idents = [_inode(root / name) for name in self._names]
         #: each shard's data file, as a string: :meth:`_refresh` stats them every snapshot
@@ -242,9 +243,12 @@ class ShardedIndex:
         if shardwrite.has_journal(base):
             recover(base, manifest, **options)
         shards: list[Index] = []
+        # each shard's schema read while no batch is being applied (a schema change is one
+        # batch in every shard: opened midway, the shards would seem to disagree)
         try:
-            for entry in manifest["shards"]:
-                shards.append(Index.open(base / entry["path"], readonly=readonly, **options))
+            with shardwrite.reading(base) if is_routed(manifest) else nullcontext():
+                for entry in manifest["shards"]:
+                    shards.append(Index.open(base / entry["path"], readonly=readonly, **options))
             first = shards[0].schema
             for entry, index in zip(manifest["shards"], shards, strict=True):
                 if index.schema != first:

@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -19,7 +20,15 @@ import pytest
 from betree.index import Index
 from betree.stores import shardwrite
 from betree.stores.live import delete_subscriptions, write_subscriptions
-from betree.stores.sharded import ShardedIndex, open_index, shard_for, shard_name, verify
+from betree.stores.sharded import (
+    ShardedIndex,
+    open_index,
+    shard_for,
+    shard_name,
+    shard_of,
+    verify,
+)
+from storage.codec import encode_id
 from storage.errors import CheckFailed, InvalidInput, ShardedStore, StoreReplaced
 from tests.support.brute import brute
 from tests.support.workload import build_hashed, build_sharded, event, expression
@@ -312,6 +321,40 @@ def test_readers_never_see_a_batch_half_applied(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def test_only_a_batch_of_several_shards_waits_for_readers(tmp_path: Path) -> None:
+    """While a snapshot is being begun (the shared read lock held), a write whose ids fall
+    in one shard commits (its one transaction is whole by itself: readers need not wait
+    out its fsync), and a batch over several shards waits, then lands whole."""
+    rng = random.Random(21)
+    root = Path(build_hashed(tmp_path / "sh", {}, SHARDS))
+    ids = [f"x{n}" for n in range(40)]
+    one = [i for i in ids if shard_of(encode_id(i), SHARDS) == 0][:3]
+    several = [f"y{n}" for n in range(6)]
+    assert len(one) == 3 and len({shard_of(encode_id(i), SHARDS) for i in several}) > 1
+    model = {i: expression(rng) for i in one + several}
+    done: list[Any] = []
+    with open_index(root, readonly=False) as store:
+
+        def write(batch: list[str]) -> None:
+            try:
+                done.append(store.subscribe_many([(i, model[i], None) for i in batch]))
+            except Exception as exc:  # checked below
+                done.append(exc)
+
+        with shardwrite.reading(root):
+            writer = threading.Thread(target=write, args=(one,))
+            writer.start()
+            writer.join(60)
+            assert not writer.is_alive() and done == [[True] * 3], done
+            writer = threading.Thread(target=write, args=(several,))
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive() and len(done) == 1, done
+        writer.join(60)
+        assert done[1] == [True] * 6, done
+    check_model(root, model, rng)
 
 
 @pytest.mark.parametrize(("before", "after"), [(1, 1), (3, 1), (3, 2)])
