@@ -234,22 +234,30 @@ class FlatTree:
         """The external ids of the subscriptions of ``clauses`` (ascending) that hold
         (``sat`` by atom id, or by slot with ``by_slot`` the rows by slot)."""
         row_at = self.row_at
-        lo, hi = row_at.take(clauses), row_at.take(clauses + 1)
-        rows = ranges(lo, hi)
-        if not len(rows):
+        lo = row_at.take(clauses)
+        lens = row_at.take(clauses + 1) - lo
+        if self.row_clause is not None and not (some := lens > 0).all():
+            clauses, lo, lens = clauses[some], lo[some], lens[some]  # (no row: never holds)
+        # the rows end to end (:func:`ranges`, its cumsum kept for the clauses' starts)
+        ends = np.cumsum(lens)
+        if not len(ends) or not ends[-1]:
             return self.exts[:0]
+        starts = ends - lens
+        rows = np.repeat(lo - starts, lens)
+        rows += np.arange(int(ends[-1]))
         atoms = (self.rows if by_slot is None else by_slot).take(rows, axis=0)
         truths = sat.take(atoms).view(np.uint64).ravel() == _ALL
         if self.row_clause is not None:  # a clause holds when each of its rows does
-            clauses = clauses[hi > lo]  # (a clause of no row never holds)
-            starts = np.zeros(len(clauses), dtype=np.int64)
-            np.cumsum((hi - lo)[hi > lo][:-1], out=starts[1:])
             truths = np.logical_and.reduceat(truths, starts)
         hits = clauses[truths]
-        if self.sids is not None and len(hits):
-            _, first = np.unique(self.sids[hits], return_index=True)
-            hits = hits[first]
-        return self.exts[hits]
+        if self.sids is not None and len(hits) > 1:  # each subscription once, by sid
+            sid = self.sids.take(hits)  # (np.unique's first of each, without its wrapper)
+            by = np.argsort(sid, kind="stable")
+            sid = sid.take(by)
+            first = np.ones(len(sid), dtype=bool)
+            np.not_equal(sid[1:], sid[:-1], out=first[1:])
+            hits = hits.take(by[first])
+        return self.exts.take(hits)
 
     def _match_by_key(
         self,
