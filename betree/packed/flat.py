@@ -229,33 +229,41 @@ class FlatTree:
         return self._clauses_held(clauses, sat), candidates
 
     def _clauses_held(
-        self, clauses: np.ndarray, sat: np.ndarray, slot: np.ndarray | None = None
+        self, clauses: np.ndarray, sat: np.ndarray, by_slot: np.ndarray | None = None
     ) -> np.ndarray:
         """The external ids of the subscriptions of ``clauses`` (ascending) that hold
-        (``sat`` by atom id, or by ``slot[atom id]``)."""
-        lo, hi = self.row_at[clauses], self.row_at[clauses + 1]
-        rows = ranges(lo, hi)
-        if not len(rows):
+        (``sat`` by atom id, or by slot with ``by_slot`` the rows by slot)."""
+        row_at = self.row_at
+        lo = row_at.take(clauses)
+        lens = row_at.take(clauses + 1) - lo
+        if self.row_clause is not None and not (some := lens > 0).all():
+            clauses, lo, lens = clauses[some], lo[some], lens[some]  # (no row: never holds)
+        # the rows end to end (:func:`ranges`, its cumsum kept for the clauses' starts)
+        ends = np.cumsum(lens)
+        if not len(ends) or not ends[-1]:
             return self.exts[:0]
-        atoms = self.rows.take(rows, axis=0)
-        atoms = atoms if slot is None else slot.take(atoms)
+        starts = ends - lens
+        rows = np.repeat(lo - starts, lens)
+        rows += np.arange(int(ends[-1]))
+        atoms = (self.rows if by_slot is None else by_slot).take(rows, axis=0)
         truths = sat.take(atoms).view(np.uint64).ravel() == _ALL
         if self.row_clause is not None:  # a clause holds when each of its rows does
-            clauses = clauses[hi > lo]  # (a clause of no row never holds)
-            starts = np.zeros(len(clauses), dtype=np.int64)
-            np.cumsum((hi - lo)[hi > lo][:-1], out=starts[1:])
             truths = np.logical_and.reduceat(truths, starts)
         hits = clauses[truths]
-        if self.sids is not None and len(hits):
-            _, first = np.unique(self.sids[hits], return_index=True)
-            hits = hits[first]
-        return self.exts[hits]
+        if self.sids is not None and len(hits) > 1:  # each subscription once, by sid
+            sid = self.sids.take(hits)  # (np.unique's first of each, without its wrapper)
+            by = np.argsort(sid, kind="stable")
+            sid = sid.take(by)
+            first = np.ones(len(sid), dtype=bool)
+            np.not_equal(sid[1:], sid[:-1], out=first[1:])
+            hits = hits.take(by[first])
+        return self.exts.take(hits)
 
     def _match_by_key(
         self,
         sat: np.ndarray,
         by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-        slot: np.ndarray | None = None,
+        by_slot: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int]:
         """:meth:`match` from the keys alone, the tree's reach skipped: the clauses whose
         key and second key hold, then their rows (rich 100K: 2,270 clauses' keys hold an
@@ -263,13 +271,14 @@ class FlatTree:
         atoms all hold is one the event reaches (the BE-Tree prunes only clauses that
         cannot hold), so the reach adds nothing to a check of every atom; ``sat`` must be
         the event's true atom truths (not so for :meth:`check`, which tests only the
-        reached clauses), by atom id or, with ``slot``, by slot (``by_key`` too)."""
+        reached clauses), by atom id or, with ``by_slot`` (the rows by slot), by slot
+        (``by_key`` too)."""
         keys, at, order, second = by_key
         held = np.flatnonzero(sat.take(keys))
         at_key = ranges(at.take(held), at.take(held + 1))  # (positions in ``order``)
         at_key = at_key[sat.take(second.take(at_key))]
         clauses = np.sort(order.take(at_key))
-        return self._clauses_held(clauses, sat, slot), len(clauses)
+        return self._clauses_held(clauses, sat, by_slot), len(clauses)
 
     def slotted(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Slots | None:
         """Once the keys are settled, the view's ``atoms`` numbered list by list, its
@@ -279,13 +288,13 @@ class FlatTree:
         if by_key is None:
             return None
         if slots is None or len(slots.slot) != atoms:
-            slots = self.slots = Slots(self.searches, atoms, by_key, grouped)
+            slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows)
         return slots
 
     def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:
         """:meth:`match` by the keys, ``sat`` the event's atom truths by slot
         (:meth:`Slots.truths`)."""
-        return self._match_by_key(sat, slots.by_key, slots.slot)
+        return self._match_by_key(sat, slots.by_key, slots.rows)
 
     def _keys_settled(
         self, key: np.ndarray, second: np.ndarray
