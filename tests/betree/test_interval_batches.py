@@ -29,22 +29,26 @@ SPEC = {
 }
 NUMERIC = [f"i{k}" for k in range(4)] + ["f0", "f1"]
 LITERALS = [text for text, _ in NUMBER_LITERALS]
+#: attributes whose ends are kept as uint32 offsets (span under 2**32) in a workload of
+#: each shape: ``narrow`` (only those: ints only), ``mixed`` (also ends at the domains' ends)
+NARROW = ("i0", "i1")
 
 
 def _bound(rng: random.Random, attr: str) -> str:
-    """A range's end: mostly near the middle (wide ranges), now and then at a domain end."""
-    if rng.random() < 0.25:
+    """A range's end: mostly near the middle (wide ranges), now and then (but on the
+    :data:`NARROW` attributes) at a domain end."""
+    if attr not in NARROW and rng.random() < 0.25:
         return rng.choice(LITERALS)
     if attr[0] == "i":
         return str(rng.randint(-60, 60))
     return rng.choice([str(round(rng.uniform(-1, 1), 2)), "-0.0", "0.0"])
 
 
-def _expr(rng: random.Random) -> str:
+def _expr(rng: random.Random, attrs: list[str]) -> str:
     parts = []
-    for attr in rng.sample(NUMERIC, rng.randint(1, 5)):
+    for attr in rng.sample(attrs, rng.randint(1, min(5, len(attrs)))):
         lo, hi = sorted([_bound(rng, attr), _bound(rng, attr)], key=float)
-        form = rng.randrange(6)
+        form = rng.randrange(6) if attr not in NARROW else rng.choice([0, 4, 5])  # (closed)
         if form < 3:
             parts.append(f"{attr} between {lo} and {hi}")
         elif form == 3:
@@ -54,7 +58,7 @@ def _expr(rng: random.Random) -> str:
         else:
             parts.append(f"{attr} = {lo}" if attr[0] == "i" else f"{attr} > {lo}")
     if rng.random() < 0.1:
-        parts.append(rng.choice(['s = "x"', "s is null", "i0 != 3"]))
+        parts.append(rng.choice(['s = "x"', "s is null", "i0 != 3", "i1 in (0, 9)"]))
     return " and ".join(parts)
 
 
@@ -96,14 +100,21 @@ def _by_intervals(idx: Index, lean: bool) -> bool:
     return held is not None and held[1].view.ranged is not None and len(held[1].view.rows) == 0
 
 
-@pytest.mark.parametrize(("seed", "cache"), [(51, None), (52, None), (53, 1 << 20)])
+@pytest.mark.parametrize(
+    ("seed", "shape", "cache"),
+    [(51, "mixed", None), (52, "narrow", None), (53, "mixed", 1 << 20), (54, "narrow", 1 << 20)],
+)
 def test_batches_by_intervals_match_brute_force(
-    tmp_path: Path, seed: int, cache: int | None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, seed: int, shape: str, cache: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(flatbatch, "LEAST", 2)  # (every batch of two or more as a batch)
     rng = random.Random(seed)
     schema = Schema.from_json(SPEC)
-    subs = {i: _expr(rng) for i in range(400)}
+    attrs = NUMERIC if shape == "mixed" else list(NARROW)
+    subs = {i: _expr(rng, attrs) for i in range(400)}
+    # the least end and the greatest (2**32 - 3 above it: uint32 offsets 1 .. 2**32 - 2)
+    subs[10**6] = f"i1 between -60 and {-60 + 2**32 - 3}"
+    subs[10**6 + 1] = "i0 between -60 and 60 and i1 >= -60 and i1 <= 60"
     for phase in range(3):
         opened = {"cache_bytes": cache} if cache is not None else {}
         with Index.open(tmp_path, schema=SPEC if phase == 0 else None, **opened) as idx:
@@ -120,7 +131,7 @@ def test_batches_by_intervals_match_brute_force(
             idx.unsubscribe_many(gone)
             for ident in gone:
                 del subs[ident]
-            fresh = {1000 * (phase + 1) + k: _expr(rng) for k in range(30)}
+            fresh = {1000 * (phase + 1) + k: _expr(rng, attrs) for k in range(30)}
             idx.subscribe_many(fresh.items())
             subs.update(fresh)
             _check(idx, subs, schema, rng)
