@@ -81,7 +81,7 @@ class Intervals:
         self.atoms = shards[-1].atoms + shards[-1].size
         sizes = [len(s.exts) for s in shards]
         self.clauses = n = int(sum(sizes))
-        self.words = w = (n + 63) // 64
+        self.words = (n + 63) // 64
         self.exts = shards[0].exts if len(shards) == 1 else np.concatenate([s.exts for s in shards])
         self.sids = _sid_keys(shards)
         names = sorted({a for s in shards for a in s.searches if kinds.get(a) in _KINDS})
@@ -123,9 +123,9 @@ class Intervals:
         del done
         #: clauses no interval constrains: candidates for every event
         self.unbounded = n - int(np.count_nonzero(ends.bounded))
-        self.bits, self.row0, self.pad = ends.finish(w, n)
+        self.bits, self.row0, self.pad = ends.finish()
         self.edges, self.at, self.wide = ends.edges, ends.at, ends.wide
-        self.ptr, self.iattr, self.ilo, self.ihi = ends.table(n)
+        self.ptr, self.iattr, self.ilo, self.ihi = ends.table()
         self.bucket_ends = ends.bucket_ends
         # (the edges as Python lists: one event's bucket found without a numpy call)
         self.edge_list = [e.tolist() for e in self.edges]
@@ -312,7 +312,8 @@ class _Ends:
     def __init__(self, attrs: int, n: int) -> None:
         self.buckets = max(1, min(BUCKETS, ROWS // max(attrs, 1) - 1))
         self.bounded = np.zeros(n, dtype=bool)  # clauses some interval constrains
-        self.words = w = (n + 63) // 64
+        self.n = n
+        w = (n + 63) // 64
         self.bits = np.zeros((attrs * (self.buckets + 1), w), dtype=np.uint64)
         self.mask = np.zeros(w * 64, dtype=bool)
         self.rows = 0
@@ -376,19 +377,21 @@ class _Ends:
         self.bits[self.rows] = np.packbits(mask, bitorder="little").view(np.uint64)
         self.rows += 1
 
-    def finish(self, w: int, n: int) -> tuple[np.ndarray, list[int], np.ndarray]:
+    def finish(self) -> tuple[np.ndarray, list[int], np.ndarray]:
         """The bitsets (a row a bucket, one for the attribute undefined), each attribute's
         first row, and the last word's padding bits."""
         self.mask = np.zeros(0, dtype=bool)
+        n, w = self.n, self.bits.shape[1]
         pad = np.zeros(w * 64, dtype=bool)
         pad[n:] = True
         last = np.packbits(pad, bitorder="little").view(np.uint64)[-1:] if w else np.zeros(0)
         return self.bits[: self.rows], self.row0, last.astype(np.uint64)
 
-    def table(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Each clause's intervals end to end, in attribute order: where each clause's
-        start (``n + 1``), their attributes, and their ``lo``/``hi`` (uint32 offsets from
+        start (clauses + 1), their attributes, and their ``lo``/``hi`` (uint32 offsets from
         each attribute's :attr:`at`, or u64 coordinates when :attr:`wide`)."""
+        n = self.n
         counts = np.zeros(n, dtype=np.int64)
         for c in self.cls:
             counts[c] += 1
