@@ -10,17 +10,18 @@ process's.  At most ``2 * N`` batches are in flight: memory is bounded by that m
 batches of lines and results, and by each worker's page cache.
 
 Workers are started with ``forkserver`` (``spawn`` where that is missing): an LMDB
-environment must not cross a ``fork``, and neither may the parent's page cache.  Until a
-full batch arrives the parent matches alone, starting no worker: a short stream, or a live
-one whose events trickle in (:func:`betree.streams.stream.ready_batches` ends a batch where the
-input pauses, and a short batch has all results before it written first).  A worker
-that dies (killed, out of memory) ends the stream with :class:`~storage.errors.BexdbError`
-naming what happened, never a hang.
+environment must not cross a ``fork``, and neither may the parent's page cache.  The server
+imports this module (and so bexdb) once, before it forks any worker, and opens no store.
+Until a full batch arrives the parent matches alone, starting no worker: a short stream, or
+a live one whose events trickle in (:func:`betree.streams.stream.ready_batches` ends a batch
+where the input pauses, and a short batch has all results before it written first).  A
+worker that dies (killed, out of memory) ends the stream with
+:class:`~storage.errors.BexdbError` naming what happened, never a hang.
 
-Cost: starting the workers (about 0.5 s each: the interpreter and bexdb's imports, then
-the store's open), and per batch pickling its lines to a worker and its output lines back
-(a few µs per event: workers write the JSON, so the parent only reads and writes
-bytes).  What it buys: the matching of N batches at once, on N cores.
+Cost: starting the workers (the server's interpreter and bexdb's imports, ~0.5 s, once a
+process; then a fork and the store's open a worker), and per batch pickling its lines to a
+worker and its output lines back (a few µs per event: workers write the JSON, so the parent
+only reads and writes bytes).  What it buys: the matching of N batches at once, on N cores.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def _pooled(
 ) -> Iterator[Output]:
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:  # bexdb imported once, by the server (before any store opens)
+        context.set_forkserver_preload([__name__])
     pool = ProcessPoolExecutor(
         jobs, mp_context=context, initializer=_open, initargs=(str(path), cache_bytes)
     )

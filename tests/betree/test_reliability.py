@@ -33,6 +33,10 @@ from tests.support.workload import SCHEMA, event, expression
 from tests.support.writers import BATCH, batches, small_batch
 from tools.cli import main
 
+#: One schema object for the whole file: the brute force remembers truths per schema object
+#: (tests/support/brute.py), and every check after a kill asks about the same subscriptions.
+SCHEMA_ = Schema.from_json(SCHEMA)
+
 WRITER = """
 import sys
 from betree.index import Index
@@ -55,7 +59,7 @@ def start(*argv: str) -> subprocess.Popen[str]:
 def assert_store_holds(store: Path, subs: dict[Any, str], seed: int, events: int = 30) -> None:
     """``verify`` passes and matches equal the brute force over ``subs``."""
     assert main(["verify", str(store)]) == 0
-    schema = Schema.from_json(SCHEMA)
+    schema = SCHEMA_
     rng = random.Random(seed)
     with Index.open(store, readonly=True) as idx:
         assert dict(idx.subscriptions()) == subs
@@ -138,7 +142,7 @@ def test_readers_beside_a_writer_see_whole_commits(tmp_path: Path) -> None:
         idx.subscribe_many(every[0])
     writer = start("-c", WRITER, str(store), str(seed), str(n), "1")
     readers = [start("-c", READER, str(store), str(s), "300") for s in (21, 22)]
-    schema = Schema.from_json(SCHEMA)
+    schema = SCHEMA_
     states = [dict(chain.from_iterable(every[: k + 1])) for k in range(n)]
     assert writer.wait(300) == 0
     seen = set()

@@ -4,17 +4,17 @@ A master and a worker (two cores, 1 GB) are started on loopback from pyspark's o
 distribution (``spark-class org.apache.spark.deploy.master.Master`` / ``…worker.Worker``,
 free ports); each application has two executors of one core (``spark.executor.cores=1``),
 separate JVMs the worker starts, their Python workers started from ``PYSPARK_PYTHON``.
-``load``, ``match --engine spark`` and ``stream`` run in sequence in one application under
-``spark-submit`` (tests/support/one_application.py: one driver and two executors, not
-three of each), ``stream`` also with ``--master spark://127.0.0.1:PORT`` across the kill
-below, and the answers are compared with the local ones; the cluster is stopped at the end.
-The seconds each command took (without Spark's start) are printed (``pytest -s``:
-docs/scale.md).
+``load``, ``match --engine spark`` and ``stream --available-now`` run in sequence with
+``--master spark://127.0.0.1:PORT`` in one application (tests/support/one_application.py:
+one driver and two executors, not three of each; ``spark-submit``'s own path is
+tests/loaders/test_spark_submit.py's), and the answers are compared with the local ones;
+the cluster is stopped at the end. The seconds each command took (without Spark's start)
+are printed (``pytest -s``: docs/scale.md).
 
-``stream`` on the cluster across a ``kill -9`` of an executor: the executor process (a JVM
-the workers started, found by its working directory under the test's worker directories)
-is killed while it runs a task of a micro-batch; the master starts another, the lost task
-runs again, and every event's result is committed exactly once, equal to ``bexdb match``'s.
+The ``stream`` runs across a ``kill -9`` of an executor: the executor process (a JVM the
+worker started, found by its working directory under the worker's directory) is killed
+while it runs a task of a micro-batch; the master starts another, the lost task runs
+again, and every event's result is committed exactly once, equal to ``bexdb match``'s.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import json
 import os
 import random
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -40,7 +39,6 @@ import pytest
 
 from betree.lang.schema import Schema
 from loaders.spark.session import LOCAL_JIT
-from loaders.spark.streamlog import committed_results
 from tests.support import jvm_cds
 from tests.support.brute import brute
 from tests.support.one_application import MARK
@@ -48,7 +46,6 @@ from tests.support.spark import (
     drop,
     output,
     per_file,
-    plain_store,
     single_process,
     subscriptions,
 )
@@ -163,84 +160,39 @@ def _alive_workers(ui: int) -> int:
         return 0
 
 
-def application(tmp: Path, master: str, *commands: list[str]) -> list[tuple[dict[str, Any], float]]:
-    """``bexdb`` COMMANDS in sequence in one application under ``spark-submit --master``:
-    each one's summary and seconds."""
-    command = [os.path.join(HOME, "bin", "spark-submit"), "--master", master,
-               *shlex.split(SUBMIT), "--driver-java-options", C1,
-               str(ROOT / "tests" / "support" / "one_application.py"),
-               *(json.dumps(argv) for argv in commands)]  # fmt: skip
-    done = subprocess.run(
-        command, cwd=ROOT, env=environment(tmp), capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answers, lines = [], []
-    for line in done.stdout.splitlines():
+def submit(tmp: Path, master: str, *commands: list[str]) -> subprocess.Popen[str]:
+    """``bexdb`` COMMANDS in sequence in one application on the cluster, its driver this
+    Python (``--master URL``, the options in ``PYSPARK_SUBMIT_ARGS``), started
+    (:func:`answers` reads what they said)."""
+    env = environment(tmp)
+    env["PYSPARK_SUBMIT_ARGS"] = f"{SUBMIT} pyspark-shell"
+    env["SPARK_SUBMIT_OPTS"] = f"{env.get('SPARK_SUBMIT_OPTS', '')} {C1}"  # the driver's JIT
+    script = str(ROOT / "tests" / "support" / "one_application.py")
+    with open(tmp / "driver.log", "w") as log:  # (a pipe left unread could fill up)
+        return subprocess.Popen(
+            [sys.executable, script, "--master", master, *(json.dumps(a) for a in commands)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def answers(proc: subprocess.Popen[str], tmp: Path, n: int) -> list[tuple[dict[str, Any], float]]:
+    """Each of the application's ``n`` commands' summary (its last line) and seconds."""
+    stdout, _ = proc.communicate(timeout=600)
+    stderr = (tmp / "driver.log").read_text()
+    assert proc.returncode == 0, stderr[-3000:]
+    found: list[tuple[dict[str, Any], float]] = []
+    lines: list[str] = []
+    for line in stdout.splitlines():
         if line.startswith(MARK):
             _, code, seconds = line.split()
-            assert code in ("0", "3"), done.stderr[-3000:]
-            answers.append((json.loads(lines[-1]), float(seconds)))
+            assert code in ("0", "3"), stderr[-3000:]
+            found.append((json.loads(lines[-1]), float(seconds)))
             lines = []
         else:
             lines.append(line)
-    assert len(answers) == len(commands), done.stdout[-3000:]
-    return answers
-
-
-def test_load_match_stream_on_a_cluster(
-    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    master = cluster.url
-    rng = random.Random(61)
-    subs = subscriptions(61, 400)
-    (tmp_path / "subs.jsonl").write_text(
-        "".join(json.dumps({"id": k, "expr": e}) + "\n" for k, e in subs.items())
-    )
-    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
-    store = str(tmp_path / "store")
-    events = [event(rng) for _ in range(300)]
-    lines = [json.dumps(e) for e in events]
-    lines.insert(17, '{"i": "seven"}')
-    given = tmp_path / "events.jsonl"
-    given.write_text("\n".join(lines) + "\n")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.jsonl").write_text("\n".join(lines[:150]) + "\n")
-    (src / "b.jsonl").write_text("\n".join(lines[150:]) + "\n")
-    out, sink, ck = tmp_path / "out", tmp_path / "sink", tmp_path / "ck"
-    # ``stream --master`` on the cluster: the executor-kill test below
-    apps = set(cluster.work.iterdir())
-    ran = application(
-        tmp_path, master,
-        ["load", store, str(tmp_path / "subs.jsonl"), "--schema", str(tmp_path / "schema.json"),
-         "--shards", "2", "--master", master],
-        ["match", store, str(given), "--engine", "spark", "--out", str(out), "--master", master],
-        ["stream", store, "--source", str(src), "--out", str(sink), "--checkpoint", str(ck),
-         "--available-now"],
-    )  # fmt: skip
-    (loaded, load_s), (matched, match_s), (streamed, stream_s) = ran
-    figures = {"load": load_s, "match": match_s, "stream": stream_s}
-    (app,) = set(cluster.work.iterdir()) - apps  # one application, two executors in it
-    assert len(list(app.iterdir())) == 2, list(app.iterdir())
-    assert loaded["loaded"] == 400 and loaded["rejected"] == 0
-    assert cli.main(["verify", store]) == 0
-
-    _, expected = single_process(store, given, capsys)  # the local answers
-    schema = Schema.from_json(SCHEMA)
-    for n, ev in enumerate(events, 1):  # and the brute-force evaluator's
-        assert set(expected[n + (n > 17)]["matches"]) == brute(subs, schema, ev)
-
-    assert matched["rejected"] == 1
-    assert {d.pop("line"): d for d in output(out)} == expected
-
-    assert streamed["events"] == 301 and streamed["rejected"] == 1
-    figures["stream: Python worker peak MB"] = streamed["worker_peak_mb"]
-    found = {}
-    for doc in committed_results(sink):
-        base = 0 if doc.pop("file").endswith("a.jsonl") else 150
-        found[base + doc.pop("line")] = doc
-    assert found == expected
-    print("\ncluster seconds:", json.dumps({k: round(v, 1) for k, v in figures.items()}))
+    assert len(found) == n, stdout[-3000:]
+    return found
 
 
 _TASK = re.compile(rb"(Running|Finished) task \S+ in stage \S+ \(TID (\d+)\)")
@@ -274,66 +226,94 @@ def busy(directory: Path) -> bool:
     return bool(running)
 
 
-def test_stream_exactly_once_across_an_executor_kill(
+def test_load_match_and_stream_across_an_executor_kill_on_a_cluster(
     cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = plain_store(tmp_path / "store", subscriptions(71, 300))
-    rng = random.Random(72)
-    src, out, ck = tmp_path / "src", tmp_path / "out", tmp_path / "ck"
+    """One application: ``load``, ``match --engine spark``, then ``stream --available-now``
+    over ten files, two a micro-batch, one executor killed while it runs a stream task."""
+    master = cluster.url
+    rng = random.Random(61)
+    subs = subscriptions(61, 400)
+    (tmp_path / "subs.jsonl").write_text(
+        "".join(json.dumps({"id": k, "expr": e}) + "\n" for k, e in subs.items())
+    )
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    store = str(tmp_path / "store")
+    events = [event(rng) for _ in range(300)]
+    lines = [json.dumps(e) for e in events]
+    lines.insert(17, '{"i": "seven"}')
+    given = tmp_path / "events.jsonl"
+    given.write_text("\n".join(lines) + "\n")
+    src, out, sink, ck = tmp_path / "src", tmp_path / "out", tmp_path / "sink", tmp_path / "ck"
     src.mkdir()
-    files = []
+    drop(src, "a.jsonl", ("\n".join(lines[:150]) + "\n").encode())  # the first micro-batch
+    drop(src, "b.jsonl", ("\n".join(lines[150:]) + "\n").encode())
+    big = []  # then four of two files each, long enough to catch an executor in a task
     for f in range(8):
-        lines = [json.dumps(event(rng)) for _ in range(5000)]
-        lines.insert(f * 7, "not json")
-        files.append(("\n".join(lines) + "\n").encode())
-    env = environment(tmp_path)
-    env["PYSPARK_SUBMIT_ARGS"] = f"{SUBMIT} pyspark-shell"
-    argv = ["stream", store, "--source", str(src), "--out", str(out), "--checkpoint", str(ck)]
-    argv += ["--master", cluster.url, "--trigger", "0.5", "--max-files-per-trigger", "2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", *argv, "--progress-json"], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        rows = [json.dumps(event(rng)) for _ in range(5000)]
+        rows.insert(f * 7, "not json")
+        big.append(drop(src, f"e{f}.jsonl", ("\n".join(rows) + "\n").encode()))
+    apps = set(cluster.work.iterdir())
+    proc = submit(
+        tmp_path, master,
+        ["load", store, str(tmp_path / "subs.jsonl"), "--schema", str(tmp_path / "schema.json"),
+         "--shards", "2", "--master", master],
+        ["match", store, str(given), "--engine", "spark", "--out", str(out), "--master", master],
+        ["stream", store, "--source", str(src), "--out", str(sink), "--checkpoint", str(ck),
+         "--master", master, "--max-files-per-trigger", "2", "--available-now",
+         "--progress-json"],
     )  # fmt: skip
-    names = [str(src / f"e{f}.jsonl") for f in range(8)]
     try:
-        for f in range(2):
-            drop(src, f"e{f}.jsonl", files[f])
-        _until(lambda: set(names[:2]) <= set(per_file(out)), "the first files", proc)
+        _until(lambda: len(per_file(sink)) >= 2, "the first micro-batch committed", proc)
         before = executors(cluster.work)
-        assert len(before) == 2, before
-        for f in range(2, 8):
-            drop(src, f"e{f}.jsonl", files[f])
+        assert len(before) == 2, before  # the application's two, which ran load and match
         victim: list[int] = []
 
         def running() -> bool:
             victim.extend(pid for pid, cwd in before.items() if busy(cwd))
             return bool(victim)
 
-        _until(running, "an executor running a task", proc, step=0.01)
+        _until(running, "an executor running a stream task", proc, step=0.01)
         os.kill(victim[0], signal.SIGKILL)
-        _until(lambda: set(names) <= set(per_file(out)), "every file committed", proc)
-        after = executors(cluster.work)
-        assert victim[0] not in after and set(after) - set(before), "no executor replaced it"
-        proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=180)
+        ran = answers(proc, tmp_path, 3)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 0, stderr[-3000:]
-    assert json.loads(stdout.splitlines()[-1])["events"] == 8 * 5001  # no task counted twice
-    found = per_file(out)  # (fails on an event answered twice)
-    assert sorted(found) == names
-    for name in names:
-        _, expected = single_process(store, Path(name), capsys)
-        assert found[name] == expected, name
+    (loaded, load_s), (matched, match_s), (streamed, stream_s) = ran
+    figures = {"load": load_s, "match": match_s, "stream": stream_s}
+    (app,) = set(cluster.work.iterdir()) - apps  # one application: its two executors, and
+    started = {p.name for p in app.iterdir()}  # the one the master started for the victim
+    assert len(started) == 3 and before[victim[0]].name in started, started
+    assert loaded["loaded"] == 400 and loaded["rejected"] == 0
+    assert cli.main(["verify", store]) == 0
+
+    _, expected = single_process(store, given, capsys)  # the local answers
+    schema = Schema.from_json(SCHEMA)
+    for n, ev in enumerate(events, 1):  # and the brute-force evaluator's
+        assert set(expected[n + (n > 17)]["matches"]) == brute(subs, schema, ev)
+
+    assert matched["rejected"] == 1
+    assert {d.pop("line"): d for d in output(out)} == expected
+
+    # every event's result once (no task counted twice, none answered twice), as locally
+    assert streamed["events"] == 301 + 8 * 5001 and streamed["rejected"] == 1 + 8
+    figures["stream: Python worker peak MB"] = streamed["worker_peak_mb"]
+    found = per_file(sink)  # (fails on an event answered twice)
+    assert sorted(found) == sorted(map(str, [src / "a.jsonl", src / "b.jsonl", *big]))
+    second = {150 + n: doc for n, doc in found.pop(str(src / "b.jsonl")).items()}
+    assert {**found.pop(str(src / "a.jsonl")), **second} == expected
+    for path in big:
+        assert found[str(path)] == single_process(store, path, capsys)[1], path
+    print("\ncluster seconds:", json.dumps({k: round(v, 1) for k, v in figures.items()}))
 
 
 def _until(ok: Any, what: str, proc: subprocess.Popen[str], step: float = 0.2) -> None:
+    """Wait for ``ok()``; fail if the application ends first (its log: driver.log)."""
     deadline = time.monotonic() + 300
     while not ok():
         if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode} before {what}: {proc.stderr.read()}")  # type: ignore[union-attr]
+            raise AssertionError(f"exited {proc.returncode} before {what}: see driver.log")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(step)
