@@ -103,8 +103,6 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(__file__).resolve().parents[1]
         for name in COMPILED:  # (skips what is up to date; written whatever the environment)
             compileall.compile_dir(root / name, quiet=1)
-        if getattr(config.option, "numprocesses", None):
-            _rewrite_for_the_workers(config, root)
         if config.option.sample_seed is None:
             config.option.sample_seed = int(time.time()) % 100_000
     # xdist sorts files by their number of tests unless told not to: keep HEAVY's order.
@@ -113,26 +111,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("BEXDB_FULL_TESTS") == "1":
         config.option.full = True
     jvm_cds.use()  # Spark's classes from one archive (tests/support/jvm_cds.py)
-
-
-def _rewrite_for_the_workers(config: pytest.Config, root: Path) -> None:
-    """The test modules as pytest's assert rewriting makes them, cached once by the xdist
-    controller: each worker collects every file and rewrote them all (~4 of its ~6 CPU s
-    of collection) when nothing was cached (a fresh clone; ``PYTHONDONTWRITEBYTECODE=1``
-    keeps the workers from caching them). Pytest's own steps (``AssertionRewritingHook``'s:
-    private, so a pytest without them only loses the cache); a stale file is rewritten
-    again by the worker, as without the cache."""
-    try:
-        from _pytest.assertion import rewrite
-
-        state = config.stash[rewrite.assertstate_key]
-        for fn in sorted((root / "tests").rglob("test_*.py")):
-            pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
-            if rewrite._read_pyc(fn, pyc, state.trace) is None and rewrite.try_makedirs(pyc.parent):
-                source_hash, co = rewrite._rewrite_test(fn, config)
-                rewrite._write_pyc(state, co, source_hash, pyc)
-    except (ImportError, AttributeError, KeyError):
-        return
 
 
 @pytest.hookimpl(optionalhook=True)
