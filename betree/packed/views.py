@@ -121,7 +121,8 @@ class HeldView:
         if len(batch) < flatbatch.LEAST:
             return listed([self.match_array(v) for v in batch], lists)
         view = self.based
-        shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms, view.delta)
+        numbered = view.view.numbered(view.atoms, view.grouped)
+        shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms, view.delta, numbered)
         found, self.stats, self.timings = on_views(
             self.ranging, view.view, [shard], batch, self.types, [self.txn]
         )
