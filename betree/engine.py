@@ -219,11 +219,16 @@ class Engine:
 
     def _fresh_base(self, folds: Records) -> tuple[int, Based]:
         """A base view in a snapshot of its own (a fold in the background): built lean from
-        the pages when the held view is lean (:mod:`betree.packed.leanbuild`), else whole."""
+        the pages when the held view is lean (:mod:`betree.packed.leanbuild`), else whole,
+        keyed from the held view's counts here, not in the first match after it
+        (:func:`betree.packed.carry.learn_from`)."""
         held = self.flat.held(self.flat.held_gen())
         if held is not None and held.view.ranged is not None:
             return leanbuild.lean_base(self.store, folds, self.types)
-        return flat.fresh_base(self.store, folds)
+        gen, based = flat.fresh_base(self.store, folds)
+        if held is not None:
+            carry.learn_from(held.view, based)
+        return gen, based
 
     def _view(self, txn: ReadTxn, snap: Snapshot, events: int = 1) -> Based | None:
         """The packed view for ``txn``'s snapshot (a base view and the delta since:
@@ -309,8 +314,7 @@ class Engine:
             self.flat.walked(seconds)
         if strategy.stats:
             self.last_stats = strategy.stats
-        if strategy.timings:
-            self.last_timings = strategy.timings
+        self.last_timings = strategy.timings  # (none for a call matched event by event)
 
     def match(self, txn: ReadTxn, values: Mapping[str, object]) -> list[SubId]:
         """The ids an event validated by ``schema.validate_event`` matches in ``txn``."""

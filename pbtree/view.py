@@ -353,14 +353,18 @@ class SearchView:
         if key_domain(value) != self.domain:
             raise InvalidInput(f"PB+tree {self.name!r} cannot compare {value!r} to its keys")
         gt, lt, ne = self.gt, self.lt, self.ne
-        cuts = [(0, 0, int(gt.at[_cut(gt.keys, value, False)]))]
-        cuts.append((1, int(lt.at[_cut(lt.keys, value, True)]), len(lt.ids)))
-        j, k = _cut(ne.keys, value, False), _cut(ne.keys, value, True)
-        if j < k:  # (several items of one key in a merged view)
-            cuts.append((2, 0, int(ne.at[j])))
-            cuts.append((2, int(ne.at[k]), len(ne.ids)))
-        else:
-            cuts.append((2, 0, len(ne.ids)))
+        cuts = []  # (an empty list has none: rich rules, half the bisections an event)
+        if len(gt.ids):
+            cuts.append((0, 0, int(gt.at[_cut(gt.keys, value, False)])))
+        if len(lt.ids):
+            cuts.append((1, int(lt.at[_cut(lt.keys, value, True)]), len(lt.ids)))
+        if len(ne.ids):
+            j, k = _cut(ne.keys, value, False), _cut(ne.keys, value, True)
+            if j < k:  # (several items of one key in a merged view)
+                cuts.append((2, 0, int(ne.at[j])))
+                cuts.append((2, int(ne.at[k]), len(ne.ids)))
+            else:
+                cuts.append((2, 0, len(ne.ids)))
         return self.eq.get(value), cuts
 
     @classmethod

@@ -117,8 +117,17 @@ class Pages:
             return listed([id_array(self.match(v)) for v in batch], lists)
         if len(batch) > batching.MAX_EVENTS:  # bounds the bit matrix: see betree.matching.batch
             step = batching.MAX_EVENTS
-            parts = [batch[k : k + step] for k in range(0, len(batch), step)]
-            return [ids for p in parts for ids in self.match_many(p, lists)]
+            found: list[Any] = []
+            stats: dict[str, int] = {}
+            timings: dict[str, float] = {}
+            for k in range(0, len(batch), step):
+                found.extend(self.match_many(batch[k : k + step], lists))
+                for key, n in self.stats.items():
+                    stats[key] = stats.get(key, 0) + n
+                for key, seconds in self.timings.items():
+                    timings[key] = timings.get(key, 0.0) + seconds
+            self.stats, self.timings = stats, timings  # the whole batch's
+            return found
         txn, snap = self.txn, self.snap
         order = batching.shape_order(batch)
         batch = [batch[e] for e in order]

@@ -78,7 +78,6 @@ class Delta:
 
     __slots__ = (
         "_direct",
-        "_exts",
         "_gone",
         "_removed_ints",
         "alive",
@@ -89,6 +88,7 @@ class Delta:
         "clauses",
         "exts",
         "flat",
+        "ids",
         "new_atoms",
         "new_ids",
         "newer",
@@ -111,6 +111,9 @@ class Delta:
         self.removed: frozenset[SubId] = frozenset()  #: external ids masked in the base
         self.where: dict[int, int] = {}  #: live added sid -> its position in ``exts``
         self.exts: list[SubId] = []
+        #: ``exts`` as one array (:func:`betree.disk.nodes.id_array`), kept up by the
+        #: catch-up: an event's hits are one ``take`` of it, not a list made into an array
+        self.ids = id_array([])
         self.alive = np.zeros(0, dtype=bool)
         self.clause_sub = _EMPTY
         self.starts = _EMPTY
@@ -140,7 +143,6 @@ class Delta:
         #: the int ones of ``removed`` as a sorted array (made once)
         self._removed_ints: np.ndarray | None = None
         self._gone: tuple[np.ndarray, np.ndarray] | None = None  #: :meth:`gone`'s (exts, it)
-        self._exts: np.ndarray | None = None  #: ``exts`` as one array (made once)
 
     @classmethod
     def empty(cls, rec: Mapping[str, Any]) -> Delta:
@@ -242,6 +244,8 @@ class Delta:
         out.newer_at = np.concatenate([self.newer_at, added[newer] - base])
         out.clause_sub = np.concatenate([self.clause_sub, np.array(subs, dtype=np.int64)])
         out.removed, out.where, out.alive, out.exts = frozenset(removed), where, alive, exts
+        more = id_array(exts[len(self.exts) :])
+        out.ids = np.concatenate([self.ids, more]) if len(more) else self.ids
         out.new_ids, out.new_atoms = new_ids, new_atoms
         out.by_attr, out.undefined = by_attr, undefined
         out.clauses = int(np.count_nonzero(alive[out.clause_sub]))
@@ -329,9 +333,7 @@ class Delta:
         event = np.searchsorted(slots, word[pair] * 64 + b)  # each hit's event
         subs = len(self.exts)
         key = np.unique(event * subs + self.clause_sub[clause[pair]])  # an event's once
-        if self._exts is None:
-            self._exts = id_array(self.exts)
-        ids = self._exts[key % subs]
+        ids = self.ids[key % subs]
         cuts = np.searchsorted(key // subs, np.arange(n + 1)).tolist()
         return [ids[cuts[i] : cuts[i + 1]] for i in range(n)]
 
@@ -395,7 +397,7 @@ class Delta:
     def _hits(self, truth: np.ndarray) -> np.ndarray:
         """The external ids of the live added subscriptions whose clauses all hold:
         ``truth`` by position in ``flat``."""
-        return live_hits(truth, self.starts, self.clause_sub, self.alive, self.exts)
+        return live_hits(truth, self.starts, self.clause_sub, self.alive, self.ids)
 
 
 def newer_truths(
@@ -420,14 +422,16 @@ def live_hits(
     starts: np.ndarray,
     clause_sub: np.ndarray,
     alive: np.ndarray,
-    exts: Sequence[SubId],
+    ids: np.ndarray,
 ) -> np.ndarray:
-    """The external ids of the live added subscriptions whose clauses all hold: ``truth``
-    of each clause's atoms in clause order, a clause's first at ``starts``."""
+    """The external ids (of ``ids``, by subscription) of the live added subscriptions
+    whose clauses all hold: ``truth`` of each clause's atoms in clause order, a clause's
+    first at ``starts``."""
     ok = np.logical_and.reduceat(truth, starts)
     hit = np.zeros(len(alive), dtype=bool)
     hit[clause_sub[ok]] = True  # a subscription once, however many clauses hold
-    return id_array([exts[k] for k in np.flatnonzero(hit & alive).tolist()])
+    hit &= alive
+    return ids[hit]
 
 
 def settle(

@@ -233,33 +233,41 @@ class FlatTree:
         return self._clauses_held(clauses, sat), candidates
 
     def _clauses_held(
-        self, clauses: np.ndarray, sat: np.ndarray, slot: np.ndarray | None = None
+        self, clauses: np.ndarray, sat: np.ndarray, by_slot: np.ndarray | None = None
     ) -> np.ndarray:
         """The external ids of the subscriptions of ``clauses`` (ascending) that hold
-        (``sat`` by atom id, or by ``slot[atom id]``)."""
-        lo, hi = self.row_at[clauses], self.row_at[clauses + 1]
-        rows = ranges(lo, hi)
-        if not len(rows):
+        (``sat`` by atom id, or by slot with ``by_slot`` the rows by slot)."""
+        row_at = self.row_at
+        lo = row_at.take(clauses)
+        lens = row_at.take(clauses + 1) - lo
+        if self.row_clause is not None and not (some := lens > 0).all():
+            clauses, lo, lens = clauses[some], lo[some], lens[some]  # (no row: never holds)
+        # the rows end to end (:func:`ranges`, its cumsum kept for the clauses' starts)
+        ends = np.cumsum(lens)
+        if not len(ends) or not ends[-1]:
             return self.exts[:0]
-        atoms = self.rows.take(rows, axis=0)
-        atoms = atoms if slot is None else slot.take(atoms)
+        starts = ends - lens
+        rows = np.repeat(lo - starts, lens)
+        rows += np.arange(int(ends[-1]))
+        atoms = (self.rows if by_slot is None else by_slot).take(rows, axis=0)
         truths = sat.take(atoms).view(np.uint64).ravel() == _ALL
         if self.row_clause is not None:  # a clause holds when each of its rows does
-            clauses = clauses[hi > lo]  # (a clause of no row never holds)
-            starts = np.zeros(len(clauses), dtype=np.int64)
-            np.cumsum((hi - lo)[hi > lo][:-1], out=starts[1:])
             truths = np.logical_and.reduceat(truths, starts)
         hits = clauses[truths]
-        if self.sids is not None and len(hits):
-            _, first = np.unique(self.sids[hits], return_index=True)
-            hits = hits[first]
-        return self.exts[hits]
+        if self.sids is not None and len(hits) > 1:  # each subscription once, by sid
+            sid = self.sids.take(hits)  # (np.unique's first of each, without its wrapper)
+            by = np.argsort(sid, kind="stable")
+            sid = sid.take(by)
+            first = np.ones(len(sid), dtype=bool)
+            np.not_equal(sid[1:], sid[:-1], out=first[1:])
+            hits = hits.take(by[first])
+        return self.exts.take(hits)
 
     def _match_by_key(
         self,
         sat: np.ndarray,
         by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-        slot: np.ndarray | None = None,
+        by_slot: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int]:
         """:meth:`match` from the keys alone, the tree's reach skipped: the clauses whose
         key and second key hold, then their rows (rich 100K: 2,270 clauses' keys hold an
@@ -267,13 +275,14 @@ class FlatTree:
         atoms all hold is one the event reaches (the BE-Tree prunes only clauses that
         cannot hold), so the reach adds nothing to a check of every atom; ``sat`` must be
         the event's true atom truths (not so for :meth:`check`, which tests only the
-        reached clauses), by atom id or, with ``slot``, by slot (``by_key`` too)."""
+        reached clauses), by atom id or, with ``by_slot`` (the rows by slot), by slot
+        (``by_key`` too)."""
         keys, at, order, second = by_key
         held = np.flatnonzero(sat.take(keys))
         at_key = ranges(at.take(held), at.take(held + 1))  # (positions in ``order``)
         at_key = at_key[sat.take(second.take(at_key))]
         clauses = np.sort(order.take(at_key))
-        return self._clauses_held(clauses, sat, slot), len(clauses)
+        return self._clauses_held(clauses, sat, by_slot), len(clauses)
 
     def slotted(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Slots | None:
         """Once the keys are settled, the view's ``atoms`` numbered list by list, its
@@ -283,7 +292,7 @@ class FlatTree:
         if by_key is None:
             return None
         if slots is None or len(slots.slot) != atoms:
-            slots = self.slots = Slots(self.searches, atoms, by_key, grouped)
+            slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows)
         return slots
 
     def numbered(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Numbered:
@@ -297,7 +306,7 @@ class FlatTree:
     def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:
         """:meth:`match` by the keys, ``sat`` the event's atom truths by slot
         (:meth:`Slots.truths`)."""
-        return self._match_by_key(sat, slots.by_key, slots.slot)
+        return self._match_by_key(sat, slots.by_key, slots.rows)
 
     def _keys_settled(
         self, key: np.ndarray, second: np.ndarray
@@ -310,6 +319,12 @@ class FlatTree:
         dtype = np.int32 if len(key) < 1 << 31 else np.int64
         self.by_key = (keys.astype(np.intp), starts, order.astype(dtype), second.take(order))
         return self.by_key
+
+    def settle(self, key: np.ndarray, second: np.ndarray) -> None:
+        """Keys chosen elsewhere (:mod:`betree.packed.carry`) kept at once, no trial, and
+        sorted (:attr:`by_key`), before this view's first event."""
+        self.key, self.second, self.trial = key, second, None
+        self._keys_settled(key, second)
 
     def learn(self, sat: np.ndarray) -> None:
         """Count one event's atom truths; after :data:`LEARN` events, choose each clause's
@@ -552,10 +567,11 @@ class FlatSlot:
 
     With :attr:`background` set (a function that builds a base view in a snapshot of its
     own), a fold runs in a thread instead, out of the match path: matches go on with the
-    held view and its growing delta (exact, only slower an event) until the new base is
-    in, then catch up from it; a delta :data:`BEHIND` times past its bound, or a log that
-    cannot say, is still folded at once.  The thread holds the interpreter lock while it
-    runs Python, and lets it go every :data:`PAUSE_EVERY` c-nodes.
+    held view and its growing delta (exact, only slower an event) until the thread takes
+    the new base in, keyed and sized (:meth:`_fold`), then catch up from it; a delta
+    :data:`BEHIND` times past its bound, or a log that cannot say, is still folded at once.
+    The thread holds the interpreter lock while it runs Python, and lets it go every
+    :data:`PAUSE_EVERY` c-nodes.
 
     A view too big for that share is not given up when :attr:`lean` is set (by the engine:
     :meth:`betree.packed.ranging.Ranging.lean`): stripped to its interval matcher, or built
@@ -582,7 +598,6 @@ class FlatSlot:
         #: builds a base view in a snapshot of its own: (its generation, it); None: fold inline
         self.background: Callable[[], tuple[int, Based]] | None = None
         self._folding: threading.Thread | None = None
-        self._folded: tuple[int, Based] | None = None  # built in the background, not yet in
         self._base_gen = -1  # the generation of the held view's base
         #: strips a view too big for the share to its interval matcher (None: cannot)
         self.lean: Lean | None = None
@@ -620,10 +635,9 @@ class FlatSlot:
         view then dropped; ``catch_up`` brings the held one to ``gen`` (None: it cannot,
         rebuild)."""
         based = self.held(gen)
-        if based is not None and self._folded is None and not self._lingers(based, events):
+        if based is not None and not self._lingers(based, events):
             return based
         with self._lock:
-            self._take_folded()
             held = self._held
             old = held[1].view if held is not None else None  # (its rebuild takes over)
             if held is not None:
@@ -670,11 +684,16 @@ class FlatSlot:
             self._held, self._base_gen = (gen, based), gen
             return based
 
-    def _fit(self, based: Based, reserved: bool) -> Based | None:
+    def _fit(self, based: Based, reserved: bool, nbytes: int | None = None) -> Based | None:
         """``based`` if its whole view fits the page cache's share (``reserved``: taken),
         else, with :attr:`lean`, stripped to the interval matcher (or built so from the
-        pages) if kept within :data:`LEAN_TIMES` the cache's budget; else None."""
-        if reserved and based.view.ranged is None and based.view.nbytes <= self.share:
+        pages) if kept within :data:`LEAN_TIMES` the cache's budget; else None.
+        ``nbytes``: the view's, counted already (by a fold, in its thread)."""
+        if not reserved or based.view.ranged is not None:
+            fits = False
+        else:  # (counting costs: rich 50K, ~50 ms for the PB+trees' arrays)
+            fits = (based.view.nbytes if nbytes is None else nbytes) <= self.share
+        if fits:
             return based
         if reserved:
             self.cache.release(self.share)
@@ -693,38 +712,47 @@ class FlatSlot:
             return False
         if len(based.delta.new_atoms) > BEHIND * delta_bounds.FOLD_ATOMS:
             return False
-        if self._folding is None and self._folded is None:
+        if self._folding is None:
             self._folding = threading.Thread(target=self._fold, name="bexdb-fold", daemon=True)
             self._folding.start()
         return True
 
     def _fold(self) -> None:
-        """The background fold (a thread): its view is taken in by the next :meth:`get`."""
+        """The background fold (a thread), which takes its view in itself (the keys are
+        chosen in ``background``, the bytes counted here), so that the matching thread
+        does none of it, nor lets the replaced view go (rich 50K, the first match after a
+        fold: 44-56 ms of that thread's CPU before, 2.6-4.3 ms after)."""
         assert self.background is not None
         began = time.perf_counter()
         try:
-            done: tuple[int, Based] | None = self.background()
+            gen, based = self.background()
+            nbytes = based.view.nbytes
         except Exception:  # (a store closed or replaced meanwhile): fold inline from now on
-            done, self.background = None, None
+            self.background = None
+            with self._lock:
+                self._folding = None
+            return
         with self._lock:
-            self._folded, self._folding = done, None
+            old = self._held  # (the replaced view let go below: in this thread, unlocked)
+            self._take_in(gen, based, nbytes)
+            self._folding = None
             self._build_s = time.perf_counter() - began
+        del old
 
-    def _take_folded(self) -> None:
-        """A view folded in the background becomes the held one (the caller holds the
-        lock), if it is newer than the held one's base and fits."""
-        done, self._folded = self._folded, None
-        if done is None or self._held is None or done[0] <= self._base_gen:
+    def _take_in(self, gen: int, based: Based, nbytes: int) -> None:
+        """A view folded in the background, of ``nbytes``, becomes the held one (the caller
+        holds the lock), if one is held, older than it, and it fits."""
+        if self._held is None or gen <= self._base_gen:
             return
         lean = self._held[1].view.ranged is not None  # (its share not reserved: intervals)
-        based = self._fit(done[1], not lean)
-        if based is None:
+        fitted = self._fit(based, not lean, nbytes)
+        if fitted is None:
             self.background = None
             if not lean:  # (_fit gave the held view's share back)
                 self.cache.reserve(self.share)
             return
-        self.rebuilt(self._held[1].view, based)
-        self._held, self._base_gen, self._quiet = (done[0], based), done[0], 0.0
+        self.rebuilt(self._held[1].view, fitted)
+        self._held, self._base_gen, self._quiet = (gen, fitted), gen, 0.0
         self.builds += 1
 
     def wait(self) -> None:
@@ -757,7 +785,6 @@ class FlatSlot:
             if self._held[1].view.ranged is None:
                 self.cache.release(self.share)
             self._held = None
-        self._folded = None
         self._walks, self._walk_s = 0, 0.0
 
     def describe(self) -> dict[str, Any]:

@@ -8,22 +8,25 @@ then touch every atom.  This matcher works from the other side, as HEM's mismatc
 counting does (docs/REFERENCES.md; not its code): per clause, its order atoms on each int
 or float attribute collapse to one exact interval ``[lo, hi]`` of grid coordinates
 (:mod:`betree.packed.bounds`); an event value ``x`` fails the clause there iff ``x < lo`` or
-``x > hi``, and an undefined attribute fails it.  Per attribute, the clauses' ``lo`` and
-``hi`` are kept sorted, and the attribute's values are cut into at most :data:`BUCKETS`
-buckets at quantiles of those ends.  For each bucket one bitset (a bit a clause) holds
-the clauses that fail for *every* value in it (``hi`` below the bucket, ``lo`` above
-it); one more holds every clause constraining the attribute (it fails them all when
-undefined).  An event ORs one bitset an attribute and sets the bits of the clauses whose
-``lo`` or ``hi`` lies in its own bucket and fails: two slices of the sorted ends.  The
-clauses whose bits stay clear are the candidates; those with other atoms (``!=``, ``in``,
-strings, lists, tests) are checked in a truth array of just those atoms: PB+tree searches
-of the attributes that hold such atoms, and the direct tests.
+``x > hi``, and an undefined attribute fails it.  Per attribute, the attribute's values
+are cut into at most :data:`BUCKETS` buckets at quantiles of the clauses' ends.  For each
+bucket one bitset (a bit a clause) holds the clauses that fail for *every* value in it
+(``hi`` below the bucket, ``lo`` above it); one more holds every clause constraining the
+attribute (it fails them all when undefined).  An event ORs one bitset an attribute; the
+clauses whose bits stay clear (the matches, and the few whose ``lo`` or ``hi`` lies in the
+event's own bucket of some attribute: dense 1M, ~85 a shard of 500K clauses) have their
+intervals checked against the event's values, read from a table of each clause's
+intervals end to end.  Those that hold are the candidates; those with other atoms
+(``!=``, ``in``, strings, lists, tests) are checked in a truth array of just those atoms:
+PB+tree searches of the attributes that hold such atoms, and the direct tests.
 
-Cost per event: one OR of ``attributes x clauses / 8`` bytes, two ``searchsorted`` an
-attribute, the ends of one bucket an attribute, and per candidate its other atoms.
-Memory: at most :data:`ROWS` bitsets of ``clauses / 8`` bytes (160 bytes a clause), and
-per interval 16 bytes (its two ends as uint32 offsets when an attribute's ends span
-under 2**32, else 24, and their clause numbers).  Built from packed views
+Cost per event: one OR of ``attributes x clauses / 8`` bytes, in place into one row
+(in cache), a bisection an attribute (a batch: one ``searchsorted`` an attribute for all
+its events), the intervals of the clauses left, and per candidate its other atoms.
+Memory: at most :data:`ROWS` bitsets of ``clauses / 8`` bytes (20 attributes: 83 bytes a
+clause), a clause's start in the table (4 bytes), and per interval its attribute (1 byte)
+and its two ends as uint32 offsets (8 bytes) when every attribute's ends span under 2**32
+(closed ranges, as HEM's), else as u64 coordinates (16 bytes).  Built from packed views
 (:mod:`betree.packed.flat`; a sharded store's shards together) or straight from the pages
 (:mod:`betree.packed.leanbuild`), one attribute at a time (besides 9 bytes an atom of a
 clause, the build holds one attribute's PB+trees and intervals, not arrays over every
@@ -46,12 +49,11 @@ from betree.packed.flat import WIDTH
 from betree.packed.flatbatch import Shard
 from pbtree.view import SearchView, ranges
 
-#: the most buckets of one attribute
-BUCKETS = 64
+#: the most buckets of one attribute (dense 1M, a shard of 500K clauses, 300 events: 64
+#: buckets 0.37-0.49 ms an event, 32 0.39-0.51, for 74 MB of bitsets less)
+BUCKETS = 32
 #: the most bitsets in all (bounds memory at ROWS / 8 bytes a clause)
 ROWS = 1280
-#: the most bytes of bitsets ORed at once (events x attributes x words)
-CHUNK_BYTES = 8 << 20
 _KINDS = ("int", "float")
 _SIGN = 1 << 63
 _SPAN = 1 << 32
@@ -79,7 +81,7 @@ class Intervals:
         self.atoms = shards[-1].atoms + shards[-1].size
         sizes = [len(s.exts) for s in shards]
         self.clauses = n = int(sum(sizes))
-        self.words = w = (n + 63) // 64
+        self.words = (n + 63) // 64
         self.exts = shards[0].exts if len(shards) == 1 else np.concatenate([s.exts for s in shards])
         self.sids = _sid_keys(shards)
         names = sorted({a for s in shards for a in s.searches if kinds.get(a) in _KINDS})
@@ -121,16 +123,12 @@ class Intervals:
         del done
         #: clauses no interval constrains: candidates for every event
         self.unbounded = n - int(np.count_nonzero(ends.bounded))
-        self.bits, self.row0, self.ends_clause, self.pad = ends.finish(w, n)
-        self.edges, self.lcut, self.hcut, self.at = ends.edges, ends.lcut, ends.hcut, ends.at
-        self.lo_vals, self.hi_vals = ends.lo_vals, ends.hi_vals
-        self.lo_at: list[int] = np.cumsum([0, *(len(v) for v in self.lo_vals)]).tolist()
-        self.hi_at: list[int] = np.cumsum([0, *(len(v) for v in self.hi_vals)]).tolist()
-        self.hi_base = self.lo_at[-1]
-        # (the same as Python lists: one event's bucket found without a numpy call)
+        self.bits, self.row0, self.pad = ends.finish()
+        self.edges, self.at, self.wide = ends.edges, ends.at, ends.wide
+        self.ptr, self.iattr, self.ilo, self.ihi = ends.table()
+        self.bucket_ends = ends.bucket_ends
+        # (the edges as Python lists: one event's bucket found without a numpy call)
         self.edge_list = [e.tolist() for e in self.edges]
-        self.lcut_list = [c.tolist() for c in self.lcut]
-        self.hcut_list = [c.tolist() for c in self.hcut]
 
     def _rest(
         self, shards: Sequence[Part], done: Sequence[np.ndarray], bases: np.ndarray, n: int
@@ -150,91 +148,91 @@ class Intervals:
     @property
     def nbytes(self) -> int:
         """Memory held (the views it was built from not counted)."""
-        arrays = [self.bits, self.ends_clause, self.rest_ids, self.rest_at, self.has_rest]
-        arrays += self.lo_vals + self.hi_vals + self.edges + self.lcut + self.hcut
+        arrays = [self.bits, self.rest_ids, self.rest_at, self.has_rest, *self.edges]
+        arrays += [self.ptr, self.iattr, self.ilo, self.ihi]
         return sum(int(a.nbytes) for a in arrays)
 
     def cost(self) -> float:
         """Estimated work an event, in words touched: the bitsets ORed, the ends of one
-        bucket an attribute, and the candidates checked through other atoms."""
-        ends = sum(len(v) / max(len(e), 1) for v, e in zip(self.lo_vals, self.edges, strict=True))
-        return len(self.names) * self.words + ends + self.unbounded * WIDTH
+        bucket an attribute (a bound on the clauses left to check by their intervals), and
+        the candidates checked through other atoms."""
+        return len(self.names) * self.words + self.bucket_ends + self.unbounded * WIDTH
 
     def match(self, batch: Sequence[Mapping[str, object]]) -> tuple[list[np.ndarray], int]:
         """Per validated event, the external ids it matches, each once (as
-        :func:`betree.disk.nodes.id_array`); and the candidate clauses counted over the batch."""
-        a_count = len(self.names)
-        step = max(1, CHUNK_BYTES // ((a_count + 8) * max(self.words, 1) * 8))  # (no clause: 0)
-        found: list[np.ndarray] = []
-        candidates = 0
-        for k in range(0, len(batch), step):
-            part = batch[k : k + step]
-            pairs = self._candidates(part)
-            candidates += len(pairs[0])
-            found += self._results(part, *pairs)
-        return found, candidates
-
-    def _candidates(self, batch: Sequence[Mapping[str, object]]) -> tuple[np.ndarray, np.ndarray]:
-        """The (event, clause) pairs no interval fails, in event then clause order."""
-        rows, starts, stops = self._one(batch[0]) if len(batch) == 1 else self._cuts(batch)
-        e_count, w = len(batch), self.words
-        if len(self.names):
-            fail = np.bitwise_or.reduce(self.bits[rows], axis=1)
+        :func:`betree.disk.nodes.id_array`); and the candidate clauses counted over the batch.
+        A batch shares its bucket search (one ``searchsorted`` an attribute for all its
+        events) and the check of the clauses its bitsets leave by their intervals; each
+        event ORs its bitsets in place into one row reused (it stays in cache)."""
+        if not batch:
+            return [], 0
+        if len(batch) == 1:
+            row, query = self._one(batch[0])
+            rows, queries = [row], np.array([query], dtype=self.ilo.dtype)
         else:
-            fail = np.zeros((e_count, w), dtype=np.uint64)
-        stops = np.maximum(starts, stops)
-        per = (stops - starts).sum(axis=1)
-        at = ranges(starts.ravel(), stops.ravel())
-        if len(at):  # the failing ends of the events' buckets: scattered, then packed
-            ids = self.ends_clause[at] + np.repeat(np.arange(e_count, dtype=np.int64) * w * 64, per)
-            hit = np.zeros(e_count * w * 64, dtype=bool)
-            hit[ids] = True
-            fail |= np.packbits(hit, bitorder="little").view(np.uint64).reshape(e_count, w)
-        if w:
-            fail[:, -1] |= self.pad[0]
-        np.invert(fail, out=fail)
-        event, word = np.nonzero(fail)
-        if not len(event):
-            return event, word
-        bits = np.unpackbits(
-            fail[event, word].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
-        )
-        r, j = np.nonzero(bits)
-        return event[r], word[r] * 64 + j
+            at, queries = self._cuts(batch)
+            rows = at.tolist()
+        fail = np.empty(self.words, dtype=np.uint64)
+        passed = [self._passing(r, fail) for r in rows]
+        event = np.repeat(np.arange(len(batch), dtype=np.int64), [len(p) for p in passed])
+        clause = np.concatenate([np.zeros(0, dtype=np.int64), *passed])
+        keep = self._within(event, clause, queries)
+        event, clause = event[keep], clause[keep]
+        return self._results(batch, event, clause), len(clause)
 
-    def _one(self, values: Mapping[str, object]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_cuts` of one event, with Python scalars (fewer numpy calls)."""
-        rows, starts, stops = [], [], []
+    def _passing(self, rows: list[int], fail: np.ndarray) -> np.ndarray:
+        """The clauses (in order) that no bitset of ``rows`` fails (one an attribute: its
+        event's bucket, or its row for undefined), ORed in place into ``fail``."""
+        bits = self.bits
+        if rows:
+            np.copyto(fail, bits[rows[0]])
+            for row in rows[1:]:
+                np.bitwise_or(fail, bits[row], out=fail)
+        else:
+            fail[:] = 0
+        if len(fail):
+            fail[-1] |= self.pad[0]
+        np.invert(fail, out=fail)
+        word = np.flatnonzero(fail)
+        if not len(word):
+            return word
+        bit = np.unpackbits(fail[word].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        r, j = np.nonzero(bit)
+        return word[r] * 64 + j
+
+    def _within(self, event: np.ndarray, clause: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        """Whether each (event, clause) pair's every interval holds the event's value:
+        ``queries`` (events x attributes) as the intervals are stored (:func:`_query`)."""
+        lo, hi = self.ptr[clause], self.ptr[clause + 1]
+        at = ranges(lo, hi)
+        if not len(at):
+            return np.ones(len(clause), dtype=bool)
+        a = self.iattr[at]
+        q = queries[np.repeat(event, hi - lo), a]
+        out = (q < self.ilo[at]) | (q > self.ihi[at])
+        owner = np.repeat(np.arange(len(clause), dtype=np.int64), hi - lo)
+        return np.bincount(owner[out], minlength=len(clause)) == 0
+
+    def _one(self, values: Mapping[str, object]) -> tuple[list[int], list[int]]:
+        """:meth:`_cuts` of one event, as Python lists (fewer numpy calls)."""
+        rows, queries = [], []
         for a, name in enumerate(self.names):
             v = values.get(name)
             if v is None:
                 rows.append(self.row0[a] + len(self.edges[a]))
+                queries.append(0)
                 continue
             x = v + _SIGN if self.kinds[a] == "int" else float_coord(v)  # type: ignore[operator, arg-type]
-            b = bisect_right(self.edge_list[a], x) - 1
-            rows.append(self.row0[a] + b)
-            xu = _query(x, self.at[a])
-            starts.append(self.lo_at[a] + int(self.lo_vals[a].searchsorted(xu, "right")))
-            stops.append(self.lo_at[a] + self.lcut_list[a][b + 1])
-            base = self.hi_base + self.hi_at[a]
-            starts.append(base + self.hcut_list[a][b])
-            stops.append(base + int(self.hi_vals[a].searchsorted(xu, "left")))
-        return (
-            np.array([rows]),
-            np.array([starts], dtype=np.int64),
-            np.array([stops], dtype=np.int64),
-        )
+            rows.append(self.row0[a] + bisect_right(self.edge_list[a], x) - 1)
+            queries.append(x if self.wide else _query(x, self.at[a]))
+        return rows, queries
 
-    def _cuts(
-        self, batch: Sequence[Mapping[str, object]]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per event, the bitset of each attribute (``rows``), and the slices of the
-        sorted ends whose clauses fail individually (``starts``/``stops``, two an
-        attribute, indices into :attr:`ends_clause`)."""
+    def _cuts(self, batch: Sequence[Mapping[str, object]]) -> tuple[np.ndarray, np.ndarray]:
+        """Per event, the bitset of each attribute (its bucket's, or the attribute's
+        undefined row) and its value as the intervals are stored (events x attributes)."""
         e_count, a_count = len(batch), len(self.names)
         rows = np.empty((e_count, a_count), dtype=np.int64)
-        starts = np.zeros((e_count, 2 * a_count), dtype=np.int64)
-        stops = np.zeros((e_count, 2 * a_count), dtype=np.int64)
+        queries = np.zeros((e_count, a_count), dtype=self.ilo.dtype)
         every = self._defined(batch)  # (every event defining every attribute: no masks)
         for a, name in enumerate(self.names):
             if every is not None:
@@ -247,15 +245,9 @@ class Intervals:
                 if not has.any():
                     continue
                 x = event_coords(self.kinds[a], [v for v in values if v is not None])
-            b = np.searchsorted(self.edges[a], x, "right") - 1
-            rows[has, a] = self.row0[a] + b
-            q = _queries(x, self.at[a])
-            starts[has, 2 * a] = self.lo_at[a] + np.searchsorted(self.lo_vals[a], q, "right")
-            stops[has, 2 * a] = self.lo_at[a] + self.lcut[a][b + 1]
-            base = self.hi_base + self.hi_at[a]
-            starts[has, 2 * a + 1] = base + self.hcut[a][b]
-            stops[has, 2 * a + 1] = base + np.searchsorted(self.hi_vals[a], q, "left")
-        return rows, starts, stops
+            rows[has, a] = self.row0[a] + np.searchsorted(self.edges[a], x, "right") - 1
+            queries[has, a] = x if self.wide else _queries(x, self.at[a])
+        return rows, queries
 
     def _defined(self, batch: Sequence[Mapping[str, object]]) -> np.ndarray | None:
         """The events' coordinates (events x attributes) when every event defines every
@@ -311,21 +303,28 @@ class Intervals:
 
 
 class _Ends:
-    """The build's per-attribute state: each attribute's intervals merged per clause,
-    their ends sorted and bucketed as they come (:meth:`add`), then every bitset in one
-    array (:meth:`finish`).  Memory: the kept ends, and one attribute's pairs at a time."""
+    """The build's per-attribute state: each attribute's intervals merged per clause, its
+    buckets cut and its bitsets filled as they come (:meth:`add`); then the bitsets
+    (:meth:`finish`) and each clause's intervals end to end (:meth:`table`).  Memory: the
+    bitsets (rows never filled are never touched), every attribute's intervals (12 or 20
+    bytes each) until :meth:`table`, and one attribute's sorted ends at a time."""
 
     def __init__(self, attrs: int, n: int) -> None:
         self.buckets = max(1, min(BUCKETS, ROWS // max(attrs, 1) - 1))
         self.bounded = np.zeros(n, dtype=bool)  # clauses some interval constrains
+        self.n = n
+        w = (n + 63) // 64
+        self.bits = np.zeros((attrs * (self.buckets + 1), w), dtype=np.uint64)
+        self.mask = np.zeros(w * 64, dtype=bool)
+        self.rows = 0
+        self.row0: list[int] = []
         self.edges: list[np.ndarray] = []
-        self.lcut: list[np.ndarray] = []
-        self.hcut: list[np.ndarray] = []
         self.at: list[int | None] = []
-        self.lo_vals: list[np.ndarray] = []
-        self.hi_vals: list[np.ndarray] = []
-        self.lo_cls: list[np.ndarray] = []
-        self.hi_cls: list[np.ndarray] = []
+        self.wide = False  # some attribute's ends span 2**32 - 2 or more: all kept as u64
+        self.bucket_ends = 0.0  # the lo ends of one bucket, summed over the attributes
+        self.cls: list[np.ndarray] = []
+        self.los: list[np.ndarray] = []
+        self.his: list[np.ndarray] = []
 
     def add(self, clause: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
         """One attribute's intervals (a clause's several on it intersected)."""
@@ -340,78 +339,117 @@ class _Ends:
         self.bounded[c] = True
         lo_order, hi_order = np.argsort(lo, kind="stable"), np.argsort(hi, kind="stable")
         xs, ys = lo[lo_order], hi[hi_order]
-        self.lo_cls.append(c[lo_order].astype(np.int32))
-        self.hi_cls.append(c[hi_order].astype(np.int32))
-        del lo_order, hi_order, c
         ends = np.sort(np.concatenate([xs, ys]))
         buckets = self.buckets
         picks = ends[(np.arange(1, buckets) * len(ends)) // buckets] if len(ends) else ends
+        del ends
         edges = np.unique(np.concatenate([np.zeros(1, dtype=np.uint64), picks]))
         self.edges.append(edges)
-        self.lcut.append(np.append(np.searchsorted(xs, edges, "left"), len(xs)).astype(np.int64))
-        self.hcut.append(np.searchsorted(ys, edges, "left").astype(np.int64))
-        at, (xs, ys) = _offsets(xs, ys)
-        self.at.append(at)
-        self.lo_vals.append(xs)
-        self.hi_vals.append(ys)
-
-    def finish(self, w: int, n: int) -> tuple[np.ndarray, list[int], np.ndarray, np.ndarray]:
-        """The bitsets (a row a bucket, one for the attribute undefined), each attribute's
-        first row, the clauses of the sorted ends (every attribute's lo, then hi) and the
-        last word's padding bits."""
-        rows = sum(len(e) + 1 for e in self.edges)
-        bits = np.zeros((rows, w), dtype=np.uint64)
-        mask = np.zeros(w * 64, dtype=bool)
-        row0 = []
-        row = 0
-        for edges, lcut, hcut, xc, yc in zip(
-            self.edges, self.lcut, self.hcut, self.lo_cls, self.hi_cls, strict=True
-        ):
-            row0.append(row)
-            for b in range(len(edges)):  # fails for every value of bucket b
-                mask[:] = False
-                mask[xc[lcut[b + 1] :]] = True
-                mask[yc[: hcut[b]]] = True
-                bits[row] = np.packbits(mask, bitorder="little").view(np.uint64)
-                row += 1
+        self.bucket_ends += len(xs) / len(edges)
+        lcut = np.append(np.searchsorted(xs, edges, "left"), len(xs)).tolist()
+        hcut = np.searchsorted(ys, edges, "left").tolist()
+        xc, yc = c[lo_order], c[hi_order]
+        del lo_order, hi_order
+        self.row0.append(self.rows)
+        mask = self.mask
+        for b in range(len(edges)):  # fails for every value of bucket b
             mask[:] = False
-            mask[xc] = True  # the attribute undefined
-            bits[row] = np.packbits(mask, bitorder="little").view(np.uint64)
-            row += 1
-        clauses = np.concatenate([np.zeros(0, dtype=np.int32), *self.lo_cls, *self.hi_cls])
-        self.lo_cls = self.hi_cls = []
+            mask[xc[lcut[b + 1] :]] = True
+            mask[yc[: hcut[b]]] = True
+            self._row(mask)
+        mask[:] = False
+        mask[c] = True  # the attribute undefined
+        self._row(mask)
+        del xc, yc
+        at = _offsets(xs, ys)
+        self.at.append(at)
+        self.cls.append(c.astype(np.int32))
+        if at is None:
+            self.wide = self.wide or len(c) > 0
+            self.los.append(lo)
+            self.his.append(hi)
+        else:
+            base = np.uint64(at)
+            self.los.append((lo - base).astype(np.uint32))
+            self.his.append((hi - base).astype(np.uint32))
+
+    def _row(self, mask: np.ndarray) -> None:
+        self.bits[self.rows] = np.packbits(mask, bitorder="little").view(np.uint64)
+        self.rows += 1
+
+    def finish(self) -> tuple[np.ndarray, list[int], np.ndarray]:
+        """The bitsets (a row a bucket, one for the attribute undefined), each attribute's
+        first row, and the last word's padding bits."""
+        self.mask = np.zeros(0, dtype=bool)
+        n, w = self.n, self.bits.shape[1]
         pad = np.zeros(w * 64, dtype=bool)
         pad[n:] = True
         last = np.packbits(pad, bitorder="little").view(np.uint64)[-1:] if w else np.zeros(0)
-        return bits, row0, clauses, last.astype(np.uint64)
+        return self.bits[: self.rows], self.row0, last.astype(np.uint64)
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each clause's intervals end to end, in attribute order: where each clause's
+        start (clauses + 1), their attributes, and their ``lo``/``hi`` (uint32 offsets from
+        each attribute's :attr:`at`, or u64 coordinates when :attr:`wide`)."""
+        n = self.n
+        counts = np.zeros(n, dtype=np.int64)
+        for c in self.cls:
+            counts[c] += 1
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        del counts
+        total = int(ptr[-1])
+        kind = (
+            np.uint8
+            if len(self.cls) <= 1 << 8
+            else np.uint16
+            if len(self.cls) <= 1 << 16
+            else np.int32
+        )
+        attr = np.empty(total, dtype=kind)
+        ends = np.uint64 if self.wide else np.uint32
+        lo_all, hi_all = np.empty(total, dtype=ends), np.empty(total, dtype=ends)
+        fill = ptr[:-1].copy()
+        for a, (c, lo, hi, at) in enumerate(
+            zip(self.cls, self.los, self.his, self.at, strict=True)
+        ):
+            pos = fill[c]
+            attr[pos] = a
+            if self.wide and at is not None:  # (back to coordinates)
+                lo, hi = lo.astype(np.uint64) + np.uint64(at), hi.astype(np.uint64) + np.uint64(at)
+            lo_all[pos], hi_all[pos] = lo, hi
+            fill[c] += 1
+        self.cls, self.los, self.his = [], [], []
+        small = ptr.astype(np.int32) if total < 1 << 31 else ptr
+        return small, attr, lo_all, hi_all
 
 
-def _offsets(xs: np.ndarray, ys: np.ndarray) -> tuple[int | None, tuple[np.ndarray, np.ndarray]]:
-    """An attribute's sorted ends as uint32 offsets from one less than the least (half
-    the memory: 8 bytes an end with its clause), when they span under ``2**32 - 2``;
-    else as they are (None)."""
+def _offsets(xs: np.ndarray, ys: np.ndarray) -> int | None:
+    """The base of an attribute's intervals kept as uint32 offsets (one less than the
+    least end: the offsets run ``1 .. 2**32 - 2``), when its sorted ends ``xs`` and
+    ``ys`` span under ``2**32 - 2``; else None (kept as u64 coordinates)."""
     if not len(xs):
-        return None, (xs, ys)
+        return None
     least, most = min(int(xs[0]), int(ys[0])), max(int(xs[-1]), int(ys[-1]))
     if most - least >= _SPAN - 2:
-        return None, (xs, ys)
-    at = np.uint64(least - 1)
-    return least - 1, ((xs - at).astype(np.uint32), (ys - at).astype(np.uint32))
+        return None
+    return least - 1
 
 
-def _query(x: int, at: int | None) -> np.unsignedinteger[Any]:
-    """An event coordinate as its attribute's ends are stored (:func:`_offsets`): an
-    offset clipped to ``[0, 2**32 - 1]``, which orders against every stored offset
-    (``1 .. 2**32 - 2``) as the coordinate does against the ends."""
+def _query(x: int, at: int | None) -> int:
+    """An event coordinate as its attribute's intervals are stored (:func:`_offsets`):
+    an offset clipped to ``[0, 2**32 - 1]``, which orders against every stored offset
+    (``1 .. 2**32 - 2``) as the coordinate does against the ends (``at`` None: the
+    attribute holds no interval, 0)."""
     if at is None:
-        return np.uint64(x)
-    return np.uint32(min(max(x - at, 0), _SPAN - 1))
+        return 0
+    return min(max(x - at, 0), _SPAN - 1)
 
 
 def _queries(x: np.ndarray, at: int | None) -> np.ndarray:
     """:func:`_query` of an array of coordinates."""
     if at is None:
-        return x
+        return np.zeros(len(x), dtype=np.uint32)
     base = np.uint64(at)
     return np.minimum(np.where(x > base, x - base, 0), _SPAN - 1).astype(np.uint32)
 

@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from betree.disk.catalog import SubId
 from betree.lang.atoms import Atom
 from betree.matching.direct import mark
 from betree.packed.delta import Based, Delta, live_hits, newer_truths
@@ -141,29 +140,29 @@ class JoinedDelta:
         self.deltas = list(deltas)
         total = int(bases[-1])
         flats, starts, subs, alive = [], [], [], []
-        self.exts: list[SubId] = []
         self.atoms: list[Atom] = []
         self.by_attr: dict[str, list[int]] = {}
         self.undefined: list[int] = []
-        at = 0  # atoms in flat so far
+        at = held = 0  # atoms in flat, subscriptions so far
         for d, base in zip(deltas, bases.tolist(), strict=False):
             new = total + len(self.atoms)  # where this shard's newer atoms begin
             flat = d.flat
             flats.append(np.where(flat < d.base_atoms, flat + base, flat - d.base_atoms + new))
             starts.append(d.starts + at)
-            subs.append(d.clause_sub + len(self.exts))
+            subs.append(d.clause_sub + held)
             alive.append(d.alive)
             at += len(flat)
             for attr, positions in d.by_attr.items():
                 self.by_attr.setdefault(attr, []).extend(p + new - total for p in positions)
             self.undefined += [p + new - total for p in d.undefined]
             self.atoms += d.new_atoms
-            self.exts += d.exts
+            held += len(d.exts)
         self.any = any(d.where for d in deltas)
         self.flat = np.concatenate(flats)
         self.starts = np.concatenate(starts)
         self.clause_sub = np.concatenate(subs)
         self.alive = np.concatenate(alive)
+        self.ids = np.concatenate([d.ids for d in deltas])
 
     def joins(self, deltas: Sequence[Delta]) -> bool:
         """Whether these are the very deltas joined."""
@@ -178,4 +177,4 @@ class JoinedDelta:
             return np.empty(0, dtype=np.int64)
         new = newer_truths(self.atoms, self.by_attr, self.undefined, values)
         truth = np.concatenate([sat, new]).take(self.flat)
-        return live_hits(truth, self.starts, self.clause_sub, self.alive, self.exts)
+        return live_hits(truth, self.starts, self.clause_sub, self.alive, self.ids)

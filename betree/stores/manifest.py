@@ -46,6 +46,11 @@ def shard_of(key: bytes | None, shards: int) -> int:
     return zlib.crc32(key) % shards if key is not None and shards > 1 else 0
 
 
+def is_routed(manifest: dict[str, Any]) -> bool:
+    """Whether the store's ids are partitioned by :data:`HASH` (so it takes writes)."""
+    return bool(manifest.get("partitioning", {}).get("hash") == HASH)
+
+
 def is_sharded(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / MANIFEST).is_file()
 

@@ -58,6 +58,7 @@ from betree.stores.manifest import (  # re-exported: the routing of sharded stor
 from betree.stores.manifest import HASH as HASH
 from betree.stores.manifest import MANIFEST as MANIFEST
 from betree.stores.manifest import VERSION as VERSION
+from betree.stores.manifest import is_routed
 from betree.stores.manifest import is_sharded as is_sharded
 from betree.stores.manifest import read_manifest as read_manifest
 from betree.stores.manifest import shard_name as shard_name
@@ -211,7 +212,7 @@ class ShardedIndex:
         self._names: list[str] = [entry["path"] for entry in manifest["shards"]]
         self._readonly = readonly
         self._options = dict(options or {})
-        self.routed = manifest.get("partitioning", {}).get("hash") == HASH
+        self.routed = is_routed(manifest)
         self._takes_writes = self.routed and not readonly
         self.idents = [_inode(root / name) for name in self._names]
         #: each shard's data file, as a string: :meth:`_refresh` stats them every snapshot
@@ -242,9 +243,12 @@ class ShardedIndex:
         if shardwrite.has_journal(base):
             recover(base, manifest, **options)
         shards: list[Index] = []
+        # each shard's schema read while no batch is being applied (a schema change is one
+        # batch in every shard: opened midway, the shards would seem to disagree)
         try:
-            for entry in manifest["shards"]:
-                shards.append(Index.open(base / entry["path"], readonly=readonly, **options))
+            with shardwrite.reading(base) if is_routed(manifest) else nullcontext():
+                for entry in manifest["shards"]:
+                    shards.append(Index.open(base / entry["path"], readonly=readonly, **options))
             first = shards[0].schema
             for entry, index in zip(manifest["shards"], shards, strict=True):
                 if index.schema != first:
@@ -308,14 +312,14 @@ class ShardedIndex:
         """
         items = list(items)
         metas = [item_meta(item) for item in items]
-        with self._write_locked():
-            with gc_paused():  # step 2: every expression compiled, in its shard
-                clauses = [
-                    self._shard(self._route(item[0]), False)
-                    .engine.compiler()
-                    .compile(item[0], item[1])
-                    for item in items
-                ]
+        # one pause of the collector for the whole batch, so one young pass at its end,
+        # not one a shard written as well (each pass counts towards a full one: ~30 ms of
+        # a 1,000-subscription batch into 1M, docs/bench/live/README.md)
+        with self._write_locked(), gc_paused():
+            clauses = [  # step 2: every expression compiled, in its shard
+                self._shard(self._route(item[0]), False).engine.compiler().compile(item[0], item[1])
+                for item in items
+            ]
             if not items:
                 return []
             ops = [

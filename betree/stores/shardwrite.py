@@ -30,9 +30,12 @@ its own LMDB environment with its own transactions.  A writer:
 So after ``kill -9`` at any moment, the next open has every batch wholly present (journal
 written) or wholly absent (not), and every acknowledged batch present.
 
-**Readers** never see a batch half-applied while its writer lives: step 4 runs under an
-exclusive ``flock`` on :data:`READ_LOCK`, and a sharded snapshot begins its shards' read
-transactions under a shared one (open, flock and close: a few µs per snapshot).  If the writer
+**Readers** never see a batch half-applied while its writer lives: step 4 of a batch of
+several shards runs under an exclusive ``flock`` on :data:`READ_LOCK`, and a sharded
+snapshot (and an open, which reads every shard's schema) begins its shards' read
+transactions under a shared one (open, flock and close: a few µs per snapshot).  A batch
+of one shard takes no such lock: its one transaction is seen whole or not at all, and
+readers do not wait out its commit's fsync.  If the writer
 is killed during step 4, a store already open for reading sees the shards as they are
 (some with the batch) until a write or a new open completes it (any later write, from
 any process, completes it first).
@@ -63,7 +66,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +278,7 @@ def write_batch(
     if journal:
         write_journal(root, batch, parts)
     results: dict[int, list[bool]] = {}
-    with locked(root, READ_LOCK, fcntl.LOCK_EX):
+    with locked(root, READ_LOCK, fcntl.LOCK_EX) if journal else nullcontext():
         for i, part in sorted(parts.items()):
             results[i] = _apply(shards, i, batch, part, None if clauses is None else compiled[i])
     if journal:

@@ -16,7 +16,7 @@ from typing import Any
 from betree.disk.catalog import EXT
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.stores.manifest import HASH, is_sharded, read_manifest, shard_name, shard_of
+from betree.stores.manifest import is_routed, is_sharded, read_manifest, shard_name, shard_of
 from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
@@ -98,7 +98,7 @@ def shard_violations(
     violations: list[str] = []
     schema: Schema | None = None
     total = 0
-    routed = manifest.get("partitioning", {}).get("hash") == HASH
+    routed = is_routed(manifest)
     shards = len(manifest["shards"])
     for i, entry in enumerate(manifest["shards"]):
         name = entry["path"]

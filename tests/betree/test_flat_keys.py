@@ -209,3 +209,54 @@ def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
             assert all(atoms.one is not None for atoms in fresh.grouped.values())  # prepared
             _sweep(idx, subs, schema, events)
         idx.check()
+
+
+def test_a_background_fold_takes_its_view_in_keyed_and_sized(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fold in the background does in its own thread what its view would cost the first
+    match after it: once the fold is done, before any match, its view is the held one
+    (the matching thread swaps nothing in), keyed from the counts of the view it replaced,
+    its keys sorted and its atoms slotted as that one's were, within the page cache's
+    share; every answer after against the brute force, on that same view."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        500, 100, check=False, seed=45, target_rate=0.01
+    )
+    subs: dict[Any, str] = dict(subs_list)
+    schema = Schema.from_json(schema_doc)
+    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    added = sorted(gen_rich.make(230, 1, check=False, seed=46, target_rate=0.01)[1])
+    with Index.open(tmp_path / "py") as idx:
+        slot = idx.engine.flat
+        slot.after = 0
+        idx.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in events[: 3 * LEARN]:
+            idx.match(ev)
+        with idx.store.read() as txn:
+            held = slot.held(txn.gen)
+        assert held is not None and held.view.slots is not None and _keyed(idx)
+        for rnd in range(2):
+            for ident in list(subs)[:5]:
+                assert idx.unsubscribe(ident)
+                del subs[ident]
+            batch = [(f"n{k}", e) for k, e in added[10 * rnd : 10 * (rnd + 1)]]
+            before = slot.builds
+            idx.subscribe_many(batch)  # (past the bound: a fold started in the background)
+            subs.update(batch)
+            slot.wait()
+            with idx.store.read() as txn:
+                gen = txn.gen
+            held = slot.held(gen)
+            assert held is not None and slot.builds == before + 1, rnd  # in, unmatched
+            view = held.view
+            assert not held.delta.clauses and not held.delta.removed, rnd
+            assert view.learnt and view.trial is None and view.by_key is not None, rnd
+            assert view.slots is not None and len(view.slots.slot) == held.atoms, rnd
+            assert slot.describe()["bytes"] <= slot.share, rnd
+            _keys_are_atoms_of_their_clauses(view)
+            assert _sweep(idx, subs, schema, events) > 0
+            assert slot.held(gen) is held and slot.builds == before + 1, rnd  # the same view
+        idx.check()

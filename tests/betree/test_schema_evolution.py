@@ -7,12 +7,14 @@ processes, real HTTP on loopback)."""
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -340,6 +342,41 @@ def test_a_sharded_change_left_half_applied_is_completed_on_open(tmp_path: Path)
     with open_index(root) as store:  # any open completes it
         assert all(index.schema == new for index in store.indexes)
     assert not shardwrite.has_journal(root)
+    verify(root)
+
+
+def test_a_sharded_open_during_a_change_waits_for_every_shard(tmp_path: Path) -> None:
+    """A store opened while a change is applied shard by shard (its writer holding the read
+    lock, one shard changed) waits and sees every shard changed: it does not read the
+    shards half-way and report them as differing (a service worker booting beside a
+    ``PUT /schema`` did, and the service stopped)."""
+    rng = random.Random(15)
+    model = {n: expression(rng) for n in range(30)}
+    root = Path(build_hashed(tmp_path / "sh", model, 3))
+    new = Schema.from_json({"attributes": {**SCHEMA["attributes"], **ADDED}})
+    parts = {i: [["schema", new.to_json()]] for i in range(3)}
+    opened: list[Any] = []
+
+    def open_it() -> None:
+        try:
+            opened.append(open_index(root))
+        except Exception as exc:  # the answer is checked below
+            opened.append(exc)
+
+    with shardwrite.locked(root, shardwrite.READ_LOCK, fcntl.LOCK_EX):
+        with Index.open(root / shard_name(0)) as idx:
+            shardwrite.apply_part(idx, "schema-1", parts[0])
+        opener = threading.Thread(target=open_it)
+        opener.start()
+        opener.join(0.5)
+        assert opener.is_alive(), f"opened during the change: {opened}"
+        for i in (1, 2):
+            with Index.open(root / shard_name(i)) as idx:
+                shardwrite.apply_part(idx, "schema-1", parts[i])
+    opener.join(60)
+    assert len(opened) == 1 and isinstance(opened[0], ShardedIndex), opened
+    with opened[0] as store:
+        assert all(index.schema == new for index in store.indexes)
     verify(root)
 
 

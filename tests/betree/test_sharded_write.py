@@ -4,11 +4,13 @@ batch a writer left half-applied."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -19,7 +21,15 @@ import pytest
 from betree.index import Index
 from betree.stores import shardwrite
 from betree.stores.live import delete_subscriptions, write_subscriptions
-from betree.stores.sharded import ShardedIndex, open_index, shard_for, shard_name, verify
+from betree.stores.sharded import (
+    ShardedIndex,
+    open_index,
+    shard_for,
+    shard_name,
+    shard_of,
+    verify,
+)
+from storage.codec import encode_id
 from storage.errors import CheckFailed, InvalidInput, ShardedStore, StoreReplaced
 from tests.support.brute import brute
 from tests.support.workload import build_hashed, build_sharded, event, expression
@@ -314,6 +324,40 @@ def test_readers_never_see_a_batch_half_applied(tmp_path: Path) -> None:
         proc.wait(30)
 
 
+def test_only_a_batch_of_several_shards_waits_for_readers(tmp_path: Path) -> None:
+    """While a snapshot is being begun (the shared read lock held), a write whose ids fall
+    in one shard commits (its one transaction is whole by itself: readers need not wait
+    out its fsync), and a batch over several shards waits, then lands whole."""
+    rng = random.Random(21)
+    root = Path(build_hashed(tmp_path / "sh", {}, SHARDS))
+    ids = [f"x{n}" for n in range(40)]
+    one = [i for i in ids if shard_of(encode_id(i), SHARDS) == 0][:3]
+    several = [f"y{n}" for n in range(6)]
+    assert len(one) == 3 and len({shard_of(encode_id(i), SHARDS) for i in several}) > 1
+    model = {i: expression(rng) for i in one + several}
+    done: list[Any] = []
+    with open_index(root, readonly=False) as store:
+
+        def write(batch: list[str]) -> None:
+            try:
+                done.append(store.subscribe_many([(i, model[i], None) for i in batch]))
+            except Exception as exc:  # checked below
+                done.append(exc)
+
+        with shardwrite.reading(root):
+            writer = threading.Thread(target=write, args=(one,))
+            writer.start()
+            writer.join(60)
+            assert not writer.is_alive() and done == [[True] * 3], done
+            writer = threading.Thread(target=write, args=(several,))
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive() and len(done) == 1, done
+        writer.join(60)
+        assert done[1] == [True] * 6, done
+    check_model(root, model, rng)
+
+
 @pytest.mark.parametrize(("before", "after"), [(1, 1), (3, 1), (3, 2)])
 def test_a_writer_of_a_store_replaced_by_a_load_writes_into_the_new_one(
     tmp_path: Path, before: int, after: int
@@ -383,3 +427,45 @@ def test_generations_follow_writes_and_compaction(tmp_path: Path) -> None:
         )
         fresh = json.loads(other("print(json.dumps(open_index(sys.argv[1]).generations()))"))
         assert list(reader.generations()) == fresh != list(after)
+
+
+def test_a_batch_across_shards_pays_one_young_pass_and_is_whole(tmp_path: Path) -> None:
+    """The collector is paused once for a sharded batch (compiling and every shard's part):
+    one young pass at its end, not one a shard as well (each counts towards a full pass).
+    The batch itself: ids repeated in it (the last wins), replacing stored ones, at the ends
+    of the id domain, in every shard; and one failing validation midway writes nothing."""
+    rng = random.Random(33)
+    model: dict[Any, str] = {(i if i % 2 else f"s{i}"): expression(rng) for i in range(40)}
+    root = Path(build_hashed(tmp_path / "sh", model, SHARDS))
+    ends: list[Any] = [-(2**63), 2**63 - 1, 0, "", "é" * 300, "\U0001f600"]
+    items: list[tuple[Any, str]] = [(ident, expression(rng)) for ident in ends]
+    items += [(1, expression(rng)), ("s2", expression(rng))]  # replaces stored ones
+    items += [(ends[0], expression(rng)), (7, expression(rng)), (7, expression(rng))]
+    items += [(1000 + k, expression(rng)) for k in range(40)]
+    passes: list[int] = []
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    with open_index(root, readonly=False) as store:
+        assert len({shard_for(store, ident) for ident, _ in items}) == SHARDS
+        before = dict(store.subscriptions())
+        bad = [*items[:20], ("bad", "i between 3 and"), *items[20:]]
+        gc.callbacks.append(counted)
+        try:
+            with pytest.raises(InvalidInput, match="subscription 'bad'"):
+                store.subscribe_many(bad)
+            assert gc.isenabled() and dict(store.subscriptions()) == before
+            passes.clear()
+            created = store.subscribe_many(items)
+        finally:
+            gc.callbacks.remove(counted)
+        assert gc.isenabled()
+        assert passes == [1], passes  # the batch's one young pass
+    expect = []
+    for ident, expr in items:
+        expect.append(ident not in model)
+        model[ident] = expr
+    assert created == expect
+    check_model(root, model, rng)

@@ -53,7 +53,9 @@ def _same_truths(idx: Index, events: list[Any]) -> int:
         view, slots = based.view, based.view.slots
         assert slots is not None and view.by_key is not None
         assert sorted(slots.slot.tolist()) == list(range(based.atoms))  # a permutation
-        apart = Slots(view.searches, based.atoms, view.by_key, {})  # (defaults not in runs)
+        apart = Slots(
+            view.searches, based.atoms, view.by_key, {}, view.rows
+        )  # (defaults not in runs)
         schema = engine.schema_in(txn)
         for ev in events:
             values = schema.validate_event(ev)
@@ -184,6 +186,38 @@ def test_shared_and_repeated_atoms_and_edges(
         _sweep(idx, edged, Schema.from_json(EDGE_SCHEMA), evs)
 
 
+def test_lists_of_one_two_or_no_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trees whose GT, LT or NE list holds one or two atoms and whose other lists are
+    empty (``i`` compared only by ``!=``, ``j`` by one ``>``, ``f`` by one ``<=`` and
+    two ``>``, ``s`` by one ``!=`` and one ``<``): no list's cut skipped but the empty
+    ones', against phase 1 and the brute force, through deletes (lists emptied or left
+    with one item) and reopening."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    rng = random.Random(65)
+    forms = ["i != 4", "i != 9", "j > 3", "f <= 1", "f >= 2", "f > 3", '"ab" != s', 's < "b"']
+    subs: dict[Any, str] = {}
+    for k in range(160):
+        picked = rng.sample(forms, rng.randint(1, 2))
+        subs[k] = " and ".join(picked) if rng.random() < 0.8 else " or ".join(picked)
+    subs |= {f"x{k}": "i != 4 and j > 3" for k in range(20)}
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(subs.items())
+        events = [event(rng) for _ in range(150)]
+        events += [{"i": 4, "j": 3, "f": 1.0, "s": "ab"}, {"i": 9, "j": 12, "f": -5, "s": "a"}]
+        _settle(idx, events)
+        _same_truths(idx, events)
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 100
+        for k in [k for k, e in subs.items() if "i != 9" in e or "f <=" in e or "f >" in e]:
+            assert idx.unsubscribe(k)
+            del subs[k]
+        idx.check()
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 50
+    with Index.open(tmp_path, readonly=True) as idx:  # reopened: lists of one item
+        _settle(idx, events)
+        _same_truths(idx, events)
+        _sweep(idx, subs, Schema.from_json(SCHEMA), events)
+
+
 def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each tree's view merged with itself (every id twice in its lists, as shards' views
     of one atom would be) and with a shifted copy: the truths by slot of every value
@@ -206,7 +240,7 @@ def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyP
             searches = {
                 name: SearchView.merged([s, s], bases) for name, s in based.view.searches.items()
             }
-            slots = Slots(searches, 2 * atoms, (none, none, none, none), {})
+            slots = Slots(searches, 2 * atoms, (none, none, none, none), {}, based.view.rows[:0])
             assert sorted(slots.slot.tolist()) == list(range(2 * atoms))
             before = sum(len(part[2]) for parts in slots.lists.values() for part in parts)
             items = sum(len(p.ids) for s in searches.values() for p in (s.gt, s.lt, s.ne))
