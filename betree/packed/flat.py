@@ -197,7 +197,8 @@ class FlatTree:
         self.ranged: Sized | None = None
         #: once keyed, the atoms numbered list by list (:meth:`match_slotted`)
         self.slots: Slots | None = None
-        #: once a batch matched, the atoms and rows numbered list by list (:meth:`numbered`)
+        #: once a batch matched, the atoms and rows numbered list by list
+        #: (:func:`betree.packed.views.numbered`)
         self.numbering: Numbered | None = None
 
     def strip(self, ranged: Sized, keep: Collection[str]) -> None:
@@ -294,14 +295,6 @@ class FlatTree:
         if slots is None or len(slots.slot) != atoms:
             slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows)
         return slots
-
-    def numbered(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Numbered:
-        """The view's ``atoms`` and rows numbered list by list for a batch, its direct atoms
-        ``grouped`` (:mod:`betree.packed.numbering`; made at the first call)."""
-        numbering = self.numbering
-        if numbering is None or len(numbering.slot) != atoms:
-            numbering = self.numbering = Numbered(self.searches, atoms, grouped, self.rows)
-        return numbering
 
     def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:
         """:meth:`match` by the keys, ``sat`` the event's atom truths by slot
