@@ -206,22 +206,30 @@ class ByValue:
             except TypeError:
                 alone.append(k)
         parts = [_each(self.index, alone, values, events)] if alone else []
+        # (each answer's ids once a value's event, its events each once an id: joined by
+        # one concatenation and one repeat, not a tile and a repeat a value)
         held: list[np.ndarray] = []
         failed: list[np.ndarray] = []
-        held_at: list[np.ndarray] = []
-        failed_at: list[np.ndarray] = []
+        held_at: list[int] = []
+        failed_at: list[int] = []
+        held_n: list[int] = []
+        failed_n: list[int] = []
         tests = 0
         for at in by_key.values():
             ok, gone, n = self.index.found(values[at[0]], events[at[0]])
             tests += n
-            if len(ok) or len(gone):
-                where = np.array(at, dtype=np.int64)
-                held.append(np.tile(ok, len(at)))
-                held_at.append(np.repeat(where, len(ok)))
-                failed.append(np.tile(gone, len(at)))
-                failed_at.append(np.repeat(where, len(gone)))
-        joined = directkinds.joined
-        parts.append((joined(held), joined(held_at), joined(failed), joined(failed_at), tests))
+            if len(ok):
+                held += [ok] * len(at)
+                held_at += at
+                held_n += [len(ok)] * len(at)
+            if len(gone):
+                failed += [gone] * len(at)
+                failed_at += at
+                failed_n += [len(gone)] * len(at)
+        joined, ids = directkinds.joined, directkinds.ids
+        held_where = np.repeat(ids(held_at), held_n)
+        failed_where = np.repeat(ids(failed_at), failed_n)
+        parts.append((joined(held), held_where, joined(failed), failed_where, tests))
         return _join(parts)
 
 

@@ -66,6 +66,7 @@ from betree.packed import delta as delta_bounds
 from betree.packed import keys
 from betree.packed.delta import Based, Delta
 from betree.packed.heap import return_freed_memory
+from betree.packed.numbering import Numbered
 from betree.packed.reach import reach, tiers
 from betree.packed.slots import Slots
 from pbtree.view import SearchView, ranges
@@ -127,6 +128,7 @@ class FlatTree:
         "node_hi",
         "node_lo",
         "node_row",
+        "numbering",
         "ranged",
         "row_at",
         "row_clause",
@@ -195,6 +197,9 @@ class FlatTree:
         self.ranged: Sized | None = None
         #: once keyed, the atoms numbered list by list (:meth:`match_slotted`)
         self.slots: Slots | None = None
+        #: once a batch matched, the atoms and rows numbered list by list
+        #: (:func:`betree.packed.views.numbered`)
+        self.numbering: Numbered | None = None
 
     def strip(self, ranged: Sized, keep: Collection[str]) -> None:
         """Keep only what ``ranged``, the interval matcher built from this view
@@ -206,7 +211,7 @@ class FlatTree:
         self.row_at = np.zeros(1, dtype=self.row_at.dtype)
         self.row_clause, self.row_first = None, np.zeros(0, dtype=bool)
         self.key, self.second, self.by_key, self.learning, self.counts = (None,) * 5
-        self.slots = None
+        self.slots = self.numbering = None
         self.searches = {a: s for a, s in self.searches.items() if a in keep}
 
     def _check_keyed(
@@ -344,6 +349,7 @@ class FlatTree:
         arrays += list(self.by_key) if self.by_key is not None else []
         ranged = self.ranged.nbytes if self.ranged is not None else 0
         ranged += self.slots.nbytes if self.slots is not None else 0
+        ranged += self.numbering.nbytes if self.numbering is not None else 0
         searches = sum(s.nbytes for s in self.searches.values())
         return sum(int(a.nbytes) for a in arrays) + searches + ranged
 

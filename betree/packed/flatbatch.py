@@ -16,7 +16,9 @@ the batch:
   (:func:`_or_planes`); a list holding an atom twice (several entries) ORs its rows
   through a sort, and the equality runs of an ``in`` atom's keys each apart.  The
   int attributes whose PB+trees are narrow (:attr:`pbtree.view.SearchView.narrow`: int64
-  keys less than 2**32 apart in each list) are searched all at once (:func:`_search_ints`).
+  keys less than 2**32 apart in each list) are searched all at once
+  (:mod:`betree.packed.batchints`).  On a plain store's view the atoms are numbered list
+  by list (:mod:`betree.packed.numbering`): a list's bits are then one slice.
 * **reached nodes**, ``words x nodes``: a node's bucket holds the events whose coordinate
   on its attribute lies in it, a range of the batch's sorted coordinates read off a
   prefix-XOR (each event defines an attribute once); a node is reached by those events of
@@ -40,15 +42,17 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from betree.disk import grid
 from betree.disk.nodes import id_array
 from betree.matching.direct import DirectAtoms, found_batch
+from betree.packed.batchints import Found, search_ints
 from betree.packed.delta import Delta
 from betree.packed.flat import FlatTree
+from betree.packed.numbering import Numbered
 from betree.packed.reach import Nodes
 from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges
@@ -86,6 +90,9 @@ class Shard(NamedTuple):
     #: what was written since its view's snapshot (:mod:`betree.packed.delta`), applied
     #: from the batch's truths: removed clauses dropped, added ones ANDed 64 events a word
     delta: Delta | None = None
+    #: its atoms numbered list by list (:mod:`betree.packed.numbering`; a plain store's
+    #: view): the truths' columns by slot, a list's bits one slice
+    numbered: Numbered | None = None
 
 
 class Whole(Nodes, Protocol):
@@ -250,6 +257,8 @@ def _match(
     for shard in shards:  # (after every shard's base answer, as delta.settle gives them)
         if shard.delta is not None and shard.delta.added:
             own = sat[:, shard.atoms : shard.atoms + shard.size]
+            if shard.numbered is not None:  # (the delta reads its atoms by id)
+                own = own.take(shard.numbered.slot, axis=1)
             extra = shard.delta.batch_hits(own, batch, where.slots)
             pairs = zip(found, extra, strict=True)
             if lists:
@@ -286,12 +295,9 @@ def _results(
     return [ids.tolist() for ids in found] if lists else found
 
 
-#: one list kind's bits found by :func:`_search`: (cells of the flat ``words x atoms``
-#: matrix, the bits to OR into them, whether no atom repeats in the list)
-_Found = tuple[np.ndarray, np.ndarray, bool]
 #: atoms' bits in some words found by :func:`_search`, no atom twice: (the words, the atom
-#: ids, their bits: ``words x atoms``, or one a word for all the atoms)
-_Plane = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: ids or a slice of them, their bits: ``words x atoms``, or one a word for all the atoms)
+_Plane = tuple[np.ndarray, np.ndarray | slice, np.ndarray]
 
 
 def satisfied(
@@ -304,20 +310,22 @@ def satisfied(
     """The ``words x atoms`` truths of every atom for the batch's events."""
     atoms = shards[-1].atoms + shards[-1].size
     sat = np.zeros((where.words, atoms), dtype=np.uint64)
-    lists: dict[str, list[_Found]] = {}
+    lists: dict[str, list[Found]] = {}
     planes: list[_Plane] = []
-    ints: list[tuple[SearchView, Column, np.ndarray]] = []
+    ints: list[tuple[SearchView, np.ndarray, np.ndarray]] = []
+    numbered = shards[0].numbered if len(shards) == 1 else None
     for attr, col in cols.items():
         search = searches.get(attr)
         if search is None or search.domain is None:
             continue
         numbers = int64_array(col.values) if search.narrow else None
         if numbers is not None:
-            ints.append((search, col, numbers))
+            ints.append((search, col.events, numbers))
         else:
-            _search(search, col, atoms, lists, planes)
+            _search(search, attr, col, atoms, lists, planes, numbered)
     if ints:
-        _search_ints(ints, atoms, where.words, lists)
+        slot = None if numbered is None else numbered.slot
+        search_ints(ints, atoms, where.words, lists, slot)
     flat = sat.reshape(-1)
     for kind in ("eq", "gt", "lt", "ne"):  # one list kind of every attribute: one OR
         parts = lists.get(kind, [])
@@ -348,7 +356,8 @@ def _direct(
     other hits set and the failing defaults cleared (a default is never among the hits).
     The defaults and ``undefined`` atoms are planes (:func:`_or_planes`) of the words
     holding their events: ~30 against ~15 µs an event at 100K rich subscriptions as a
-    fancy OR of every (word, atom) cell."""
+    fancy OR of every (word, atom) cell.  A shard numbered (:class:`Shard`) has its ids
+    by slot, each attribute's defaults one slice."""
     planes: list[_Plane] = []
     held: list[np.ndarray] = []
     failed: list[np.ndarray] = []
@@ -357,21 +366,26 @@ def _direct(
     for shard in shards:
         if not shard.direct:
             continue
-        base = shard.atoms
+        base, numbered = shard.atoms, shard.numbered
         groups, (on, on_at, off, off_at) = found_batch(shard.direct, batch)
-        for group, events in groups:
+        for attr, (group, events) in zip(shard.direct, groups, strict=True):
             mask = np.zeros(where.words, dtype=np.uint64)
             if len(events):
                 slots = where.slots[events]
                 np.bitwise_or.at(mask, slots >> 6, _BIT[slots & 63])
                 if len(group.default):
                     words = np.flatnonzero(mask)
-                    planes.append((words, group.default.ids + base, mask[words]))
+                    ids = group.default.ids
+                    at = ids + base if numbered is None else numbered.default(attr, ids)
+                    planes.append((words, at, mask[words]))
             if group.undefined and len(events) < len(batch):
-                undefined = np.array(group.undefined, dtype=np.int64) + base
+                undefined = np.array(group.undefined, dtype=np.int64)
+                undefined = undefined + base if numbered is None else numbered.slot[undefined]
                 rest = where.present & ~mask
                 words = np.flatnonzero(rest)
                 planes.append((words, undefined, rest[words]))
+        if numbered is not None:
+            on, off = numbered.slot.take(on), numbered.slot.take(off)
         held.append(on + base)
         held_at.append(on_at)
         failed.append(off + base)
@@ -406,24 +420,33 @@ def _set_bits(sat: np.ndarray, atoms: np.ndarray, slots: np.ndarray, on: bool) -
 
 def _search(
     view: SearchView,
+    attr: str,
     col: Column,
     atoms: int,
-    lists: dict[str, list[_Found]],
+    lists: dict[str, list[Found]],
     planes: list[_Plane],
+    numbered: Numbered | None = None,
 ) -> None:
-    """The bits of every atom of ``view`` for the events of ``col`` (as
+    """The bits of every atom of ``view`` (``attr``'s) for the events of ``col`` (as
     :meth:`SearchView.collect` finds them one value at a time): each list's, ``words x
     items``, added to ``planes`` (:func:`_or_planes`), or to ``lists`` by list kind where
     an atom repeats in the list; where an atom sits under several equality keys (an ``in``
-    of many values), each value's run is a plane of its own."""
+    of many values), each value's run is a plane of its own.  With ``numbered``, by slot
+    (a list's items a slice where consecutive)."""
     gt, lt, ne, words = view.gt, view.lt, view.ne, col.words
+    part = {"gt": (0, gt.ids), "lt": (1, lt.ids), "ne": (2, ne.ids)}
 
-    def add(kind: str, ids: np.ndarray, rows: np.ndarray, distinct: bool) -> None:
+    def add(kind: str, lo: int, hi: int, rows: np.ndarray, distinct: bool) -> None:
+        k, every = part[kind]
+        ids = every[lo:hi] if numbered is None else numbered.items(attr, k, lo, hi)
         if distinct:
             planes.append((words, ids, rows))
             return
-        cells = (words * atoms)[:, None] + ids[None, :].astype(np.int64)
+        cells = (words * atoms)[:, None] + np.asarray(ids)[None, :].astype(np.int64)
         lists.setdefault(kind, []).append((cells.ravel(), rows.ravel(), False))
+
+    def runs_of(ids: np.ndarray) -> np.ndarray:
+        return ids if numbered is None else numbered.slot.take(ids)
 
     order, starts, distinct, sorted_ints = _distinct(col)
     for value in distinct[:1] if sorted_ints is not None else distinct:  # (ints: one domain)
@@ -437,13 +460,13 @@ def _search(
     if cut[-1]:
         suffix = np.bitwise_or.accumulate(bits[::-1], axis=0)[::-1]
         rows = np.repeat(suffix.T, np.diff(cut), axis=1)
-        add("gt", gt.ids[: cut[-1]], rows, gt.distinct)
+        add("gt", 0, int(cut[-1]), rows, gt.distinct)
     # LessThan: positions at or past a value's cut hold for it
     cut = lt.at[np.concatenate((_cuts(lt, distinct, sorted_ints, "right"), [-1]))]
     prefix = np.bitwise_or.accumulate(bits, axis=0)
     if cut[0] < len(lt.ids):
         rows = np.repeat(prefix.T, np.diff(cut), axis=1)
-        add("lt", lt.ids[cut[0] :], rows, lt.distinct)
+        add("lt", int(cut[0]), len(lt.ids), rows, lt.distinct)
     # Inequality: every event defining the attribute, less those of the item's own key
     if len(ne.ids):
         defined = prefix[-1]
@@ -455,147 +478,18 @@ def _search(
         if len(own):
             lo, hi = ne.at[j[own]], ne.at[k[own]]
             pick[ranges(lo, hi)] = np.repeat(own, hi - lo)
-        add("ne", ne.ids, table.T[:, pick], ne.distinct)
+        add("ne", 0, len(ne.ids), table.T[:, pick], ne.distinct)
     # equality (and the bounds of >= and <=): a value's own run
     eq = view.eq
     runs = [(i, eq[v]) for i, v in enumerate(distinct) if v in eq]
     if runs and view.eq_distinct:
-        ids = np.concatenate([r for _, r in runs])
+        ids = runs_of(np.concatenate([r for _, r in runs]))
         which = np.repeat([i for i, _ in runs], [len(r) for _, r in runs])
-        add("eq", ids, bits.T[:, which], True)
+        planes.append((words, ids, bits.T[:, which]))
     else:  # (an atom under several keys: each run ORed apart, in its value's words)
         for i, run in runs:
             held = np.flatnonzero(bits[i])
-            planes.append((words[held], run, bits[i, held]))
-
-
-class _Joined(NamedTuple):
-    """One list kind of several narrow PB+tree views (:attr:`SearchView.narrow`) as one:
-    attribute k's keys shifted to ``k << 32`` plus their distance from one below its
-    first, so that all ascend in one int64 array and one ``searchsorted`` finds where
-    every attribute's values fall among its own keys."""
-
-    keys: np.ndarray  # int64, ascending
-    at: np.ndarray  # where each key's ids start in ``ids`` (and their end)
-    ids: np.ndarray  # the atom ids end to end
-    first: np.ndarray  # each attribute's first id position in ``ids`` (and their end)
-    query: np.ndarray  # each run's value shifted as its attribute's keys
-
-    @classmethod
-    def of(cls, lists: list[Any], attr: np.ndarray, x: np.ndarray) -> _Joined:
-        """``lists`` (each with ``ints``, ``at``, ``ids``: one an attribute) and the runs'
-        attributes and values."""
-        keys = [lst.ints for lst in lists]
-        sizes = [len(k) for k in keys]
-        below = np.array([int(k[0]) - 1 if len(k) else 0 for k in keys], dtype=np.int64)
-        above = np.array([int(k[-1]) + 1 if len(k) else 0 for k in keys], dtype=np.int64)
-        shift = (np.arange(len(keys), dtype=np.int64) << 32) - below
-        joined = np.concatenate([np.empty(0, dtype=np.int64), *keys]) + np.repeat(shift, sizes)
-        # (a value past the keys is clipped to one past them: it falls at the same place)
-        query = np.clip(x, below[attr], above[attr]) + shift[attr]
-        first = np.zeros(len(lists) + 1, dtype=np.int64)
-        np.cumsum([len(lst.ids) for lst in lists], out=first[1:])
-        at = np.concatenate([lst.at[:-1] for lst in lists] + [np.zeros(1, dtype=np.int64)])
-        at += np.repeat(first, [*sizes, 1])
-        ids = np.concatenate([np.empty(0, dtype=np.uint32), *(lst.ids for lst in lists)])
-        return cls(joined, at, ids, first, query)
-
-    def cuts(self, side: str) -> np.ndarray:
-        """Each run's id position in ``ids`` (as :func:`_cuts` gives it among its own)."""
-        return self.at[np.searchsorted(self.keys, self.query, side=side)]  # type: ignore[call-overload]
-
-
-class _EqList(NamedTuple):
-    """A view's equality runs as a list (:meth:`_Joined.of` takes it)."""
-
-    ints: np.ndarray
-    at: np.ndarray
-    ids: np.ndarray
-
-
-def _search_ints(
-    found: list[tuple[SearchView, Column, np.ndarray]],
-    atoms: int,
-    words: int,
-    lists: dict[str, list[_Found]],
-) -> None:
-    """:func:`_search` of every narrow view in ``found`` at once (with its column and the
-    column's values as int64): a few dozen numpy calls in all, where :func:`_search` takes
-    about 25 an attribute (at 100K BEGen subscriptions, 250 attributes a batch of 1,024:
-    5.9 µs an event against 15.5).
-
-    A *run* is one value's events in one word and attribute, a *group* the runs of one word
-    and attribute, in value order.  An event defines an attribute once, so a run's and a
-    group's bits are sums of distinct bits, and a running sum over all runs (``uint64``,
-    wrapping) gives every group's ORs by subtraction: a GreaterThan item between two runs'
-    cuts holds for the later run and those past it (a suffix), a LessThan item for the
-    earlier one and those before (a prefix), an Inequality item for the group less its own
-    key's run, an equality item for its run."""
-    x = np.concatenate([numbers for _, _, numbers in found])
-    slots = np.concatenate([col.events for _, col, _ in found])
-    attr = np.repeat(np.arange(len(found), dtype=np.int64), [len(v) for _, _, v in found])
-    group = attr * words + (slots >> 6)
-    order = np.lexsort((x, group))
-    x, group = x[order], group[order]
-    new = np.ones(len(x), dtype=bool)
-    new[1:] = (group[1:] != group[:-1]) | (x[1:] != x[:-1])
-    runs = np.flatnonzero(new)
-    bits = np.add.reduceat(_BIT[slots[order] & 63], runs)  # (distinct bits: sum is OR)
-    x, group = x[runs], group[runs]
-    attr = group // words
-    cell = (group - attr * words) * atoms  # each run's word, as its row of cells
-    start = np.ones(len(group), dtype=bool)
-    start[1:] = group[1:] != group[:-1]
-    end = np.ones(len(group), dtype=bool)
-    end[:-1] = start[1:]
-    which = np.cumsum(start) - 1  # each run's group
-    upto = np.cumsum(bits)  # (through each run; differences within a group exact)
-    before = upto - bits
-    last, base = upto[end][which], before[start][which]  # through / before the group
-    total = last - base  # the group's events
-    views = [view for view, _, _ in found]
-
-    def add(
-        kind: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray, distinct: bool
-    ) -> None:
-        size = hi - lo
-        cells = np.repeat(cell, size) + ids[ranges(lo, hi)]
-        lists.setdefault(kind, []).append((cells, np.repeat(rows, size), distinct))
-
-    gt = _Joined.of([v.gt for v in views], attr, x)
-    cut = gt.cuts("left")  # items from the previous run's cut to this one's hold for it
-    lo = np.where(start, gt.first[attr], np.roll(cut, 1))
-    add("gt", gt.ids, lo, cut, last - before, all(v.gt.distinct for v in views))
-    lt = _Joined.of([v.lt for v in views], attr, x)
-    cut = lt.cuts("right")  # items from this run's cut to the next one's hold for it
-    hi = np.where(end, lt.first[attr + 1], np.roll(cut, -1))
-    add("lt", lt.ids, cut, hi, upto - base, all(v.lt.distinct for v in views))
-    eq = _Joined.of(
-        [_EqList(cast(np.ndarray, v.eq_ints), v.eq_at, v.eq_ids) for v in views], attr, x
-    )
-    item = np.searchsorted(eq.keys, eq.query)
-    hit = item < len(eq.keys)
-    hit[hit] = eq.keys[item[hit]] == eq.query[hit]
-    lo, hi = eq.at[np.where(hit, item, 0)], eq.at[np.where(hit, item + 1, 0)]
-    add("eq", eq.ids, lo, hi, bits, all(v.eq_distinct for v in views))
-    ne = _Joined.of([v.ne for v in views], attr, x)
-    if not len(ne.ids):
-        return
-    # every item of the group's attribute holds for the group, but those of a run's key
-    heads = np.flatnonzero(start)
-    glo, ghi = ne.first[attr[heads]], ne.first[attr[heads] + 1]
-    size = ghi - glo
-    cells = np.repeat(cell[heads], size) + ne.ids[ranges(glo, ghi)]
-    rows = np.repeat(total[heads], size)
-    j, k = ne.cuts("left"), ne.cuts("right")
-    own = np.flatnonzero(j < k)
-    if len(own):
-        block = np.cumsum(size) - size  # each group's first item in ``rows``
-        shift = block[which[own]] - ne.first[attr[own]]
-        rows[ranges(j[own], k[own]) + np.repeat(shift, k[own] - j[own])] = np.repeat(
-            total[own] - bits[own], k[own] - j[own]
-        )
-    lists.setdefault("ne", []).append((cells, rows, all(v.ne.distinct for v in views)))
+            planes.append((words[held], runs_of(run), bits[i, held]))
 
 
 def _distinct(col: Column) -> tuple[Any, Any, list[Any], np.ndarray | None]:
@@ -630,8 +524,13 @@ def _or_planes(sat: np.ndarray, planes: list[_Plane]) -> None:
     cell strides across all the words (400K range items of 16 words: 130 against 450 ms).
     An equality run of an ``in`` of many values is a plane of its value's words only (at
     100K rich subscriptions, 1,024 events: ~400K (value, atom) pairs on two attributes,
-    ~400 µs an event as a ``np.add.at`` of every pair times every word)."""
+    ~400 µs an event as a ``np.add.at`` of every pair times every word).  A plane of
+    consecutive columns (a slice: :mod:`betree.packed.numbering`) is one OR of all its
+    words."""
     for words, ids, rows in planes:
+        if isinstance(ids, slice):  # (consecutive columns: every word at once)
+            sat[words, ids] |= rows if rows.ndim == 2 else rows[:, None]
+            continue
         for word, row in zip(words.tolist(), rows, strict=True):
             sat[word, ids] |= row
 
@@ -725,11 +624,16 @@ def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> np.ndarray | None
     rows = ranges(view.node_row[nodes], view.node_row[nodes + 1])
     own = sat[:, shard.atoms : shard.atoms + shard.size]
     held = np.bitwise_count(own).sum(axis=0, dtype=np.int32)  # each atom's events
-    atoms = view.rows.take(rows, axis=0)
+    atoms = _atoms(shard).take(rows, axis=0)
     slot = held.take(atoms).argmin(axis=1)
-    key = np.zeros(len(view.rows), dtype=view.rows.dtype)
+    key = np.zeros(len(view.rows), dtype=atoms.dtype)
     key[rows] = atoms[np.arange(len(rows)), slot]
     return key
+
+
+def _atoms(shard: Shard) -> np.ndarray:
+    """A shard's rows (``rows x 8`` atoms), by slot where it is numbered."""
+    return shard.view.rows if shard.numbered is None else shard.numbered.rows
 
 
 def _rows(
@@ -757,31 +661,32 @@ def _rows(
     own = truths[shard.atoms : shard.atoms + shard.size]
     if key is None:
         # (the 8 atoms of the rows gathered atom-major: the AND is then of contiguous rows)
-        mask &= np.bitwise_and.reduce(own.take(view.rows.take(rows, axis=0).T), axis=0)
+        mask &= np.bitwise_and.reduce(own.take(_atoms(shard).take(rows, axis=0).T), axis=0)
     else:
         mask &= own.take(key.take(rows))
         live = np.flatnonzero(mask)
-        if not len(live):
-            return None
-        atoms = view.rows.take(rows[live], axis=0).T
+        atoms = _atoms(shard).take(rows[live], axis=0).T
         mask[live] &= np.bitwise_and.reduce(own.take(atoms), axis=0)
-    if view.row_clause is not None:
-        # a clause holds where all its rows hold: one AND of each clause's rows (a node's
-        # rows start at a clause's first), not a carry along the longest clause's rows
-        # (14 passes over every reached row at 100K rich subscriptions)
-        starts = np.flatnonzero(view.row_first.take(rows))
-        mask = np.bitwise_and.reduceat(mask, starts)
-        rows = rows[starts]
-    held = np.flatnonzero(mask)
-    clause = rows[held]
-    if view.row_clause is not None:
+    held = np.flatnonzero(mask)  # (the rows whose atoms all hold for some event)
+    bits, clause = mask[held], rows[held]
+    if view.row_clause is not None and len(held):
+        # a clause holds where all its rows hold: the held rows of a clause are adjacent
+        # (its rows are, in one node), ANDed by one ``reduceat`` and kept where all held
         clause = view.row_clause.take(clause)
+        starts = np.flatnonzero(np.concatenate(([True], clause[1:] != clause[:-1])))
+        bits = np.bitwise_and.reduceat(bits, starts)
+        count = np.diff(np.append(starts, len(clause)))
+        clause = clause[starts]
+        whole = count == view.row_at.take(clause + 1) - view.row_at.take(clause)
+        bits, clause = bits[whole], clause[whole]
     if gone is not None:
         kept = ~gone.take(clause)
-        held, clause = held[kept], clause[kept]
-    if not len(held):
+        bits, clause = bits[kept], clause[kept]
+    kept = bits != 0
+    bits, clause = bits[kept], clause[kept]
+    if not len(clause):
         return None
-    pairs, bounds = by_event(mask[held])
+    pairs, bounds = by_event(bits)
     if view.sids is None:
         return view.exts[clause], pairs, bounds
     # a subscription with several clauses: once an event, an event's in subscription

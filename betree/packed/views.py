@@ -22,10 +22,13 @@ import numpy as np
 from betree.disk import grid
 from betree.disk.catalog import SubId
 from betree.disk.nodes import listed
+from betree.matching.direct import DirectAtoms
 from betree.matching.pages import phase1
 from betree.packed import flatbatch
 from betree.packed.delta import Based, Delta, settle
+from betree.packed.flat import FlatTree
 from betree.packed.joined import Joined
+from betree.packed.numbering import Numbered
 from betree.packed.ranging import Ranging
 from storage.txn import ReadTxn
 
@@ -59,6 +62,15 @@ def on_views(
         deltas = [shard.delta for shard in shards]
         found = settle(found, [d for d in deltas if d is not None], batch, txns)
     return found, {"candidates": candidates, "pages": 0}, {"views": time.perf_counter() - t0}
+
+
+def numbered(view: FlatTree, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Numbered:
+    """``view``'s ``atoms`` and rows numbered list by list for a batch, its direct atoms
+    ``grouped`` (:mod:`betree.packed.numbering`; made at the first call, kept on the view)."""
+    numbering = view.numbering
+    if numbering is None or len(numbering.slot) != atoms:
+        numbering = view.numbering = Numbered(view.searches, atoms, grouped, view.rows)
+    return numbering
 
 
 class HeldView:
@@ -121,7 +133,8 @@ class HeldView:
         if len(batch) < flatbatch.LEAST:
             return listed([self.match_array(v) for v in batch], lists)
         view = self.based
-        shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms, view.delta)
+        numbering = numbered(view.view, view.atoms, view.grouped)
+        shard = flatbatch.Shard(view.view, view.grouped, 0, 0, view.atoms, view.delta, numbering)
         found, self.stats, self.timings = on_views(
             self.ranging, view.view, [shard], batch, self.types, [self.txn]
         )
