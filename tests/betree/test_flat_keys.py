@@ -153,6 +153,31 @@ def _keys_are_atoms_of_their_clauses(view: flat.FlatTree) -> None:
     assert ((view.key != view.second) | (view.second == 0)).all()
 
 
+def _folding_rich_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Schema, dict[Any, str], list[Any], list[tuple[Any, str]]]:
+    """A rich store in ``tmp_path / "py"`` whose deltas fold after 20 clauses or 40 atoms:
+    its schema, subscriptions and events, and rules to add (sorted by id)."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        500, 100, check=False, seed=45, target_rate=0.01
+    )
+    subs: dict[Any, str] = dict(subs_list)
+    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
+    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    added = sorted(gen_rich.make(230, 1, check=False, seed=46, target_rate=0.01)[1])
+    return Schema.from_json(schema_doc), subs, events, added
+
+
+def _learnt(idx: Index, events: list[Any]) -> None:
+    """A view held at once, on the tree (never intervals), keyed by ``events``' counts."""
+    idx.engine.flat.after = 0
+    idx.engine.ranging.margin = 0
+    for ev in events[: 3 * LEARN]:
+        idx.match(ev)
+
+
 def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,25 +186,13 @@ def test_a_folded_view_takes_over_the_keys_and_the_trees_choice(
     the tree's choice carried over; otherwise the same arrays as a fresh build of its
     snapshot, whose direct atoms come prepared (their first match's indexes made in the
     fold); every answer against the brute force."""
-    monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
-    monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
-    schema_doc, subs_list, events, _ = gen_rich.make(
-        500, 100, check=False, seed=45, target_rate=0.01
-    )
-    subs: dict[Any, str] = dict(subs_list)
-    schema = Schema.from_json(schema_doc)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
-    added = dict(gen_rich.make(230, 1, check=False, seed=46, target_rate=0.01)[1])
+    schema, subs, events, added = _folding_rich_store(tmp_path, monkeypatch)
     with Index.open(tmp_path / "py") as idx:
         slot = idx.engine.flat
-        slot.after = 0
-        idx.engine.ranging.margin = 0  # the tree, never intervals
-        for ev in events[: 3 * LEARN]:
-            idx.match(ev)
+        _learnt(idx, events)
         assert _keyed(idx) and idx.engine.ranging.describe()["decided"]
         items = list(subs.items())
-        news = iter(sorted(added.items()))
+        news = iter(added)
         for step, size in (("background", 25), ("at once", 200)):
             for ident, _ in items[:10]:
                 assert idx.unsubscribe(ident)
@@ -219,22 +232,10 @@ def test_a_background_fold_takes_its_view_in_keyed_and_sized(
     (the matching thread swaps nothing in), keyed from the counts of the view it replaced,
     its keys sorted and its atoms slotted as that one's were, within the page cache's
     share; every answer after against the brute force, on that same view."""
-    monkeypatch.setattr(delta, "FOLD_CLAUSES", 20)
-    monkeypatch.setattr(delta, "FOLD_ATOMS", 40)
-    schema_doc, subs_list, events, _ = gen_rich.make(
-        500, 100, check=False, seed=45, target_rate=0.01
-    )
-    subs: dict[Any, str] = dict(subs_list)
-    schema = Schema.from_json(schema_doc)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
-    added = sorted(gen_rich.make(230, 1, check=False, seed=46, target_rate=0.01)[1])
+    schema, subs, events, added = _folding_rich_store(tmp_path, monkeypatch)
     with Index.open(tmp_path / "py") as idx:
         slot = idx.engine.flat
-        slot.after = 0
-        idx.engine.ranging.margin = 0  # the tree, never intervals
-        for ev in events[: 3 * LEARN]:
-            idx.match(ev)
+        _learnt(idx, events)
         with idx.store.read() as txn:
             held = slot.held(txn.gen)
         assert held is not None and held.view.slots is not None and _keyed(idx)
