@@ -132,7 +132,7 @@ def test_a_killed_worker_ends_the_run_with_an_error(
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    assert proc.stdin is not None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write(batch * 3)
     proc.stdin.flush()
     workers: list[int] = []
@@ -142,14 +142,19 @@ def test_a_killed_worker_ends_the_run_with_an_error(
         workers = [w for server in _children(proc.pid) for w in _children(server)]
         time.sleep(0.05)
     os.kill(workers[0], signal.SIGKILL)
+    # its answers read meanwhile: a run blocked writing them would not read what follows
+    drained = threading.Thread(target=proc.stdout.read, daemon=True)
+    drained.start()
     try:
         for _ in range(20):
             proc.stdin.write(batch)
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1, err
+    drained.join(60)
+    assert not drained.is_alive(), "the run did not end"
+    err = proc.stderr.read()
+    assert proc.wait(60) == 1, err
     assert b"a matching process died" in err and b"Traceback" not in err
 
 
