@@ -28,6 +28,47 @@ from betree.matching.direct import DirectAtoms
 from pbtree.view import SearchView
 
 
+def number(
+    searches: Mapping[str, SearchView], atoms: int, grouped: Mapping[str, DirectAtoms]
+) -> tuple[np.ndarray, dict[str, list[Placed]], dict[str, int]]:
+    """The numbering itself (also :class:`betree.packed.slots.Slots`'): the slot of each of
+    ``atoms`` atoms (int64); by attribute, each of its GT, LT and NE lists as
+    :data:`Placed`; by attribute, the first slot of its direct defaults where they are one
+    run.  One pass over the lists."""
+    slot = np.full(atoms, -1, dtype=np.int64)
+    slot[0] = 0
+    free = 1
+    lists: dict[str, list[Placed]] = {}
+    for name, search in searches.items():
+        parts = lists[name] = []
+        for part in (search.gt, search.lt, search.ne):
+            ids = part.ids.astype(np.intp)
+            new = slot.take(ids) < 0
+            if not part.distinct:  # (an atom twice in the list: placed once)
+                once = np.zeros(len(ids), dtype=bool)
+                once[np.unique(ids, return_index=True)[1]] = True
+                new &= once
+            placed = int(np.count_nonzero(new))
+            slot[ids[new]] = np.arange(free, free + placed)
+            parts.append((free, ids, new))
+            free += placed
+    defaults: dict[str, int] = {}
+    for name, group in grouped.items():
+        ids = group.default.ids
+        if len(ids) and bool((slot.take(ids) < 0).all()) and len(np.unique(ids)) == len(ids):
+            slot[ids] = np.arange(free, free + len(ids))
+            defaults[name] = free
+            free += len(ids)
+    rest = np.flatnonzero(slot < 0)
+    slot[rest] = np.arange(free, free + len(rest))
+    return slot, lists, defaults
+
+
+#: one list numbered: the first slot of the atoms it placed, its items' atom ids, and
+#: which items it placed (the others an earlier list placed, or repeat an item)
+Placed = tuple[int, np.ndarray, np.ndarray]
+
+
 class Numbered:
     """The slot of each atom of a view (``slot``), its rows by slot, and where each list
     and each direct group's defaults sit."""
@@ -41,37 +82,17 @@ class Numbered:
         grouped: Mapping[str, DirectAtoms],
         rows: np.ndarray,
     ) -> None:
-        slot = np.full(atoms, -1, dtype=np.int64)
-        slot[0] = 0
-        free = 1
+        slot, lists, defaults = number(searches, atoms, grouped)
         #: attribute -> per list (GT, LT, NE): its first slot when its items are
         #: consecutive slots from there, else -1; and each item's slot
-        self.lists: dict[str, tuple[tuple[int, np.ndarray], ...]] = {}
-        for name, search in searches.items():
-            parts = []
-            for part in (search.gt, search.lt, search.ne):
-                ids = part.ids.astype(np.intp)
-                new = slot.take(ids) < 0
-                whole = bool(new.all()) and part.distinct
-                if not part.distinct:  # (an atom twice in the list: placed once)
-                    once = np.zeros(len(ids), dtype=bool)
-                    once[np.unique(ids, return_index=True)[1]] = True
-                    new &= once
-                placed = int(np.count_nonzero(new))
-                slot[ids[new]] = np.arange(free, free + placed)
-                parts.append((free if whole else -1, slot.take(ids)))
-                free += placed
-            self.lists[name] = tuple(parts)
+        self.lists: dict[str, tuple[tuple[int, np.ndarray], ...]] = {
+            name: tuple(
+                (first if bool(new.all()) else -1, slot.take(ids)) for first, ids, new in parts
+            )
+            for name, parts in lists.items()
+        }
         #: attribute -> the first slot of its direct group's defaults (one run)
-        self.defaults: dict[str, int] = {}
-        for name, group in grouped.items():
-            ids = group.default.ids
-            if len(ids) and bool((slot.take(ids) < 0).all()) and len(np.unique(ids)) == len(ids):
-                slot[ids] = np.arange(free, free + len(ids))
-                self.defaults[name] = free
-                free += len(ids)
-        rest = np.flatnonzero(slot < 0)
-        slot[rest] = np.arange(free, free + len(rest))
+        self.defaults: dict[str, int] = defaults
         dtype = np.int32 if atoms < 1 << 31 else np.int64
         self.slot: np.ndarray = slot.astype(dtype)
         #: the view's rows, each atom by its slot

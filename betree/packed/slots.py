@@ -13,7 +13,8 @@ slice an attribute), then the others ascending (atom 0, always true, keeps slot 
 atom that an earlier list placed, or that its list holds twice (``a < 3 or a > 9`` sits
 in GT and LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the few of
 the slice); so are the leaf runs equal to the value and the other direct atoms (through
-the permutation).  The keyed match reads the keys and the candidate rows through it
+the permutation).  The numbering is :func:`betree.packed.numbering.number`'s, the batches'
+too.  The keyed match reads the keys and the candidate rows through it
 (:meth:`betree.packed.flat.FlatTree.match_slotted`; the rows copied by slot).  Cost: 4
 bytes an atom and a list item, 4 more an atom placed before, a copy of the keys, their
 clauses and second keys (~12 bytes a clause) and of the rows (32 bytes a row: rich 100K,
@@ -29,6 +30,7 @@ import numpy as np
 from betree.matching import directkinds
 from betree.matching.direct import DirectAtoms, found
 from betree.matching.pages import SCALAR
+from betree.packed.numbering import number
 from pbtree.view import SearchView, ranges
 
 
@@ -46,37 +48,20 @@ class Slots:
         grouped: Mapping[str, DirectAtoms],
         rows: np.ndarray,
     ) -> None:
-        slot = np.full(atoms, -1, dtype=np.int64)
-        slot[0] = 0
-        free = 1
+        slot, lists, defaults = number(searches, atoms, grouped)
         #: attribute -> its GT, LT and NE lists
         self.lists: dict[str, tuple[Part, ...]] = {}
-        for name, search in searches.items():
+        for name, placed in lists.items():
             parts = []
-            for part in (search.gt, search.lt, search.ne):
-                ids = part.ids.astype(np.intp)
-                new = slot.take(ids) < 0
-                if not part.distinct:  # (an atom twice in the list: placed once)
-                    once = np.zeros(len(ids), dtype=bool)
-                    once[np.unique(ids, return_index=True)[1]] = True
-                    new &= once
-                placed = int(np.count_nonzero(new))
-                slot[ids[new]] = np.arange(free, free + placed)
+            for first, ids, new in placed:
                 at = np.zeros(len(ids) + 1, dtype=np.int32)
                 np.cumsum(new, out=at[1:])
-                parts.append((free, at, slot.take(ids[~new])))
-                free += placed
+                parts.append((first, at, slot.take(ids[~new])))
             self.lists[name] = tuple(parts)
         #: attribute -> its direct group's default ids and their first slot
-        self.defaults: dict[str, tuple[np.ndarray, int]] = {}
-        for name, group in grouped.items():
-            ids = group.default.ids
-            if len(ids) and bool((slot.take(ids) < 0).all()) and len(np.unique(ids)) == len(ids):
-                slot[ids] = np.arange(free, free + len(ids))
-                self.defaults[name] = (ids, free)
-                free += len(ids)
-        rest = np.flatnonzero(slot < 0)
-        slot[rest] = np.arange(free, free + len(rest))
+        self.defaults: dict[str, tuple[np.ndarray, int]] = {
+            name: (grouped[name].default.ids, first) for name, first in defaults.items()
+        }
         self.slot = slot.astype(np.int32) if atoms < 1 << 31 else slot
         #: the view's rows (:attr:`betree.packed.flat.FlatTree.rows`) by slot: the keyed
         #: match's candidate rows read with no gather through :attr:`slot` (rich 100K,
