@@ -3,11 +3,11 @@
 BE-Tree facts (the BE-Tree paper, docs/REFERENCES.md): every clause in the smallest bucket
 that encloses it (its place on the bucket's attribute lies in the bucket and in neither
 child); the c-node of a non-atomic leaf bucket never partitioned; each attribute partitioned
-at most once on a path; no clause left in an l-node while a p-node there could take it;
-bucket geometry (children halve their parent; a top bucket spans the hint range, or one
-the hints had before a change: ``former_hints``); parent
-links; l-node sizes and page chains; p-node scores equal the clauses below them; page
-accounting.
+at most once on a path; no clause left in an l-node while a p-node there could take it
+(but the root's pending ones: :mod:`betree.disk.pending`); bucket geometry (children halve
+their parent; a top bucket spans the hint range, or one the hints had before a change:
+``former_hints``); parent links; l-node sizes and page chains; p-node scores equal the
+clauses below them; page accounting.
 
 Catalog facts: every subscription's clauses are stored exactly once, at the c-node their
 ``home`` record names, with the atoms their record lists; atom reference counts equal
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from betree.disk import catalog, grid
+from betree.disk import catalog, grid, pending
 from betree.disk.adjust import check_adjust
 from betree.disk.atomkeys import AtomKeys, FlatKeys, key_columns, parse_int_pairs
 from betree.disk.atomspans import NO_ATTR, AtomSpans
@@ -107,6 +107,8 @@ def check_index(index: Index, txn: ReadTxn) -> None:
                 f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
             )
     stored = _check_tree(index, txn, rec, errors)
+    stored.pending = pending.first(rec)
+    errors.extend(pending.check_pending(rec))
     _check_clauses(cat, stored, atoms, errors, catalog_errors)
     errors.extend(catalog_errors)
     tree_errors: list[str] = []
@@ -248,6 +250,8 @@ class _Stored:
     # per stored clause, whether a subscription has it
     where: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     known: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: the first pending clause id (betree.disk.pending), or None
+    pending: int | None = None
 
     def pack(self) -> None:
         """Concatenate the pages' arrays (and drop them)."""
@@ -478,6 +482,8 @@ def _check_places(
         return
     keys = np.array(pairs, dtype=np.int64)
     ok = (ranks >= 0) & (placed | ~bucketed)[owner]
+    if stored.pending is not None:  # the root's pending clauses wait for placement
+        ok &= ~((node == 0) & (cids >= np.uint64(stored.pending)))[owner]
     row_keys = node[owner] * nattr + ranks
     at = np.minimum(np.searchsorted(keys, row_keys), len(keys) - 1)
     hits = np.flatnonzero(ok & (keys[at] == row_keys))

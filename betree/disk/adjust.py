@@ -176,6 +176,7 @@ def flush(writer: Writer, collector: Collector) -> dict[str, Any]:
     Runs inside ``writer``'s transaction.  Returns a report of what it did.
     """
     t0 = time.perf_counter()
+    writer.place()  # (pending clauses would be moved by a split of the root: placed first)
     txn, tree, rec = writer.txn, writer.tree, writer.rec
     state = load_state(txn)
     before = int(state["events"])

@@ -216,6 +216,23 @@ class BETree:
         for page, (_, used) in groups.items():
             self._split_if_over(page, used)
 
+    def defer(self, entries: list[Entry]) -> None:
+        """Store clauses in the root's l-node unrouted, however far past its capacity: the
+        pending area of :mod:`betree.disk.pending` (every match checks the root's l-node).
+        Cost: the root's head page and the fresh pages put in front of it."""
+        self._append(self.root, entries)
+        self._record_move(entries, self.root)
+
+    def take_pending(self, first: int) -> list[Entry]:
+        """Take the clauses with ids from ``first`` on out of the root's l-node (the
+        pending area) and return them; the rest stay, packed, in a fitting capacity."""
+        entries = self.entries(self.node(self.root))
+        taken = [e for e in entries if e[0] >= first]
+        if taken:
+            self._rewrite(self.root, [e for e in entries if e[0] < first])
+            self._update_cap(self.root)
+        return taken
+
     def _split_if_over(self, page: int, used: set[str]) -> None:
         """Cut an l-node past its capacity: space partitioning where its node has no
         attribute yet, space clustering otherwise (the paper's Alg. 4-5)."""

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from betree.disk import catalog, changelog
+from betree.disk import catalog, changelog, pending
 from betree.disk.adjust import feedback
 from betree.disk.catalog import SubId, clause_id
 from betree.disk.nodes import Entry
@@ -103,6 +103,11 @@ class Writer:
         self.homes: dict[int, int | None] = {}
         #: clauses inserted but not yet put into the BE-Tree (only inside insert_many)
         self.pending: list[tuple[Entry, Places]] | None = None
+        #: of those, the ones bound for the pending area (betree.disk.pending)
+        self.deferred: list[Entry] = []
+        #: whether this transaction's batches defer placement (a self-adjusting store's
+        #: re-insertions would split the root under them: it places at once)
+        self.defers = pending.DEFER and not self.rec.get("adjust")
         #: ``sub`` and ``ext`` records not yet written (inside an insert_many of distinct
         #: ids): ``(sid key, id key, sub record)``
         self.records: list[tuple[bytes, bytes, list[Any]]] | None = None
@@ -252,15 +257,32 @@ class Writer:
                 self.txn.put_many(catalog.EXT, [exts[k] for k in order], [sids[k] for k in order])
         finally:
             self.pending = None
+            self.deferred = []
             self.records = None
         return created
 
     def _place_pending(self) -> None:
         """Put the clauses :meth:`insert_many` holds back into the BE-Tree, grouped by the
-        l-node each goes to (:meth:`betree.disk.tree.BETree.insert_many`)."""
+        l-node each goes to (:meth:`betree.disk.tree.BETree.insert_many`), or into its
+        pending area (:mod:`betree.disk.pending`)."""
         if self.pending:
-            pending, self.pending = self.pending, []
-            self.tree.insert_many(pending)
+            held, self.pending = self.pending, []
+            self.tree.insert_many(held)
+        if self.deferred:
+            deferred, self.deferred = self.deferred, []
+            self.tree.defer(deferred)
+
+    def place(self) -> int:
+        """Move the pending area's clauses into the tree (:mod:`betree.disk.pending`), as
+        one batch's clauses are inserted; returns how many were moved."""
+        start = pending.first(self.rec)
+        if start is None:
+            return 0
+        taken = self.tree.take_pending(start)
+        self._prefetch(taken)
+        self.tree.insert_many([(entry, self._places(entry)) for entry in taken])
+        del self.rec["pending_from"]
+        return len(taken)
 
     def release(self, aid: int) -> None:
         """Count one use of atom ``aid`` less; drop the atom with its last use."""
@@ -291,9 +313,6 @@ class Writer:
         sid = self.rec["next_sid"]
         self.rec["next_sid"] = sid + 1
         atom_ids = [[self.intern(atom) for atom in clause] or [0] for clause in clauses]
-        places = [self.places(clause) for clause in clauses]
-        for k, place in enumerate(places):
-            self.placed[clause_id(sid, k)] = place
         sid_key = codec.encode_u64(sid)
         self.added.append([sid, ident, atom_ids])
         ext_key = codec.encode_id(ident)
@@ -304,13 +323,30 @@ class Writer:
             self.records.append((sid_key, ext_key, [ident, expr, atom_ids]))
         if meta is not None:
             catalog.put_meta(self.txn, ext_key, meta)
-        for k, (ids, place) in enumerate(zip(atom_ids, places, strict=True)):
-            if self.pending is None:
-                self.tree.insert((clause_id(sid, k), ident, ids), place)
-            else:
-                self.pending.append(((clause_id(sid, k), ident, ids), place))
+        self._put_clauses(sid, ident, clauses, atom_ids)
         self.rec["subs"] += 1
         return not existed
+
+    def _put_clauses(
+        self, sid: int, ident: SubId, clauses: list[Clause], atom_ids: list[list[int]]
+    ) -> None:
+        """Into the tree at their places, or into the pending area: always while it exists,
+        else for a batch when the writer defers (:mod:`betree.disk.pending`)."""
+        entries = [(clause_id(sid, k), ident, ids) for k, ids in enumerate(atom_ids)]
+        if self.rec.get("pending_from") is None and (self.pending is None or not self.defers):
+            places = [self.places(clause) for clause in clauses]
+            for entry, place in zip(entries, places, strict=True):
+                self.placed[entry[0]] = place
+                if self.pending is None:
+                    self.tree.insert(entry, place)
+                else:
+                    self.pending.append((entry, place))
+            return
+        self.rec.setdefault("pending_from", sid)
+        if self.pending is None:
+            self.tree.defer(entries)
+        else:
+            self.deferred.extend(entries)
 
     def delete(self, ident: SubId) -> bool:
         """Delete subscription ``ident``; False if there was none."""

@@ -1,0 +1,76 @@
+"""Deferred placement: a batch's clauses wait in the root's l-node until placed in bulk.
+
+Why: at 1M BEGen a ``subscribe_many`` batch of 1,000 spent ~100 µs a subscription routing
+its clauses down the BE-Tree, splitting and clustering the l-nodes they filled, and ~63
+more committing the ~1.7 c-nodes and ~1.7 l-node pages each dirtied (docs/bench/live/
+README.md, "where a batch's CPU goes"), of ~305-360 µs in all.  A batch instead writes its
+subscriptions' records and appends its clauses, unrouted, to the root's l-node: the
+*pending area*.  Every reader in every process already checks the root's l-node at every
+event (the page walk, ``match_many``'s pass, a packed view built from the pages; a view
+caught up from the change log matches added clauses directly, wherever they sit), so a
+committed write is seen by the next match as before (SPEC section 7), with no reader
+code of its own.  Placement moves the pending clauses into the tree later, in bulk, in
+a write transaction of its own (:meth:`betree.disk.writer.Writer.place`): they are taken out
+of the root's l-node and inserted as a batch's clauses always were
+(:meth:`betree.disk.tree.BETree.insert_many`); the clause set, the subscription records
+and the change log do not change, so readers' views stay valid across it, and a crash
+before its commit leaves the pending area as it was.
+
+Layout: the root record's ``pending_from`` (absent: no pending area) is the first
+internal subscription id of the area; a clause is *pending* iff it lies in the root's
+l-node and its subscription's id is at least ``pending_from``.  While the area exists,
+every insertion (one subscription or a batch) is deferred, so that no routed clause
+lands in the root beside pending ones and splits them; placement drops the key.  A split
+of the root by something else (self-adjustment's re-insertions) moves some pending
+clauses as any insertion would: they are then placed, still a valid tree.
+
+When: a batch defers when :data:`DEFER` is on and the store does not self-adjust; the
+writer places once the root's l-node holds :data:`PLACE_CLAUSES` clauses past its
+capacity (counted from the root c-node's size: one page read), after the batch's commit;
+so does self-adjustment's flush (before it moves clauses) and ``Index.place``.
+
+Cost: a pending clause costs matching what a clause of the root always costs (checked
+at every event, ~0.1 µs in a packed view; measured in docs/bench/live/README.md); the
+deferred batch skips routing, splits and the clauses' places (~130 µs a subscription at
+1M), and placement pays them for the whole area at once.  ``check()`` exempts pending
+clauses only from "no clause left where a p-node could take it" and checks the area's
+own facts (:func:`check_pending`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from betree.disk.catalog import clause_id
+from betree.disk.nodes import CNode
+from storage.txn import ReadTxn
+
+#: whether batches defer their clauses' placement (tests turn it off to compare)
+DEFER = True
+#: clauses past the root's capacity at which the writer places the pending area
+PLACE_CLAUSES = 8192
+
+
+def first(rec: dict[str, Any]) -> int | None:
+    """The first pending clause id (None: no pending area)."""
+    start = rec.get("pending_from")
+    return None if start is None else clause_id(int(start), 0)
+
+
+def due(txn: ReadTxn, rec: dict[str, Any]) -> bool:
+    """Whether the pending area has grown past :data:`PLACE_CLAUSES`."""
+    if rec.get("pending_from") is None:
+        return False
+    root = txn.load(rec["space"], rec["root"], CNode)
+    return bool(root.size - root.cap >= PLACE_CLAUSES)
+
+
+def check_pending(rec: dict[str, Any]) -> list[str]:
+    """The root record's facts about the pending area (the clauses' own are checked with
+    the tree's: :mod:`betree.checking.check`)."""
+    start = rec.get("pending_from")
+    if start is None:
+        return []
+    if not isinstance(start, int) or not 0 <= start <= int(rec["next_sid"]):
+        return [f"pending area starts at {start!r}, not a subscription id up to next_sid"]
+    return []
