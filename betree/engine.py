@@ -25,12 +25,12 @@ from dataclasses import replace
 from typing import Any
 
 from betree.compiler import Compiler
-from betree.disk import catalog, changelog, grid
+from betree.disk import catalog, changelog, grid, pending
 from betree.disk.adjust import Collector
 from betree.disk.catalog import SubId, root_record
 from betree.disk.nodes import id_array, listed
 from betree.disk.tree import BETree, Places
-from betree.disk.writer import Memo, Writer
+from betree.disk.writer import Memo, Writer, gc_paused
 from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.schema import Schema
 from betree.matching.pages import SCALAR, Pages
@@ -167,6 +167,19 @@ class Engine:
         writer = Writer(txn, self.places, self.hints, self.memo)
         yield writer
         writer.finish()
+
+    def place(self, due_only: bool = False) -> int:
+        """Move the clauses waiting in the pending area into the BE-Tree, in a transaction
+        of their own (:mod:`betree.disk.pending`); how many were moved.  ``due_only``:
+        only once the area has passed its bound (what a batch does after its commit)."""
+        with self.store.read() as txn:
+            rec = root_record(txn)
+            if pending.first(rec) is None or (due_only and not pending.due(txn, rec)):
+                return 0
+        with gc_paused(), self.store.write() as txn, self.writer(txn) as w:
+            moved = w.place()
+        w.committed()
+        return moved
 
     # -- compiling (betree.compiler) --------------------------------------------------------
 

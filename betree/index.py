@@ -28,7 +28,7 @@ import numpy as np
 from betree.checking.check import check_index
 from betree.checking.explained import bucket_path, sent_values, shown_atom
 from betree.disk import adjust as adjusting
-from betree.disk import catalog, pending, schemaedit
+from betree.disk import catalog, schemaedit
 from betree.disk.adjust import ADJUST_DEFAULTS
 from betree.disk.adjustment import Adjustment
 from betree.disk.catalog import (
@@ -217,26 +217,8 @@ class Index:
                 created = w.insert_many(compiled)
         w.committed()
         self.engine.caught_up(len(created), w.logged)
-        self.place_if_due()
+        self.engine.place(due_only=True)
         return created
-
-    def place(self) -> int:
-        """Move the clauses waiting in the pending area into the BE-Tree, in a transaction
-        of their own (:mod:`betree.disk.pending`); how many were moved."""
-        with self.store.read() as txn:
-            if pending.first(root_record(txn)) is None:
-                return 0
-        with gc_paused(), self.store.write() as txn, self.engine.writer(txn) as w:
-            moved = w.place()
-        w.committed()
-        return moved
-
-    def place_if_due(self) -> int:
-        """:meth:`place` once the pending area has passed its bound (else 0)."""
-        with self.store.read() as txn:
-            if not pending.due(txn, root_record(txn)):
-                return 0
-        return self.place()
 
     def unsubscribe(self, ident: SubId) -> bool:
         """Delete one subscription; False if there was none with that id."""

@@ -376,11 +376,13 @@ class Writer:
         return True
 
     def committed(self) -> None:
-        """After the commit: the atoms this transaction made go into the memo too (for the
-        catch-up of this process's views: :meth:`betree.packed.delta.Delta.advance`)."""
+        """After the commit: the atoms this transaction made or used go into the memo too
+        (for the catch-up of this process's views: :meth:`betree.packed.delta.Delta.advance`,
+        and the placement of the pending area, which would read each again)."""
+        memo = self.memo.atoms
         for aid, atom in self.atoms.items():
-            if aid >= self.first_atom:
-                remember(self.memo.atoms, aid, atom)
+            if aid not in memo:
+                remember(memo, aid, atom)
 
     def finish(self) -> None:
         """Write the ``home`` and atom records changed, the direct-atom lists touched, the

@@ -218,7 +218,7 @@ def apply_part(
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
     w.committed()
     index.engine.caught_up(len(out), w.logged)
-    index.place_if_due()  # (its own transaction: the batch above stands whatever befalls it)
+    index.engine.place(due_only=True)  # (its own transaction: the batch stands whatever befalls it)
     return out
 
 
