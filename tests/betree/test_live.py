@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from betree import engine as index_module
+from betree.disk.catalog import root_record
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import delta, flatbatch
@@ -204,6 +205,15 @@ def _check_answers(got: list[Any], subs: dict[Any, str], ev: dict[str, Any], whe
     assert set(got) == brute(subs, SCHEMA_, ev), where
 
 
+def _pending(live: LiveIndex) -> bool:
+    """Whether a shard has clauses waiting for placement (betree.disk.pending)."""
+    for idx in _indexes(live.current()):
+        with idx.store.read() as txn:
+            if root_record(txn).get("pending_from") is not None:
+                return True
+    return False
+
+
 def bexdb(*argv: str) -> None:
     """A ``bexdb`` command in a process of its own (one LMDB environment of a path per
     process: this one holds the store open)."""
@@ -217,8 +227,11 @@ def interleave(
 ) -> None:
     """Random subscribe, replace, unsubscribe, subscribe_many, match, match_many, reopen,
     compact and (plain stores) ``load --replace``, every answer against the brute force
-    (``margin``: :func:`_eager`'s)."""
+    (``margin``: :func:`_eager`'s).  Batches leave their clauses pending
+    (:mod:`betree.disk.pending`), placed before some matches (a generator of their own:
+    the other steps as before); matches with clauses pending and placements are counted."""
     rng = random.Random(seed)
+    placing = random.Random(seed + 1000)
     subs: dict[Any, str] = {f"s{k}": expression(rng) for k in range(40)}
     if sharded:
         build_hashed(path, subs)
@@ -259,6 +272,10 @@ def interleave(
                 for ident in gone:
                     del subs[ident]
             elif r < 0.7:
+                if placing.random() < 0.2:
+                    moved = live.write(lambda idx: sum(i.engine.place() for i in idx.indexes))
+                    done.update(["place"] if moved else [])
+                done.update(["pending"] if _pending(live) else [])
                 ev = event(rng)
                 _check_answers(_eager(live, margin).match(ev), subs, ev, where)
             elif r < 0.82:
@@ -286,7 +303,7 @@ def interleave(
                 live.current().check()
         live.current().check()
         assert sum(n - 1 for n in builds.values() if n) > 0, "no delta was folded"
-        every = {*kinds, "replace"} - ({"load"} if sharded else set())
+        every = {*kinds, "replace", "place", "pending"} - ({"load"} if sharded else set())
         assert done >= every, f"steps never taken: {every - done}"  # (steps too few)
     finally:
         live.close()
@@ -428,6 +445,9 @@ with open_index(path, readonly=False) as store:
         store.subscribe_many(batch)
         if gone:
             store.unsubscribe_many(gone)
+        if k % 2:  # the pending clauses placed (betree.disk.pending), in a commit of its own
+            for shard in store.indexes:
+                shard.engine.place()
         print(k, flush=True)
         sys.stdin.readline()  # the reader matched: next batch (the last one: killed in it)
 """

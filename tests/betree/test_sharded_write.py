@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from betree.disk import pending
+from betree.disk.catalog import root_record
 from betree.index import Index
 from betree.stores import shardwrite
 from betree.stores.live import delete_subscriptions, write_subscriptions
@@ -54,11 +56,19 @@ def check_model(root: Path, model: dict[Any, str], rng: random.Random) -> None:
     assert not shardwrite.has_journal(root)
 
 
-def test_random_batches_against_a_model(tmp_path: Path) -> None:
+def _waiting(index: Index) -> bool:
+    with index.store.read() as txn:
+        return root_record(txn).get("pending_from") is not None
+
+
+def test_random_batches_against_a_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(16)
     model: dict[Any, str] = {(i if i % 2 else f"s{i}"): expression(rng) for i in range(60)}
     root = Path(build_hashed(tmp_path / "sh", model, SHARDS))
+    seen: set[bool] = set()  # whether a shard had clauses pending, after each step
     for step in range(12):
+        # every other step, each batch's shards place their pending clauses once committed
+        monkeypatch.setattr(pending, "PLACE_CLAUSES", -(1 << 30) if step % 4 < 2 else 1 << 30)
         with open_index(root, readonly=False) as store:
             assert store.writable
             ids = list(model) + [rng.randrange(1000) for _ in range(5)]
@@ -81,7 +91,9 @@ def test_random_batches_against_a_model(tmp_path: Path) -> None:
                 store.unsubscribe_many([next(iter(model)), 99999], strict=True)
             with pytest.raises(InvalidInput, match="subscription 'bad'"):
                 store.subscribe_many([(1, "i = 1"), ("bad", "i = ")])
+            seen.add(any(_waiting(index) for index in store.indexes))
         check_model(root, model, rng)
+    assert seen == {False, True}, "never a placement, or never a clause pending"
     # a replaced id leaves no copy elsewhere; the counts verify takes are the shards' own
     assert verify(root)["shards"] == SHARDS
 
