@@ -24,7 +24,8 @@ lands in the root beside pending ones and splits them; placement drops the key. 
 of the root by something else (self-adjustment's re-insertions) moves some pending
 clauses as any insertion would: they are then placed, still a valid tree.
 
-When: a batch defers when :data:`DEFER` is on and the store does not self-adjust; the
+When: a batch of :data:`DEFER_FROM` subscriptions or more defers unless the store
+self-adjusts (at 16 shards a batch of 1,000 gives parts of ~60: placed at once); the
 writer places once the root's l-node holds :data:`PLACE_CLAUSES` clauses past its
 capacity (counted from the root c-node's size: one page read), after the batch's commit;
 so does self-adjustment's flush (before it moves clauses) and ``Index.place``.
@@ -45,8 +46,9 @@ from betree.disk.catalog import clause_id
 from betree.disk.nodes import CNode
 from storage.txn import ReadTxn
 
-#: whether batches defer their clauses' placement (tests turn it off to compare)
-DEFER = True
+#: subscriptions from which a batch (a shard's part of one) defers its clauses' placement: a
+#: small batch's routing is a small part of its cost (its commit's fsyncs weigh more)
+DEFER_FROM = 128
 #: clauses past the root's capacity at which the writer places the pending area
 PLACE_CLAUSES = 8192
 

@@ -105,9 +105,11 @@ class Writer:
         self.pending: list[tuple[Entry, Places]] | None = None
         #: of those, the ones bound for the pending area (betree.disk.pending)
         self.deferred: list[Entry] = []
-        #: whether this transaction's batches defer placement (a self-adjusting store's
-        #: re-insertions would split the root under them: it places at once)
-        self.defers = pending.DEFER and not self.rec.get("adjust")
+        #: whether this transaction's batches may defer placement (a self-adjusting store's
+        #: re-insertions would split the root under them: it places at once), and whether
+        #: the batch under way does (:data:`betree.disk.pending.DEFER_FROM`)
+        self.defers = not self.rec.get("adjust")
+        self.deferring = False
         #: ``sub`` and ``ext`` records not yet written (inside an insert_many of distinct
         #: ids): ``(sid key, id key, sub record)``
         self.records: list[tuple[bytes, bytes, list[Any]]] | None = None
@@ -243,6 +245,7 @@ class Writer:
         for key in sorted(keys.difference(self.counts)):
             self._count(key)
         self.pending = []
+        self.deferring = self.defers and len(items) >= pending.DEFER_FROM
         # distinct ids: no insert of the batch reads another's records, so they are
         # written together at the end, each kind in key order (one LMDB call each)
         distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)
@@ -333,7 +336,7 @@ class Writer:
         """Into the tree at their places, or into the pending area: always while it exists,
         else for a batch when the writer defers (:mod:`betree.disk.pending`)."""
         entries = [(clause_id(sid, k), ident, ids) for k, ids in enumerate(atom_ids)]
-        if self.rec.get("pending_from") is None and (self.pending is None or not self.defers):
+        if self.rec.get("pending_from") is None and (self.pending is None or not self.deferring):
             places = [self.places(clause) for clause in clauses]
             for entry, place in zip(entries, places, strict=True):
                 self.placed[entry[0]] = place

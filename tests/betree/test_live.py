@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from betree import engine as index_module
+from betree.disk import pending
 from betree.disk.catalog import root_record
 from betree.index import Index
 from betree.lang.schema import Schema
@@ -168,6 +169,12 @@ def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 # -- differential: random interleavings of writes, matches and maintenance -----------------
+
+
+@pytest.fixture(autouse=True)
+def _every_batch_deferred(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch's clauses wait in the pending area (betree.disk.pending), however small."""
+    monkeypatch.setattr(pending, "DEFER_FROM", 1)
 
 
 def _indexes(store: Any) -> list[Index]:
@@ -437,9 +444,11 @@ def test_a_batch_after_writes_takes_the_delta_from_its_own_phase_1(
 
 WRITER = """
 import random, sys
+from betree.disk import pending
 from betree.stores.sharded import open_index
 from tests.support.writers import writer_batches
 path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+pending.DEFER_FROM = 1  # every batch's clauses pending until placed (every other batch)
 with open_index(path, readonly=False) as store:
     for k, (batch, gone) in enumerate(writer_batches(seed, n)):
         store.subscribe_many(batch)

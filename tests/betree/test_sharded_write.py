@@ -66,6 +66,7 @@ def test_random_batches_against_a_model(tmp_path: Path, monkeypatch: pytest.Monk
     model: dict[Any, str] = {(i if i % 2 else f"s{i}"): expression(rng) for i in range(60)}
     root = Path(build_hashed(tmp_path / "sh", model, SHARDS))
     seen: set[bool] = set()  # whether a shard had clauses pending, after each step
+    monkeypatch.setattr(pending, "DEFER_FROM", 1)
     for step in range(12):
         # every other step, each batch's shards place their pending clauses once committed
         monkeypatch.setattr(pending, "PLACE_CLAUSES", -(1 << 30) if step % 4 < 2 else 1 << 30)

@@ -348,6 +348,7 @@ def test_pages_the_cache_holds_are_immutable_and_untracked(tmp_path: Path) -> No
     subs: dict[Any, str] = {k: expression(rng) for k in range(300)}
     with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 4}) as idx:
         idx.subscribe_many(subs.items())
+        idx.engine.place()  # (the batch's clauses wait in the root: betree.disk.pending)
         for k in range(40):  # single writes publish their pages at commit
             idx.subscribe(1000 + k, expression(rng))
         idx.unsubscribe(3)
