@@ -217,9 +217,12 @@ def test_a_batch_left_half_applied_is_completed_on_open(tmp_path: Path) -> None:
 
 WRITER = """
 import json, random, sys
+from betree.disk import pending
 from betree.stores.sharded import open_index
 from tests.support.workload import expression
 root, seed = sys.argv[1], int(sys.argv[2])
+if sys.argv[3:] == ["placing"]:  # each part's clauses pending, placed after its commit
+    pending.DEFER_FROM, pending.PLACE_CLAUSES = 1, -(1 << 30)
 rng = random.Random(seed)
 with open_index(root, readonly=False) as store:
     k = 0
@@ -234,10 +237,12 @@ with open_index(root, readonly=False) as store:
 """
 
 
-def test_writer_killed_at_random_moments_leaves_whole_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["", "placing"], ids=["placed", "placing"])
+def test_writer_killed_at_random_moments_leaves_whole_batches(tmp_path: Path, mode: str) -> None:
     """kill -9 of a process writing six-id batches (spread over the shards) at random
     moments, many times; after each: every batch wholly present or wholly absent, every
-    acknowledged one as acknowledged, verify passes."""
+    acknowledged one as acknowledged, verify passes.  ``placing``: each shard's part
+    deferred and placed after its commit, before the journal goes (betree.disk.pending)."""
     root = Path(build_hashed(tmp_path / "sh", {}, SHARDS))
     rng = random.Random(9)
     acked_puts: set[int] = set()
@@ -250,7 +255,7 @@ def test_writer_killed_at_random_moments_leaves_whole_batches(tmp_path: Path) ->
     while rounds < 12 and time.monotonic() < deadline:
         rounds += 1
         proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(root), str(rounds)],
+            [sys.executable, "-c", WRITER, str(root), str(rounds), mode],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
