@@ -27,15 +27,19 @@ clauses as any insertion would: they are then placed, still a valid tree.
 When: a batch of :data:`DEFER_FROM` subscriptions or more defers unless the store
 self-adjusts (at 16 shards a batch of 1,000 gives parts of ~60: placed at once); the
 writer places once the root's l-node holds :data:`PLACE_CLAUSES` clauses past its
-capacity (counted from the root c-node's size: one page read), after the batch's commit;
-so does self-adjustment's flush (before it moves clauses) and ``Index.place``.
+capacity (counted from the root c-node's size: one page read), after the batch's commit
+(a sharded batch: after its journal is gone, outside the read lock its readers wait on:
+:mod:`betree.stores.shardwrite`); so do self-adjustment's flush (before it moves
+clauses) and :meth:`betree.engine.Engine.place`.
 
-Cost: a pending clause costs matching what a clause of the root always costs (checked
-at every event, ~0.1 µs in a packed view; measured in docs/bench/live/README.md); the
-deferred batch skips routing, splits and the clauses' places (~130 µs a subscription at
-1M), and placement pays them for the whole area at once.  ``check()`` exempts pending
-clauses only from "no clause left where a p-node could take it" and checks the area's
-own facts (:func:`check_pending`).
+Cost: a pending clause costs matching what any clause of the root costs (checked at every
+event): at 1M BEGen in 2 shards, ~8,000 a shard raised the CPU p50 of a match 4-10%
+(docs/bench/live/README.md, writes36).  The deferred batch skips routing, splits and its
+clauses' places: ~110 µs of CPU a subscription instead of ~330.  Placement pays them for
+the whole area at once, ~150 µs a clause (bulk saves little: the clauses of an area
+spread over a shard's ~13,600 l-nodes touch a page each, as one at a time would).
+``check()`` exempts pending clauses only from "no clause left where a p-node could take
+it" and checks the area's own facts (:func:`check_pending`).
 """
 
 from __future__ import annotations

@@ -50,6 +50,11 @@ old store gets ``StoreReplaced``, nothing written, and redoes its batch in the n
 A batch whose ids all fall in one shard skips steps 3 and 5: that shard's one transaction
 is all or nothing by itself.
 
+After step 5, still under the writer lock but not the read lock, each shard written
+places its pending clauses if they passed their bound (:mod:`betree.disk.pending`): a
+transaction of that shard's own, changing no subscription, so no journal and no reader
+waits for it; killed, it leaves the pending area as it was.
+
 Costs: a journal file write, two fsyncs of it and its directory, one fsync'd commit per
 shard touched, and the removal's directory fsync; a one-shard batch (a single id) only its
 commit (measured figures: docs/bench/README.md, "Writes to sharded stores").
@@ -66,7 +71,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +223,6 @@ def apply_part(
             txn.put(BATCH_NS, BATCH_KEY, batch.encode())
     w.committed()
     index.engine.caught_up(len(out), w.logged)
-    index.engine.place(due_only=True)  # (its own transaction: the batch stands whatever befalls it)
     return out
 
 
@@ -284,6 +288,9 @@ def write_batch(
             results[i] = _apply(shards, i, batch, part, None if clauses is None else compiled[i])
     if journal:
         remove_journal(root)
+    for i in sorted(parts):  # outside the read lock: readers do not wait for a placement
+        with suppress(StoreReplaced):  # (compacted meanwhile: the next batch places)
+            shards(i, False).engine.place(due_only=True)
     return [results[i][k] for i, k in where]
 
 
