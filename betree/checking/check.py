@@ -109,6 +109,11 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     stored = _check_tree(index, txn, rec, errors)
     stored.pending = pending.first(rec)
     errors.extend(pending.check_pending(rec))
+    if stored.pending is not None:  # every pending clause waits in the root's l-node
+        away = (stored.cids >= np.uint64(stored.pending)) & (stored.node != 0)
+        for j in np.flatnonzero(away).tolist():
+            page = stored.nodes[int(stored.node[j])].page
+            errors.append(f"page {page}: pending clause {int(stored.cids[j])} is not in the root")
     _check_clauses(cat, stored, atoms, errors, catalog_errors)
     errors.extend(catalog_errors)
     tree_errors: list[str] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from betree.disk import adjust, catalog
+from betree.disk import adjust
 from betree.disk.adjust import ADJUST_DEFAULTS, Collector
 from betree.disk.catalog import root_record
 from betree.disk.writer import gc_paused
@@ -53,14 +53,16 @@ class Adjustment:
 
         ``enabled``: collect statistics while matching, flush them every ``window``
         matched events, and re-insert the clauses of underflowing p-nodes on deletion.
+        Enabling it places the pending clauses first (:mod:`betree.disk.pending`: the
+        re-insertions could split the root under them).
         """
-        with self.store.write() as txn:
-            rec = root_record(txn)
+        with self.store.write() as txn, self.engine.writer(txn) as w:
+            if enabled:
+                w.place()
             for key, value in (("adjust", enabled), ("adjust_window", window), ("theta", theta)):
                 if value is not None:
-                    rec[key] = int(value)
-            adjust.check_settings(rec)
-            catalog.put_root(txn, rec)
+                    w.rec[key] = int(value)
+            adjust.check_settings(w.rec)
 
     def flush(self) -> dict[str, Any]:
         """Flush this process's matching statistics and run the self-adjustment policies.
