@@ -17,12 +17,12 @@ and the change log do not change, so readers' views stay valid across it, and a 
 before its commit leaves the pending area as it was.
 
 Layout: the root record's ``pending_from`` (absent: no pending area) is the first
-internal subscription id of the area; a clause is *pending* iff it lies in the root's
-l-node and its subscription's id is at least ``pending_from``.  While the area exists,
-every insertion (one subscription or a batch) is deferred, so that no routed clause
-lands in the root beside pending ones and splits them; placement drops the key.  A split
-of the root by something else (self-adjustment's re-insertions) moves some pending
-clauses as any insertion would: they are then placed, still a valid tree.
+internal subscription id of the area: the clauses of subscriptions with ids from it on
+are *pending*, and all lie in the root's l-node.  While the area exists every insertion
+(one subscription or a batch) is deferred, so that no routed clause lands in the root
+and splits it under pending ones; placement drops the key.  Self-adjustment's
+re-insertions could split the root too: it does not defer, its flush places first, and
+enabling it places the area.
 
 When: a batch of :data:`DEFER_FROM` subscriptions or more defers unless the store
 self-adjusts (at 16 shards a batch of 1,000 gives parts of ~60: placed at once); the
@@ -39,7 +39,8 @@ clauses' places: ~110 µs of CPU a subscription instead of ~330.  Placement pays
 the whole area at once, ~150 µs a clause (bulk saves little: the clauses of an area
 spread over a shard's ~13,600 l-nodes touch a page each, as one at a time would).
 ``check()`` exempts pending clauses only from "no clause left where a p-node could take
-it" and checks the area's own facts (:func:`check_pending`).
+it", and checks that each lies in the root's l-node and the record's facts
+(:func:`check_pending`).
 """
 
 from __future__ import annotations
