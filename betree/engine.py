@@ -56,7 +56,8 @@ class Engine:
         self._use_schema(schema, None)
         self._schema_gen = -1  # the generation whose schema version was last compared
         self._snapshot: tuple[int, Snapshot] | None = None
-        #: the per-attribute records of the last snapshot, reused while unchanged
+        #: the per-attribute records of the last snapshot, reused while unchanged (by the
+        #: background folds too: one decoded copy a process, :mod:`betree.matching.snapshot`)
         self._records = Records(self._attribute)
         self._spans: dict[Atom, tuple[int, int] | tuple[()]] = {}  # atom -> grid span, bounded
         self._compiler: Compiler | None = None  # made with the store's max_clauses
@@ -74,8 +75,7 @@ class Engine:
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
         self.flat = flat.FlatSlot(store.cache)
-        folds = Records(self._attribute)  # the background folds' own (one at a time)
-        self.flat.background = lambda: self._fresh_base(folds)  # folds aside
+        self.flat.background = self._fresh_base  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
@@ -230,15 +230,15 @@ class Engine:
         based = self._view(txn, snap, 0)
         return None if based is None or based.view.ranged is not None else based  # (lean)
 
-    def _fresh_base(self, folds: Records) -> tuple[int, Based]:
+    def _fresh_base(self) -> tuple[int, Based]:
         """A base view in a snapshot of its own (a fold in the background): built lean from
         the pages when the held view is lean (:mod:`betree.packed.leanbuild`), else whole,
         keyed from the held view's counts here, not in the first match after it
         (:func:`betree.packed.carry.learn_from`)."""
         held = self.flat.held(self.flat.held_gen())
         if held is not None and held.view.ranged is not None:
-            return leanbuild.lean_base(self.store, folds, self.types)
-        gen, based = flat.fresh_base(self.store, folds)
+            return leanbuild.lean_base(self.store, self._records, self.types)
+        gen, based = flat.fresh_base(self.store, self._records)
         if held is not None:
             carry.learn_from(held.view, based)
         return gen, based

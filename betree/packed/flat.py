@@ -533,8 +533,7 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
 def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
     """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
     background: :class:`FlatSlot`); its per-attribute records read with ``records``, the
-    folds' own (kept from fold to fold: what did not change is not decoded again; the
-    index's own are the matching thread's)."""
+    engine's (kept from read to read: what did not change is not decoded again)."""
     with store.read() as txn:
         rec = catalog.root_record(txn)
         trees, grouped = records.read(txn)

@@ -23,6 +23,8 @@ from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.matching.direct import mark
 from betree.matching.snapshot import Records
+from betree.packed import delta
+from betree.stores.live import LiveIndex
 from betree.stores.sharded import (
     HASH,
     ShardedIndex,
@@ -220,3 +222,100 @@ def test_a_changed_direct_record_makes_only_its_new_atoms(tmp_path: Path) -> Non
         mark(held, grouped, {"tags": ["u3", "t4"]})
         want = {aid for aid, (_, atom) in other.items() if atom.holds({"tags": ["u3", "t4"]})}
         assert set(np.flatnonzero(held).tolist()) == want and len(want) == 1
+
+
+def test_a_fold_shares_the_records_and_none_goes_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One decoded copy of the per-attribute records a process: a background fold takes
+    back the very atoms and direct-atom tables the view it replaces was built from (main:
+    a second copy, the folds' own), and the records it read are not trusted when stale:
+    another process's writes, matches on the pages (the matching thread reading the same
+    records), folds, a compaction and a reopen between matches, every answer the brute
+    force's."""
+    monkeypatch.setattr(delta, "FOLD_CLAUSES", 8)
+    monkeypatch.setattr(delta, "FOLD_ATOMS", 12)
+    schema_doc, pool, events = _rich(700, seed=36)
+    schema = Schema.from_json(schema_doc)
+    compiled: dict[str, Any] = {}
+
+    def check(store: Any, ev: dict[str, Any], where: str) -> None:
+        values = schema.validate_event(ev)
+        for expr in subs.values():
+            if expr not in compiled:
+                compiled[expr] = compile_expr(expr, schema)
+        want = {i for i, e in subs.items() if evaluate(compiled[e], values)}
+        got = store.match(ev)
+        assert len(got) == len(set(got)) and set(got) == want, where
+
+    subs = dict(pool[:250])
+    spare = pool[250:]
+    path = tmp_path / "store"
+    _build(path, schema_doc, subs, 1)
+    live = LiveIndex(path, readonly=False)
+    try:
+        idx = live.current()
+        assert isinstance(idx, Index)
+        idx.engine.flat.after = 0
+        check(idx, events[0], "built")
+        records = idx.engine._records
+        first = {attr: dict(atoms) for attr, atoms in records._atoms.items()}
+        slot = idx.engine.flat
+        for ident, expr in spare[:12]:  # until due: a fold in the background
+            live.write(lambda ix: ix.subscribe(ident, expr))  # noqa: B023
+            subs[ident] = expr
+            if slot._folding is not None:
+                break
+        assert slot._folding is not None and slot.builds == 1
+        slot.wait()
+        assert slot.builds == 2 and slot.describe()["added"] == 0
+        held = slot.held(slot.held_gen())
+        assert held is not None and idx.engine._records is records
+        for attr, atoms in first.items():  # taken back, not made again
+            now = records._atoms[attr]
+            assert all(now[aid][1] is atom for aid, (_, atom) in atoms.items()), attr
+        assert held.grouped == {attr: grouped for attr, (_, grouped) in records._direct.items()}
+        rng = random.Random(36)
+        done: set[str] = set()
+        for step in range(40):
+            r, where = rng.random(), f"step {step}"
+            store = live.current()
+            assert isinstance(store, Index)
+            store.engine.flat.after = 0
+            if r < 0.2:
+                ident = f"o{step}"
+                expr = f'contains(page.url, "/o{step}/") or {rng.choice(spare)[1]}'
+                _other_process_writes(path, ident, expr)  # a new direct atom, and more
+                subs[ident] = expr
+                done.add("other")
+            elif r < 0.4:
+                ids = [rng.choice([f"w{step}-{k}", *subs]) for k in range(9)]
+                more = [(ident, rng.choice(spare)[1]) for ident in ids]
+                live.write(lambda ix: ix.subscribe_many(more))  # noqa: B023
+                subs.update(more)
+                done.add("batch")
+            elif r < 0.5:
+                gone = rng.choice(sorted(subs))
+                assert live.write(lambda ix: ix.unsubscribe(gone))  # noqa: B023
+                del subs[gone]
+            elif r < 0.6:  # on the pages: the snapshot's records, read by this thread
+                store.engine.collecting = True
+                check(store, rng.choice(events), where)
+                store.engine.collecting = False
+                store.engine.take_statistics()
+                done.add("pages")
+            elif r < 0.65:
+                run = [sys.executable, "-c", "import sys; from tools.cli import main; main()"]
+                subprocess.run([*run, "compact", str(path)], check=True, capture_output=True)
+                done.add("compact")
+            elif r < 0.7:
+                live.close()
+                live = LiveIndex(path, readonly=False)
+                done.add("reopen")
+            else:
+                store.engine.flat.wait()
+                check(store, rng.choice(events), where)
+        assert done >= {"other", "batch", "pages", "compact", "reopen"}, done
+        live.current().check()
+    finally:
+        live.close()
