@@ -354,8 +354,9 @@ def satisfied(
         if all(p[2] for p in parts):
             flat[cells] |= rows
         elif kind == "eq":
-            # an atom under several keys holds for other events under each: their OR is
-            # their sum, added while the matrix is still empty
+            # an atom under several keys holds for other events under each (one value an
+            # event; never twice under one key): their OR is their sum, added while the
+            # matrix is still empty
             np.add.at(flat, cells, rows)
         else:
             _or_into(flat, cells, rows)
@@ -449,8 +450,10 @@ def _search(
     :meth:`SearchView.collect` finds them one value at a time): each list's, ``words x
     items``, added to ``planes`` (:func:`_or_planes`), or to ``lists`` by list kind where
     an atom repeats in the list; where an atom sits under several equality keys (an ``in``
-    of many values), each value's run is a plane of its own.  With ``numbered``, by slot
-    (a list's items a slice where consecutive)."""
+    of many values), each value's run's cells in its words to ``lists`` (summed into the
+    empty matrix: :func:`satisfied`; rich 100K, ~1.7M cells a batch, were ~800 planes
+    ORed a word at a time).  With ``numbered``, by slot (a list's items a slice where
+    consecutive)."""
     gt, lt, ne, words = view.gt, view.lt, view.ne, col.words
     part = {"gt": (0, gt.ids), "lt": (1, lt.ids), "ne": (2, ne.ids)}
 
@@ -504,10 +507,15 @@ def _search(
         ids = runs_of(np.concatenate([r for _, r in runs]))
         which = np.repeat([i for i, _ in runs], [len(r) for _, r in runs])
         planes.append((words, ids, bits.T[:, which]))
-    else:  # (an atom under several keys: each run ORed apart, in its value's words)
-        for i, run in runs:
-            held = np.flatnonzero(bits[i])
-            planes.append((words[held], runs_of(run), bits[i, held]))
+    elif runs:  # (an atom under several keys: each run's cells in its value's words)
+        sizes = np.array([len(r) for _, r in runs], dtype=np.int64)
+        ids = runs_of(np.concatenate([r for _, r in runs]))
+        own = bits[[i for i, _ in runs]]  # (each run's value's bits, by word)
+        which, word = np.nonzero(own)
+        size = sizes[which]
+        lo = (np.cumsum(sizes) - sizes)[which]
+        cells = np.repeat(words[word] * atoms, size) + ids[ranges(lo, lo + size)]
+        lists.setdefault("eq", []).append((cells, np.repeat(own[which, word], size), False))
 
 
 def _distinct(col: Column) -> tuple[Any, Any, list[Any], np.ndarray | None]:
@@ -540,10 +548,7 @@ def _or_planes(sat: np.ndarray, planes: list[_Plane]) -> None:
     """Each plane's bits ORed into its atoms a word at a time: one word's row of the
     matrix is contiguous and within the cache, where one fancy OR of every (word, atom)
     cell strides across all the words (400K range items of 16 words: 130 against 450 ms).
-    An equality run of an ``in`` of many values is a plane of its value's words only (at
-    100K rich subscriptions, 1,024 events: ~400K (value, atom) pairs on two attributes,
-    ~400 µs an event as a ``np.add.at`` of every pair times every word).  A plane of
-    consecutive columns (a slice: :mod:`betree.packed.numbering`) is one OR of all its
+    A plane of consecutive columns (a slice: :mod:`betree.packed.numbering`) is one OR of all its
     words."""
     for words, ids, rows in planes:
         if isinstance(ids, slice):  # (consecutive columns: every word at once)

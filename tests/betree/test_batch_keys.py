@@ -25,6 +25,7 @@ from loaders import python_load
 from loaders.records import parse_lines
 from storage.codec import encode_id
 from tests.support.brute import brute
+from tests.support.workload import SCHEMA
 from tools.bench import gen_rich
 
 Rich = tuple[dict[str, Any], dict[Any, str], list[Any]]
@@ -221,3 +222,41 @@ def test_scratch_lends_zeroed_buffers() -> None:
     with scratch.zeroed(2, 10, limit) as small, scratch.zeroed(10, 1 << 20, limit) as big:
         assert not small.any() and not big.any()
         assert not np.shares_memory(small, first) and not np.shares_memory(big, first)
+
+
+@pytest.mark.parametrize("floats", [False, True], ids=["strings", "strings-and-floats"])
+def test_in_lists_of_many_values_summed(tmp_path: Path, floats: bool) -> None:
+    """``in`` lists of strings (and floats: no narrow int path) whose atoms sit under
+    several keys, several of whose values fall in one word of events: each value's run
+    summed into the matrix (disjoint events), with ``>=``/``<=`` bounds and ``not in``
+    beside them; against the brute force, through deletes."""
+    rng = random.Random(85)
+    words = ["a", "ab", "abc", "b", "ba", "\u00e9t\u00e9", "z", "", "zz", "q"]
+    subs: dict[Any, str] = {}
+    for k in range(500):
+        picked = ", ".join(f'"{w}"' for w in rng.sample(words, rng.randint(2, 7)))
+        form = rng.choice(
+            ["s in ({})", "not (s in ({}))", "s in ({}) and b", "s in ({}) or i > 15"]
+        )
+        subs[k] = form.format(picked)
+        if floats and k % 3 == 0:
+            values = ", ".join(str(rng.choice([-2.5, 0.0, 1.0, 3.5, 4.75])) for _ in range(4))
+            subs[k] += f" and f in ({values})" if k % 2 else f" or f >= {rng.choice([0.0, 1.0])}"
+    schema = Schema.from_json(SCHEMA)
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(subs.items())
+        _tree(idx)
+        events = []
+        for _ in range(400):
+            ev: dict[str, Any] = {"s": rng.choice(words), "b": rng.random() < 0.5}
+            ev["i"] = rng.randint(0, 20)
+            if floats:
+                ev["f"] = rng.choice([-2.5, 0.0, 1.0, 3.5, 4.75, 2.0])
+            if rng.random() < 0.1:
+                del ev["s"]
+            events.append(ev)
+        assert _sweep(idx.match_many, subs, schema, [events, events[:90] * 2]) > 500
+        for k in rng.sample(sorted(subs), 120):
+            idx.unsubscribe(k)
+            del subs[k]
+        assert _sweep(idx.match_many, subs, schema, [events]) > 300
