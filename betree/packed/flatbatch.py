@@ -24,8 +24,9 @@ the batch:
   prefix-XOR (each event defines an attribute once); a node is reached by those events of
   its bucket that reach its parent: one AND a depth of the tree.
 * **rows**, per word and shard: the rows of the nodes the word reaches, each row's 8 atom
-  words ANDed with its node's (where the words reach most rows, each row's most selective
-  atom first: :func:`_keys`); a clause's rows ANDed together.  The bits left are the
+  words ANDed with its node's (where the words reach most rows, its clause's most
+  selective atom first, the rows where it holds for no event never read: :func:`_keys`);
+  a clause's rows ANDed together.  The bits left are the
   matching (clause, event) pairs, read off in event order (:func:`by_event`).
 * **results**: each event's ids are a slice of the word's; as lists (``match_many``), the
   ids of a word's held clauses become Python objects once and the word's lists share them
@@ -35,7 +36,8 @@ Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
 the per-event Python left is validation (measured figures: docs/bench/README.md).
 Memory: the two bit matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer
-words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words).
+words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words); the truths' one
+lent from kept buffers (:mod:`betree.packed.scratch`).
 """
 
 from __future__ import annotations
