@@ -293,7 +293,9 @@ class FlatTree:
         if by_key is None:
             return None
         if slots is None or len(slots.slot) != atoms:
-            slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows)
+            had = self.numbering  # (its rows by slot shared where the same permutation)
+            other = None if had is None else (had.slot, had.rows)
+            slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows, other)
         return slots
 
     def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:

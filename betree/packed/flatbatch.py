@@ -24,8 +24,9 @@ the batch:
   prefix-XOR (each event defines an attribute once); a node is reached by those events of
   its bucket that reach its parent: one AND a depth of the tree.
 * **rows**, per word and shard: the rows of the nodes the word reaches, each row's 8 atom
-  words ANDed with its node's (where the words reach most rows, each row's most selective
-  atom first: :func:`_keys`); a clause's rows ANDed together.  The bits left are the
+  words ANDed with its node's (where the words reach most rows, its clause's most
+  selective atom first, the rows where it holds for no event never read: :func:`_keys`);
+  a clause's rows ANDed together.  The bits left are the
   matching (clause, event) pairs, read off in event order (:func:`by_event`).
 * **results**: each event's ids are a slice of the word's; as lists (``match_many``), the
   ids of a word's held clauses become Python objects once and the word's lists share them
@@ -35,7 +36,8 @@ Cost: phase 1 is linear in the atoms of the attributes the batch defines (not in
 events), the nodes one pass per attribute and depth, the rows those each word reaches;
 the per-event Python left is validation (measured figures: docs/bench/README.md).
 Memory: the two bit matrices, capped at :data:`SAT_BYTES` (a batch is split into fewer
-words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words).
+words past it: at 10M BEGen subscriptions, 1M atoms, passes of 8 words); the truths' one
+lent from kept buffers (:mod:`betree.packed.scratch`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import numpy as np
 from betree.disk import grid
 from betree.disk.nodes import id_array
 from betree.matching.direct import DirectAtoms, found_batch
+from betree.packed import scratch
 from betree.packed.batchints import Found, search_ints
 from betree.packed.delta import Delta
 from betree.packed.flat import FlatTree
@@ -230,7 +233,21 @@ def _match(
     lists: bool,
 ) -> tuple[list[Any], int]:
     cols = columns(batch, kinds, where)
-    sat = satisfied(whole.searches, shards, batch, cols, where)
+    atoms = shards[-1].atoms + shards[-1].size
+    with scratch.zeroed(where.words, atoms, SAT_BYTES) as sat:
+        satisfied(whole.searches, shards, batch, cols, where, sat)
+        return _matched(whole, shards, batch, where, cols, sat, lists)
+
+
+def _matched(
+    whole: Whole,
+    shards: Sequence[Shard],
+    batch: Sequence[Mapping[str, object]],
+    where: Layout,
+    cols: Mapping[str, Column],
+    sat: np.ndarray,
+    lists: bool,
+) -> tuple[list[Any], int]:
     reach = reached(whole, cols, where)
     counts = np.bitwise_count(reach).sum(axis=0, dtype=np.int64)
     candidates = 0
@@ -306,10 +323,13 @@ def satisfied(
     batch: Sequence[Mapping[str, object]],
     cols: Mapping[str, Column],
     where: Layout,
+    sat: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The ``words x atoms`` truths of every atom for the batch's events."""
+    """The ``words x atoms`` truths of every atom for the batch's events (into ``sat``,
+    zeroed, where given: :mod:`betree.packed.scratch`)."""
     atoms = shards[-1].atoms + shards[-1].size
-    sat = np.zeros((where.words, atoms), dtype=np.uint64)
+    if sat is None:
+        sat = np.zeros((where.words, atoms), dtype=np.uint64)
     lists: dict[str, list[Found]] = {}
     planes: list[_Plane] = []
     ints: list[tuple[SearchView, np.ndarray, np.ndarray]] = []
@@ -336,8 +356,9 @@ def satisfied(
         if all(p[2] for p in parts):
             flat[cells] |= rows
         elif kind == "eq":
-            # an atom under several keys holds for other events under each: their OR is
-            # their sum, added while the matrix is still empty
+            # an atom under several keys holds for other events under each (one value an
+            # event; never twice under one key): their OR is their sum, added while the
+            # matrix is still empty
             np.add.at(flat, cells, rows)
         else:
             _or_into(flat, cells, rows)
@@ -431,8 +452,10 @@ def _search(
     :meth:`SearchView.collect` finds them one value at a time): each list's, ``words x
     items``, added to ``planes`` (:func:`_or_planes`), or to ``lists`` by list kind where
     an atom repeats in the list; where an atom sits under several equality keys (an ``in``
-    of many values), each value's run is a plane of its own.  With ``numbered``, by slot
-    (a list's items a slice where consecutive)."""
+    of many values), each value's run's cells in its words to ``lists`` (summed into the
+    empty matrix: :func:`satisfied`; rich 100K, ~1.7M cells a batch, were ~800 planes
+    ORed a word at a time).  With ``numbered``, by slot (a list's items a slice where
+    consecutive)."""
     gt, lt, ne, words = view.gt, view.lt, view.ne, col.words
     part = {"gt": (0, gt.ids), "lt": (1, lt.ids), "ne": (2, ne.ids)}
 
@@ -486,10 +509,15 @@ def _search(
         ids = runs_of(np.concatenate([r for _, r in runs]))
         which = np.repeat([i for i, _ in runs], [len(r) for _, r in runs])
         planes.append((words, ids, bits.T[:, which]))
-    else:  # (an atom under several keys: each run ORed apart, in its value's words)
-        for i, run in runs:
-            held = np.flatnonzero(bits[i])
-            planes.append((words[held], runs_of(run), bits[i, held]))
+    elif runs:  # (an atom under several keys: each run's cells in its value's words)
+        sizes = np.array([len(r) for _, r in runs], dtype=np.int64)
+        ids = runs_of(np.concatenate([r for _, r in runs]))
+        own = bits[[i for i, _ in runs]]  # (each run's value's bits, by word)
+        which, word = np.nonzero(own)
+        size = sizes[which]
+        lo = (np.cumsum(sizes) - sizes)[which]
+        cells = np.repeat(words[word] * atoms, size) + ids[ranges(lo, lo + size)]
+        lists.setdefault("eq", []).append((cells, np.repeat(own[which, word], size), False))
 
 
 def _distinct(col: Column) -> tuple[Any, Any, list[Any], np.ndarray | None]:
@@ -522,10 +550,7 @@ def _or_planes(sat: np.ndarray, planes: list[_Plane]) -> None:
     """Each plane's bits ORed into its atoms a word at a time: one word's row of the
     matrix is contiguous and within the cache, where one fancy OR of every (word, atom)
     cell strides across all the words (400K range items of 16 words: 130 against 450 ms).
-    An equality run of an ``in`` of many values is a plane of its value's words only (at
-    100K rich subscriptions, 1,024 events: ~400K (value, atom) pairs on two attributes,
-    ~400 µs an event as a ``np.add.at`` of every pair times every word).  A plane of
-    consecutive columns (a slice: :mod:`betree.packed.numbering`) is one OR of all its
+    A plane of consecutive columns (a slice: :mod:`betree.packed.numbering`) is one OR of all its
     words."""
     for words, ids, rows in planes:
         if isinstance(ids, slice):  # (consecutive columns: every word at once)
@@ -601,18 +626,31 @@ def by_event(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (live >> 3)[at[order]], bounds
 
 
-def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> np.ndarray | None:
+class Keyed(NamedTuple):
+    """A shard's rows to test for a batch, each with its atom tested first (:func:`_keys`)."""
+
+    rows: np.ndarray  # the rows some word reaches whose key holds for some event, ascending
+    key: np.ndarray  # each one's key atom (by slot where the shard is numbered)
+    at: np.ndarray  # each node's first position in ``rows`` (and their end): ``nodes + 1``
+
+
+def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> Keyed | None:
     """Each row's atom holding for the fewest of the batch's events, among the rows some
-    word reaches (``reach``: ``words x nodes``, ``sat``: ``words x atoms``; 0 for the
-    others): :func:`_rows` tests it first and the row's other atoms only where it holds.
-    None where the words reach on average under :data:`KEYED` of those rows.
+    word reaches (``reach``: ``words x nodes``, ``sat``: ``words x atoms``), the rows of a
+    clause keyed by the clause's rarest atom (a clause of two rows holds where both do: the
+    AND of a row with the other's atom is the clause's): :func:`_rows` tests it first and
+    the row's other atoms only where it holds, and never reads the rows whose key holds for
+    no event of the batch.  None where the words reach on average under :data:`KEYED` of
+    those rows.
 
     Rich events (few of a shape in a batch) reach nearly every row from every word: at
     100K rich subscriptions, 1,024 events, each of 16 words ~204K of ~275K rows, whose 8
     atoms gathered for each word were ~100 µs of an event's ~190 in the rows step (with
-    the keys: 140 against 195 µs, 31 against 36 at 20K).  BEGen's words (a shape or two
-    each) reach 5% of the rows some word reaches: there the keys cost more than they save
-    (20 against 15.5 µs an event at 100K)."""
+    the keys: 140 against 195 µs, 31 against 36 at 20K).  Keyed by clause, 32% of the rows
+    are never read (their key holds for no event) and (row, word) pairs live after the
+    key 529K a batch against 615K, rows held 189K against 380K (rows step ~95 -> ~70 µs an
+    event).  BEGen's words (a shape or two each) reach 5% of the rows some word reaches:
+    there the keys cost more than they save (20 against 15.5 µs an event at 100K)."""
     view = shard.view
     local = reach[:, shard.nodes : shard.nodes + len(view.node_attr)]
     nodes = np.flatnonzero(np.bitwise_or.reduce(local, axis=0))
@@ -622,13 +660,26 @@ def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> np.ndarray | None
     ):
         return None
     rows = ranges(view.node_row[nodes], view.node_row[nodes + 1])
+    if not len(rows):
+        return None
     own = sat[:, shard.atoms : shard.atoms + shard.size]
     held = np.bitwise_count(own).sum(axis=0, dtype=np.int32)  # each atom's events
     atoms = _atoms(shard).take(rows, axis=0)
-    slot = held.take(atoms).argmin(axis=1)
-    key = np.zeros(len(view.rows), dtype=atoms.dtype)
-    key[rows] = atoms[np.arange(len(rows)), slot]
-    return key
+    counts = held.take(atoms)
+    slot = counts.argmin(axis=1)
+    every = np.arange(len(rows))
+    key, least = atoms[every, slot], counts[every, slot]
+    if view.row_clause is not None:  # (a clause's rows are adjacent, in one node)
+        clause = view.row_clause.take(rows)
+        starts = np.flatnonzero(np.concatenate(([True], clause[1:] != clause[:-1])))
+        size = np.diff(np.append(starts, len(rows)))
+        fewest = np.repeat(np.minimum.reduceat(least, starts), size)
+        best = np.flatnonzero(least == fewest)
+        key = np.repeat(key[best[np.searchsorted(best, starts)]], size)  # (a clause's first)
+        least = fewest
+    some = np.flatnonzero(least)
+    rows = rows[some]
+    return Keyed(rows, key[some], np.searchsorted(rows, view.node_row))
 
 
 def _atoms(shard: Shard) -> np.ndarray:
@@ -640,7 +691,7 @@ def _rows(
     shard: Shard,
     reach: np.ndarray,
     truths: np.ndarray,
-    key: np.ndarray | None,
+    key: Keyed | None,
     gone: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """What one shard matches for the events of one word (``reach`` the word's bits of
@@ -653,17 +704,19 @@ def _rows(
     nodes = np.flatnonzero(local)
     if not len(nodes):
         return None
-    lo, hi = view.node_row[nodes], view.node_row[nodes + 1]
-    rows = ranges(lo, hi)
-    if not len(rows):
-        return None
-    mask = np.repeat(local[nodes], hi - lo)
     own = truths[shard.atoms : shard.atoms + shard.size]
     if key is None:
+        lo, hi = view.node_row[nodes], view.node_row[nodes + 1]
+        rows = ranges(lo, hi)
+        mask = np.repeat(local[nodes], hi - lo)
         # (the 8 atoms of the rows gathered atom-major: the AND is then of contiguous rows)
         mask &= np.bitwise_and.reduce(own.take(_atoms(shard).take(rows, axis=0).T), axis=0)
     else:
-        mask &= own.take(key.take(rows))
+        lo, hi = key.at[nodes], key.at[nodes + 1]
+        at = ranges(lo, hi)
+        rows = key.rows[at]
+        mask = np.repeat(local[nodes], hi - lo)
+        mask &= own.take(key.key[at])
         live = np.flatnonzero(mask)
         atoms = _atoms(shard).take(rows[live], axis=0).T
         mask[live] &= np.bitwise_and.reduce(own.take(atoms), axis=0)

@@ -30,7 +30,7 @@ import numpy as np
 from betree.matching import directkinds
 from betree.matching.direct import DirectAtoms, found
 from betree.matching.pages import SCALAR
-from betree.packed.numbering import number
+from betree.packed.numbering import number, rows_by_slot
 from pbtree.view import SearchView, ranges
 
 
@@ -38,7 +38,7 @@ class Slots:
     """The slot of each atom of a base view (``slot``); by attribute, each of its
     PB+tree's three lists as a :data:`Part`; and the view's keys by slot."""
 
-    __slots__ = ("by_key", "defaults", "lists", "rows", "slot")
+    __slots__ = ("by_key", "defaults", "lists", "rows", "shared", "slot")
 
     def __init__(
         self,
@@ -47,6 +47,7 @@ class Slots:
         by_key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
         grouped: Mapping[str, DirectAtoms],
         rows: np.ndarray,
+        other: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         slot, lists, defaults = number(searches, atoms, grouped)
         #: attribute -> its GT, LT and NE lists
@@ -66,8 +67,9 @@ class Slots:
         #: the view's rows (:attr:`betree.packed.flat.FlatTree.rows`) by slot: the keyed
         #: match's candidate rows read with no gather through :attr:`slot` (rich 100K,
         #: ~520 rows an event: that gather, ~4K atoms at random in 1.7 MB, measured 38 µs
-        #: of ~300 alone)
-        self.rows = self.slot.take(rows)
+        #: of ~300 alone; ``other``'s where the same: :func:`betree.packed.numbering.rows_by_slot`)
+        self.rows = rows_by_slot(self.slot, rows, other)
+        self.shared = other is not None and self.rows is other[1]  # (counted there)
         keys, at, order, second = by_key
         by_slot = np.argsort(self.slot.take(keys), kind="stable")
         moved = ranges(at.take(by_slot), at.take(by_slot + 1))
@@ -87,7 +89,8 @@ class Slots:
         """Memory of the permutation, the rows, the lists' parts and the keys' copies."""
         parts = [a for each in self.lists.values() for part in each for a in part[1:]]
         keys = sum(a.nbytes for a in self.by_key)
-        return int(self.slot.nbytes + self.rows.nbytes + keys + sum(a.nbytes for a in parts))
+        rows = 0 if self.shared else self.rows.nbytes
+        return int(self.slot.nbytes + rows + keys + sum(a.nbytes for a in parts))
 
     def truths(
         self,

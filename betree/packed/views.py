@@ -69,7 +69,9 @@ def numbered(view: FlatTree, atoms: int, grouped: Mapping[str, DirectAtoms]) -> 
     ``grouped`` (:mod:`betree.packed.numbering`; made at the first call, kept on the view)."""
     numbering = view.numbering
     if numbering is None or len(numbering.slot) != atoms:
-        numbering = view.numbering = Numbered(view.searches, atoms, grouped, view.rows)
+        other = None if view.slots is None else (view.slots.slot, view.slots.rows)
+        numbering = Numbered(view.searches, atoms, grouped, view.rows, other)
+        view.numbering = numbering
     return numbering
 
 
