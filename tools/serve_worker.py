@@ -22,9 +22,9 @@ The heartbeat (gunicorn's ``notify``) runs on the loop too: while a request is a
 it cannot, so a request that runs past ``--timeout`` gets the worker restarted by
 gunicorn's master, as with gunicorn's own workers.  SIGABRT and SIGINT/SIGQUIT keep
 gunicorn's handlers, which raise ``SystemExit`` in the middle of a match; SIGTERM is
-handled on the loop: stop accepting, close idle connections, let each connection finish
-the request it is reading (answered with ``Connection: close``), then exit, within
-``--graceful-timeout``.
+handled on the loop (one taken while the worker booted, by gunicorn's handler, too): stop
+accepting, close idle connections, let each connection finish the request it is reading
+(answered with ``Connection: close``), then exit, within ``--graceful-timeout``.
 
 Cost per request on a kept-alive connection: h11's parsing and framing, a few tens of µs
 of CPU (``bexdb bench serve`` measures the whole; docs/bench/serve/README.md).  A worker
@@ -339,6 +339,8 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         loop = self.loop = asyncio.get_running_loop()
         stopped = asyncio.Event()
         loop.add_signal_handler(signal.SIGTERM, stopped.set)
+        if not self.alive:  # a SIGTERM taken while booting, by gunicorn's handler
+            stopped.set()
         for listener in self.sockets:
             listener.setblocking(False)
             loop.add_reader(listener.fileno(), self.accept, listener)
