@@ -94,7 +94,7 @@ class _Connection(asyncio.Protocol):
             return
         if not self.reading:
             self.reading = True
-            self.deadline = time.monotonic() + self.worker.timeout
+            self.deadline = time.monotonic() + self.worker.request_timeout
         self.http.receive_data(data)
         self.process()
 
@@ -227,7 +227,7 @@ class _Connection(asyncio.Protocol):
         self.http.start_next_cycle()
         self.reading = bool(self.http.trailing_data[0])
         self.deadline = time.monotonic() + (
-            self.worker.timeout if self.reading else self.worker.cfg.keepalive
+            self.worker.request_timeout if self.reading else self.worker.cfg.keepalive
         )
 
     def log_access(self, method: str, target: bytes, status: int, size: int, start: float) -> None:
@@ -310,7 +310,8 @@ class _Connection(asyncio.Protocol):
         elif self.lingering or not self.reading:
             self.close()
         else:
-            self.refuse(HTTPError(408, f"the request did not arrive in {self.worker.timeout} s"))
+            late = f"the request did not arrive in {self.worker.request_timeout} s"
+            self.refuse(HTTPError(408, late))
 
     def stop(self) -> None:
         """Graceful stop: an idle connection closes now, a request in reading finishes."""
@@ -321,6 +322,8 @@ class _Connection(asyncio.Protocol):
 class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented worker base
     """A gunicorn worker running one asyncio loop; see the module docstring."""
 
+    alive: bool  # gunicorn's: cleared by its SIGTERM handler, before the loop's is set
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.connections: set[_Connection] = set()
@@ -328,6 +331,9 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         self.opening: set[asyncio.Task[Any]] = set()  # connections being set up
         self.access_log = bool(self.cfg.accesslog)  # --verbose
         self.tls: ssl.SSLContext | None = None
+        #: ``--timeout``: the seconds a request (or a TLS handshake) has to arrive in full
+        #: (gunicorn's ``self.timeout`` is half of it: its workers notify twice a timeout)
+        self.request_timeout = self.cfg.timeout
 
     def run(self) -> None:
         if self.cfg.is_ssl:  # --certfile/--keyfile: gunicorn's context, HTTP/1.1 only
@@ -392,7 +398,7 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         assert self.loop is not None
         tls: dict[str, Any] = {}
         if self.tls is not None:  # a handshake is given the time a request is (408's)
-            tls = {"ssl": self.tls, "ssl_handshake_timeout": self.timeout}
+            tls = {"ssl": self.tls, "ssl_handshake_timeout": self.request_timeout}
         task = self.loop.create_task(
             self.loop.connect_accepted_socket(lambda: _Connection(self), sock, **tls)
         )
