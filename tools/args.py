@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -130,6 +131,10 @@ class LazyCommands(argparse._SubParsersAction):  # the `action` of add_subparser
         super().__call__(parser, namespace, values, option_string)
 
 
+#: a JSON integer's text (``007`` is none: such an id is the text itself)
+_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)", re.ASCII)
+
+
 def parse_id(text: str) -> int | str:
     """A subscription id from the command line or a URL: a JSON integer or string, else
     the text itself.  An id no store can hold (a lone surrogate, an integer past 64 bits)
@@ -137,7 +142,7 @@ def parse_id(text: str) -> int | str:
     try:
         value = loads_line(text)
     except InvalidInput:
-        if text.lstrip("-").isdigit():  # an integer past even Python's digit limit
+        if _INTEGER.fullmatch(text):  # a JSON integer past even Python's digit limit
             raise InvalidInput("integer id outside the signed 64-bit range") from None
         value = text
     if isinstance(value, bool) or not isinstance(value, int | str):

@@ -22,9 +22,9 @@ The heartbeat (gunicorn's ``notify``) runs on the loop too: while a request is a
 it cannot, so a request that runs past ``--timeout`` gets the worker restarted by
 gunicorn's master, as with gunicorn's own workers.  SIGABRT and SIGINT/SIGQUIT keep
 gunicorn's handlers, which raise ``SystemExit`` in the middle of a match; SIGTERM is
-handled on the loop: stop accepting, close idle connections, let each connection finish
-the request it is reading (answered with ``Connection: close``), then exit, within
-``--graceful-timeout``.
+handled on the loop (one taken while the worker booted, by gunicorn's handler, too): stop
+accepting, close idle connections, let each connection finish the request it is reading
+(answered with ``Connection: close``), then exit, within ``--graceful-timeout``.
 
 Cost per request on a kept-alive connection: h11's parsing and framing, a few tens of µs
 of CPU (``bexdb bench serve`` measures the whole; docs/bench/serve/README.md).  A worker
@@ -94,7 +94,7 @@ class _Connection(asyncio.Protocol):
             return
         if not self.reading:
             self.reading = True
-            self.deadline = time.monotonic() + self.worker.timeout
+            self.deadline = time.monotonic() + self.worker.request_timeout
         self.http.receive_data(data)
         self.process()
 
@@ -227,7 +227,7 @@ class _Connection(asyncio.Protocol):
         self.http.start_next_cycle()
         self.reading = bool(self.http.trailing_data[0])
         self.deadline = time.monotonic() + (
-            self.worker.timeout if self.reading else self.worker.cfg.keepalive
+            self.worker.request_timeout if self.reading else self.worker.cfg.keepalive
         )
 
     def log_access(self, method: str, target: bytes, status: int, size: int, start: float) -> None:
@@ -310,7 +310,8 @@ class _Connection(asyncio.Protocol):
         elif self.lingering or not self.reading:
             self.close()
         else:
-            self.refuse(HTTPError(408, f"the request did not arrive in {self.worker.timeout} s"))
+            late = f"the request did not arrive in {self.worker.request_timeout} s"
+            self.refuse(HTTPError(408, late))
 
     def stop(self) -> None:
         """Graceful stop: an idle connection closes now, a request in reading finishes."""
@@ -321,6 +322,8 @@ class _Connection(asyncio.Protocol):
 class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented worker base
     """A gunicorn worker running one asyncio loop; see the module docstring."""
 
+    alive: bool  # gunicorn's: cleared by its SIGTERM handler, before the loop's is set
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.connections: set[_Connection] = set()
@@ -328,6 +331,9 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         self.opening: set[asyncio.Task[Any]] = set()  # connections being set up
         self.access_log = bool(self.cfg.accesslog)  # --verbose
         self.tls: ssl.SSLContext | None = None
+        #: ``--timeout``: the seconds a request (or a TLS handshake) has to arrive in full
+        #: (gunicorn's ``self.timeout`` is half of it: its workers notify twice a timeout)
+        self.request_timeout = self.cfg.timeout
 
     def run(self) -> None:
         if self.cfg.is_ssl:  # --certfile/--keyfile: gunicorn's context, HTTP/1.1 only
@@ -339,6 +345,8 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         loop = self.loop = asyncio.get_running_loop()
         stopped = asyncio.Event()
         loop.add_signal_handler(signal.SIGTERM, stopped.set)
+        if not self.alive:  # a SIGTERM taken while booting, by gunicorn's handler
+            stopped.set()
         for listener in self.sockets:
             listener.setblocking(False)
             loop.add_reader(listener.fileno(), self.accept, listener)
@@ -390,7 +398,7 @@ class MatcherWorker(Worker):  # type: ignore[misc]  # gunicorn's documented work
         assert self.loop is not None
         tls: dict[str, Any] = {}
         if self.tls is not None:  # a handshake is given the time a request is (408's)
-            tls = {"ssl": self.tls, "ssl_handshake_timeout": self.timeout}
+            tls = {"ssl": self.tls, "ssl_handshake_timeout": self.request_timeout}
         task = self.loop.create_task(
             self.loop.connect_accepted_socket(lambda: _Connection(self), sock, **tls)
         )

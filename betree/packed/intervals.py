@@ -426,14 +426,15 @@ class _Ends:
 
 def _offsets(xs: np.ndarray, ys: np.ndarray) -> int | None:
     """The base of an attribute's intervals kept as uint32 offsets (one less than the
-    least end: the offsets run ``1 .. 2**32 - 2``), when its sorted ends ``xs`` and
-    ``ys`` span under ``2**32 - 2``; else None (kept as u64 coordinates)."""
+    least end: the offsets run ``1 .. 2**32 - 2``; 0 when the least end is coordinate 0,
+    below which no event lies), when its sorted ends ``xs`` and ``ys`` span under
+    ``2**32 - 2``; else None (kept as u64 coordinates)."""
     if not len(xs):
         return None
     least, most = min(int(xs[0]), int(ys[0])), max(int(xs[-1]), int(ys[-1]))
     if most - least >= _SPAN - 2:
         return None
-    return least - 1
+    return max(least - 1, 0)
 
 
 def _query(x: int, at: int | None) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 from betree.disk.catalog import EXT
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.stores.manifest import is_routed, is_sharded, read_manifest, shard_name, shard_of
+from betree.stores.manifest import is_routed, is_sharded, read_manifest, shard_of
 from storage.errors import BexdbError, CheckFailed, StoreDamaged, StoreError
 from storage.lmdbfile import damage as file_damage
 from storage.lmdbfile import data_file
@@ -46,13 +46,14 @@ def verify(path: str | os.PathLike[str]) -> dict[str, int]:
     return {"shards": len(manifest["shards"]), "subscriptions": total}
 
 
-def _misrouted(index: Index, shard: int, shards: int, limit: int = 20) -> list[str]:
-    """Ids in ``index`` (shard ``shard``) that :func:`shard_of` puts in another shard."""
+def _misrouted(index: Index, shard: int, names: list[str], limit: int = 20) -> list[str]:
+    """Ids in ``index`` (shard ``shard``) that :func:`shard_of` puts in another shard
+    (``names``: the manifest's shard directories, in its order)."""
     with index.store.read() as txn:
         keys, _ = txn.scan_all(EXT)
-    wrong = [key for key in keys if shard_of(key, shards) != shard]
+    wrong = [key for key in keys if shard_of(key, len(names)) != shard]
     out = [
-        f"id key {key[:40]!r} belongs in {shard_name(shard_of(key, shards))} by the manifest's hash"
+        f"id key {key[:40]!r} belongs in {names[shard_of(key, len(names))]} by the manifest's hash"
         for key in wrong[:limit]
     ]
     if len(wrong) > limit:
@@ -99,7 +100,7 @@ def shard_violations(
     schema: Schema | None = None
     total = 0
     routed = is_routed(manifest)
-    shards = len(manifest["shards"])
+    names = [entry["path"] for entry in manifest["shards"]]
     for i, entry in enumerate(manifest["shards"]):
         name = entry["path"]
         try:
@@ -120,7 +121,7 @@ def shard_violations(
                 elif index.schema != schema:
                     violations.append(f"{name}: its schema differs from the first shard's")
                 if routed:
-                    violations.extend(f"{name}: {v}" for v in _misrouted(index, i, shards))
+                    violations.extend(f"{name}: {v}" for v in _misrouted(index, i, names))
         except BexdbError as exc:
             violations.append(f"{name}: cannot be opened ({exc})")
     if total != manifest.get("subscriptions") and not violations and not routed:

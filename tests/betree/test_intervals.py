@@ -450,9 +450,10 @@ def test_events_at_the_least_and_greatest_ends(
     """An attribute's ends are kept as uint32 offsets from one below the least (``a``:
     every range closed), or as coordinates when they span 2**32 or more (``b``): events
     one below, at and one above each end, the ends in one bucket (found by the sorted
-    ends alone) or more."""
+    ends alone) or more.  ``c``'s ends all lie within 2**32 of -2**63, the least
+    coordinate (no offset base below it), ``d``'s of 2**63 - 1."""
     monkeypatch.setattr(intervals, "BUCKETS", buckets)
-    spec = {"attributes": {"a": {"type": "int"}, "b": {"type": "int"}}}
+    spec = {"attributes": {k: {"type": "int"} for k in "abcd"}}
     subs: dict[Any, str] = {
         0: "a between 100 and 200",
         1: "a between 150 and 300",
@@ -462,12 +463,16 @@ def test_events_at_the_least_and_greatest_ends(
         5: "b between -3 and 4294967296",
         6: "b >= 4294967293",
         7: "b <= -3 and a between 100 and 300",
+        8: f"c < {-(2**63) + 5}",
+        9: f"c between {-(2**63)} and {-(2**63) + 2} and d >= {2**63 - 3}",
+        10: f"d > {2**63 - 2}",
     }
     ends = [100, 150, 200, 300]
     values = sorted({v + d for v in ends for d in (-1, 0, 1)} | {-(2**63), 2**63 - 1})
     bvalues = [-(2**63), -4, -3, -2, 0, 4294967292, 4294967293, 4294967296, 4294967297]
     events: list[dict[str, Any]] = [{"a": a} for a in values]
     events += [{"b": b, "a": a} for b in bvalues for a in (99, 100)]
+    events += [{"c": -(2**63) + k, "d": 2**63 - 1 - k} for k in range(7)]
     with Index.open(tmp_path, schema=spec) as idx:
         _intervals_always(idx)
         idx.subscribe_many(subs.items())

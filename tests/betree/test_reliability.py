@@ -4,8 +4,8 @@
   committed: the store opens, ``bexdb verify`` passes, matches equal the brute-force answer.
 * ``bexdb compact`` (plain and ``--rebuild``) killed at any moment leaves the store whole,
   the old one or the new one, with the same subscriptions.
-* Readers matching while a writer commits see one committed state per snapshot: every
-  answer equals the brute-force answer for some committed state, never a mix.
+* Readers beside a writer, in lockstep with it, see exactly the state before a commit
+  while the commit is held open and exactly the state after it once committed.
 * ``bexdb compact`` (plain and ``--rebuild``) beside live writers, a process of the Python
   API and ``bexdb subscribe`` runs: every write acknowledged is in the store afterwards;
   a writer that had the old store open is refused (``StoreReplaced``) and reopens it.
@@ -54,7 +54,11 @@ with Index.open(store, schema=SCHEMA) as idx:
 
 def start(*argv: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -180,46 +184,113 @@ def test_placement_killed_at_any_moment_leaves_the_store_whole(
     assert hits >= 2 and left >= 1, f"the kills came too late: {hits} hits, {left} left"
 
 
+#: A writer that stops inside each commit, its pages and records put but the LMDB
+#: transaction not yet committed: it prints ``open K`` and waits for a line on stdin, then
+#: commits and prints ``K``.
+PAUSING_WRITER = """
+import sys
+from betree.index import Index
+from storage.txn import WriteTxn
+from tests.support.writers import batches
+from tests.support.workload import SCHEMA
+store, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+commit = WriteTxn.commit
+k = 0
+
+class Paused:  # the LMDB transaction, held open at its commit until the test says
+    def __init__(self, txn):
+        self.txn = txn
+    def __getattr__(self, name):
+        return getattr(self.txn, name)
+    def commit(self):
+        print("open", k, flush=True)
+        sys.stdin.readline()
+        self.txn.commit()
+
+def paused_commit(self):
+    self._txn = Paused(self._txn)
+    commit(self)
+
+WriteTxn.commit = paused_commit
+with Index.open(store, schema=SCHEMA) as idx:
+    for k, batch in enumerate(batches(seed, n)[1:], 1):
+        idx.subscribe_many(batch)
+        print(k, flush=True)
+"""
+
+#: A reader matching its events in one snapshot each time it reads a line: the pages
+#: (``walk``), or a packed view caught up across commits and matched by intervals.
 READER = """
-import json, random, sys
+import json, math, random, sys
 from betree.index import Index
 from tests.support.workload import event
-store, seed, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+store, seed, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rng = random.Random(seed)
 events = [event(rng) for _ in range(20)]
 with Index.open(store, readonly=True) as idx:
-    for _ in range(rounds):
+    if how == "view":
+        idx.engine.flat.after = idx.engine.ranging.after = 0
+        idx.engine.ranging.margin = math.inf
+    for _ in sys.stdin:
         with idx.snapshot() as match:
             answers = [sorted(map(str, match(idx.schema.validate_event(e)))) for e in events]
-        print(json.dumps(answers), flush=True)
+        many = [sorted(map(str, r)) for r in idx.match_many(events)]
+        ranged = bool(idx.engine.ranging.describe()["intervals"])
+        print(json.dumps([answers, many, ranged]), flush=True)
 """
 
 
+def _line(proc: subprocess.Popen[str], say: str | None = None) -> str:
+    """``say`` to a child (if given), then its next line of output."""
+    assert proc.stdin is not None and proc.stdout is not None
+    if say is not None:
+        proc.stdin.write(say + "\n")
+        proc.stdin.flush()
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read() if proc.stderr else ""
+    return line.strip()
+
+
 def test_readers_beside_a_writer_see_whole_commits(tmp_path: Path) -> None:
+    """In lockstep: while each commit is held open (its pages written, the LMDB
+    transaction not committed) both readers see the state before it, exactly, and once
+    it is committed the state after it, exactly: by ``match`` in one snapshot and by
+    ``match_many``, one reader walking pages, the other on a view caught up commit by
+    commit, matched by intervals; every reader keeps its caches across the commits."""
     store = tmp_path / "store"
-    seed, n = 9, 8
+    seed, n = 9, 6
     every = batches(seed, n)
     with Index.open(store, schema=SCHEMA) as idx:
         idx.subscribe_many(every[0])
-    writer = start("-c", WRITER, str(store), str(seed), str(n), "1")
-    readers = [start("-c", READER, str(store), str(s), "300") for s in (21, 22)]
     schema = SCHEMA_
     states = [dict(chain.from_iterable(every[: k + 1])) for k in range(n)]
-    assert writer.wait(300) == 0
-    seen = set()
-    for seed_r, proc in zip((21, 22), readers, strict=True):
+    readers, events = {}, {}
+    for seed_r, how in ((21, "walk"), (22, "view")):
+        readers[how] = start("-c", READER, str(store), str(seed_r), how)
         rng = random.Random(seed_r)
-        events = [event(rng) for _ in range(20)]
-        expected = [
-            [sorted(map(str, brute(state, schema, ev))) for ev in events] for state in states
-        ]
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        for line in out.splitlines():
-            answers = json.loads(line)
-            assert answers in expected, "a snapshot mixing two commits"
-            seen.add(expected.index(answers))
-    assert len(seen) >= 2, f"the readers saw only states {seen}: no commit happened meanwhile"
+        events[how] = [event(rng) for _ in range(20)]
+
+    def expect(state: int) -> None:
+        for how, proc in readers.items():
+            want = [sorted(map(str, brute(states[state], schema, ev))) for ev in events[how]]
+            answers, many, ranged = json.loads(_line(proc, "go"))
+            assert ranged == (how == "view")
+            assert answers == want, f"{how}: a snapshot other than state {state}"
+            assert many == want, f"{how}: a batch other than state {state}"
+
+    writer = start("-c", PAUSING_WRITER, str(store), str(seed), str(n))
+    try:
+        expect(0)
+        for k in range(1, n):
+            assert _line(writer) == f"open {k}"
+            expect(k - 1)  # the commit held open: not seen
+            assert _line(writer, "commit") == str(k)
+            expect(k)
+        assert writer.wait(60) == 0
+    finally:
+        for proc in (writer, *readers.values()):
+            proc.kill()
+            proc.communicate()
 
 
 LOOP_WRITER = """

@@ -171,6 +171,18 @@ def test_verify_finds_an_id_in_the_wrong_shard_and_a_journal(
         verify(root)
     code, out, err = run(capsys, "verify", str(root))
     assert code == 4 and "belongs in" in out + err
+    # a manifest naming two shards' directories the other way round: each id is said to
+    # belong in the directory the manifest routes it to, not the one it is in
+    doc = json.loads((root / "manifest.json").read_text())
+    entries = doc["shards"]
+    entries[0]["path"], entries[1]["path"] = entries[1]["path"], entries[0]["path"]
+    (root / "manifest.json").write_text(json.dumps(doc))
+    code, out, err = run(capsys, "verify", str(root))
+    said = [line for line in (out + err).splitlines() if "belongs in" in line]
+    assert code == 4 and said
+    assert not [
+        line for line in said if line.split(":")[0].strip(" -") in line.split("belongs in")[1]
+    ]
     root2 = Path(build_hashed(tmp_path / "sh2", {1: "i = 1"}, SHARDS))
     shardwrite.write_journal(root2, "b1", {0: []})
     code, out, _ = run(capsys, "verify", str(root2))

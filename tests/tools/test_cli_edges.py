@@ -203,6 +203,7 @@ def test_ids_and_events_on_the_command_line_that_cannot_be(
     store = tmp_path / "s"
     with Index.open(store, schema=SCHEMA) as idx:
         idx.subscribe("[[", "price = 1")
+        idx.subscribe_many([("007", "price = 1"), ("-00", "price = 1")])
         with pytest.raises(InvalidInput, match=r"lone surrogate \\ud800 at character 2"):
             idx.subscribe("a\ud800", "price = 1")
     deep = "[" * 5_000
@@ -211,6 +212,10 @@ def test_ids_and_events_on_the_command_line_that_cannot_be(
     code, _, err = run(capsys, "unsubscribe", str(store), '"\\ud800"')
     assert code == 3 and "lone surrogate" in err
     assert run(capsys, "unsubscribe", str(store), "[[")[0] == 0  # not JSON: the text
+    # digits that are no JSON integer (leading zeros): the text, not "out of range"
+    assert run(capsys, "unsubscribe", str(store), "007", "-00")[0] == 0
+    code, _, err = run(capsys, "unsubscribe", str(store), "9" * 5_000)  # past Python's limit
+    assert code == 3 and "outside the signed 64-bit range" in err
     code, _, err = run(capsys, "explain", str(store), "1", deep)
     assert code == 3 and "nested too deeply" in err
     code, _, err = run(capsys, "explain", str(store), "1", "{")

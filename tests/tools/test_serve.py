@@ -9,12 +9,14 @@ errors; SIGTERM drains the request in hand.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +27,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from gunicorn.config import Config
+from gunicorn.glogging import Logger
 from prometheus_client.parser import text_string_to_metric_families
 
 from betree.index import Index
@@ -35,6 +39,7 @@ from tests.support.http import call
 from tests.support.workload import SCHEMA, build_hashed, build_sharded, event, expression
 from tools.cli import main
 from tools.serve import spawn
+from tools.serve_worker import MatcherWorker
 
 
 @pytest.fixture(scope="module")
@@ -327,6 +332,26 @@ def test_sigterm_drains_the_request_in_hand(
     with pytest.raises(ConnectionRefusedError):
         call(url, "GET", "/healthz")
     assert metrics_dirs(tmp_path) == {}
+
+
+def test_a_sigterm_taken_while_the_worker_boots_stops_it() -> None:
+    """A SIGTERM that reaches a worker after gunicorn set its handlers and before the
+    worker's loop took SIGTERM over (while it opens the store) only clears ``alive``
+    (gunicorn's handler): the loop stops on it at once, rather than serving on until the
+    master's graceful timeout kills it (a teardown of this file took 30.2 s)."""
+    cfg = Config()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    worker = MatcherWorker(0, os.getppid(), [listener], None, 30, cfg, Logger(cfg))
+    worker.alive = False  # what gunicorn's handle_exit does
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        asyncio.run(asyncio.wait_for(worker.serve(), 10))  # TimeoutError: it served on
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+        listener.close()
+        worker.tmp.close()
 
 
 def test_a_metrics_directory_left_by_kill_9_is_swept_by_the_next_service(
