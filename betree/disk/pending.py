@@ -25,9 +25,13 @@ re-insertions could split the root too: it does not defer, its flush places firs
 enabling it places the area.
 
 When: a batch of :data:`DEFER_FROM` subscriptions or more defers unless the store
-self-adjusts (at 16 shards a batch of 1,000 gives parts of ~60: placed at once); the
-writer places once the root's l-node holds :data:`PLACE_CLAUSES` clauses past its
-capacity (counted from the root c-node's size: one page read), after the batch's commit
+self-adjusts or holds fewer than :data:`DEFER_STORE` (a small tree is placed into cheaply,
+from the cache, and a pending area would be much of what each event checks; at 16 shards
+a batch of 1,000 gives parts of ~60: placed at once); the writer places once the root's
+l-node holds :func:`bound` clauses past its capacity (:data:`PLACE_CLAUSES`, or
+:data:`PLACE_SHARE` of the store's subscriptions if fewer: the area's cost to matching
+stays a small share of the store's; counted from the root c-node's size: one page read),
+after the batch's commit
 (a sharded batch: after its journal is gone, outside the read lock its readers wait on:
 :mod:`betree.stores.shardwrite`); so do self-adjustment's flush (before it moves
 clauses) and :meth:`betree.engine.Engine.place`.
@@ -54,8 +58,24 @@ from storage.txn import ReadTxn
 #: subscriptions from which a batch (a shard's part of one) defers its clauses' placement: a
 #: small batch's routing is a small part of its cost (its commit's fsyncs weigh more)
 DEFER_FROM = 128
-#: clauses past the root's capacity at which the writer places the pending area
+#: subscriptions a store (a shard) holds before its batches defer
+DEFER_STORE = 1 << 16
+#: clauses past the root's capacity at which the writer places the pending area, at most
 PLACE_CLAUSES = 8192
+#: ... and at most this share of the store's subscriptions
+PLACE_SHARE = 1 / 64
+
+
+def defers(rec: dict[str, Any], batch: int) -> bool:
+    """Whether a batch of ``batch`` subscriptions into the store of root record ``rec``
+    defers its clauses' placement."""
+    return batch >= DEFER_FROM and int(rec["subs"]) >= DEFER_STORE
+
+
+def bound(subs: int) -> float:
+    """The pending clauses (past the root's capacity) at which a store of ``subs``
+    subscriptions places its area."""
+    return min(PLACE_CLAUSES, subs * PLACE_SHARE)
 
 
 def first(rec: dict[str, Any]) -> int | None:
@@ -65,11 +85,11 @@ def first(rec: dict[str, Any]) -> int | None:
 
 
 def due(txn: ReadTxn, rec: dict[str, Any]) -> bool:
-    """Whether the pending area has grown past :data:`PLACE_CLAUSES`."""
+    """Whether the pending area has grown past its :func:`bound`."""
     if rec.get("pending_from") is None:
         return False
     root = txn.load(rec["space"], rec["root"], CNode)
-    return bool(root.size - root.cap >= PLACE_CLAUSES)
+    return bool(root.size - root.cap >= bound(int(rec["subs"])))
 
 
 def check_pending(rec: dict[str, Any]) -> list[str]:

@@ -107,7 +107,7 @@ class Writer:
         self.deferred: list[Entry] = []
         #: whether this transaction's batches may defer placement (a self-adjusting store's
         #: re-insertions would split the root under them: it places at once), and whether
-        #: the batch under way does (:data:`betree.disk.pending.DEFER_FROM`)
+        #: the batch under way does (:func:`betree.disk.pending.defers`)
         self.defers = not self.rec.get("adjust")
         self.deferring = False
         #: ``sub`` and ``ext`` records not yet written (inside an insert_many of distinct
@@ -245,7 +245,7 @@ class Writer:
         for key in sorted(keys.difference(self.counts)):
             self._count(key)
         self.pending = []
-        self.deferring = self.defers and len(items) >= pending.DEFER_FROM
+        self.deferring = self.defers and pending.defers(self.rec, len(items))
         # distinct ids: no insert of the batch reads another's records, so they are
         # written together at the end, each kind in key order (one LMDB call each)
         distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)

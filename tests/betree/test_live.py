@@ -175,6 +175,7 @@ def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.Monke
 def _every_batch_deferred(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each batch's clauses wait in the pending area (betree.disk.pending), however small."""
     monkeypatch.setattr(pending, "DEFER_FROM", 1)
+    monkeypatch.setattr(pending, "DEFER_STORE", 0)
 
 
 def _indexes(store: Any) -> list[Index]:
@@ -219,6 +220,35 @@ def _pending(live: LiveIndex) -> bool:
             if root_record(txn).get("pending_from") is not None:
                 return True
     return False
+
+
+def test_only_big_stores_defer_and_their_area_stays_a_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch into a store under ``DEFER_STORE`` subscriptions is placed at once (a small
+    tree places cheaply; pending clauses would be much of what each event walks); past
+    it a batch defers, and the area is placed once past ``PLACE_SHARE`` of the store,
+    though well under ``PLACE_CLAUSES``; answers equal the brute force throughout."""
+    monkeypatch.setattr(pending, "DEFER_FROM", 10)
+    monkeypatch.setattr(pending, "DEFER_STORE", 200)
+    monkeypatch.setattr(pending, "PLACE_SHARE", 1 / 4)
+    rng = random.Random(36)
+    subs: dict[Any, str] = {}
+    seen = []
+    with Index.open(tmp_path / "s", schema=WORKLOAD) as idx:
+        for k in range(8):
+            batch = [(100 * k + i, expression(rng)) for i in range(100)]
+            idx.subscribe_many(batch)
+            subs.update(batch)
+            idx.check()
+            with idx.store.read() as txn:
+                rec = root_record(txn)
+                seen.append(rec.get("pending_from") is not None)
+            for _ in range(5):
+                ev = event(rng)
+                assert set(idx.match(ev)) == brute(subs, SCHEMA_, ev)
+    # 100 and 200 before their batches: placed at once; then deferred, placed at a quarter
+    assert seen[:2] == [False, False] and True in seen[2:] and False in seen[3:], seen
 
 
 def bexdb(*argv: str) -> None:
@@ -448,7 +478,7 @@ from betree.disk import pending
 from betree.stores.sharded import open_index
 from tests.support.writers import writer_batches
 path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-pending.DEFER_FROM = 1  # every batch's clauses pending until placed (every other batch)
+pending.DEFER_FROM, pending.DEFER_STORE = 1, 0  # every batch pending until placed (every other)
 with open_index(path, readonly=False) as store:
     for k, (batch, gone) in enumerate(writer_batches(seed, n)):
         store.subscribe_many(batch)

@@ -130,8 +130,8 @@ import sys
 from betree.disk import pending
 from betree.stores.sharded import open_index
 from tests.support.writers import batches
-pending.PLACE_CLAUSES = 1 << 60  # placed below, by hand
-pending.DEFER_FROM = 1
+pending.PLACE_CLAUSES = pending.PLACE_SHARE = 1 << 60  # placed below, by hand
+pending.DEFER_FROM, pending.DEFER_STORE = 1, 0
 store, seed, n, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 with open_index(store, readonly=False) as idx:
     for batch in batches(seed, n)[first:]:

@@ -67,6 +67,8 @@ def test_random_batches_against_a_model(tmp_path: Path, monkeypatch: pytest.Monk
     root = Path(build_hashed(tmp_path / "sh", model, SHARDS))
     seen: set[bool] = set()  # whether a shard had clauses pending, after each step
     monkeypatch.setattr(pending, "DEFER_FROM", 1)
+    monkeypatch.setattr(pending, "DEFER_STORE", 0)
+    monkeypatch.setattr(pending, "PLACE_SHARE", 1 << 60)
     for step in range(12):
         # every other step, each batch's shards place their pending clauses once committed
         monkeypatch.setattr(pending, "PLACE_CLAUSES", -(1 << 30) if step % 4 < 2 else 1 << 30)
@@ -234,7 +236,7 @@ from betree.stores.sharded import open_index
 from tests.support.workload import expression
 root, seed = sys.argv[1], int(sys.argv[2])
 if sys.argv[3:] == ["placing"]:  # each part's clauses pending, placed after its commit
-    pending.DEFER_FROM, pending.PLACE_CLAUSES = 1, -(1 << 30)
+    pending.DEFER_FROM, pending.DEFER_STORE, pending.PLACE_CLAUSES = 1, 0, -(1 << 30)
 rng = random.Random(seed)
 with open_index(root, readonly=False) as store:
     k = 0
