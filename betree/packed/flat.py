@@ -290,8 +290,12 @@ class FlatTree:
         direct atoms ``grouped`` (:mod:`betree.packed.slots`; made at the first call),
         else None."""
         by_key, slots = self.by_key, self.slots
-        if by_key is None:
-            return None
+        if by_key is None:  # (settled here when the keys passed their trial: a sharded
+            # store's shards are checked, never matched, before: betree.packed.joined)
+            key, second = self.key, self.second
+            if key is None or second is None or self.trial is not None:
+                return None
+            by_key = self._keys_settled(key, second)
         if slots is None or len(slots.slot) != atoms:
             slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows)
         return slots

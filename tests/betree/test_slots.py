@@ -20,6 +20,7 @@ from betree.lang.schema import Schema
 from betree.matching.pages import phase1
 from betree.packed import flat, flatbatch
 from betree.packed.flat import LEARN
+from betree.packed.joined import Joined
 from betree.packed.slots import Slots
 from betree.stores.sharded import HASH, ShardedIndex, shard_name, shard_of, write_manifest
 from loaders import python_load
@@ -309,3 +310,66 @@ def test_equal_runs_by_slot(
 
 def _quoted(word: str) -> str:
     return json.dumps(word)
+
+
+def test_sharded_events_matched_by_slot(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rich: tuple[dict[str, Any], dict[Any, str], list[Any]],
+) -> None:
+    """A sharded store's events, once every shard's keys are settled, matched shard by
+    shard by slot (``Joined.match_slotted``, the route asserted taken): answers against
+    the brute force, one by one and in small batches, before and after writes (each
+    shard's delta: additions and deletions), and reopened."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    taken = [0, 0]  # (events by slot, events not)
+    plain = Joined.match_slotted
+
+    def counted(self: Joined, *args: Any) -> Any:
+        got = plain(self, *args)
+        taken[got is None] += 1
+        return got
+
+    monkeypatch.setattr(Joined, "match_slotted", counted)
+    schema_doc, subs, events = rich
+    schema = Schema.from_json(schema_doc)
+    items = list(subs.items())
+    first, later = dict(items[:450]), dict(items[450:])
+    shards = 2
+    parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]
+    for ident, expr in first.items():
+        parts[shard_of(encode_id(ident), shards)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(tmp_path / shard_name(k), schema=schema_doc) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(tmp_path, entries, {"by": "id", "hash": HASH, "shards": shards})
+
+    def settled(store: ShardedIndex) -> None:
+        for index in store.indexes:
+            index.engine.flat.after = 0
+            index.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in (events * (1 + 4 * LEARN // len(events)))[: 4 * LEARN]:
+            store.match(ev)
+        taken[:] = [0, 0]
+
+    with ShardedIndex.open(tmp_path, readonly=False) as store:
+        settled(store)
+        assert _sweep(store, first, schema, events) > 50
+        assert taken[0] >= len(events) and not taken[1], taken
+        store.subscribe_many(later.items())
+        gone = [ident for k, ident in enumerate(first) if k % 4 == 0]
+        for ident in gone:
+            assert store.unsubscribe(ident)
+        now = {**first, **later}
+        for ident in gone:
+            del now[ident]
+        taken[:] = [0, 0]
+        assert _sweep(store, now, schema, events) > 50
+        assert taken[0] >= len(events) and not taken[1], taken
+        for index in store.indexes:
+            index.check()
+    with ShardedIndex.open(tmp_path) as store:
+        settled(store)
+        assert _sweep(store, now, schema, events) > 50
+        assert taken[0] >= len(events) and not taken[1], taken
