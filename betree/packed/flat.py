@@ -286,16 +286,15 @@ class FlatTree:
         return self._clauses_held(clauses, sat, by_slot), len(clauses)
 
     def slotted(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Slots | None:
-        """Once the keys are settled, the view's ``atoms`` numbered list by list, its
-        direct atoms ``grouped`` (:mod:`betree.packed.slots`; made at the first call),
-        else None."""
+        """Once the keys passed their trial (settled here: a sharded store's shards are only
+        checked before, :mod:`betree.packed.joined`), the view's ``atoms`` numbered list by
+        list, its direct atoms ``grouped`` (:mod:`betree.packed.slots`; made at the first
+        call), else None."""
         by_key, slots = self.by_key, self.slots
-        if by_key is None:  # (settled here when the keys passed their trial: a sharded
-            # store's shards are checked, never matched, before: betree.packed.joined)
-            key, second = self.key, self.second
-            if key is None or second is None or self.trial is not None:
+        if by_key is None:
+            if self.key is None or self.second is None or self.trial is not None:
                 return None
-            by_key = self._keys_settled(key, second)
+            by_key = self._keys_settled(self.key, self.second)
         if slots is None or len(slots.slot) != atoms:
             slots = self.slots = Slots(self.searches, atoms, by_key, grouped, self.rows)
         return slots
