@@ -84,7 +84,16 @@ class DirectAtoms:
     does not define the attribute; when it does, ``default`` (those held unless found
     failing) and :meth:`found`'s."""
 
-    __slots__ = ("active", "always", "batched", "default", "indexes", "one", "undefined")
+    __slots__ = (
+        "active",
+        "always",
+        "batched",
+        "busy",
+        "default",
+        "indexes",
+        "one",
+        "undefined",
+    )
 
     def __init__(self, atoms: list[tuple[int, Atom]]) -> None:
         self.undefined = [aid for aid, atom in atoms if not atom.requires_defined]
@@ -110,6 +119,10 @@ class DirectAtoms:
             for kind, index in self.indexes
             if not isinstance(index, directkinds.Presence) or index.pairs
         ]
+        #: whether :meth:`found` has anything to do (not so for an attribute whose only
+        #: direct atoms are ``defined`` or ``is null``: 11 of rich rules' 18, a call each an
+        #: event skipped)
+        self.busy = bool(self.always or self.active)
         #: the indexes' batch forms (:mod:`betree.matching.directmany`), made at first use
         self.batched: list[tuple[str, directmany.Batched]] | None = None
         #: the indexes :meth:`found` asks, each by its own or its batch form (made at first use)
@@ -250,7 +263,8 @@ def found(
     undefined: list[int] = []
     for attr, group in direct.items():
         if attr in values:
-            group.found(values[attr], values, held, failed)
+            if group.busy:
+                group.found(values[attr], values, held, failed)
         else:
             undefined += group.undefined
     held.append(directkinds.ids(undefined))

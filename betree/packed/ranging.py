@@ -97,7 +97,10 @@ class Ranging:
         def tree() -> tuple[list[Any], int]:
             found, candidates = [], 0
             for values in batch:
-                found.append(joined.match(coords(values), values, deltas))
+                got = joined.match_slotted(values, self.kinds, deltas)
+                if got is None:  # (some shard's keys not settled yet)
+                    got = joined.match(coords(values), values, deltas)
+                found.append(got)
                 candidates += joined.candidates
             applied.append(True)
             return found, candidates

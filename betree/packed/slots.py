@@ -12,33 +12,34 @@ then each direct group's defaults (the negated atoms that hold unless found fail
 slice an attribute), then the others ascending (atom 0, always true, keeps slot 0).  An
 atom that an earlier list placed, or that its list holds twice (``a < 3 or a > 9`` sits
 in GT and LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the few of
-the slice); so are the leaf runs equal to the value and the other direct atoms (through
-the permutation).  The numbering is :func:`betree.packed.numbering.number`'s, the batches'
-too.  The keyed match reads the keys and the candidate rows through it
-(:meth:`betree.packed.flat.FlatTree.match_slotted`; the rows copied by slot).  Cost: 4
-bytes an atom and a list item, 4 more an atom placed before, a copy of the keys, their
-clauses and second keys (~12 bytes a clause) and of the rows (32 bytes a row: rich 100K,
-8.8 MB); built in one pass over the lists once the view's keys are settled.
+the slice); so are the leaf runs equal to the value (kept by slot too: 4 bytes an id)
+and the other direct atoms (through the permutation).  The numbering is
+:func:`betree.packed.numbering.number`'s, the batches' too.  The keyed match reads the
+keys and the candidate rows through it (:meth:`betree.packed.flat.FlatTree.match_slotted`;
+the rows copied by slot).  Cost: 4 bytes an atom and a list item, 4 more an atom placed
+before, a copy of the keys, their clauses and second keys (~12 bytes a clause) and of the
+rows (32 bytes a row: rich 100K, 8.8 MB); built in one pass over the lists once the
+view's keys are settled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from betree.matching import directkinds
 from betree.matching.direct import DirectAtoms, found
 from betree.matching.pages import SCALAR
 from betree.packed.numbering import number, rows_by_slot
-from pbtree.view import SearchView, ranges
+from pbtree.view import Runs, SearchView, ranges
 
 
 class Slots:
     """The slot of each atom of a base view (``slot``); by attribute, each of its
     PB+tree's three lists as a :data:`Part`; and the view's keys by slot."""
 
-    __slots__ = ("by_key", "defaults", "lists", "rows", "shared", "slot")
+    __slots__ = ("by_key", "defaults", "equal", "lists", "rows", "shared", "slot")
 
     def __init__(
         self,
@@ -64,6 +65,12 @@ class Slots:
             name: (grouped[name].default.ids, first) for name, first in defaults.items()
         }
         self.slot = slot.astype(np.int32) if atoms < 1 << 31 else slot
+        #: attribute -> its leaf runs by key (:attr:`pbtree.view.SearchView.eq`) by slot:
+        #: an event's equal runs set with no gather through :attr:`slot` (rich 100K: ~2,100
+        #: ids an event, the os, country and category runs)
+        self.equal: dict[str, Mapping[Any, np.ndarray]] = {
+            name: _by_slot(search.eq, self.slot) for name, search in searches.items()
+        }
         #: the view's rows (:attr:`betree.packed.flat.FlatTree.rows`) by slot: the keyed
         #: match's candidate rows read with no gather through :attr:`slot` (rich 100K,
         #: ~520 rows an event: that gather, ~4K atoms at random in 1.7 MB, measured 38 µs
@@ -90,7 +97,9 @@ class Slots:
         parts = [a for each in self.lists.values() for part in each for a in part[1:]]
         keys = sum(a.nbytes for a in self.by_key)
         rows = 0 if self.shared else self.rows.nbytes
-        return int(self.slot.nbytes + rows + keys + sum(a.nbytes for a in parts))
+        equal = sum(_nbytes(runs) for runs in self.equal.values())
+        parts_n = sum(a.nbytes for a in parts)
+        return int(self.slot.nbytes + rows + keys + parts_n + equal)
 
     def truths(
         self,
@@ -127,17 +136,15 @@ class Slots:
         values: Mapping[str, object],
     ) -> np.ndarray:
         """The PB+tree atoms that hold on a validated event, by slot (and atom 0)."""
-        slot = self.slot
-        sat = np.zeros(len(slot), dtype=bool)
+        sat = np.zeros(len(self.slot), dtype=bool)
         sat[0] = True
-        equal: list[np.ndarray] = []  # (by atom id)
         for attr, value in values.items():
             search = searches.get(attr)
             if search is None or types[attr] not in SCALAR:
                 continue
             eq, cuts = search.spans(value)
-            if eq is not None and len(eq):
-                equal.append(eq)
+            if eq is not None and len(eq):  # (its run by slot: the same key, found again)
+                sat[self.equal[attr][value]] = True
             parts = self.lists[attr]
             for k, lo, hi in cuts:
                 first, at, slots = parts[k]
@@ -145,9 +152,20 @@ class Slots:
                 sat[first + a : first + b] = True
                 if hi - lo > b - a:  # the atoms placed before in the slice (i - at[i] before i)
                     sat[slots[lo - a : hi - b]] = True
-        if equal:
-            sat[slot.take(directkinds.joined(equal))] = True
         return sat
+
+
+def _by_slot(eq: Mapping[Any, np.ndarray], slot: np.ndarray) -> Mapping[Any, np.ndarray]:
+    """Leaf runs of atom ids as the same runs of their slots, found by the same keys."""
+    if isinstance(eq, Runs):
+        return Runs(eq.ints, eq.at, slot.take(eq.ids))
+    return {key: slot.take(ids) for key, ids in eq.items()}
+
+
+def _nbytes(runs: Mapping[Any, np.ndarray]) -> int:
+    if isinstance(runs, Runs):
+        return int(runs.ids.nbytes)
+    return sum(int(a.nbytes) for a in runs.values())
 
 
 #: one list numbered: the first slot of the atoms it placed, how many it placed before

@@ -20,15 +20,17 @@ from betree.lang.schema import Schema
 from betree.matching.pages import phase1
 from betree.packed import flat, flatbatch
 from betree.packed.flat import LEARN
+from betree.packed.joined import Joined
 from betree.packed.slots import Slots
 from betree.stores.sharded import HASH, ShardedIndex, shard_name, shard_of, write_manifest
 from loaders import python_load
 from loaders.records import parse_lines
-from pbtree.view import SearchView
+from pbtree import view as pbtree_view
+from pbtree.view import RUNS_DICT, Runs, SearchView
 from storage.codec import encode_id
 from tests.support.brute import brute
 from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
-from tests.support.workload import SCHEMA, event, expression
+from tests.support.workload import SCHEMA, WORDS, event, expression
 from tools.bench import gen_rich
 
 
@@ -254,3 +256,120 @@ def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyP
                             want[run.astype(np.intp)] = True
                 got = slots.searched(searches, idx.engine.types, v)
                 assert np.array_equal(got.take(slots.slot), want), v
+
+
+@pytest.mark.parametrize("runs_most", [RUNS_DICT, 3])
+def test_equal_runs_by_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs_most: int
+) -> None:
+    """The leaf runs equal to an event's value set by slot (``Slots.equal``), kept by key
+    as a dict and, past ``RUNS_DICT`` int keys, as :class:`pbtree.view.Runs`: truths
+    against phase 1 on every atom, answers against the brute force, through deletes and
+    reopening."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    monkeypatch.setattr(pbtree_view, "RUNS_DICT", runs_most)
+    rng = random.Random(66)
+    forms = [
+        lambda: f"j = {rng.randint(-2, 22)}",
+        lambda: f"i in ({rng.randint(0, 20)}, {rng.randint(0, 20)})",
+        lambda: f"f = {rng.choice(['-2.5', '0', '2', '2.5', '-5'])}",
+        lambda: f"s = {_quoted(rng.choice(WORDS))}",
+        lambda: f"j != {rng.randint(-2, 22)}",
+        lambda: "j > 3",
+        lambda: "f <= 1",
+    ]
+    subs: dict[Any, str] = {}
+    for k in range(260):
+        picked = [form() for form in rng.sample(forms, rng.randint(1, 3))]
+        subs[k] = " and ".join(picked) if rng.random() < 0.8 else " or ".join(picked)
+    events = [event(rng) for _ in range(150)]
+    events += [{"j": 2, "f": 2.0, "i": 20, "s": ""}, {"j": 22, "f": -5, "s": "\u00e9t\u00e9"}]
+    with Index.open(tmp_path, schema=SCHEMA, settings={"max_cap": 3}) as idx:
+        idx.subscribe_many(subs.items())
+        _settle(idx, events)
+        with idx.store.read() as txn:
+            based = idx.engine.flat.held(txn.gen)
+            assert based is not None and based.view.slots is not None
+            equal = based.view.slots.equal
+        kinds = {name: type(runs) for name, runs in equal.items()}
+        assert (kinds["j"] is Runs) == (runs_most == 3) and kinds["s"] is dict
+        _same_truths(idx, events)
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 100
+        for k in [k for k in subs if k % 3 == 0]:
+            assert idx.unsubscribe(k)
+            del subs[k]
+        idx.check()
+        _settle(idx, events)
+        _same_truths(idx, events)
+        assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 50
+    with Index.open(tmp_path, readonly=True) as idx:
+        _settle(idx, events)
+        _same_truths(idx, events)
+        _sweep(idx, subs, Schema.from_json(SCHEMA), events)
+
+
+def _quoted(word: str) -> str:
+    return json.dumps(word)
+
+
+def test_sharded_events_matched_by_slot(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rich: tuple[dict[str, Any], dict[Any, str], list[Any]],
+) -> None:
+    """A sharded store's events, once every shard's keys are settled, matched shard by
+    shard by slot (``Joined.match_slotted``, the route asserted taken): answers against
+    the brute force, one by one and in small batches, before and after writes (each
+    shard's delta: additions and deletions), and reopened."""
+    monkeypatch.setattr(flat, "KEYED_PASS", 2.0)
+    taken = [0, 0]  # (events by slot, events not)
+    plain = Joined.match_slotted
+
+    def counted(self: Joined, *args: Any) -> Any:
+        got = plain(self, *args)
+        taken[got is None] += 1
+        return got
+
+    monkeypatch.setattr(Joined, "match_slotted", counted)
+    schema_doc, subs, events = rich
+    schema = Schema.from_json(schema_doc)
+    items = list(subs.items())
+    first, later = dict(items[:450]), dict(items[450:])
+    shards = 2
+    parts: list[list[tuple[Any, str]]] = [[] for _ in range(shards)]
+    for ident, expr in first.items():
+        parts[shard_of(encode_id(ident), shards)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(tmp_path / shard_name(k), schema=schema_doc) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(tmp_path, entries, {"by": "id", "hash": HASH, "shards": shards})
+
+    def settled(store: ShardedIndex) -> None:
+        for index in store.indexes:
+            index.engine.flat.after = 0
+            index.engine.ranging.margin = 0  # the tree, never intervals
+        for ev in (events * (1 + 4 * LEARN // len(events)))[: 4 * LEARN]:
+            store.match(ev)
+        taken[:] = [0, 0]
+
+    with ShardedIndex.open(tmp_path, readonly=False) as store:
+        settled(store)
+        assert _sweep(store, first, schema, events) > 50
+        assert taken[0] >= len(events) and not taken[1], taken
+        store.subscribe_many(later.items())
+        gone = [ident for k, ident in enumerate(first) if k % 4 == 0]
+        for ident in gone:
+            assert store.unsubscribe(ident)
+        now = {**first, **later}
+        for ident in gone:
+            del now[ident]
+        taken[:] = [0, 0]
+        assert _sweep(store, now, schema, events) > 50
+        assert taken[0] >= len(events) and not taken[1], taken
+        for index in store.indexes:
+            index.check()
+    with ShardedIndex.open(tmp_path) as store:
+        settled(store)
+        assert _sweep(store, now, schema, events) > 50
+        assert taken[0] >= len(events) and not taken[1], taken

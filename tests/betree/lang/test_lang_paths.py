@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -135,6 +138,53 @@ def test_bad_nested_events_are_errors_for_that_event() -> None:
     assert schema.validate_event({"user": {"age": None, "name": "x"}, "other": {"a": 1}}) == {
         "user.name": "x"
     }
+
+
+class _Record(Mapping[str, Any]):
+    """An object that is a Mapping but no dict."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def test_objects_of_any_mapping_type_and_plain_arrays() -> None:
+    """Objects that are no ``dict`` (a dict subclass, a read-only proxy, a Mapping of its
+    own) are flattened where a ``dict`` is; arrays of arrays (and tuples) are values, not
+    objects; an array in an object mixing objects with other values is an error wherever
+    the object sits in it."""
+    schema = Schema.from_json(
+        {**SCHEMA, "attributes": {**SCHEMA["attributes"], "pairs": {"type": "segments"}}}
+    )
+    plain = {
+        "user": {"age": 31, "address": {"city": "rome"}},
+        "items": [{"sku": "a", "qty": 2}, {"sku": "b"}],
+        "pairs": [[3, 10], (1, 20)],
+        "flag": True,
+    }
+    want = schema.validate_event(plain)
+    assert want["user.address.city"] == "rome" and want["items.sku"] == ("a", "b")
+    for wrap in (OrderedDict, MappingProxyType, _Record):
+        event = {
+            "user": wrap({"age": 31, "address": wrap({"city": "rome"})}),
+            "items": [wrap({"sku": "a", "qty": 2}), wrap({"sku": "b"})],
+            "pairs": ([3, 10], (1, 20)),
+            "flag": True,
+        }
+        assert schema.validate_event(event) == want, wrap
+        assert schema.validate_event(wrap(event)) == want, wrap
+        for mixed in ([wrap({"sku": "a"}), ["b"]], [("b",), wrap({"sku": "a"})], ["b", wrap({})]):
+            with pytest.raises(InvalidInput) as err:
+                schema.validate_event({"user": {"tags": mixed}})
+            assert "mixes objects" in err.value.message, mixed
 
 
 def test_dotted_names_in_schemas_and_expressions() -> None:
