@@ -286,10 +286,9 @@ class FlatTree:
         return self._clauses_held(clauses, sat, by_slot), len(clauses)
 
     def slotted(self, atoms: int, grouped: Mapping[str, DirectAtoms]) -> Slots | None:
-        """Once the keys passed their trial (settled here: a sharded store's shards are only
-        checked before, :mod:`betree.packed.joined`), the view's ``atoms`` numbered list by
-        list, its direct atoms ``grouped`` (:mod:`betree.packed.slots`; made at the first
-        call), else None."""
+        """Once the keys passed their trial (settled here for a sharded store's shards), the
+        view's ``atoms`` numbered list by list, its direct atoms ``grouped``
+        (:mod:`betree.packed.slots`; made at the first call), else None."""
         by_key, slots = self.by_key, self.slots
         if by_key is None:
             if self.key is None or self.second is None or self.trial is not None:
