@@ -9,7 +9,6 @@ taken with rows skipped."""
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,9 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import flatbatch, scratch
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
-from loaders import python_load
-from loaders.records import parse_lines
 from storage.codec import encode_id
 from tests.support.brute import brute
+from tests.support.loads import python_loaded
 from tests.support.workload import SCHEMA
 from tools.bench import gen_rich
 
@@ -110,8 +108,7 @@ def test_keyed_rows_against_the_brute_force(
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
     rng = random.Random(82)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     batches = _batches(rng, events)
     seen = _recorded(monkeypatch)
     monkeypatch.setattr(scratch, "SMALL", 0)  # (every batch's matrix lent, reused)
@@ -179,8 +176,7 @@ def test_rows_by_slot_shared_by_the_numberings(tmp_path: Path, rich: Rich) -> No
     whichever comes first; answers exact both ways."""
     schema_doc, subs, events = rich
     schema = Schema.from_json(schema_doc)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     for first in ("events", "batch"):
         with Index.open(tmp_path / "py", readonly=True) as idx:
             _tree(idx)

@@ -9,7 +9,6 @@ merged with themselves, every atom twice in its lists."""
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any, cast
@@ -21,11 +20,10 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import flatbatch
 from betree.packed.numbering import Numbered
-from loaders import python_load
-from loaders.records import parse_lines
 from pbtree.view import SearchView
 from tests.support.brute import brute
 from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.loads import python_loaded
 from tests.support.workload import SCHEMA, event, expression
 from tools.bench import gen_rich
 
@@ -108,8 +106,7 @@ def test_rich_batches_by_slot_against_the_brute_force(
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
     rng = random.Random(72)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     twice = events[:90] * 2
     rng.shuffle(twice)
     absent = _absent(rng, events[:150])

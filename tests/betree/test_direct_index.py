@@ -12,7 +12,6 @@ generator's workload, ``match`` and ``match_many`` against the brute force.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,9 @@ from betree.lang.schema import Schema
 from betree.matching import direct, directkinds
 from betree.matching.direct import DirectAtoms, counting
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
-from loaders import python_load
-from loaders.records import parse_lines
 from storage.codec import encode_id
 from tests.support.direct import agree, held, held_many, list_atoms
+from tests.support.loads import python_loaded
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
@@ -240,8 +238,7 @@ def test_online_rich_store_matches_brute_force(tmp_path: Path) -> None:
 def test_python_load_and_sharded_rich_stores_match_brute_force(tmp_path: Path) -> None:
     schema_doc, subs, events = _rich(900, 100, seed=12)
     schema = Schema.from_json(schema_doc)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     parts: list[list[tuple[Any, str]]] = [[] for _ in range(3)]
     for ident, expr in subs.items():
         parts[shard_of(encode_id(ident), 3)].append((ident, expr))

@@ -12,7 +12,6 @@ arrays cannot hold, answered one by one); several attributes with absent ones at
 from __future__ import annotations
 
 import functools
-import json
 import math
 import random
 import re
@@ -29,11 +28,10 @@ from betree.lang.schema import Schema
 from betree.matching import direct
 from betree.matching.direct import DirectAtoms, found_batch, mark
 from betree.packed import flatbatch
-from loaders import python_load
-from loaders.records import parse_lines
 from storage.errors import InvalidInput
 from tests.support.brute import brute
 from tests.support.direct import agree, list_atoms
+from tests.support.loads import python_loaded
 from tools.bench import gen_rich
 
 I64 = (-(2**63), 2**63 - 1)
@@ -231,8 +229,7 @@ def test_rich_batches_on_views_match_the_brute_force(
     reached row's most selective atom tested first (``keys``) or not."""
     monkeypatch.setattr(flatbatch, "KEYED", keyed)
     schema_doc, subs, events, want, added, after = _rich_workload()
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     assert sum(map(len, want)) > 200
     with Index.open(tmp_path / "py") as idx:
         for _ in range(3):  # the first builds the view

@@ -7,7 +7,6 @@ folded view's keys taken over from the view it replaces."""
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,9 @@ from betree.matching import direct
 from betree.matching.snapshot import Records
 from betree.packed import delta, flat
 from betree.packed.flat import LEARN
-from loaders import python_load
-from loaders.records import parse_lines
 from tests.support.brute import brute
 from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.loads import python_loaded
 from tests.support.workload import SCHEMA, event, expression
 from tools.bench import gen_rich
 
@@ -53,8 +51,7 @@ def test_rich_events_one_by_one_by_keys(tmp_path: Path) -> None:
     subs: dict[Any, str] = dict(subs_list)
     schema = Schema.from_json(schema_doc)
     assert any(len(ev) < len(schema_doc["attributes"]) for ev in events)  # absent attributes
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     with Index.open(tmp_path / "py") as idx:
         idx.engine.flat.after = 0
         idx.engine.ranging.margin = 0  # the tree, never intervals
@@ -164,8 +161,7 @@ def _folding_rich_store(
         500, 100, check=False, seed=45, target_rate=0.01
     )
     subs: dict[Any, str] = dict(subs_list)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     added = sorted(gen_rich.make(230, 1, check=False, seed=46, target_rate=0.01)[1])
     return Schema.from_json(schema_doc), subs, events, added
 

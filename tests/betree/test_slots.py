@@ -23,13 +23,12 @@ from betree.packed.flat import LEARN
 from betree.packed.joined import Joined
 from betree.packed.slots import Slots
 from betree.stores.sharded import HASH, ShardedIndex, shard_name, shard_of, write_manifest
-from loaders import python_load
-from loaders.records import parse_lines
 from pbtree import view as pbtree_view
 from pbtree.view import RUNS_DICT, Runs, SearchView
 from storage.codec import encode_id
 from tests.support.brute import brute
 from tests.support.edges import EDGE_SCHEMA, edge_atoms, edge_events
+from tests.support.loads import python_loaded
 from tests.support.workload import SCHEMA, WORDS, event, expression
 from tools.bench import gen_rich
 
@@ -101,8 +100,7 @@ def test_rich_truths_by_slot_and_answers(
     schema_doc, subs, events = rich
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
-    lines = [json.dumps({"id": i, "expr": e}) for i, e in subs.items()]
-    python_load.load(tmp_path / "py", parse_lines(lines), schema_doc, settings={"max_cap": 8})
+    python_loaded(tmp_path / "py", subs, schema_doc)
     with Index.open(tmp_path / "py") as idx:
         _settle(idx, events)
         assert _same_truths(idx, events) > 0  # (ranges of ip blocks share atoms)
