@@ -60,7 +60,7 @@ def flatten(event: Mapping[str, object]) -> dict[str, object]:
     flat: dict[str, object] = {}
     nested: dict[str, object] = {}
     for key, value in event.items():
-        if is_nested(value):
+        if type(value) not in _LEAVES and is_nested(value):
             _walk(key, value, 1, nested, in_array=False)
         else:
             flat[key] = value
@@ -77,8 +77,19 @@ def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: b
     if depth > MAX_DEPTH:
         raise InvalidInput(f'"{path}" nests deeper than {MAX_DEPTH} objects')
     if _is_object(value):
+        leaf_ok = depth < MAX_DEPTH and not in_array  # (a child's own checks, inlined)
         for key, child in value.items():
-            _walk(f"{path}.{key}", child, depth + 1, out, in_array)
+            kind = type(child)
+            if leaf_ok and (
+                kind in _LEAVES or (kind is list and _LEAVES.issuperset(map(type, child)))
+            ):  # a scalar, or a list of scalars: no call (rich: 16 -> 6 calls an event)
+                if child is not None:
+                    child_path = f"{path}.{key}"
+                    if child_path in out:
+                        raise InvalidInput(f'attribute "{child_path}" is given twice')
+                    out[child_path] = child
+            else:
+                _walk(f"{path}.{key}", child, depth + 1, out, in_array)
         return
     if (
         isinstance(value, list)
