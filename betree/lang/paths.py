@@ -16,7 +16,7 @@ the nested objects.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from storage.errors import InvalidInput
 
@@ -59,9 +59,10 @@ def flatten(event: Mapping[str, object]) -> dict[str, object]:
     other values."""
     flat: dict[str, object] = {}
     nested: dict[str, object] = {}
+    made: set[str] = set()  # (the paths gathered from arrays of objects into lists of ours)
     for key, value in event.items():
         if type(value) not in _LEAVES and is_nested(value):
-            _walk(key, value, 1, nested, in_array=False)
+            _walk(key, value, 1, nested, made, in_array=False)
         else:
             flat[key] = value
     twice = sorted(k for k in nested if k in flat and flat[k] is not None)
@@ -73,7 +74,9 @@ def flatten(event: Mapping[str, object]) -> dict[str, object]:
     return flat
 
 
-def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: bool) -> None:
+def _walk(
+    path: str, value: Any, depth: int, out: dict[str, object], made: set[str], in_array: bool
+) -> None:
     if depth > MAX_DEPTH:
         raise InvalidInput(f'"{path}" nests deeper than {MAX_DEPTH} objects')
     if _is_object(value):
@@ -89,7 +92,7 @@ def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: b
                         raise InvalidInput(f'attribute "{child_path}" is given twice')
                     out[child_path] = child
             else:
-                _walk(f"{path}.{key}", child, depth + 1, out, in_array)
+                _walk(f"{path}.{key}", child, depth + 1, out, made, in_array)
         return
     if (
         isinstance(value, list)
@@ -100,7 +103,7 @@ def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: b
         if not all(map(_is_object, value)):
             raise InvalidInput(f'"{path}" is an array that mixes objects and other values')
         for element in value:
-            _walk(path, element, depth + 1, out, in_array=True)
+            _walk(path, element, depth + 1, out, made, in_array=True)
         return
     if value is None:
         return
@@ -109,9 +112,12 @@ def _walk(path: str, value: Any, depth: int, out: dict[str, object], in_array: b
             raise InvalidInput(f'attribute "{path}" is given twice')
         out[path] = value
         return
-    gathered = out.setdefault(path, [])
-    if not isinstance(gathered, list):  # also given outside an array
+    if path not in out:
+        made.add(path)
+        out[path] = []
+    elif path not in made:  # also given outside an array (never extend the event's own list)
         raise InvalidInput(f'attribute "{path}" is given twice')
+    gathered = cast(list[object], out[path])
     if isinstance(value, list):
         gathered.extend(value)
     else:

@@ -18,7 +18,7 @@ import pytest
 from betree.index import Index
 from betree.lang.expr import ExpressionError, evaluate
 from betree.lang.parser import compile_expr
-from betree.lang.paths import MAX_DEPTH
+from betree.lang.paths import MAX_DEPTH, flatten
 from betree.lang.schema import Schema
 from storage.errors import InvalidInput
 from tools.cli import main
@@ -138,6 +138,24 @@ def test_bad_nested_events_are_errors_for_that_event() -> None:
     assert schema.validate_event({"user": {"age": None, "name": "x"}, "other": {"a": 1}}) == {
         "user.name": "x"
     }
+
+
+def test_a_path_both_in_an_object_and_in_an_array_of_objects_is_given_twice() -> None:
+    """A list under an object and the same path in an array of objects, either order: an
+    error naming the path, and the event left as it was (the gathering of the array's
+    values once extended the event's own list, so a repeated event changed its value)."""
+    for event in (
+        {"b": {"a": {"b": [1]}}, "b.a": [{"b": 2}]},
+        {"b.a": [{"b": 2}], "b": {"a": {"b": [1]}}},
+        {"b": {"a": [{"b": 2}], "a.b": [1]}},
+    ):
+        before = json.dumps(event)
+        for _ in range(2):
+            with pytest.raises(InvalidInput) as err:
+                flatten(event)
+            assert 'attribute "b.a.b" is given twice' in err.value.message, event
+        assert json.dumps(event) == before
+    assert flatten({"x": [{"y": [1]}, {"y": 2}], "z": {"w": [3]}}) == {"x.y": [1, 2], "z.w": [3]}
 
 
 class _Record(Mapping[str, Any]):

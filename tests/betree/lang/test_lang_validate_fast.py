@@ -42,9 +42,10 @@ def _is_object(x: object) -> bool:
 def reference_flatten(event: Mapping[str, object]) -> dict[str, object]:
     flat: dict[str, object] = {}
     nested: dict[str, object] = {}
+    made: set[str] = set()
     for key, value in event.items():
         if is_nested(value):
-            _reference_walk(key, value, 1, nested, in_array=False)
+            _reference_walk(key, value, 1, nested, made, in_array=False)
         else:
             flat[key] = value
     twice = sorted(k for k in nested if k in flat and flat[k] is not None)
@@ -57,19 +58,19 @@ def reference_flatten(event: Mapping[str, object]) -> dict[str, object]:
 
 
 def _reference_walk(
-    path: str, value: Any, depth: int, out: dict[str, object], in_array: bool
+    path: str, value: Any, depth: int, out: dict[str, object], made: set[str], in_array: bool
 ) -> None:
     if depth > MAX_DEPTH:
         raise InvalidInput(f'"{path}" nests deeper than {MAX_DEPTH} objects')
     if _is_object(value):
         for key, child in value.items():
-            _reference_walk(f"{path}.{key}", child, depth + 1, out, in_array)
+            _reference_walk(f"{path}.{key}", child, depth + 1, out, made, in_array)
         return
     if isinstance(value, list) and value and any(map(_is_object, value)):
         if not all(map(_is_object, value)):
             raise InvalidInput(f'"{path}" is an array that mixes objects and other values')
         for element in value:
-            _reference_walk(path, element, depth + 1, out, in_array=True)
+            _reference_walk(path, element, depth + 1, out, made, in_array=True)
         return
     if value is None:
         return
@@ -78,9 +79,13 @@ def _reference_walk(
             raise InvalidInput(f'attribute "{path}" is given twice')
         out[path] = value
         return
-    gathered = out.setdefault(path, [])
-    if not isinstance(gathered, list):
+    if path not in out:
+        made.add(path)
+        out[path] = []
+    elif path not in made:  # (given outside an array too: a list of the event's own)
         raise InvalidInput(f'attribute "{path}" is given twice')
+    gathered = out[path]
+    assert isinstance(gathered, list)
     if isinstance(value, list):
         gathered.extend(value)
     else:
@@ -208,8 +213,8 @@ def canon(x: object) -> object:
 
 
 def fresh(x: object) -> object:
-    """A copy of an event, types kept: ``flatten`` extends an event's own list when a path
-    is given as a list and again inside an array (on main too), so each call gets its own."""
+    """A copy of an event, types kept: each call gets its own (``flatten`` once extended an
+    event's own list, a path given as a list and again inside an array)."""
     if isinstance(x, MappingProxyType):
         return MappingProxyType({k: fresh(v) for k, v in x.items()})
     if isinstance(x, Mapping):
