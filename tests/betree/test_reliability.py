@@ -126,20 +126,40 @@ def test_compact_killed_at_any_moment_leaves_the_store_whole(
 
 
 PLACER = """
-import sys
+import sys, time
 from betree.disk import pending
 from betree.stores.sharded import open_index
+from storage.txn import WriteTxn
 from tests.support.writers import batches
 pending.PLACE_CLAUSES = pending.PLACE_SHARE = 1 << 60  # placed below, by hand
 pending.DEFER_FROM, pending.DEFER_STORE = 1, 0
 store, seed, n, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+stop = int(sys.argv[5])  # the placement's step at which to wait for the kill (0: none)
+steps, placing = 0, False
+
+def counted(name):  # a page changed, made or freed, or a commit: one step of the placement
+    real = getattr(WriteTxn, name)
+    def step(self, *args):
+        global steps
+        if placing:
+            steps += 1
+            if steps == stop:
+                print("inside", flush=True)
+                time.sleep(3600)  # (killed here)
+        return real(self, *args)
+    setattr(WriteTxn, name, step)
+
+for name in ("load_mut", "put_new", "free", "commit"):
+    counted(name)
 with open_index(store, readonly=False) as idx:
     for batch in batches(seed, n)[first:]:
         idx.subscribe_many(batch)
     print("placing", flush=True)
+    placing = True
     for shard in idx.indexes:
         shard.engine.place()
-    print("placed", flush=True)
+    placing = False
+    print("placed", steps, flush=True)
 """
 
 
@@ -147,9 +167,11 @@ with open_index(store, readonly=False) as idx:
 def test_placement_killed_at_any_moment_leaves_the_store_whole(
     tmp_path: Path, sharded: bool
 ) -> None:
-    """kill -9 of a writer placing its pending areas (betree.disk.pending): each shard's
-    area is placed whole or not at all, ``check()`` holds, answers equal the brute force,
-    and the next writer adds to what was left and places it all."""
+    """kill -9 of a writer placing its pending areas (betree.disk.pending), at a step of
+    the placement drawn at random (a page changed, made or freed, or a shard's commit,
+    each counted: no timing): each shard's area is placed whole or not at all,
+    ``check()`` holds, answers equal the brute force, and the next writer adds to what was
+    left and places it all."""
     store = tmp_path / "store"
     if sharded:
         build_hashed(store, {})
@@ -157,19 +179,21 @@ def test_placement_killed_at_any_moment_leaves_the_store_whole(
         Index.open(store, schema=SCHEMA).close()
     seed, rng = 4, random.Random(4)
     every = batches(seed, 16)
-    took, hits, left = 0.0, 0, 0
+    steps, hits, left = 0, 0, 0
     for attempt in range(8):  # 2 batches an attempt; the first one runs to its end
-        proc = start("-c", PLACER, str(store), str(seed), str(2 * attempt + 2), str(2 * attempt))
+        stop = rng.randint(1, steps) if attempt else 0
+        argv = (str(store), str(seed), str(2 * attempt + 2), str(2 * attempt), str(stop))
+        proc = start("-c", PLACER, *argv)
         assert proc.stdout is not None
         assert proc.stdout.readline() == "placing\n", proc.stderr.read() if proc.stderr else ""
-        began = time.perf_counter()
-        if attempt:
-            time.sleep(rng.random() * took)
+        line = proc.stdout.readline()
+        done = line.startswith("placed")
+        if done and not attempt:
+            steps = int(line.split()[1])
+        elif line == "inside\n":
             proc.send_signal(signal.SIGKILL)
-        done = proc.stdout.read() == "placed\n"
         proc.wait()
-        if not attempt:
-            took = time.perf_counter() - began
+        assert done or line == "inside\n", proc.stderr.read() if proc.stderr else ""
         hits += not done
         subs = dict(chain.from_iterable(every[: 2 * attempt + 2]))
         with open_index(store, readonly=False) as idx:
@@ -181,7 +205,8 @@ def test_placement_killed_at_any_moment_leaves_the_store_whole(
             for shard in idx.indexes:
                 with shard.store.read() as txn:
                     left += root_record(txn).get("pending_from") is not None and not done
-    assert hits >= 2 and left >= 1, f"the kills came too late: {hits} hits, {left} left"
+    # (each later placement has at least the first one's steps: every stop falls inside)
+    assert steps > 10 and hits == 7 and left >= 1, (steps, hits, left)
 
 
 #: A writer that stops inside each commit, its pages and records put but the LMDB
