@@ -689,7 +689,7 @@ class FlatSlot:
         if reserved:
             self.cache.release(self.share)
         slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
-        if slim is None and reserved and based.view.ranged is None:
+        if slim is None and self.lean and reserved and based.view.ranged is None:
             # (its intervals no cheaper than walks: held whole, the share taken)
             nbytes = based.view.nbytes if nbytes is None else nbytes
             if nbytes <= LEAN_TIMES * self.cache.budget and self.cache.reserve(self.share):
