@@ -251,10 +251,12 @@ class Engine:
             return None
         rec = snap.rec
 
-        def make() -> Based:
+        def make(lean: bool = True) -> Based:
             full, tree = self.snapshot(txn), BETree(txn, rec)
-            if self.ranging.worth(rec["subs"]) and leanbuild.too_big(
-                rec["subs"], predicates(), self.flat.share
+            if (
+                lean
+                and self.ranging.worth(rec["subs"])
+                and leanbuild.too_big(rec["subs"], predicates(), self.flat.share)
             ):  # the interval matcher alone, no whole view built first
                 self.before_lean()
                 return_freed_memory(cycles=True)
@@ -267,8 +269,12 @@ class Engine:
         def predicates() -> int:
             return sum(int(tree["count"]) for tree in self.snapshot(txn).trees.values())
 
+        def whole() -> Based | None:  # (a lean one not worth holding: held whole if it fits)
+            limit = flat.LEAN_TIMES * self.flat.cache.budget
+            return None if leanbuild.too_big(rec["subs"], predicates(), limit) else make(False)
+
         catch_up = self._catch_up(txn, rec)
-        return self.flat.get(txn.gen, make, rec["subs"], events, catch_up, predicates)
+        return self.flat.get(txn.gen, make, rec["subs"], events, catch_up, predicates, whole)
 
     def _catch_up(
         self,

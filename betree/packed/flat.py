@@ -27,25 +27,17 @@ of a bucket halve it (``check()`` verifies it).  A match tests the nodes under t
 p-nodes of the attributes the event defines (the rest cannot be reached), cuts out the
 subtrees of failing nodes with a difference array (no loop over the depth), expands the
 reached nodes' row ranges, takes a row's 8 atom truths as one ``uint64``, and carries a
-failing row along the rows of a longer clause.  Where the tree prunes little (rules whose
-ranges are wide, whose selective atoms are direct: ad targeting reaches 13K of 20K
-clauses, of 2.7 rows each), each clause's *key* atom, the one seen holding on the fewest
-of the first :data:`LEARN` events, is tested first, and only the clauses whose key holds
-have their rows read (one gather a reached clause instead of eight a row); kept only if,
-over the next :data:`LEARN` events, under :data:`KEYED_PASS` of the reached clauses'
-keys held (BEGen's hold for half: its rows are read whole, as before).  Once kept, the
-keys alone find the candidates (the distinct keys' truths, then their clauses: ~330 of
-40K clauses an event on rich 20K), the reach skipped: a clause whose atoms all hold is one
-the event reaches, so the reach only ever pruned clauses the check fails (rich 20K: 390 ->
-250 µs an event; 100K: 1,080 -> 500); then each such clause's *second* key, its next
-least held atom, leaves the clauses whose rows are read (rich 100K: 2,270 -> 420 an event).
+failing row along the rows of a longer clause.  Where the tree prunes little (ad
+targeting), each clause's *key* atom, held least often over the first :data:`LEARN`
+events, is tested first; kept if under :data:`KEYED_PASS` of the reached clauses' keys
+held over the next :data:`LEARN` (not BEGen's), the keys and *second* keys alone find
+the candidates, the reach skipped (rich 100K: 1,080 -> 500 µs an event).
 
-Cost (measured on a 625K-clause BEGen shard of a 10M store, an event reaching ~700 of
-its 30,000 nodes and ~22,000 clauses): ~1 ms an event with phase 1, against ~4 ms for
-the page walk; building it reads every page once (~1.2 s).  Memory: ~44 bytes a clause
-(26 MB for that shard).  A view describes one snapshot generation and serves later ones
-with the delta of what was written since (:mod:`betree.packed.delta`); :class:`FlatSlot`
-decides when one is worth building and holds it within the page-cache budget.
+Cost (a 625K-clause BEGen shard of a 10M store, an event reaching ~22,000 clauses):
+~1 ms an event with phase 1, ~4 ms walking pages; building it reads every page once
+(~1.2 s).  Memory: ~44 bytes a clause (26 MB there).  A view of one snapshot serves
+later ones with a delta (:mod:`betree.packed.delta`); :class:`FlatSlot` decides when one
+is worth building and holds it within the page-cache budget.
 """
 
 from __future__ import annotations
@@ -95,8 +87,8 @@ PAUSE_EVERY = 32
 BEHIND = 4
 #: a view too big for the page cache's share is held stripped to its interval matcher
 #: (:attr:`FlatSlot.lean`) within this many times the page cache's budget, charged apart
-#: from it (dense 1M, 2 shards, the default 256 MB: ~200 MB of intervals a shard, where
-#: walking pages took 6.2 s an event)
+#: from it (dense 1M, 2 shards, 256 MB: ~200 MB a shard, walks 6.2 s an event), or whole
+#: when its intervals are no cheaper than walks (rich 1M: walks ~170 ms an event)
 LEAN_TIMES = 4
 #: events whose atom truths choose each row's key atom (:meth:`FlatTree.check`)
 LEARN = 16
@@ -550,30 +542,25 @@ def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
 class FlatSlot:
     """The view one store's matches use, if any: built once :attr:`after` events were
     matched by walking pages, and only if it fits in three quarters of the store's
-    page-cache budget.  A held view takes those three quarters
-    (:meth:`storage.cache.PageCache.reserve`): matching then reads no page, and what
-    pages the cache keeps (a quarter) serve writes, checks and explanations.
+    page-cache budget, then taken (:meth:`PageCache.reserve`; pages serve writes alone).
 
     A view survives writes (:mod:`betree.packed.delta`): a later generation gets the same base
     view with the delta caught up from the change log, until the delta is due for folding
-    (then the view is rebuilt at once) or the log cannot say, or until a delta left over
-    once writes stop has cost the events since as much as the last build took (then
-    folded too: :meth:`_lingers`).  A reader of a generation older than the held one walks
-    pages (the view cannot go back).
+    (then rebuilt) or the log cannot say, or a delta left over once writes stop has cost
+    the events since as much as the last build (:meth:`_lingers`).  A reader of a
+    generation older than the held one walks pages (the view cannot go back).
 
-    With :attr:`background` set (a function that builds a base view in a snapshot of its
-    own), a fold runs in a thread instead, out of the match path: matches go on with the
-    held view and its growing delta (exact, only slower an event) until the thread takes
-    the new base in, keyed and sized (:meth:`_fold`), then catch up from it; a delta
-    :data:`BEHIND` times past its bound, or a log that cannot say, is still folded at once.
-    The thread holds the interpreter lock while it runs Python, and lets it go every
-    :data:`PAUSE_EVERY` c-nodes.
+    With :attr:`background` set (builds a base view in a snapshot of its own), a fold runs
+    in a thread (:meth:`_fold`, letting the interpreter lock go every :data:`PAUSE_EVERY`
+    c-nodes) while matches go on with the held view and its growing delta (exact, slower);
+    a delta :data:`BEHIND` times past its bound, or a log that cannot say, folds at once.
 
     A view too big for that share is not given up when :attr:`lean` is set (by the engine:
     :meth:`betree.packed.ranging.Ranging.lean`): stripped to its interval matcher, or built
     so from the pages (``make``: :mod:`betree.packed.leanbuild`), when cheaper an event than
     the walks were, and held if within :data:`LEAN_TIMES` the page cache's budget, charged
-    apart (the pages keep their whole budget: matching reads none)."""
+    apart (the pages keep their whole budget: matching reads none); else whole (``whole``)
+    within as much, the share taken."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -623,13 +610,15 @@ class FlatSlot:
         events: int = 1,
         catch_up: Callable[[Based], Based | None] | None = None,
         predicates: Callable[[], int] | None = None,
+        whole: Callable[[], Based | None] | None = None,
     ) -> Based | None:
         """The view of generation ``gen`` for ``events`` more events, or None: walk the
         pages.  ``make`` builds one when it is due and its ``clauses`` and its PB+trees'
         ``predicates()`` (asked only then) may fit: an id of 4 bytes each at least, so that
         a dense store (an atom a range end: ~850 bytes a clause) is not read whole for a
         view then dropped; ``catch_up`` brings the held one to ``gen`` (None: it cannot,
-        rebuild)."""
+        rebuild); ``whole`` builds a whole view where ``make``'s lean one was not worth
+        holding (None: estimated too big)."""
         based = self.held(gen)
         if based is not None and not self._lingers(based, events):
             return based
@@ -663,12 +652,18 @@ class FlatSlot:
             if not reserved and not lean:
                 self._too_big = True
                 return None
-            # matching reads no page of this store while the view lasts: all go, their
-            # memory back to the system before the build (else it is left fragmented)
+            # no page read while the view lasts: all go, memory back before the build
             self.cache.clear()
             return_freed_memory(cycles=True)
             began = time.perf_counter()
-            based = self._fit(make(), reserved)
+            made = make()
+            lean_made = made.view.ranged is not None  # (built lean from the pages)
+            based = self._fit(made, reserved)
+            del made  # (not held through the whole build)
+            if based is None and lean_made and whole is not None:  # (the whole, then?)
+                full = whole()  # (held whole as in _fit: its intervals not tried again)
+                if full is not None and full.view.nbytes <= LEAN_TIMES * self.cache.budget:
+                    based = full if self.cache.reserve(self.share) else None
             self._build_s = time.perf_counter() - began
             self.builds += 1
             return_freed_memory()
@@ -694,6 +689,11 @@ class FlatSlot:
         if reserved:
             self.cache.release(self.share)
         slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
+        if slim is None and self.lean and reserved and based.view.ranged is None:
+            # (its intervals no cheaper than walks: held whole, the share taken)
+            nbytes = based.view.nbytes if nbytes is None else nbytes
+            if nbytes <= LEAN_TIMES * self.cache.budget and self.cache.reserve(self.share):
+                return based
         return_freed_memory()
         return slim
 

@@ -1,0 +1,121 @@
+"""A whole view too big for the page cache's share whose interval matcher is no cheaper
+than the walks (rich rules: the walks reach most clauses, the keys find few) is held
+whole within ``LEAN_TIMES`` the cache's budget, the share taken
+(:meth:`betree.packed.flat.FlatSlot.get`, ``whole``), not given up for the walks; past
+that bound the pages are walked.  Answers against the brute force, one by one and in
+batches, through writes (the delta, a fold) and reopening."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.packed import leanbuild, ranging
+from betree.packed.flat import LEAN_TIMES
+from tests.support.brute import brute
+from tools.bench import gen_rich
+
+#: the page cache: 4x holds the whole view of 600 rich rules (~0.3 MB), its share does not
+CACHE = 1 << 20
+SHARE = 8 << 10
+
+
+@pytest.fixture(scope="module")
+def rich() -> tuple[dict[str, Any], dict[Any, str], list[Any]]:
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        600, 60, check=False, seed=37, target_rate=0.01
+    )
+    return schema_doc, dict(subs_list), events
+
+
+@pytest.fixture
+def costly(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Intervals always worth trying (built lean from the pages first), never cheaper
+    than the walks (as rich 1M's at the default cache); the lean builds counted."""
+    built: list[int] = []
+    lean_view = leanbuild.lean_view
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return lean_view(*args, **kwargs)
+
+    monkeypatch.setattr(leanbuild, "lean_view", counted)
+    monkeypatch.setattr(ranging.Ranging, "worth", lambda self, clauses: True)
+    monkeypatch.setattr(ranging.Ranging, "lean", lambda self, based, limit: None)
+    return built
+
+
+def _check(idx: Index, subs: dict[Any, str], schema: Schema, events: list[Any]) -> None:
+    want = [brute(subs, schema, ev) for ev in events]
+    for ev, expected in zip(events, want, strict=True):
+        got = idx.match(ev)
+        assert len(got) == len(set(got)), ev
+        assert set(got) == expected, ev
+    for batch in (events, events[:3]):
+        for ev, got, expected in zip(batch, idx.match_many(batch), want, strict=False):
+            assert sorted(got, key=repr) == sorted(expected, key=repr), ev
+
+
+def _small(idx: Index) -> None:
+    idx.engine.flat.after = 0
+    idx.engine.flat.share = SHARE
+
+
+def _whole_held(idx: Index) -> None:
+    flat = idx.engine.flat
+    held = flat.held(flat.held_gen())
+    assert held is not None and held.view.ranged is None and len(held.view.rows) > 0
+    assert SHARE < held.view.nbytes <= LEAN_TIMES * idx.engine.store.cache.budget
+    assert idx.engine.store.cache.max_bytes == idx.engine.store.cache.budget - SHARE
+
+
+def test_whole_view_over_its_share_is_held(
+    tmp_path: Path, costly: list[int], rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    schema_doc, subs, events = rich
+    subs = dict(subs)
+    schema = Schema.from_json(schema_doc)
+    rng = random.Random(37)
+    with Index.open(tmp_path, schema=schema_doc, cache_bytes=CACHE) as idx:
+        idx.subscribe_many(subs.items())
+        _small(idx)
+        _check(idx, subs, schema, events)
+        assert costly, "the lean build from the pages was not tried first"
+        _whole_held(idx)
+        builds = idx.engine.flat.builds
+        for ident in rng.sample(sorted(subs, key=repr), 40):  # the delta, then a fold
+            idx.unsubscribe(ident)
+            del subs[ident]
+        moved = list(subs.items())[:30]
+        for ident, expr in moved:
+            idx.subscribe(f"again-{ident}", expr)
+            subs[f"again-{ident}"] = expr
+        _check(idx, subs, schema, events)
+        idx.engine.flat.wait()
+        _check(idx, subs, schema, events[:20])
+        assert idx.engine.flat.builds >= builds
+        _whole_held(idx)
+        idx.check()
+    with Index.open(tmp_path, cache_bytes=CACHE) as idx:
+        _small(idx)
+        _check(idx, subs, schema, events)
+        _whole_held(idx)
+
+
+def test_whole_view_past_the_bound_walks(
+    tmp_path: Path, costly: list[int], rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    schema_doc, subs, events = rich
+    schema = Schema.from_json(schema_doc)
+    with Index.open(tmp_path, schema=schema_doc, cache_bytes=16 << 10) as idx:
+        idx.subscribe_many(subs.items())
+        _small(idx)
+        idx.engine.flat.share = 4 << 10
+        _check(idx, subs, schema, events)
+        assert not idx.engine.flat.describe()["held"]
+        assert idx.engine.store.cache.max_bytes == idx.engine.store.cache.budget
