@@ -65,7 +65,7 @@ from betree.stores.manifest import shard_name as shard_name
 from betree.stores.manifest import shard_of as shard_of
 from betree.stores.manifest import store_paths as store_paths
 from betree.stores.manifest import write_manifest as write_manifest
-from betree.stores.verifying import shard_violations
+from betree.stores.verifying import misplaced, shard_violations
 from betree.stores.verifying import verify as verify  # re-exported: the commands' verify
 from storage.codec import encode_id
 from storage.errors import (
@@ -256,6 +256,12 @@ class ShardedIndex:
                         f"{base}: shard {entry['path']} has another schema than the first",
                         "run `bexdb verify`; rebuild the store with `bexdb load`",
                     )
+            wrong = misplaced(shards, [entry["path"] for entry in manifest["shards"]])
+            if wrong is not None and is_routed(manifest):
+                raise StoreError(
+                    f"{base}: {wrong}",
+                    "restore the shards' order in manifest.json, then run `bexdb verify`",
+                )
         except BaseException:
             for index in shards:
                 index.close()

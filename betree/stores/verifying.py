@@ -61,6 +61,22 @@ def _misrouted(index: Index, shard: int, names: list[str], limit: int = 20) -> l
     return out
 
 
+def misplaced(indexes: list[Index], names: list[str]) -> str | None:
+    """A shard holding another shard's ids, found from each shard's first id: the
+    manifest's shards out of order (directories swapped or renamed by hand), which would
+    send writes and lookups by id to the wrong shard.  Cost: one cursor seek a shard."""
+    for i, index in enumerate(indexes):
+        with index.store.read() as txn:
+            first = next(txn.scan(EXT), None)
+        if first is not None and shard_of(first[0], len(names)) != i:
+            return (
+                f"shard {names[i]} holds ids that belong in "
+                f"{names[shard_of(first[0], len(names))]} by the manifest's hash: "
+                "the manifest lists its shards out of order"
+            )
+    return None
+
+
 def _opened(path: Path, index: Index | None) -> AbstractContextManager[Index]:
     """``index`` (open already: LMDB opens an environment once per process), else ``path``
     opened read-only for the block."""
