@@ -164,7 +164,7 @@ class Engine:
         """A :class:`betree.disk.writer.Writer` inserting and deleting in ``txn`` (clauses
         placed by :meth:`places`), which writes the root record when the block ends without
         an error."""
-        writer = Writer(txn, self.places, self.hints, self.memo)
+        writer = Writer(txn, self.places, self.hints, self.types, self.memo)
         yield writer
         writer.finish()
 

@@ -244,17 +244,34 @@ def clause_places(
     atom ``a is null``, which needs nothing) and found by identity (see
     :func:`betree.lang.forms.order_atoms`).
     """
-    spans: dict[str, tuple[int, int]] = {}
-    empty = False
+    pairs = []
     for atom in clause:
         span = cache.get(atom)
         if span is None:
             if len(cache) > SPANS_LIMIT:
                 forget_older_half(cache)
-            span = cache[atom] = atom_span(types[atom.attr], atom) if atom.requires_defined else ()
+            span = cache[atom] = requirement(types[atom.attr], atom)
+        pairs.append((atom.attr, span))
+    return combined(pairs)
+
+
+def requirement(kind: str, atom: Atom) -> tuple[int, int] | tuple[()]:
+    """What ``atom`` (on an attribute of grid ``kind``) asks of its clause's places: its
+    :func:`atom_span`, or ``()`` if it holds where the attribute is undefined."""
+    return atom_span(kind, atom) if atom.requires_defined else ()
+
+
+def combined(
+    pairs: Iterable[tuple[str, tuple[int, int] | tuple[()]]],
+) -> dict[str, tuple[int, int]]:
+    """A clause's places from its atoms' ``(attribute, requirement)`` pairs
+    (:func:`requirement`): the spans of an attribute intersected; if any attribute's
+    comes out empty (the clause holds for no event), every empty one is the whole grid."""
+    spans: dict[str, tuple[int, int]] = {}
+    empty = False
+    for attr, span in pairs:
         if not span:
             continue
-        attr = atom.attr
         prev = spans.get(attr)
         if prev is not None:
             span = (max(span[0], prev[0]), min(span[1], prev[1]))

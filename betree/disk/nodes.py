@@ -177,10 +177,10 @@ class CNode:
 
     def add_score(self, attr: str, delta: int) -> None:
         pdir = self._pdir_list()
-        for k, entry in enumerate(pdir):
-            if entry[0] == attr:
-                pdir[k] = (attr, entry[1], entry[2] + delta)
-                return
+        k = self.slots().get(attr)
+        if k is not None:
+            entry = pdir[k]
+            pdir[k] = (attr, entry[1], entry[2] + delta)
 
 
 Entry = tuple[int, Any, list[int]]  # (cid, external id, atom ids)

@@ -38,10 +38,17 @@ clauses) and :meth:`betree.engine.Engine.place`.
 
 Cost: a pending clause costs matching what any clause of the root costs (checked at every
 event): at 1M BEGen in 2 shards, ~8,000 a shard raised the CPU p50 of a match 4-10%
-(docs/bench/live/README.md, writes36).  The deferred batch skips routing, splits and its
-clauses' places: ~110 µs of CPU a subscription instead of ~330.  Placement pays them for
-the whole area at once, ~150 µs a clause (bulk saves little: the clauses of an area
-spread over a shard's ~13,600 l-nodes touch a page each, as one at a time would).
+(docs/bench/live/README.md, writes36), 16,000-32,000 a shard 40-60% (place38).  The
+deferred batch skips routing, splits and its clauses' places: ~110 µs of CPU a
+subscription instead of ~330.  Placement pays them for the whole area at once, and the
+larger the area the less a clause: its costs are mostly pages (a c-node read and decoded
+while routing, an l-node page and its c-node copied, changed, encoded and committed; the
+clauses of an overflowing l-node re-read by its split), which the clauses an area sends
+to one l-node share.  A shard of 1M BEGen has ~13,600 l-nodes: placing 8,000 clauses
+cost ~150 µs a clause, 32,000 ~100, 64,000 ~85 (place38).  So a larger bound trades
+matching for writes; the bound stays where the area costs matching little, until the
+area is matched apart from the root's other clauses (by key atom, as the packed view
+does where the tree prunes little: not done).
 ``check()`` exempts pending clauses only from "no clause left where a p-node could take
 it", and checks that each lies in the root's l-node and the record's facts
 (:func:`check_pending`).

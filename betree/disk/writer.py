@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from betree.disk import catalog, changelog, pending
+from betree.disk import catalog, changelog, grid, pending
 from betree.disk.adjust import feedback
 from betree.disk.catalog import SubId, clause_id
 from betree.disk.nodes import Entry
@@ -53,8 +53,9 @@ class Writer:
     """Inserting and deleting subscriptions in ``txn``.
 
     ``places`` gives a clause's places (:meth:`betree.engine.Engine.places`); ``hints`` the
-    grid range a new p-node's top bucket halves, per attribute.  ``memo``: the atoms (by
-    id) and stored clauses' places (by clause id) that earlier transactions of this store
+    grid range a new p-node's top bucket halves, per attribute; ``types`` each attribute's
+    grid kind.  ``memo``: the atoms (by id), their requirements on places (by id) and
+    stored clauses' places (by clause id) that earlier transactions of this store
     read, kept by the caller across them (bounded): ids are never reused and a clause's
     atoms never change, so only what was committed before this transaction goes in.
     """
@@ -64,12 +65,14 @@ class Writer:
         txn: WriteTxn,
         places: Callable[[Clause], Places],
         hints: Mapping[str, tuple[int, int]],
+        types: Mapping[str, str],
         memo: Memo | None = None,
     ) -> None:
         self.txn = txn
         self.places = places
         self.hints = hints
         self.memo = memo if memo is not None else Memo()
+        self.types = types
         self.rec = catalog.root_record(txn)
         self.first_atom = self.rec["next_atom"]  # ids from here on are this transaction's
         self.first_sid = self.rec["next_sid"]
@@ -77,7 +80,7 @@ class Writer:
         self.tree = BETree(
             txn,
             self.rec,
-            places=self._places,
+            places=self.stored_places,
             hint=hints.__getitem__,
             moved=self._moved,
             prefetch=self._prefetch,
@@ -94,6 +97,8 @@ class Writer:
         #: places of the clauses this transaction inserted or clustered (a clause's atoms,
         #: hence its places, never change), for clustering's re-reads
         self.placed: dict[int, Places] = {}
+        #: atoms' requirements (:meth:`_requirement`) of this transaction's new atoms
+        self.spans: dict[int, tuple[str, tuple[int, int] | tuple[()]]] = {}
         #: what this transaction removed and added, for the change log (betree.disk.changelog)
         self.removed: changelog.Removed = []
         self.added: changelog.Added = []
@@ -119,17 +124,34 @@ class Writer:
         #: catch-up: not read back and decoded, ~10K objects a batch of 1,000)
         self.logged: dict[int, changelog.Change] = {}
 
-    def _places(self, entry: Entry) -> Places:
-        """A stored clause's places, from the atom ids its l-node entry carries."""
+    def stored_places(self, entry: Entry) -> Places:
+        """A stored clause's places, from the atom ids its l-node entry carries (each
+        atom's requirement kept by id: no atom object built or hashed once it is known)."""
         cid, _, ids = entry
         places = self.placed.get(cid)
         if places is None:
             places = self.memo.placed.get(cid)
         if places is None:
-            places = self.placed[cid] = self.places(tuple(self.atom(aid) for aid in ids if aid))
+            spans, memo_spans = self.spans, self.memo.spans
+            pairs = []
+            for aid in ids:
+                if aid:
+                    pair = memo_spans.get(aid) or spans.get(aid) or self._requirement(aid)
+                    pairs.append(pair)
+            places = self.placed[cid] = grid.combined(pairs)
             if catalog.clause_parts(cid)[0] < self.first_sid:
                 remember(self.memo.placed, cid, places)
         return places
+
+    def _requirement(self, aid: int) -> tuple[str, tuple[int, int] | tuple[()]]:
+        """Atom ``aid``'s attribute and :func:`betree.disk.grid.requirement` (kept)."""
+        atom = self.atom(aid)
+        pair = (atom.attr, grid.requirement(self.types[atom.attr], atom))
+        if aid < self.first_atom:
+            remember(self.memo.spans, aid, pair)
+        else:
+            self.spans[aid] = pair
+        return pair
 
     def _moved(self, cid: int, page: int) -> None:
         self.homes[cid] = page
@@ -151,12 +173,13 @@ class Writer:
             self.atoms,
             self.memo.atoms,
         )
+        spans = self.memo.spans
         wanted = {
             aid
             for cid, _, ids in entries
             if cid not in placed and cid not in memo_placed
             for aid in ids
-            if aid and aid not in atoms and aid not in memo_atoms
+            if aid and aid not in spans and aid not in atoms and aid not in memo_atoms
         }
         for aid in sorted(wanted):
             self.atom(aid)
@@ -283,7 +306,7 @@ class Writer:
             return 0
         taken = self.tree.take_pending(start)
         self._prefetch(taken)
-        self.tree.insert_many([(entry, self._places(entry)) for entry in taken])
+        self.tree.insert_many([(entry, self.stored_places(entry)) for entry in taken])
         del self.rec["pending_from"]
         return len(taken)
 
@@ -429,15 +452,18 @@ MEMO_LIMIT = 1 << 18
 
 class Memo:
     """What writes of one store read or made before, by id (:class:`Writer`): atoms (~300
-    bytes each) and stored clauses' places (~200), at most :data:`MEMO_LIMIT` of each.  It
-    saves clustering (which takes every clause of an overflowing l-node again), and the
-    catch-up of this process's views (:meth:`betree.packed.delta.Delta.advance`), a catalog read
-    and decode per atom.  And per attribute, its direct-atom record as last written or
-    read with its elements' packed bytes (~2x the record: module docstring)."""
+    bytes each), their requirements on places (~150: a stored clause's places from its
+    atom ids, no atom object hashed) and stored clauses' places (~200), at most
+    :data:`MEMO_LIMIT` of each.  It saves clustering (which takes every clause of an
+    overflowing l-node again), and the catch-up of this process's views
+    (:meth:`betree.packed.delta.Delta.advance`), a catalog read and decode per atom.  And
+    per attribute, its direct-atom record as last written or read with its elements'
+    packed bytes (~2x the record: module docstring)."""
 
     def __init__(self) -> None:
         self.atoms: dict[int, Atom] = {}
         self.placed: dict[int, Places] = {}
+        self.spans: dict[int, tuple[str, tuple[int, int] | tuple[()]]] = {}
         self.direct: dict[str, tuple[bytes, dict[int, bytes]]] = {}
 
 
