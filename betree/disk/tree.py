@@ -186,7 +186,7 @@ class BETree:
 
     def insert(self, entry: Entry, places: Places) -> None:
         """Store a clause; its home (and every later move) is reported to ``moved``."""
-        page, used = self._route(places, _Met())
+        page, used = self._route(self.root, places, set(), +1)
         self._append(page, [entry])
         self._record_move([entry], page)
         self._split_if_over(page, used)
@@ -202,9 +202,9 @@ class BETree:
         append and one overflow check per l-node reached.
         """
         groups: dict[int, tuple[list[Entry], set[str]]] = {}
-        met = _Met()
+        nodes: dict[int, CNode] = {}
         for entry, places in items:
-            page, used = self._route(places, met)
+            page, used = self._route(self.root, places, set(), +1, nodes)
             group = groups.get(page)
             if group is None:
                 groups[page] = ([entry], used)
@@ -243,21 +243,22 @@ class BETree:
             else:
                 self._cluster(page, used)
 
-    def _route(self, places: Places, met: _Met) -> tuple[int, set[str]]:
-        """Follow Alg. 3-4 from the root to the c-node whose l-node takes a clause, adding
-        one to the score of each p-node taken.  ``met`` keeps what the descent read for
-        the next clauses of a batch (:meth:`insert_many`): routing changes no node but
-        the scores, which it changes in its writable copies."""
+    def _route(
+        self,
+        page: int,
+        places: Places,
+        used: set[str],
+        delta: int,
+        nodes: dict[int, CNode] | None = None,
+    ) -> tuple[int, set[str]]:
+        """Follow Alg. 3-4 from ``page`` to the c-node whose l-node takes a clause.
+
+        ``nodes`` (:meth:`insert_many`) keeps the c-nodes met, for the next clauses of a
+        batch: routing changes no node but the scores, whose copies it keeps."""
         feedback = self._feedback
-        nodes, owned, kids = met.nodes, met.owned, met.kids
-        page, used = self.root, set[str]()
         while True:
-            node = nodes.get(page)
-            if node is None:
-                node = nodes[page] = self.node(page)
+            node = self._met(page, nodes)
             pdir = node.pdir
-            if not pdir:
-                return page, used
             if len(places) < len(pdir):  # the clause's few attributes, looked up
                 slots = node.slots()
                 found = sorted(slots[a] for a in places if a in slots and a not in used)
@@ -273,33 +274,41 @@ class BETree:
             if best is None:
                 return page, used
             attr, top, _ = best
-            if page not in owned:
-                node = nodes[page] = self._mut(page)
-                owned.add(page)
-            node.add_score(attr, +1)
+            owner = self._mut(page)
+            owner.add_score(attr, delta)
+            if nodes is not None:
+                nodes[page] = owner
             used = used | {attr}
-            # InsertCDir (Alg. 4): the smallest existing bucket enclosing the clause's span.
-            # A bucket's children are its grid halves (``check()`` holds every tree to
-            # it), so only the child descended into is read.
-            lo, hi = places[attr]
-            page = top
-            while True:
-                kid = kids.get(page)
-                if kid is None:
-                    bucket = nodes.get(page)
-                    if bucket is None:
-                        bucket = nodes[page] = self.node(page)
-                    mid = halves(bucket.lo, bucket.hi)[0][1] if bucket.left else 0
-                    kid = kids[page] = (bucket.left, bucket.right, bucket.lo, mid, bucket.hi)
-                left, right, blo, mid, bhi = kid
-                if not left:
-                    break
-                if blo <= lo and hi <= mid:
-                    page = left
-                elif mid < lo and hi <= bhi:
-                    page = right
-                else:
-                    break
+            page = self._descend_cdir(top, places[attr], nodes)
+
+    def _met(self, page: int, nodes: dict[int, CNode] | None) -> CNode:
+        if nodes is None:
+            return self.node(page)
+        node = nodes.get(page)
+        if node is None:
+            node = nodes[page] = self.node(page)
+        return node
+
+    def _descend_cdir(
+        self, top: int, span: tuple[int, int], nodes: dict[int, CNode] | None = None
+    ) -> int:
+        """InsertCDir (Alg. 4): the smallest existing bucket enclosing ``span``.
+
+        A bucket's children are its :func:`~betree.disk.grid.halves` (``check()`` holds
+        every tree to it), so only the child descended into is read."""
+        page = top
+        lo, hi = span
+        while True:
+            bucket = self._met(page, nodes)
+            if not bucket.left:
+                return page
+            (llo, lhi), (rlo, rhi) = halves(bucket.lo, bucket.hi)
+            if llo <= lo and hi <= lhi:
+                page = bucket.left
+            elif rlo <= lo and hi <= rhi:
+                page = bucket.right
+            else:
+                return page
 
     def _append(self, page: int, entries: list[Entry]) -> None:
         """Add clauses to a c-node's l-node, filling its first page, then putting fresh
@@ -636,19 +645,6 @@ class BETree:
                 stack.append((node.left, used, depth + 1))
             for attr, top, _ in node.pdir:
                 stack.append((top, used | {attr}, depth + 1))
-
-
-class _Met:
-    """What one insertion's routing read (:meth:`BETree._route`): the c-nodes, which of
-    them are its writable copies, and each bucket's children, its low end, its left
-    half's high end and its high end (left 0: a leaf bucket)."""
-
-    __slots__ = ("kids", "nodes", "owned")
-
-    def __init__(self) -> None:
-        self.nodes: dict[int, CNode] = {}
-        self.owned: set[int] = set()
-        self.kids: dict[int, tuple[int, int, int, int, int]] = {}
 
 
 def _score(node: CNode, attr: str) -> int:
