@@ -417,7 +417,7 @@ class GeoMany:
         lo, hi = self.starts[cell], self.starts[cell + 1]
         entry = ranges(lo, hi)
         point = np.repeat(point, hi - lo)
-        box = self.box.take(entry, axis=0)  # (take: ~6x a fancy index of rows)
+        box = self.box.take(entry, axis=0)  # (take: ~6x a fancy index of rows, alone)
         y, x = lat.take(point), lon.take(point)
         inside = (box[:, 0] <= y) & (y <= box[:, 1]) & (box[:, 2] <= x) & (x <= box[:, 3])
         entry, point = entry[inside], point[inside]
