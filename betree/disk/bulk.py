@@ -41,6 +41,7 @@ from betree.disk import catalog
 from betree.disk.atomkeys import (
     AtomKeys,
     OrderKeys,
+    column_keys,
     encode_int_pairs,
     encode_order,
     key_columns,
@@ -296,6 +297,8 @@ class Batch:
             atom, j = atoms.popitem()
             t = atom.as_tuple() if isinstance(atom, Atom) else ("order", atom[0], (atom[1:],))
             keys[at[j - 1] - 1] = codec.encode_value(t)
+        held = (aid[len(others) :] - 1, attr[heads], code[heads], const[heads])
+        cols = column_keys(names, keys, aid[: len(others)] - 1, *held)
         subs = PackedSubs(
             self.idents,
             self.exprs,
@@ -304,7 +307,7 @@ class Batch:
             ids,
         )
         return build_from_parts(
-            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit
+            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit, cols=cols
         )
 
 
@@ -332,6 +335,7 @@ def build_from_parts(
     orders: Mapping[int, Any] | None = None,
     metas: Iterable[tuple[Any, str]] = (),
     limit: int | None = None,
+    cols: OrderKeys | None = None,
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit, or with ``limit`` a commit
     each time that many bytes were written (:class:`betree.disk.pieces.Pieces`: a fresh,
@@ -349,7 +353,9 @@ def build_from_parts(
     subscription).  For loaders that intern (and compute places) elsewhere.  ``orders``:
     the order atoms' tuples by atom id, when the caller has them (not decoded again).
     ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
-    :func:`betree.disk.metadata.meta_text`), written in key order in one call.
+    :func:`betree.disk.metadata.meta_text`), written in key order in one call.  ``cols``:
+    the atoms' keys as columns, as :func:`betree.disk.atomkeys.parse` reads them, when the
+    caller holds them so (:meth:`Batch.build`: not parsed again).
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -379,7 +385,8 @@ def build_from_parts(
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
         keys = held if isinstance(held, list) else list(held)
-        cols = parse(keys)  # the one-comparison atoms, read as columns (once, for both)
+        if cols is None:  # the one-comparison atoms, read as columns (once, for both)
+            cols = parse(keys)
         if places is None:
             spans = AtomSpans(index.schema, atoms, cols)
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
@@ -501,14 +508,15 @@ def _write_atoms(
     del counts, by_key
     pieces.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
     slot = SLOT
+    ints: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # all int64: kept so
     for i, name in enumerate(cols.names):
         sel = cols.ok & (cols.attr == i)
+        if not cols.is_float[sel].any():
+            ints[name] = (cols.ints[sel], cols.code[sel].astype(np.int64), aids[sel])
+            continue
         consts = cols.ints[sel].tolist()
-        if cols.is_float[sel].any():
-            floats = cols.floats[sel].tolist()
-            consts = [
-                f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)
-            ]
+        floats = cols.floats[sel].tolist()
+        consts = [f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)]
         order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
     rest = np.flatnonzero(~cols.ok).tolist()
     for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
@@ -516,7 +524,10 @@ def _write_atoms(
         if t[0] == "order":
             columns = order.get(t[1])
             if columns is None:
-                columns = order[t[1]] = ([], [], [])
+                held = ints.pop(t[1], None)  # (joined as lists: decoded atoms on it too)
+                columns = order[t[1]] = (
+                    ([], [], []) if held is None else tuple(part.tolist() for part in held)
+                )
             consts, ops, ids = columns
             for op, c in t[2]:
                 consts.append(c)
@@ -524,8 +535,9 @@ def _write_atoms(
                 ids.append(aid)
         else:
             direct.setdefault(t[1], []).append([aid, t])
-    for attr in sorted(order):
-        consts, ops, ids = order.pop(attr)
+    for attr in sorted({*order, *ints}):
+        parts: tuple[Any, Any, Any] = order.pop(attr) if attr in order else ints.pop(attr)
+        consts, ops, ids = parts
         packed = _order_columns(consts, ops, ids)
         if packed is None:  # constants numpy cannot hold exactly: the triples, sorted
             names = {v: k for k, v in slot.items()}
@@ -544,12 +556,15 @@ _PREDICATE_BYTES = 24
 
 
 def _order_columns(
-    consts: list[Any], ops: list[int], ids: list[int]
+    consts: Sequence[Any] | np.ndarray,
+    ops: Sequence[int] | np.ndarray,
+    ids: Sequence[int] | np.ndarray,
 ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, str] | None:
     """One attribute's predicates as :func:`pbtree.bulk.build_columns` takes them (distinct
     constants ascending, per predicate its constant's number, slot and id) when its
-    constants are all int64 ints or all floats; else None.  ~0.1 µs a predicate."""
-    array = int64_array(consts)
+    constants are all int64 ints (lists, or int64 arrays as the batch's columns hold them)
+    or all floats; else None.  ~0.1 µs a predicate."""
+    array = consts if isinstance(consts, np.ndarray) else int64_array(consts)
     if array is None and all(type(c) is float for c in consts):
         array = np.array(consts, dtype=np.float64)
     if array is None:
@@ -559,9 +574,8 @@ def _order_columns(
     new = np.concatenate(([True], ranked[1:] != ranked[:-1])) if len(ranked) else ranked > 0
     kid = np.empty(len(order), dtype=np.int64)
     kid[order] = np.cumsum(new) - 1
-    first = order[new]  # each distinct constant's first predicate, as a stable sort has it
-    keys = [consts[i] for i in first.tolist()]
-    return keys, kid, np.array(ops, dtype=np.int64), np.array(ids, dtype=np.int64), "num"
+    keys = ranked[new].tolist()  # the distinct constants, ascending (ints, or floats)
+    return keys, kid, np.asarray(ops, dtype=np.int64), np.asarray(ids, dtype=np.int64), "num"
 
 
 def rows_of(starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
