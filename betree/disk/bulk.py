@@ -51,7 +51,7 @@ from betree.disk.atomspans import AtomSpans
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
 from betree.disk.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
-from betree.disk.pieces import Pieces
+from betree.disk.pieces import STEP, Pieces
 from betree.disk.tree import BETree, Places
 from betree.lang.atoms import Atom, Clause, OrderAtom
 from pbtree.bulk import build as build_pbtree
@@ -265,7 +265,23 @@ class Batch:
     def build(self, limit: int | None = None) -> dict[str, int]:
         """Write everything into the (empty) index; one commit, or one each ``limit`` bytes
         written (:func:`build_from_parts`).  The clauses' places are computed there from
-        the atoms' keys, in numpy (:class:`AtomSpans`)."""
+        the atoms' keys, in numpy (:class:`AtomSpans`).  The batch is spent: its atoms and
+        columns are let go before the build writes (the interning's arrays with them)."""
+        ids, keys, cols = self._intern()
+        subs = PackedSubs(
+            self.idents,
+            self.exprs,
+            np.frombuffer(self.per_sub, dtype=np.int64).copy(),
+            np.frombuffer(self.lens, dtype=np.int64).copy(),
+            ids,
+        )
+        return build_from_parts(
+            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit, cols=cols
+        )
+
+    def _intern(self) -> tuple[np.ndarray, list[bytes], OrderKeys]:
+        """Every clause atom's id, every atom's store key (by id, from 1) and the keys as
+        columns; the batch's atoms and columns emptied."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
         attr = np.frombuffer(self.col_attr, dtype=np.int16).astype(np.int64)
@@ -299,16 +315,10 @@ class Batch:
             keys[at[j - 1] - 1] = codec.encode_value(t)
         held = (aid[len(others) :] - 1, attr[heads], code[heads], const[heads])
         cols = column_keys(names, keys, aid[: len(others)] - 1, *held)
-        subs = PackedSubs(
-            self.idents,
-            self.exprs,
-            np.frombuffer(self.per_sub, dtype=np.int64).copy(),
-            np.frombuffer(self.lens, dtype=np.int64).copy(),
-            ids,
-        )
-        return build_from_parts(
-            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit, cols=cols
-        )
+        del refs, attr, code, const  # (views of the columns below: let go with them)
+        self.refs, self.first = array("q"), array("q")
+        self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
+        return ids, keys, cols
 
 
 _SIGN = 1 << 63
@@ -372,6 +382,7 @@ def build_from_parts(
             idents = subs.idents
             records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
             pieces.put_many(catalog.SUB, keys, map(codec.encode_value, records))
+            del records  # (every clause as a list: ~800 bytes a subscription, let go)
             clauses = _Clauses.packed(idents, subs.per_sub, subs.lens, subs.atoms)
         else:
             idents = [ident for ident, _, _ in subs]
@@ -497,16 +508,22 @@ def _write_atoms(
     tree as columns (:func:`_order_columns`)."""
     order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
-    counts = encode_int_pairs(aids, refs[aids])
     # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
     # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
     if max(map(len, keys), default=0) <= 4096:
-        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()
+        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable")
     else:
-        by_key = sorted(range(len(keys)), key=keys.__getitem__)
-    pieces.put_many(catalog.ATOM, [keys[i] for i in by_key], [counts[i] for i in by_key])
-    del counts, by_key
-    pieces.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
+        by_key = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    # the records made a step at a time: a list and a bytes object a record, two a key
+    # (~200 MB at 100K dense when made all at once)
+    for start in range(0, len(keys), STEP):
+        rows = by_key[start : start + STEP]
+        counts = encode_int_pairs(aids[rows], refs[aids[rows]])
+        pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
+    del by_key
+    for start in range(0, len(keys), STEP):
+        part = aids[start : start + STEP].tolist()
+        pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
     slot = SLOT
     ints: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # all int64: kept so
     for i, name in enumerate(cols.names):
