@@ -377,22 +377,20 @@ def build_from_parts(
         rec = root_record(txn)
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
-        keys = codec.encode_u64s(range(len(subs)))
+        # Records are written namespace by namespace in key order (``aid``, ``atom``, ``ext``,
+        # ``meta``, ``pbtree``, then ``home`` and ``sub``), each run after every key already
+        # there but a few: LMDB then fills its pages (a run inserted before other keys
+        # leaves them half full: the raw store's records twice their compacted size).  The
+        # index's own two records (``bexdb``) are taken out meanwhile and written back last.
+        schema_doc = txn.get(catalog.NS, catalog.SCHEMA)
+        txn.delete(catalog.NS, catalog.ROOT)
+        txn.delete(catalog.NS, catalog.SCHEMA)
         if isinstance(subs, PackedSubs):
             idents = subs.idents
-            records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
-            pieces.put_many(catalog.SUB, keys, map(codec.encode_value, records))
-            del records  # (every clause as a list: ~800 bytes a subscription, let go)
             clauses = _Clauses.packed(idents, subs.per_sub, subs.lens, subs.atoms)
         else:
             idents = [ident for ident, _, _ in subs]
-            pieces.put_many(catalog.SUB, keys, codec.encode_values(subs))
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
-        pieces.put_many(catalog.EXT, codec.encode_ids(idents), keys)
-        pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
-        pieces.put_many(
-            catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
-        )
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
         keys = held if isinstance(held, list) else list(held)
@@ -408,7 +406,17 @@ def build_from_parts(
         next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_atoms(pieces, aids, keys, cols, refs, decoded)
+        _write_catalog(pieces, aids, keys, refs)
+        sids = codec.encode_u64s(range(len(subs)))
+        exts = codec.encode_ids(idents)
+        by_ext = sorted(range(len(exts)), key=exts.__getitem__)
+        pieces.put_many(catalog.EXT, [exts[i] for i in by_ext], [sids[i] for i in by_ext])
+        del exts, by_ext
+        pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
+        pieces.put_many(
+            catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
+        )
+        _write_atoms(pieces, aids, keys, cols, decoded)
         del keys, cols
         txn = pieces.txn
         builder = _Builder(txn, rec, index, places, clauses)
@@ -416,8 +424,18 @@ def build_from_parts(
         builder.write_lnodes()
         cids, homes = clauses.cids.tolist(), builder.home.tolist()
         txn.put_many(catalog.HOME, codec.encode_u64s(cids), codec.encode_u64s(homes))
+        del builder, cids, homes
+        if isinstance(subs, PackedSubs):
+            records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
+            pieces.put_many(catalog.SUB, sids, map(codec.encode_value, records))
+            del records  # (every clause as a list: ~800 bytes a subscription, let go)
+        else:
+            pieces.put_many(catalog.SUB, sids, codec.encode_values(subs))
+        txn = pieces.txn
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         rec.update(attributes=record_attributes(txn))
+        if schema_doc is not None:
+            txn.put(catalog.NS, catalog.SCHEMA, schema_doc)
         catalog.put_root(txn, rec)
     return {
         "subscriptions": len(subs),
@@ -493,21 +511,12 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sub, k
 
 
-def _write_atoms(
-    pieces: Pieces,
-    aids: np.ndarray,
-    keys: list[bytes],
-    cols: OrderKeys,
-    refs: np.ndarray,
-    decoded: Mapping[int, Any],
-) -> None:
-    """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute, from the
-    atoms' ids (ascending) and store keys: the one-comparison order atoms read as columns
-    (:func:`betree.disk.atomkeys.parse`), any other decoded once (unless in ``decoded`` by
-    atom id: an order atom's tuple holds its entries).  An attribute's predicates go to its
-    tree as columns (:func:`_order_columns`)."""
-    order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
-    direct: dict[str, list[list[Any]]] = {}
+def _write_catalog(pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray) -> None:
+    """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
+    records (key -> ``[id, uses]``) in key order."""
+    for start in range(0, len(keys), STEP):
+        part = aids[start : start + STEP].tolist()
+        pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
     # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
     # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
     if max(map(len, keys), default=0) <= 4096:
@@ -520,10 +529,22 @@ def _write_atoms(
         rows = by_key[start : start + STEP]
         counts = encode_int_pairs(aids[rows], refs[aids[rows]])
         pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
-    del by_key
-    for start in range(0, len(keys), STEP):
-        part = aids[start : start + STEP].tolist()
-        pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
+
+
+def _write_atoms(
+    pieces: Pieces,
+    aids: np.ndarray,
+    keys: list[bytes],
+    cols: OrderKeys,
+    decoded: Mapping[int, Any],
+) -> None:
+    """Direct-test lists, and one bottom-up PB+tree per attribute, from the
+    atoms' ids (ascending) and store keys: the one-comparison order atoms read as columns
+    (:func:`betree.disk.atomkeys.parse`), any other decoded once (unless in ``decoded`` by
+    atom id: an order atom's tuple holds its entries).  An attribute's predicates go to its
+    tree as columns (:func:`_order_columns`)."""
+    order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
+    direct: dict[str, list[list[Any]]] = {}
     slot = SLOT
     ints: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # all int64: kept so
     for i, name in enumerate(cols.names):
