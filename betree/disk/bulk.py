@@ -589,8 +589,10 @@ def _write_atoms(
 
 
 _first = itemgetter(0)
-#: a PB+tree's bytes a predicate, about (its id in a run, its share of the key's entry)
-_PREDICATE_BYTES = 24
+#: a PB+tree's bytes a predicate, about, as the write transaction holds them (its id in
+#: runs, its key's entry, the pages' fill: dense 20K, 25.5 MB of pages for 397K predicates;
+#: counted 24 before, so that a piece of PB+trees held ~2.5x its limit to its commit)
+_PREDICATE_BYTES = 64
 
 
 def _order_columns(
