@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pbtree.operators import SLOT
+from storage import codec
 
 
 @dataclass
@@ -378,8 +379,10 @@ def encode_order(
         rest, w = divmod(kind, 16)
         a, op = divmod(rest, 8)
         name, symbol = names[a].encode(), symbols[op]
-        if len(name) >= 32:
-            raise ValueError(f"attribute name {names[a]!r} longer than a fixstr")
+        if len(name) >= 32:  # (not a fixstr: encoded one by one; a name that long is rare)
+            for i, c in zip(rows.tolist(), ints[rows].tolist(), strict=True):
+                out[i] = codec.encode_value(("order", names[a], ((symbol.decode(), c),)))
+            continue
         prefix = (
             b"\x93\xa5order"
             + bytes([0xA0 | len(name)])
