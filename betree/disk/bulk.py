@@ -41,6 +41,7 @@ from betree.disk import catalog
 from betree.disk.atomkeys import (
     AtomKeys,
     OrderKeys,
+    column_keys,
     encode_int_pairs,
     encode_order,
     key_columns,
@@ -50,7 +51,7 @@ from betree.disk.atomspans import AtomSpans
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
 from betree.disk.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
-from betree.disk.pieces import Pieces
+from betree.disk.pieces import STEP, Pieces
 from betree.disk.tree import BETree, Places
 from betree.lang.atoms import Atom, Clause, OrderAtom
 from pbtree.bulk import build as build_pbtree
@@ -264,7 +265,23 @@ class Batch:
     def build(self, limit: int | None = None) -> dict[str, int]:
         """Write everything into the (empty) index; one commit, or one each ``limit`` bytes
         written (:func:`build_from_parts`).  The clauses' places are computed there from
-        the atoms' keys, in numpy (:class:`AtomSpans`)."""
+        the atoms' keys, in numpy (:class:`AtomSpans`).  The batch is spent: its atoms and
+        columns are let go before the build writes (the interning's arrays with them)."""
+        ids, keys, cols = self._intern()
+        subs = PackedSubs(
+            self.idents,
+            self.exprs,
+            np.frombuffer(self.per_sub, dtype=np.int64).copy(),
+            np.frombuffer(self.lens, dtype=np.int64).copy(),
+            ids,
+        )
+        return build_from_parts(
+            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit, cols=cols
+        )
+
+    def _intern(self) -> tuple[np.ndarray, list[bytes], OrderKeys]:
+        """Every clause atom's id, every atom's store key (by id, from 1) and the keys as
+        columns; the batch's atoms and columns emptied."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
         attr = np.frombuffer(self.col_attr, dtype=np.int16).astype(np.int64)
@@ -296,16 +313,12 @@ class Batch:
             atom, j = atoms.popitem()
             t = atom.as_tuple() if isinstance(atom, Atom) else ("order", atom[0], (atom[1:],))
             keys[at[j - 1] - 1] = codec.encode_value(t)
-        subs = PackedSubs(
-            self.idents,
-            self.exprs,
-            np.frombuffer(self.per_sub, dtype=np.int64).copy(),
-            np.frombuffer(self.lens, dtype=np.int64).copy(),
-            ids,
-        )
-        return build_from_parts(
-            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit
-        )
+        held = (aid[len(others) :] - 1, attr[heads], code[heads], const[heads])
+        cols = column_keys(names, keys, aid[: len(others)] - 1, *held)
+        del refs, attr, code, const  # (views of the columns below: let go with them)
+        self.refs, self.first = array("q"), array("q")
+        self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
+        return ids, keys, cols
 
 
 _SIGN = 1 << 63
@@ -332,6 +345,7 @@ def build_from_parts(
     orders: Mapping[int, Any] | None = None,
     metas: Iterable[tuple[Any, str]] = (),
     limit: int | None = None,
+    cols: OrderKeys | None = None,
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit, or with ``limit`` a commit
     each time that many bytes were written (:class:`betree.disk.pieces.Pieces`: a fresh,
@@ -349,7 +363,9 @@ def build_from_parts(
     subscription).  For loaders that intern (and compute places) elsewhere.  ``orders``:
     the order atoms' tuples by atom id, when the caller has them (not decoded again).
     ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
-    :func:`betree.disk.metadata.meta_text`), written in key order in one call.
+    :func:`betree.disk.metadata.meta_text`), written in key order in one call.  ``cols``:
+    the atoms' keys as columns, as :func:`betree.disk.atomkeys.parse` reads them, when the
+    caller holds them so (:meth:`Batch.build`: not parsed again).
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -361,25 +377,25 @@ def build_from_parts(
         rec = root_record(txn)
         if rec["subs"] or rec["next_sid"]:
             raise InvalidInput("a batch build needs an empty index")
-        keys = codec.encode_u64s(range(len(subs)))
+        # Records are written namespace by namespace in key order (``aid``, ``atom``, ``ext``,
+        # ``meta``, ``pbtree``, then ``home`` and ``sub``), each run after every key already
+        # there but a few: LMDB then fills its pages (a run inserted before other keys
+        # leaves them half full: the raw store's records twice their compacted size).  The
+        # index's own two records (``bexdb``) are taken out meanwhile and written back last.
+        schema_doc = txn.get(catalog.NS, catalog.SCHEMA)
+        txn.delete(catalog.NS, catalog.ROOT)
+        txn.delete(catalog.NS, catalog.SCHEMA)
         if isinstance(subs, PackedSubs):
             idents = subs.idents
-            records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
-            pieces.put_many(catalog.SUB, keys, map(codec.encode_value, records))
             clauses = _Clauses.packed(idents, subs.per_sub, subs.lens, subs.atoms)
         else:
             idents = [ident for ident, _, _ in subs]
-            pieces.put_many(catalog.SUB, keys, codec.encode_values(subs))
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
-        pieces.put_many(catalog.EXT, codec.encode_ids(idents), keys)
-        pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
-        pieces.put_many(
-            catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
-        )
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
         keys = held if isinstance(held, list) else list(held)
-        cols = parse(keys)  # the one-comparison atoms, read as columns (once, for both)
+        if cols is None:  # the one-comparison atoms, read as columns (once, for both)
+            cols = parse(keys)
         if places is None:
             spans = AtomSpans(index.schema, atoms, cols)
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
@@ -390,7 +406,17 @@ def build_from_parts(
         next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_atoms(pieces, aids, keys, cols, refs, decoded)
+        _write_catalog(pieces, aids, keys, refs)
+        sids = codec.encode_u64s(range(len(subs)))
+        exts = codec.encode_ids(idents)
+        by_ext = sorted(range(len(exts)), key=exts.__getitem__)
+        pieces.put_many(catalog.EXT, [exts[i] for i in by_ext], [sids[i] for i in by_ext])
+        del exts, by_ext
+        pairs = sorted((codec.encode_id(ident), text) for ident, text in metas)
+        pieces.put_many(
+            catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
+        )
+        _write_atoms(pieces, aids, keys, cols, decoded)
         del keys, cols
         txn = pieces.txn
         builder = _Builder(txn, rec, index, places, clauses)
@@ -398,8 +424,18 @@ def build_from_parts(
         builder.write_lnodes()
         cids, homes = clauses.cids.tolist(), builder.home.tolist()
         txn.put_many(catalog.HOME, codec.encode_u64s(cids), codec.encode_u64s(homes))
+        del builder, cids, homes
+        if isinstance(subs, PackedSubs):
+            records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
+            pieces.put_many(catalog.SUB, sids, map(codec.encode_value, records))
+            del records  # (every clause as a list: ~800 bytes a subscription, let go)
+        else:
+            pieces.put_many(catalog.SUB, sids, codec.encode_values(subs))
+        txn = pieces.txn
         rec.update(next_sid=len(subs), next_atom=next_atom, subs=len(subs))
         rec.update(attributes=record_attributes(txn))
+        if schema_doc is not None:
+            txn.put(catalog.NS, catalog.SCHEMA, schema_doc)
         catalog.put_root(txn, rec)
     return {
         "subscriptions": len(subs),
@@ -475,40 +511,50 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sub, k
 
 
+def _write_catalog(pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray) -> None:
+    """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
+    records (key -> ``[id, uses]``) in key order."""
+    for start in range(0, len(keys), STEP):
+        part = aids[start : start + STEP].tolist()
+        pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
+    # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
+    # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
+    if max(map(len, keys), default=0) <= 4096:
+        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable")
+    else:
+        by_key = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    # the records made a step at a time: a list and a bytes object a record, two a key
+    # (~200 MB at 100K dense when made all at once)
+    for start in range(0, len(keys), STEP):
+        rows = by_key[start : start + STEP]
+        counts = encode_int_pairs(aids[rows], refs[aids[rows]])
+        pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
+
+
 def _write_atoms(
     pieces: Pieces,
     aids: np.ndarray,
     keys: list[bytes],
     cols: OrderKeys,
-    refs: np.ndarray,
     decoded: Mapping[int, Any],
 ) -> None:
-    """Atom catalog, direct-test lists, and one bottom-up PB+tree per attribute, from the
+    """Direct-test lists, and one bottom-up PB+tree per attribute, from the
     atoms' ids (ascending) and store keys: the one-comparison order atoms read as columns
     (:func:`betree.disk.atomkeys.parse`), any other decoded once (unless in ``decoded`` by
     atom id: an order atom's tuple holds its entries).  An attribute's predicates go to its
     tree as columns (:func:`_order_columns`)."""
     order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
     direct: dict[str, list[list[Any]]] = {}
-    counts = encode_int_pairs(aids, refs[aids])
-    # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
-    # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
-    if max(map(len, keys), default=0) <= 4096:
-        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()
-    else:
-        by_key = sorted(range(len(keys)), key=keys.__getitem__)
-    pieces.put_many(catalog.ATOM, [keys[i] for i in by_key], [counts[i] for i in by_key])
-    del counts, by_key
-    pieces.put_many(catalog.AID, codec.encode_u64s(aids.tolist()), keys)
     slot = SLOT
+    ints: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # all int64: kept so
     for i, name in enumerate(cols.names):
         sel = cols.ok & (cols.attr == i)
+        if not cols.is_float[sel].any():
+            ints[name] = (cols.ints[sel], cols.code[sel].astype(np.int64), aids[sel])
+            continue
         consts = cols.ints[sel].tolist()
-        if cols.is_float[sel].any():
-            floats = cols.floats[sel].tolist()
-            consts = [
-                f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)
-            ]
+        floats = cols.floats[sel].tolist()
+        consts = [f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)]
         order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
     rest = np.flatnonzero(~cols.ok).tolist()
     for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
@@ -516,7 +562,10 @@ def _write_atoms(
         if t[0] == "order":
             columns = order.get(t[1])
             if columns is None:
-                columns = order[t[1]] = ([], [], [])
+                held = ints.pop(t[1], None)  # (joined as lists: decoded atoms on it too)
+                columns = order[t[1]] = (
+                    ([], [], []) if held is None else tuple(part.tolist() for part in held)
+                )
             consts, ops, ids = columns
             for op, c in t[2]:
                 consts.append(c)
@@ -524,8 +573,9 @@ def _write_atoms(
                 ids.append(aid)
         else:
             direct.setdefault(t[1], []).append([aid, t])
-    for attr in sorted(order):
-        consts, ops, ids = order.pop(attr)
+    for attr in sorted({*order, *ints}):
+        parts: tuple[Any, Any, Any] = order.pop(attr) if attr in order else ints.pop(attr)
+        consts, ops, ids = parts
         packed = _order_columns(consts, ops, ids)
         if packed is None:  # constants numpy cannot hold exactly: the triples, sorted
             names = {v: k for k, v in slot.items()}
@@ -539,17 +589,22 @@ def _write_atoms(
 
 
 _first = itemgetter(0)
-#: a PB+tree's bytes a predicate, about (its id in a run, its share of the key's entry)
-_PREDICATE_BYTES = 24
+#: a PB+tree's bytes a predicate, about, as the write transaction holds them (its id in
+#: runs, its key's entry, the pages' fill: dense 20K, 25.5 MB of pages for 397K predicates;
+#: counted 24 before, so that a piece of PB+trees held ~2.5x its limit to its commit)
+_PREDICATE_BYTES = 64
 
 
 def _order_columns(
-    consts: list[Any], ops: list[int], ids: list[int]
+    consts: Sequence[Any] | np.ndarray,
+    ops: Sequence[int] | np.ndarray,
+    ids: Sequence[int] | np.ndarray,
 ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, str] | None:
     """One attribute's predicates as :func:`pbtree.bulk.build_columns` takes them (distinct
     constants ascending, per predicate its constant's number, slot and id) when its
-    constants are all int64 ints or all floats; else None.  ~0.1 µs a predicate."""
-    array = int64_array(consts)
+    constants are all int64 ints (lists, or int64 arrays as the batch's columns hold them)
+    or all floats; else None.  ~0.1 µs a predicate."""
+    array = consts if isinstance(consts, np.ndarray) else int64_array(consts)
     if array is None and all(type(c) is float for c in consts):
         array = np.array(consts, dtype=np.float64)
     if array is None:
@@ -559,9 +614,8 @@ def _order_columns(
     new = np.concatenate(([True], ranked[1:] != ranked[:-1])) if len(ranked) else ranked > 0
     kid = np.empty(len(order), dtype=np.int64)
     kid[order] = np.cumsum(new) - 1
-    first = order[new]  # each distinct constant's first predicate, as a stable sort has it
-    keys = [consts[i] for i in first.tolist()]
-    return keys, kid, np.array(ops, dtype=np.int64), np.array(ids, dtype=np.int64), "num"
+    keys = ranked[new].tolist()  # the distinct constants, ascending (ints, or floats)
+    return keys, kid, np.asarray(ops, dtype=np.int64), np.asarray(ids, dtype=np.int64), "num"
 
 
 def rows_of(starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
