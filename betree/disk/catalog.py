@@ -123,7 +123,8 @@ def record_attributes(txn: ReadTxn) -> dict[str, list[str]]:
     """The attributes that have a PB+tree record and a direct-atoms record, as the root
     record lists them (``attributes``), so that matching can tell a record lost to a
     damaged key (keys carry no checksum; a scan would just not find it) from none.
-    Cost: a key scan of the two namespaces (one record per attribute) per write."""
+    Cost: a scan of the two namespaces (one record per attribute): a bulk build's; a
+    write keeps the lists up by :func:`attributes_after`."""
     return {
         "pbtrees": [key.decode("utf-8", "replace") for key, _ in txn.scan(PBTREE_NS)],
         "direct": [key.decode("utf-8", "replace") for key, _ in txn.scan(DIRECT)],
