@@ -46,7 +46,7 @@ record that another record names but that is missing or of the wrong shape into
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -123,11 +123,38 @@ def record_attributes(txn: ReadTxn) -> dict[str, list[str]]:
     """The attributes that have a PB+tree record and a direct-atoms record, as the root
     record lists them (``attributes``), so that matching can tell a record lost to a
     damaged key (keys carry no checksum; a scan would just not find it) from none.
-    Cost: a key scan of the two namespaces (one record per attribute) per write."""
+    Cost: a scan of the two namespaces (one record per attribute): a bulk build's; a
+    write keeps the lists up by :func:`attributes_after`."""
     return {
         "pbtrees": [key.decode("utf-8", "replace") for key, _ in txn.scan(PBTREE_NS)],
         "direct": [key.decode("utf-8", "replace") for key, _ in txn.scan(DIRECT)],
     }
+
+
+def attributes_after(
+    txn: ReadTxn, listed: Any, pbtrees: Iterable[str], direct: Mapping[str, bool]
+) -> dict[str, list[str]]:
+    """:func:`record_attributes` after a write, from the root record's lists before it
+    (``listed``) and what the write left: the PB+trees it opened (a writer's are never
+    dropped) and, per direct-atoms record it touched, whether it is still there.  Cost:
+    a set per kind, sorted only when one came or went (the scan it saves: ~0.29 ms a
+    write at 100K BEGen, 249 records, 17% of a ``subscribe``); lists of another shape
+    (damage) are scanned again."""
+    if not isinstance(listed, dict) or set(listed) != {"pbtrees", "direct"}:
+        return record_attributes(txn)
+    try:
+        trees, directs = set(listed["pbtrees"]), set(listed["direct"])
+        now_trees = trees.union(pbtrees)
+        now_direct = directs.union(a for a, on in direct.items() if on)
+        now_direct.difference_update(a for a, on in direct.items() if not on)
+        if now_trees == trees and now_direct == directs:
+            return {"pbtrees": listed["pbtrees"], "direct": listed["direct"]}
+        return {  # (in key order, as a scan lists them)
+            "pbtrees": sorted(now_trees, key=str.encode),
+            "direct": sorted(now_direct, key=str.encode),
+        }
+    except TypeError:  # (not lists of names)
+        return record_attributes(txn)
 
 
 # -- subscriptions ---------------------------------------------------------------------------

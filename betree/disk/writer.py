@@ -442,7 +442,12 @@ class Writer:
         if self.removed or self.added:
             changelog.append(self.txn, self.rec, self.removed, self.added, self.expressions)
             self.logged = {int(self.rec["log_next"]) - 1: (self.removed, self.added)}
-        self.rec["attributes"] = catalog.record_attributes(self.txn)
+        self.rec["attributes"] = catalog.attributes_after(
+            self.txn,
+            self.rec.get("attributes"),
+            [attr for attr, tree in self.trees.items() if tree.exists],
+            {attr: bool(parts) for attr, parts in self.direct.items()},
+        )
         catalog.put_root(self.txn, self.rec)
 
 

@@ -232,17 +232,22 @@ class Delta:
                     flat.append(aid)
             exts.append(ident)
         alive = np.concatenate([alive, np.ones(len(exts) - len(alive), dtype=bool)])
-        alive[dead] = False
-        starts = np.zeros(len(lens), dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
-        out.starts = np.concatenate([self.starts, starts + len(self.flat)])
-        added = np.array(flat, dtype=np.int64)
-        newer = added >= base
-        out.flat = np.concatenate([self.flat, added])
-        out.older = np.concatenate([self.older, np.where(newer, 0, added)])
-        out.newer = np.concatenate([self.newer, np.flatnonzero(newer) + len(self.flat)])
-        out.newer_at = np.concatenate([self.newer_at, added[newer] - base])
-        out.clause_sub = np.concatenate([self.clause_sub, np.array(subs, dtype=np.int64)])
+        if dead:
+            alive[dead] = False
+        # (the few entries of a commit in Python, one array each: ~25 numpy calls on a
+        # handful of items measured ~85 µs a single-subscription catch-up at 100K BEGen)
+        at = len(self.flat)
+        starts: list[int] = []
+        for n in lens:
+            starts.append(at)
+            at += n
+        fresh = [k for k, aid in enumerate(flat) if aid >= base]
+        out.starts = _grown(self.starts, starts)
+        out.flat = _grown(self.flat, flat)
+        out.older = _grown(self.older, [0 if aid >= base else aid for aid in flat])
+        out.newer = _grown(self.newer, [k + len(self.flat) for k in fresh])
+        out.newer_at = _grown(self.newer_at, [flat[k] - base for k in fresh])
+        out.clause_sub = _grown(self.clause_sub, subs)
         out.removed, out.where, out.alive, out.exts = frozenset(removed), where, alive, exts
         more = id_array(exts[len(self.exts) :])
         out.ids = np.concatenate([self.ids, more]) if len(more) else self.ids
@@ -398,6 +403,12 @@ class Delta:
         """The external ids of the live added subscriptions whose clauses all hold:
         ``truth`` by position in ``flat``."""
         return live_hits(truth, self.starts, self.clause_sub, self.alive, self.ids)
+
+
+def _grown(have: np.ndarray, more: list[int]) -> np.ndarray:
+    """``have`` (int64) with ``more`` after it; ``have`` itself if there is none (a delta's
+    arrays are never written once made: older versions share them)."""
+    return np.concatenate([have, np.array(more, dtype=np.int64)]) if more else have
 
 
 def newer_truths(

@@ -24,7 +24,7 @@ view's keys are settled.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -159,12 +159,42 @@ def _by_slot(eq: Mapping[Any, np.ndarray], slot: np.ndarray) -> Mapping[Any, np.
     """Leaf runs of atom ids as the same runs of their slots, found by the same keys."""
     if isinstance(eq, Runs):
         return Runs(eq.ints, eq.at, slot.take(eq.ids))
-    return {key: slot.take(ids) for key, ids in eq.items()}
+    runs = list(eq.values())
+    at = np.zeros(len(runs) + 1, dtype=np.int64)
+    np.cumsum([len(run) for run in runs], out=at[1:])
+    ids = slot.take(np.concatenate(runs)) if runs else slot[:0].copy()
+    return KeyedRuns({key: k for k, key in enumerate(eq)}, at, ids)
+
+
+class KeyedRuns(Mapping[Any, np.ndarray]):
+    """Runs by key end to end in one array, each read as a view when asked.  Not a dict
+    of an array a key: each array is a C-heap block (its shape too), ~107K of them at
+    rich 50K; let go by a fold's thread, they left the matching thread's next allocations
+    ~2.5 ms of glibc's sorting of its free chunks, the first event after the fold's excess
+    (docs/bench/live/README.md, live38).  Cost: a dict lookup and a slice a run asked."""
+
+    __slots__ = ("at", "ids", "index")
+
+    def __init__(self, index: dict[Any, int], at: np.ndarray, ids: np.ndarray) -> None:
+        self.index, self.at, self.ids = index, at, ids
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        k = self.index[key]
+        return self.ids[self.at[k] : self.at[k + 1]]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
 
 
 def _nbytes(runs: Mapping[Any, np.ndarray]) -> int:
-    if isinstance(runs, Runs):
-        return int(runs.ids.nbytes)
+    if isinstance(runs, Runs | KeyedRuns):
+        return int(runs.ids.nbytes + (runs.at.nbytes if isinstance(runs, KeyedRuns) else 0))
     return sum(int(a.nbytes) for a in runs.values())
 
 

@@ -21,7 +21,7 @@ from betree.matching.pages import phase1
 from betree.packed import flat, flatbatch
 from betree.packed.flat import LEARN
 from betree.packed.joined import Joined
-from betree.packed.slots import Slots
+from betree.packed.slots import KeyedRuns, Slots
 from betree.stores.sharded import HASH, ShardedIndex, shard_name, shard_of, write_manifest
 from pbtree import view as pbtree_view
 from pbtree.view import RUNS_DICT, Runs, SearchView
@@ -290,7 +290,7 @@ def test_equal_runs_by_slot(
             assert based is not None and based.view.slots is not None
             equal = based.view.slots.equal
         kinds = {name: type(runs) for name, runs in equal.items()}
-        assert (kinds["j"] is Runs) == (runs_most == 3) and kinds["s"] is dict
+        assert (kinds["j"] is Runs) == (runs_most == 3) and kinds["s"] is KeyedRuns
         _same_truths(idx, events)
         assert _sweep(idx, subs, Schema.from_json(SCHEMA), events) > 100
         for k in [k for k in subs if k % 3 == 0]:
