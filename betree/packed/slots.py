@@ -37,6 +37,9 @@ from betree.packed.numbering import number, rows_by_slot
 from pbtree.keys import key_domain
 from pbtree.view import IntKeys, Runs, SearchView, ranges
 
+#: the fewest consecutive keys read as one slice (fewer: gathered with the others)
+KEY_RUN = 64
+
 
 class Slots:
     """The slot of each atom of a base view (``slot``); by attribute, each of its
@@ -48,9 +51,11 @@ class Slots:
         "direct",
         "equal",
         "grouped",
+        "keys",
         "lists",
         "plans",
         "rows",
+        "run",
         "shared",
         "slot",
     )
@@ -64,7 +69,10 @@ class Slots:
         rows: np.ndarray,
         other: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        slot, lists, defaults = number(searches, atoms, grouped)
+        #: the keys numbered first of the rest (atom ids; none where a batch's numbering was
+        #: there first: its permutation kept, its rows shared)
+        self.keys = by_key[0] if other is None else None
+        slot, lists, defaults = number(searches, atoms, grouped, self.keys)
         #: attribute -> its GT, LT and NE lists
         self.lists: dict[str, tuple[Part, ...]] = {}
         for name, placed in lists.items():
@@ -122,6 +130,15 @@ class Slots:
             order.take(moved),
             self.slot.take(second.take(moved)),
         )
+        #: the keys' (by slot) last consecutive run, at least :data:`KEY_RUN` long, as
+        #: (its first key's position, its first slot, its end): its truths a slice
+        by_slot = self.by_key[0]
+        breaks = np.flatnonzero(np.diff(by_slot) != 1)
+        m = int(breaks[-1]) + 1 if len(breaks) else 0
+        if len(by_slot) - m < KEY_RUN:
+            m = len(by_slot)
+        lo = int(by_slot[m]) if m < len(by_slot) else 0
+        self.run = (m, lo, lo + len(by_slot) - m)
 
     @property
     def nbytes(self) -> int:
@@ -163,6 +180,23 @@ class Slots:
         if len(held):
             sat[slot.take(held)] = True
         return sat
+
+    def clauses(self, sat: np.ndarray) -> np.ndarray:
+        """The clauses (ascending) whose key and second key hold, ``sat`` by slot (as
+        :meth:`betree.packed.flat.FlatTree._match_by_key` finds them by atom id): the
+        keys' run read as one slice, the others gathered."""
+        keys, at, order, second = self.by_key
+        m, lo, hi = self.run
+        if m < len(keys):
+            held = np.flatnonzero(sat[lo:hi])
+            held += m
+            if m:
+                held = np.concatenate((np.flatnonzero(sat.take(keys[:m])), held))
+        else:
+            held = np.flatnonzero(sat.take(keys))
+        at_key = ranges(at.take(held), at.take(held + 1))  # (positions in ``order``)
+        at_key = at_key[sat.take(second.take(at_key))]
+        return np.sort(order.take(at_key))
 
     def _direct(self, sat: np.ndarray, values: Mapping[str, object]) -> None:
         """:meth:`truths`' direct atoms set in ``sat``, as
