@@ -57,6 +57,7 @@ def _same_steps(idx: Index, events: list[Any], run: bool) -> int:
         assert based is not None
         view, slots = based.view, based.view.slots
         assert slots is not None and view.by_key is not None
+        assert slots.grouped is based.grouped  # (the one loop's route, after writes too)
         keys = slots.by_key[0]
         m, lo, hi = slots.run
         assert (m < len(keys)) == run
@@ -135,6 +136,7 @@ def test_keys_first_one_slice_and_direct_in_one_loop(
         subs.update(added)
         idx.check()
         assert _sweep(idx, subs, schema, events) > 100
+        _same_steps(idx, events, True)  # (the delta's view, before a fold)
     with Index.open(tmp_path / "py", readonly=True) as idx:  # reopened: a new view
         _settle(idx, events)
         _same_steps(idx, events, True)
