@@ -142,13 +142,15 @@ class Slots:
 
     @property
     def nbytes(self) -> int:
-        """Memory of the permutation, the rows, the lists' parts and the keys' copies."""
+        """Memory of the permutation, the rows, the lists' parts, the keys' copies and the
+        undefined atoms' slots."""
         parts = [a for each in self.lists.values() for part in each for a in part[1:]]
         keys = sum(a.nbytes for a in self.by_key)
         rows = 0 if self.shared else self.rows.nbytes
         equal = sum(_nbytes(runs) for runs in self.equal.values())
         parts_n = sum(a.nbytes for a in parts)
-        return int(self.slot.nbytes + rows + keys + parts_n + equal)
+        undefined = sum(d[5].nbytes for d in self.direct if d[5] is not None)
+        return int(self.slot.nbytes + rows + keys + parts_n + equal + undefined)
 
     def truths(
         self,
