@@ -9,7 +9,8 @@ process CPU: 280 -> 190 µs an event; the defaults' 20K, 70 -> 50 µs; the whole
 1,100 -> 950).  The numbering (a *slot* an atom) is a permutation of the base view's atom
 ids held beside the view, nothing on disk changes: the lists' atoms first, in list order,
 then each direct group's defaults (the negated atoms that hold unless found failing: one
-slice an attribute), then the others ascending (atom 0, always true, keeps slot 0).  An
+slice an attribute), then the keys not placed yet (one run: their truths one slice,
+:meth:`Slots.clauses`), then the others ascending (atom 0, always true, keeps slot 0).  An
 atom that an earlier list placed, or that its list holds twice (``a < 3 or a > 9`` sits
 in GT and LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the few of
 the slice); so are the leaf runs equal to the value (kept by slot too: 4 bytes an id)
