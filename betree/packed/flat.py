@@ -293,9 +293,9 @@ class FlatTree:
         return slots
 
     def match_slotted(self, sat: np.ndarray, slots: Slots) -> tuple[np.ndarray, int]:
-        """:meth:`match` by the keys, ``sat`` the event's atom truths by slot
-        (:meth:`Slots.truths`)."""
-        return self._match_by_key(sat, slots.by_key, slots.rows)
+        """:meth:`match` by the keys (:meth:`Slots.clauses`), ``sat`` the event's truths by slot."""
+        clauses = slots.clauses(sat)
+        return self._clauses_held(clauses, sat, slots.rows), len(clauses)
 
     def _keys_settled(
         self, key: np.ndarray, second: np.ndarray

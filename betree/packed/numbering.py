@@ -29,12 +29,17 @@ from pbtree.view import SearchView
 
 
 def number(
-    searches: Mapping[str, SearchView], atoms: int, grouped: Mapping[str, DirectAtoms]
+    searches: Mapping[str, SearchView],
+    atoms: int,
+    grouped: Mapping[str, DirectAtoms],
+    keys: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, list[Placed]], dict[str, int]]:
     """The numbering itself (also :class:`betree.packed.slots.Slots`'): the slot of each of
     ``atoms`` atoms (int64); by attribute, each of its GT, LT and NE lists as
     :data:`Placed`; by attribute, the first slot of its direct defaults where they are one
-    run.  One pass over the lists."""
+    run.  One pass over the lists.  ``keys`` (a keyed view's clause keys, atom ids
+    ascending): those the lists and defaults leave numbered first of the rest, one run
+    (rich 100K: 37K of 39K keys), so that their truths are one slice an event."""
     slot = np.full(atoms, -1, dtype=np.int64)
     slot[0] = 0
     free = 1
@@ -59,6 +64,10 @@ def number(
             slot[ids] = np.arange(free, free + len(ids))
             defaults[name] = free
             free += len(ids)
+    if keys is not None:
+        keys = keys[slot.take(keys) < 0]
+        slot[keys] = np.arange(free, free + len(keys))
+        free += len(keys)
     rest = np.flatnonzero(slot < 0)
     slot[rest] = np.arange(free, free + len(rest))
     return slot, lists, defaults
@@ -94,8 +103,9 @@ class Numbered:
         grouped: Mapping[str, DirectAtoms],
         rows: np.ndarray,
         other: tuple[np.ndarray, np.ndarray] | None = None,
+        keys: np.ndarray | None = None,
     ) -> None:
-        slot, lists, defaults = number(searches, atoms, grouped)
+        slot, lists, defaults = number(searches, atoms, grouped, keys)
         #: attribute -> per list (GT, LT, NE): its first slot when its items are
         #: consecutive slots from there, else -1; and each item's slot
         self.lists: dict[str, tuple[tuple[int, np.ndarray], ...]] = {

@@ -9,7 +9,8 @@ process CPU: 280 -> 190 µs an event; the defaults' 20K, 70 -> 50 µs; the whole
 1,100 -> 950).  The numbering (a *slot* an atom) is a permutation of the base view's atom
 ids held beside the view, nothing on disk changes: the lists' atoms first, in list order,
 then each direct group's defaults (the negated atoms that hold unless found failing: one
-slice an attribute), then the others ascending (atom 0, always true, keeps slot 0).  An
+slice an attribute), then the keys not placed yet (one run: their truths one slice,
+:meth:`Slots.clauses`), then the others ascending (atom 0, always true, keeps slot 0).  An
 atom that an earlier list placed, or that its list holds twice (``a < 3 or a > 9`` sits
 in GT and LT; rich 100K: 7% of the ip LT list), is set by its slot as well (the few of
 the slice); so are the leaf runs equal to the value (kept by slot too: 4 bytes an id)
@@ -24,22 +25,41 @@ view's keys are settled.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from betree.matching.direct import DirectAtoms, found
+from betree.matching.directkinds import joined
 from betree.matching.pages import SCALAR
 from betree.packed.numbering import number, rows_by_slot
-from pbtree.view import Runs, SearchView, ranges
+from pbtree.keys import key_domain
+from pbtree.view import IntKeys, Runs, SearchView, ranges
+
+#: the fewest consecutive keys read as one slice (fewer: gathered with the others)
+KEY_RUN = 64
 
 
 class Slots:
     """The slot of each atom of a base view (``slot``); by attribute, each of its
     PB+tree's three lists as a :data:`Part`; and the view's keys by slot."""
 
-    __slots__ = ("by_key", "defaults", "equal", "lists", "rows", "shared", "slot")
+    __slots__ = (
+        "by_key",
+        "defaults",
+        "direct",
+        "equal",
+        "grouped",
+        "keys",
+        "lists",
+        "plans",
+        "rows",
+        "run",
+        "shared",
+        "slot",
+    )
 
     def __init__(
         self,
@@ -50,7 +70,10 @@ class Slots:
         rows: np.ndarray,
         other: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        slot, lists, defaults = number(searches, atoms, grouped)
+        #: the keys numbered first of the rest (atom ids; none where a batch's numbering was
+        #: there first: its permutation kept, its rows shared)
+        self.keys = by_key[0] if other is None else None
+        slot, lists, defaults = number(searches, atoms, grouped, self.keys)
         #: attribute -> its GT, LT and NE lists
         self.lists: dict[str, tuple[Part, ...]] = {}
         for name, placed in lists.items():
@@ -65,11 +88,29 @@ class Slots:
             name: (grouped[name].default.ids, first) for name, first in defaults.items()
         }
         self.slot = slot.astype(np.int32) if atoms < 1 << 31 else slot
+        #: the direct groups of :meth:`truths` (``grouped``, the mapping they were read from),
+        #: each as :data:`Direct`: one loop an event, the defaults' and the undefined
+        #: atoms' slots ready
+        self.grouped = grouped
+        self.direct: list[Direct] = []
+        for name, group in grouped.items():
+            n, first = len(group.default), defaults.get(name, -1)
+            runs = group.default.ids if n and first < 0 else None
+            undefined = self.slot.take(group.undefined) if group.undefined else None
+            self.direct.append((name, group, first, n, runs, undefined))
         #: attribute -> its leaf runs by key (:attr:`pbtree.view.SearchView.eq`) by slot:
         #: an event's equal runs set with no gather through :attr:`slot` (rich 100K: ~2,100
         #: ids an event, the os, country and category runs)
         self.equal: dict[str, Mapping[Any, np.ndarray]] = {
             name: _by_slot(search.eq, self.slot) for name, search in searches.items()
+        }
+        #: attribute -> its search and its non-empty lists' cuts as :data:`Plan` (trees
+        #: with :class:`pbtree.view.IntKeys` lists are searched through ``spans``)
+        self.plans: dict[str, tuple[SearchView, list[Plan]]] = {
+            name: (search, _plan(search, self.lists[name]))
+            for name, search in searches.items()
+            if search.domain is not None
+            and not any(type(p.keys) is IntKeys for p in (search.gt, search.lt, search.ne))
         }
         #: the view's rows (:attr:`betree.packed.flat.FlatTree.rows`) by slot: the keyed
         #: match's candidate rows read with no gather through :attr:`slot` (rich 100K,
@@ -90,16 +131,27 @@ class Slots:
             order.take(moved),
             self.slot.take(second.take(moved)),
         )
+        #: the keys' (by slot) last consecutive run, at least :data:`KEY_RUN` long, as
+        #: (its first key's position, its first slot, its end): its truths a slice
+        by_slot = self.by_key[0]
+        breaks = np.flatnonzero(np.diff(by_slot) != 1)
+        m = int(breaks[-1]) + 1 if len(breaks) else 0
+        if len(by_slot) - m < KEY_RUN:
+            m = len(by_slot)
+        lo = int(by_slot[m]) if m < len(by_slot) else 0
+        self.run = (m, lo, lo + len(by_slot) - m)
 
     @property
     def nbytes(self) -> int:
-        """Memory of the permutation, the rows, the lists' parts and the keys' copies."""
+        """Memory of the permutation, the rows, the lists' parts, the keys' copies and the
+        undefined atoms' slots."""
         parts = [a for each in self.lists.values() for part in each for a in part[1:]]
         keys = sum(a.nbytes for a in self.by_key)
         rows = 0 if self.shared else self.rows.nbytes
         equal = sum(_nbytes(runs) for runs in self.equal.values())
         parts_n = sum(a.nbytes for a in parts)
-        return int(self.slot.nbytes + rows + keys + parts_n + equal)
+        undefined = sum(d[5].nbytes for d in self.direct if d[5] is not None)
+        return int(self.slot.nbytes + rows + keys + parts_n + equal + undefined)
 
     def truths(
         self,
@@ -112,6 +164,9 @@ class Slots:
         :func:`betree.matching.pages.phase1` finds on the view, in this numbering."""
         slot = self.slot
         sat = self.searched(searches, types, values)
+        if grouped is self.grouped:
+            self._direct(sat, values)
+            return sat
         held, failed = found(grouped, values)
         some = False  # (as betree.matching.direct.mark sets them)
         for attr, group in grouped.items():
@@ -129,6 +184,49 @@ class Slots:
             sat[slot.take(held)] = True
         return sat
 
+    def clauses(self, sat: np.ndarray) -> np.ndarray:
+        """The clauses (ascending) whose key and second key hold, ``sat`` by slot (as
+        :meth:`betree.packed.flat.FlatTree._match_by_key` finds them by atom id): the
+        keys' run read as one slice, the others gathered."""
+        keys, at, order, second = self.by_key
+        m, lo, hi = self.run
+        if m < len(keys):
+            held = np.flatnonzero(sat[lo:hi])
+            held += m
+            if m:
+                held = np.concatenate((np.flatnonzero(sat.take(keys[:m])), held))
+        else:
+            held = np.flatnonzero(sat.take(keys))
+        at_key = ranges(at.take(held), at.take(held + 1))  # (positions in ``order``)
+        at_key = at_key[sat.take(second.take(at_key))]
+        return np.sort(order.take(at_key))
+
+    def _direct(self, sat: np.ndarray, values: Mapping[str, object]) -> None:
+        """:meth:`truths`' direct atoms set in ``sat``, as
+        :func:`betree.matching.direct.found` and the defaults there, in one loop."""
+        held: list[np.ndarray] = []
+        failed: list[np.ndarray] = []
+        undefined: list[np.ndarray] = []
+        some = False
+        for attr, group, first, n, runs, none in self.direct:
+            if attr in values:
+                if n:
+                    some = True
+                    if runs is None:
+                        sat[first : first + n] = True
+                    else:  # (not numbered as one run)
+                        sat[self.slot.take(runs)] = True
+                if group.busy:
+                    group.found(values[attr], values, held, failed)
+            elif none is not None:
+                undefined.append(none)
+        if some and failed:
+            sat[self.slot.take(joined(failed))] = False
+        if held:
+            sat[self.slot.take(joined(held))] = True
+        for slots in undefined:
+            sat[slots] = True
+
     def searched(
         self,
         searches: Mapping[str, SearchView],
@@ -138,9 +236,33 @@ class Slots:
         """The PB+tree atoms that hold on a validated event, by slot (and atom 0)."""
         sat = np.zeros(len(self.slot), dtype=bool)
         sat[0] = True
+        plans, equal = self.plans, self.equal
         for attr, value in values.items():
             search = searches.get(attr)
             if search is None or types[attr] not in SCALAR:
+                continue
+            plan = plans.get(attr)
+            if plan is not None and plan[0] is search:
+                if key_domain(value) != search.domain:
+                    search.spans(value)  # (raises as the search does)
+                run = equal[attr].get(value)
+                if run is not None and len(run):
+                    sat[run] = True
+                for right, keys, pos, first, placed, slots, n in plan[1]:
+                    # the items that hold: GT a prefix, LT a suffix, NE all but one key's
+                    if right is None:  # (GT)
+                        lo, hi = 0, int(pos[bisect_left(keys, value)])
+                    elif right:  # (LT)
+                        lo, hi = int(pos[bisect_right(keys, value)]), n
+                    else:  # (NE: its key's run, if any, left out)
+                        j, k = bisect_left(keys, value), bisect_right(keys, value)
+                        if j < k:
+                            a, b = int(pos[j]), int(pos[k])
+                            _slices(sat, first, placed, slots, 0, a)
+                            lo, hi = b, n
+                        else:
+                            lo, hi = 0, n
+                    _slices(sat, first, placed, slots, lo, hi)
                 continue
             eq, cuts = search.spans(value)
             if eq is not None and len(eq):  # (its run by slot: the same key, found again)
@@ -153,6 +275,28 @@ class Slots:
                 if hi - lo > b - a:  # the atoms placed before in the slice (i - at[i] before i)
                     sat[slots[lo - a : hi - b]] = True
         return sat
+
+
+def _slices(
+    sat: np.ndarray, first: int, placed: np.ndarray, slots: np.ndarray, lo: int, hi: int
+) -> None:
+    """Set items ``lo:hi`` of one list: the atoms it placed as one slice, the others
+    (placed before) by their slots."""
+    a, b = int(placed[lo]), int(placed[hi])
+    sat[first + a : first + b] = True
+    if hi - lo > b - a:
+        sat[slots[lo - a : hi - b]] = True
+
+
+def _plan(search: SearchView, parts: tuple[Part, ...]) -> list[Plan]:
+    """The cuts of ``search``'s non-empty lists (GT, LT, NE) with their numbering."""
+    out = []
+    for right, each, (first, placed, slots) in zip(
+        (None, True, False), (search.gt, search.lt, search.ne), parts, strict=True
+    ):
+        if len(each.ids):
+            out.append((right, each.keys, each.at, first, placed, slots, len(each.ids)))
+    return out
 
 
 def _by_slot(eq: Mapping[Any, np.ndarray], slot: np.ndarray) -> Mapping[Any, np.ndarray]:
@@ -202,3 +346,9 @@ def _nbytes(runs: Mapping[Any, np.ndarray]) -> int:
 #: each item (``items + 1``: item i has ``i - at[i]`` placed before it ahead), and the
 #: slots of the items placed before it, in list order
 Part = tuple[int, np.ndarray, np.ndarray]
+#: one non-empty list's cut: its side (None GT, True LT, False NE), its keys, where each
+#: key's items start, and its :data:`Part` (first slot, placed before, slots), its items
+#: a direct group: its attribute, itself, the first slot of its defaults (one run) and
+#: their count, their ids when not one run, the slots of its atoms true where undefined
+Direct = tuple[str, DirectAtoms, int, int, np.ndarray | None, np.ndarray | None]
+Plan = tuple[bool | None, Any, np.ndarray, int, np.ndarray, np.ndarray, int]

@@ -70,7 +70,8 @@ def numbered(view: FlatTree, atoms: int, grouped: Mapping[str, DirectAtoms]) -> 
     numbering = view.numbering
     if numbering is None or len(numbering.slot) != atoms:
         other = None if view.slots is None else (view.slots.slot, view.slots.rows)
-        numbering = Numbered(view.searches, atoms, grouped, view.rows, other)
+        keys = None if view.slots is None else view.slots.keys  # (the same numbering)
+        numbering = Numbered(view.searches, atoms, grouped, view.rows, other, keys)
         view.numbering = numbering
     return numbering
 
