@@ -480,8 +480,11 @@ def _write_atoms(
     direct: dict[str, list[list[Any]]] = {}
     counts = encode_int_pairs(aids, refs[aids])
     # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
-    # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
-    if max(map(len, keys), default=0) <= 4096:
+    # order; its rows are as wide as the longest key, so keys of very unequal lengths sort
+    # as Python bytes: rich 100K's in-lists, ~470K keys of 90 bytes on average and up to
+    # ~2 KB, made a ~1 GB array, the python load's peak: 1.73 GB)
+    widest = max(map(len, keys), default=0)
+    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
         by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable").tolist()
     else:
         by_key = sorted(range(len(keys)), key=keys.__getitem__)
