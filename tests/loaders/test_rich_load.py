@@ -3,7 +3,8 @@ fold_case strings and in-lists, ``one of``/``none of``/``all of``, patterns, ip,
 segments, frequency caps, ``or``/``not``): the batch interns its atoms by their store
 keys, so what compiling keeps is bytes, not atom objects.  Each store answers ``match``
 and ``match_many`` as the brute-force evaluator does, reopened, after deletes and a new
-subscription, under several memory budgets; ``check()`` is clean.  No timing asserted.
+subscription, under several memory budgets; a Spark load (sharded) too; ``check()`` is
+clean.  No timing asserted.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from typing import Any
 
 import pytest
 
+from betree import compiler as compiler_module
 from betree.disk import catalog
 from betree.disk.bulk import Batch
 from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
+from betree.stores.sharded import open_index
 from loaders import python_load
 from loaders.records import read_jsonl
+from loaders.spark import driver
 from storage import codec
 from tools.bench import gen_rich
 
@@ -113,3 +117,29 @@ def test_batch_keeps_store_keys_not_atoms(tmp_path: Path, rich: Rich) -> None:
                 for c in compiler.compile(ident, expr)
             ]
             assert got == sorted(want), ident
+
+
+@pytest.mark.spark
+def test_rich_spark_load_answers_as_brute_force(spark: Any, tmp_path: Path) -> None:
+    """A Spark load (two shards, one compile task a file, so that a compiler sees more
+    expressions than the memo's window and leaves it) answers as brute force does."""
+    n = compiler_module.MEMO_WINDOW + 300
+    doc, subs, events, _ = gen_rich.make(n, 60, check=False, seed=39, target_rate=0.02)
+    path = tmp_path / "subs.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "expr": e}) + "\n" for i, e in subs))
+    summary = driver.load(
+        tmp_path / "spark",
+        [str(path)],
+        doc,
+        spark=spark,
+        shards=2,
+        settings=SETTINGS,
+        split_bytes=1 << 30,
+        progress=None,
+    )
+    assert summary["loaded"] == n
+    expected = _brute(doc, subs, events)
+    assert sum(map(len, expected)) > 20
+    with open_index(tmp_path / "spark") as idx:
+        idx.check()
+        assert _answers(idx, events) == expected
