@@ -11,7 +11,8 @@ by a compacting copy (full B-tree pages, no free pages: about 40% smaller), chec
 Cost: one parse + normalization per record (a plain conjunction of integer comparisons
 read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`), then the
 batch build, a compacting copy and the check, in one process.  Memory: the records and the
-batch (a few hundred bytes a subscription), plus what ``memory_budget`` bounds: the
+batch (a few hundred bytes a subscription; rich rules' ~1.2 KB, their atoms' store keys),
+plus what ``memory_budget`` bounds: the
 compiler's caches (let go every :func:`compile_chunk` records) and the build's write
 transactions (committed in pieces of :func:`betree.disk.pieces.piece_limit` bytes); the
 batch is dropped before the check reads the store back.  ``check()`` is not bounded by the

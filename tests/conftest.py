@@ -41,6 +41,7 @@ SHARED_SPARK = [
     "tests/loaders/test_spark_stream.py",
     "tests/storage/test_long_keys.py",
     "tests/loaders/test_dense_load.py",
+    "tests/loaders/test_rich_load.py",
     "tests/tools/test_restore.py",
 ]
 

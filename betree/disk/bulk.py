@@ -53,7 +53,7 @@ from betree.disk.grid import halves
 from betree.disk.nodes import PAGE_BUDGET, CNode, LNodePage, entry_bytes
 from betree.disk.pieces import STEP, Pieces
 from betree.disk.tree import BETree, Places
-from betree.lang.atoms import Atom, Clause, OrderAtom
+from betree.lang.atoms import Clause, OrderAtom
 from pbtree.bulk import build as build_pbtree
 from pbtree.bulk import build_columns
 from pbtree.keys import int64_array
@@ -166,14 +166,16 @@ class Batch:
     constant (two a ``between``: the dense workloads' every atom, none shared) is held as
     columns (attribute, operator code, constant: 17 bytes an occurrence, against ~200 for a
     dict entry) and interned at the build by one sort; any other atom is interned as it
-    arrives (by its ``(attribute, operator, constant)`` tuple for a string constant, else
-    the atom).  Atom ids are given in order of first use, as interning one by one gives
-    them.
+    arrives by its store key (``codec.encode_value(atom.as_tuple())``, the bytes the build
+    writes: ~90 bytes an atom of rich rules, where the atom object, its entries and their
+    tuples took ~2 KB for an in-list of a dozen strings: the rich load's compile grew
+    ~7 KB a subscription; ~1 µs an occurrence to encode).  Atom ids are given in order of
+    first use, as interning one by one gives them.
     """
 
     def __init__(self, index: Index) -> None:
         self.index = index
-        self.atoms: dict[Atom | tuple[str, str, Any], int] = {}
+        self.atoms: dict[bytes, int] = {}  # store key -> atom id
         self.first: array[int] = array("q")  # per atom of ``atoms``: where it is first used
         self.idents: list[Any] = []
         self.exprs: list[str] = []
@@ -200,7 +202,7 @@ class Batch:
         self.idents.append(ident)
         self.exprs.append(expr)
         self.per_sub.append(len(clauses))
-        refs, atoms = self.refs, self.atoms
+        refs, atoms, encode_value = self.refs, self.atoms, codec.encode_value
         for clause in clauses:
             self.lens.append(len(clause) or 1)
             if not clause:
@@ -218,7 +220,7 @@ class Batch:
                         self.col_const.append(c)
                         refs.append(-len(self.col_const))
                         continue
-                key = _interned(atom)
+                key = encode_value(atom.as_tuple())
                 aid = atoms.get(key)
                 if aid is None:
                     aid = atoms[key] = len(atoms) + 1
@@ -309,10 +311,9 @@ class Batch:
         del made
         atoms, self.atoms = self.atoms, {}
         at = aid[: len(others)].tolist()
-        while atoms:  # (each atom let go as its key is made)
-            atom, j = atoms.popitem()
-            t = atom.as_tuple() if isinstance(atom, Atom) else ("order", atom[0], (atom[1:],))
-            keys[at[j - 1] - 1] = codec.encode_value(t)
+        while atoms:  # (the dict let go as the list takes its keys)
+            key, j = atoms.popitem()
+            keys[at[j - 1] - 1] = key
         held = (aid[len(others) :] - 1, attr[heads], code[heads], const[heads])
         cols = column_keys(names, keys, aid[: len(others)] - 1, *held)
         del refs, attr, code, const  # (views of the columns below: let go with them)
@@ -322,19 +323,6 @@ class Batch:
 
 
 _SIGN = 1 << 63
-
-
-def _interned(atom: Atom) -> Atom | tuple[str, str, Any]:
-    """What :class:`Batch` interns an atom not held as columns by: ``(attribute, operator,
-    constant)`` for an order atom of one entry whose constant is an int or a string (equal
-    atoms give equal tuples however they were built: entries are canonical), else the atom."""
-    if type(atom) is OrderAtom:
-        entries = atom.entries
-        if len(entries) == 1:
-            op, c = entries[0]
-            if type(c) is int or type(c) is str:
-                return (atom.attr, op, c)
-    return atom
 
 
 def build_from_parts(
@@ -518,8 +506,11 @@ def _write_catalog(pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np
         part = aids[start : start + STEP].tolist()
         pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
     # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
-    # order; its rows are as wide as the longest key, so long keys sort as Python bytes)
-    if max(map(len, keys), default=0) <= 4096:
+    # order; its rows are as wide as the longest key, so keys of very unequal lengths sort
+    # as Python bytes: rich 100K's in-lists, ~470K keys of 90 bytes on average and up to
+    # ~2 KB, made a ~1 GB array, the python load's peak: 1.73 GB)
+    widest = max(map(len, keys), default=0)
+    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
         by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable")
     else:
         by_key = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
