@@ -123,24 +123,34 @@ class AtomSpans:
             spans = _comparison_spans(kind, self.col_code[sel], consts)
             self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
 
-    def order_columns(self, skip: set[int]) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
-        """The atoms read as columns, but those in ``skip``, as PB+tree entries per
-        attribute: operator codes, constants (an int64 array when all are ints, else a
-        list of ints and floats as decoded), atom ids."""
-        keep = ~np.isin(self.col_ids, np.fromiter(skip, dtype=np.int64, count=len(skip)))
-        out = {}
-        for i, name in enumerate(self.col_names):
-            sel = keep & (self.col_attr == i)
-            if not sel.any():
-                continue
-            floats = self.col_float[sel]
-            consts: Any = self.col_ints[sel]
-            if floats.any():
-                as_float = self.col_floats[sel].tolist()
-                ints = consts.tolist()
-                consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
-            out[name] = (self.col_code[sel].astype(np.int64), consts, self.col_ids[sel])
-        return out
+    def kept(self, skip: set[int]) -> np.ndarray:
+        """Per atom read as columns: whether its id is not in ``skip``."""
+        return ~np.isin(self.col_ids, np.fromiter(skip, dtype=np.int64, count=len(skip)))
+
+    def col_attributes(self, keep: np.ndarray) -> list[str]:
+        """The attributes of the atoms read as columns where ``keep``."""
+        used = np.flatnonzero(np.bincount(self.col_attr[keep], minlength=len(self.col_names)))
+        return [self.col_names[i] for i in used.tolist()]
+
+    def order_column(self, name: str, keep: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
+        """The atoms on ``name`` read as columns, where ``keep``, as PB+tree entries:
+        operator codes, constants (an int64 array when all are ints, else a list of ints
+        and floats as decoded), atom ids.  One attribute at a time, so that a caller
+        holds one attribute's entries, not every attribute's (~24 bytes an atom)."""
+        i = self.col_names.index(name) if name in self.col_names else -1
+        sel = keep & (self.col_attr == i)
+        floats = self.col_float[sel]
+        consts: Any = self.col_ints[sel]
+        if floats.any():
+            as_float = self.col_floats[sel].tolist()
+            ints = consts.tolist()
+            consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
+        return self.col_code[sel].astype(np.int64), consts, self.col_ids[sel]
+
+    def read_keys_from(self, keys: Mapping[int, bytes]) -> None:
+        """Read atoms' keys (for :meth:`atom`, messages) from ``keys`` from now on, so that
+        the caller can let go of the keys it built this from (~50 bytes an atom)."""
+        self.keys = keys
 
     def decoded(self, aid: int) -> Any:
         """Atom ``aid``'s tuple, decoded from its key (each call decodes it)."""
