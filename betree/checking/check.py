@@ -69,8 +69,11 @@ from storage.txn import ReadTxn
 if TYPE_CHECKING:
     from betree.index import Index
 
-#: clauses whose places are checked in one vectorised step (bounds the temporaries)
-CHUNK = 1 << 18
+#: clauses whose places are checked in one vectorised step (bounds the temporaries:
+#: ~200 bytes a clause atom)
+CHUNK = 1 << 15
+#: subscription records decoded at once (a Python object per atom id of theirs)
+SUB_CHUNK = 1 << 14
 
 
 def check_index(index: Index, txn: ReadTxn) -> None:
@@ -181,22 +184,35 @@ class _Catalog:
 def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Catalog:
     """One scan of the subscription records and one of the id map; checks that the id map
     leads each subscription to its internal id, which is below the counter."""
-    keys, values = txn.scan_all(catalog.SUB)
-    sids = codec.decode_u64s(keys)
-    records = list(map(codec.decode_value, values))
-    exts = [ext for ext, _, _ in records]
+    keys: list[bytes] = []
+    exts: list[Any] = []
+    sids_parts, packed, counts = [np.zeros(0, dtype=np.uint64)], [], [0]
+    for chunk, values in txn.scan_chunks(catalog.SUB, SUB_CHUNK):  # (a chunk decoded at once)
+        sids_parts.append(codec.decode_u64s(chunk))
+        keys.extend(chunk)
+        records = list(map(codec.decode_value, values))
+        exts.extend(ext for ext, _, _ in records)
+        packed.append(pack_clauses([clauses for _, _, clauses in records]))
+        counts.append(len(records))
+        del chunk, values, records
+    sids = np.concatenate(sids_parts)
     ext_keys, ext_values = txn.scan_all(catalog.EXT)
     leads = _id_map_leads(exts, keys, sids, ext_keys, ext_values)
     for j in np.flatnonzero(~leads).tolist():
         errors.append(f"subscription {exts[j]!r}: id map does not lead to internal id {sids[j]}")
     for j in np.flatnonzero(sids >= rec["next_sid"]).tolist():
         errors.append(f"subscription {exts[j]!r}: internal id {sids[j]} beyond the counter")
-    sub, k, lens, atoms = pack_clauses([clauses for _, _, clauses in records])
+    n_ext = len(ext_keys)
+    del keys, ext_keys, ext_values
+    firsts = np.cumsum(counts).tolist()  # each chunk's first subscription's position
+    sub = _joined([p[0] + first for p, first in zip(packed, firsts, strict=False)], np.int64)
+    k, lens, atoms = (_joined([p[i] for p in packed], np.int64) for i in (1, 2, 3))
+    del packed
     cids = catalog.clause_ids(sids[sub], k)
     ascending = bool(np.all(cids[1:] > cids[:-1]))
     return _Catalog(
         exts=exts,
-        n_ext=len(ext_keys),
+        n_ext=n_ext,
         cids=cids,
         sub=sub,
         k=k,

@@ -114,14 +114,14 @@ class AtomSpans:
         self.attr[self.col_ids] = ranks[self.col_attr]
         for kind in _NUMERIC:
             on = np.array([kinds.get(name) == kind for name in self.col_names] + [False])
-            sel = on[self.col_attr]
-            if not sel.any():
-                continue
-            consts = self.col_ints[sel]
-            if kind == "float":
-                consts = np.where(self.col_float[sel], self.col_floats[sel], consts)
-            spans = _comparison_spans(kind, self.col_code[sel], consts)
-            self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
+            rows = np.flatnonzero(on[self.col_attr])
+            for start in range(0, len(rows), _STEP):  # (a step's temporaries at a time)
+                sel = rows[start : start + _STEP]
+                consts = self.col_ints[sel]
+                if kind == "float":
+                    consts = np.where(self.col_float[sel], self.col_floats[sel], consts)
+                spans = _comparison_spans(kind, self.col_code[sel], consts)
+                self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
 
     def kept(self, skip: set[int]) -> np.ndarray:
         """Per atom read as columns: whether its id is not in ``skip``."""
@@ -202,6 +202,8 @@ class AtomSpans:
 
 
 _SIGN = 1 << 63
+#: column atoms spanned in one numpy step (~100 bytes of temporaries each)
+_STEP = 1 << 16
 _INT = frozenset((int,))
 #: the code of ``!=``, which bounds nothing (spanned from its entries, as any atom)
 _NE = BY_SYMBOL["!="].code
