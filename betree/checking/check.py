@@ -18,22 +18,27 @@ First of all, every record stored
 under a long key leads back to where it is stored (:meth:`ReadTxn.check_records`); when
 one does not, the check stops there, as the others would read the damaged records.
 
-How: one scan of the subscription records packs every clause (internal id, subscription,
-atom ids) into numpy arrays; the id map, home and atom-id records are read in one scan
-each (keys decoded with numpy; int ids found with numpy among the id map's keys); one
-walk of the BE-Tree collects every stored clause from the l-node pages' packed arrays
-(zero-copy), with the c-node holding it, and decodes each c-node once; then the
-per-clause facts are checked over whole arrays: a clause's place on an attribute is the
-intersection of its atoms' grid spans on it (the rule of :meth:`betree.engine.Engine.places`, from a
-per-atom table), the stored copy is compared with the record.  The atom records are
-compared with their reverse records in numpy (keys end to end: :class:`FlatKeys`), and each
-PB+tree is read once: its check returns the entries compared with the atoms'.  Python work
+How: the subscription records are read 16K at a time and packed into numpy arrays
+(internal id, subscription, atom ids per clause); the id map and home records are read in
+one scan each (keys decoded with numpy; int ids found with numpy among the id map's keys);
+the atom catalog in chunks (:mod:`betree.checking.atomrecords`: every atom record compared
+with its reverse record, whose keys are then let go); one walk of the BE-Tree collects every
+stored clause from the l-node pages' packed arrays (zero-copy), with the c-node holding it,
+and decodes each c-node once; then the per-clause facts are checked over arrays, 32K
+clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
+spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
+stored copy is compared with the record.  Each PB+tree is read once: its check returns the
+entries, compared with its attribute's atoms' (taken one attribute at a time).  Python work
 per subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
 
 Cost: reads every page and record once, bypassing the page cache; O(clauses) numpy work
 and one record decode per subscription (measured figures: docs/bench/build-check.md).
-Memory: arrays of about 150 bytes per clause.
+Memory: arrays of about 150 bytes per clause and ~60 per atom (the spans, the columns);
+at 100K dense subscriptions (2M atoms) the heap peaks at ~300 MB, and the store's pages
+mapped as they are read (~400 MB there) are the rest of the check's resident memory
+(docs/bench/dense-load, checkmem39).  The C heap's free memory is handed back after the
+record passes (``malloc_trim``).
 """
 
 from __future__ import annotations

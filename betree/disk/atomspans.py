@@ -16,7 +16,8 @@ spanned in numpy, no Python object an atom (~0.3 µs an atom, against ~4 decoded
 one).  Other order atoms of numbers are spanned from their decoded entries
 (:func:`grid.entries_span`); any other key is rebuilt as an :class:`Atom` and spanned
 (~5 µs).  :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: five arrays of 8 bytes
-per atom id and per column atom; the entries of the atoms decoded one by one.
+per atom id and per column atom; the entries of the atoms decoded one by one; the column
+atoms are spanned 64K at a time (the temporaries: ~100 bytes an atom of a step).
 """
 
 from __future__ import annotations
