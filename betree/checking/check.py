@@ -18,22 +18,27 @@ First of all, every record stored
 under a long key leads back to where it is stored (:meth:`ReadTxn.check_records`); when
 one does not, the check stops there, as the others would read the damaged records.
 
-How: one scan of the subscription records packs every clause (internal id, subscription,
-atom ids) into numpy arrays; the id map, home and atom-id records are read in one scan
-each (keys decoded with numpy; int ids found with numpy among the id map's keys); one
-walk of the BE-Tree collects every stored clause from the l-node pages' packed arrays
-(zero-copy), with the c-node holding it, and decodes each c-node once; then the
-per-clause facts are checked over whole arrays: a clause's place on an attribute is the
-intersection of its atoms' grid spans on it (the rule of :meth:`betree.engine.Engine.places`, from a
-per-atom table), the stored copy is compared with the record.  The atom records are
-compared with their reverse records in numpy (keys end to end: :class:`FlatKeys`), and each
-PB+tree is read once: its check returns the entries compared with the atoms'.  Python work
+How: the subscription records are read 16K at a time and packed into numpy arrays
+(internal id, subscription, atom ids per clause); the id map and home records are read in
+one scan each (keys decoded with numpy; int ids found with numpy among the id map's keys);
+the atom catalog in chunks (:mod:`betree.checking.atomrecords`: every atom record compared
+with its reverse record, whose keys are then let go); one walk of the BE-Tree collects every
+stored clause from the l-node pages' packed arrays (zero-copy), with the c-node holding it,
+and decodes each c-node once; then the per-clause facts are checked over arrays, 32K
+clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
+spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
+stored copy is compared with the record.  Each PB+tree is read once: its check returns the
+entries, compared with its attribute's atoms' (taken one attribute at a time).  Python work
 per subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
 
 Cost: reads every page and record once, bypassing the page cache; O(clauses) numpy work
 and one record decode per subscription (measured figures: docs/bench/build-check.md).
-Memory: arrays of about 150 bytes per clause.
+Memory: arrays of about 150 bytes per clause and ~60 per atom (the spans, the columns);
+at 100K dense subscriptions (2M atoms) the heap peaks at ~300 MB, and the store's pages
+mapped as they are read (~400 MB there) are the rest of the check's resident memory
+(docs/bench/dense-load, checkmem39).  The C heap's free memory is handed back after the
+record passes (``malloc_trim``).
 """
 
 from __future__ import annotations
@@ -46,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from betree.checking.atomrecords import AidReader, Scanned, aid_records, scan_atoms
 from betree.disk import catalog, grid, pending
 from betree.disk.adjust import check_adjust
-from betree.disk.atomkeys import AtomKeys, FlatKeys, key_columns, parse_int_pairs
 from betree.disk.atomspans import NO_ATTR, AtomSpans
 from betree.disk.bulk import pack_clauses, rows_of
 from betree.disk.catalog import record_attributes, root_record
@@ -56,6 +61,7 @@ from betree.disk.changelog import check_log
 from betree.disk.metadata import check_metas
 from betree.disk.nodes import CNode, LNodePage
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
+from betree.packed.heap import return_freed_memory
 from pbtree import PBTree
 from pbtree.check import Columns
 from pbtree.keys import int64_array
@@ -68,8 +74,11 @@ from storage.txn import ReadTxn
 if TYPE_CHECKING:
     from betree.index import Index
 
-#: clauses whose places are checked in one vectorised step (bounds the temporaries)
-CHUNK = 1 << 18
+#: clauses whose places are checked in one vectorised step (bounds the temporaries:
+#: ~200 bytes a clause atom)
+CHUNK = 1 << 15
+#: subscription records decoded at once (a Python object per atom id of theirs)
+SUB_CHUNK = 1 << 14
 
 
 def check_index(index: Index, txn: ReadTxn) -> None:
@@ -77,6 +86,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     damaged = txn.check_records()
     if damaged:  # the checks below read those records: report what was found, stop there
         raise CheckFailed("index", damaged)
+    return_freed_memory()  # (what the caller freed, a loader's build or copy: ~270 MB)
     errors: list[str] = []
     rec = root_record(txn)
     trees = _tree_names(index, txn, errors)
@@ -87,25 +97,20 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         )
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
-    # the reverse records in chunks, their keys end to end (not a bytes object each)
-    chunks = [
-        (codec.decode_u64s(keys).astype(np.int64), FlatKeys(values))
-        for keys, values in txn.scan_chunks(catalog.AID, CHUNK)
-    ]
-    ids = np.concatenate([np.zeros(0, dtype=np.int64), *(i for i, _ in chunks)])
-    flat = FlatKeys.joined([k for _, k in chunks])
-    del chunks
-    if len(ids) and not bool(np.all(ids[1:] > ids[:-1])):  # (LMDB keeps them sorted)
-        order = np.argsort(ids, kind="stable")
-        ids, flat = ids[order], FlatKeys([flat[i] for i in order.tolist()])
-    aid_keys = AtomKeys(flat, ids)
-    del flat
-    atoms = AtomSpans(index.schema, aid_keys)
+    return_freed_memory()  # (the records decoded: ~170 MB of the C heap at 100K dense)
+    aid_keys, cols = aid_records(txn)
+    atoms = AtomSpans(index.schema, aid_keys, cols)
+    del cols
     for aid, attr in atoms.attr_of.items():
         if attr not in index.schema.attributes:
             errors.append(
                 f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
             )
+    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
+    scanned = scan_atoms(txn, rec, aid_keys, found)
+    atoms.read_keys_from(AidReader(txn))  # (the keys held: let go before the tree walk)
+    del aid_keys
+    return_freed_memory()
     stored = _check_tree(index, txn, rec, errors)
     stored.pending = pending.first(rec)
     errors.extend(pending.check_pending(rec))
@@ -128,7 +133,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
                 tree_errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
         return PBTree(txn, name).predicate_columns()
 
-    _check_catalog(txn, rec, cat, stored, aid_keys, atoms, trees, checked, errors)
+    _check_catalog(txn, rec, cat, stored, scanned, found, atoms, trees, checked, errors)
     errors.extend(tree_errors)
     errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
     errors.extend(check_log(txn, rec))
@@ -184,22 +189,35 @@ class _Catalog:
 def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Catalog:
     """One scan of the subscription records and one of the id map; checks that the id map
     leads each subscription to its internal id, which is below the counter."""
-    keys, values = txn.scan_all(catalog.SUB)
-    sids = codec.decode_u64s(keys)
-    records = list(map(codec.decode_value, values))
-    exts = [ext for ext, _, _ in records]
+    keys: list[bytes] = []
+    exts: list[Any] = []
+    sids_parts, packed, counts = [np.zeros(0, dtype=np.uint64)], [], [0]
+    for chunk, values in txn.scan_chunks(catalog.SUB, SUB_CHUNK):  # (a chunk decoded at once)
+        sids_parts.append(codec.decode_u64s(chunk))
+        keys.extend(chunk)
+        records = list(map(codec.decode_value, values))
+        exts.extend(ext for ext, _, _ in records)
+        packed.append(pack_clauses([clauses for _, _, clauses in records]))
+        counts.append(len(records))
+        del chunk, values, records
+    sids = np.concatenate(sids_parts)
     ext_keys, ext_values = txn.scan_all(catalog.EXT)
     leads = _id_map_leads(exts, keys, sids, ext_keys, ext_values)
     for j in np.flatnonzero(~leads).tolist():
         errors.append(f"subscription {exts[j]!r}: id map does not lead to internal id {sids[j]}")
     for j in np.flatnonzero(sids >= rec["next_sid"]).tolist():
         errors.append(f"subscription {exts[j]!r}: internal id {sids[j]} beyond the counter")
-    sub, k, lens, atoms = pack_clauses([clauses for _, _, clauses in records])
+    n_ext = len(ext_keys)
+    del keys, ext_keys, ext_values
+    firsts = np.cumsum(counts).tolist()  # each chunk's first subscription's position
+    sub = _joined([p[0] + first for p, first in zip(packed, firsts, strict=False)], np.int64)
+    k, lens, atoms = (_joined([p[i] for p in packed], np.int64) for i in (1, 2, 3))
+    del packed
     cids = catalog.clause_ids(sids[sub], k)
     ascending = bool(np.all(cids[1:] > cids[:-1]))
     return _Catalog(
         exts=exts,
-        n_ext=len(ext_keys),
+        n_ext=n_ext,
         cids=cids,
         sub=sub,
         k=k,
@@ -540,7 +558,8 @@ def _check_catalog(
     rec: dict[str, Any],
     cat: _Catalog,
     stored: _Stored,
-    aid_keys: AtomKeys,
+    scanned: Scanned,
+    found: np.ndarray,
     atoms: AtomSpans,
     trees: list[str],
     checked: Callable[[str], Columns],
@@ -556,6 +575,7 @@ def _check_catalog(
     # home records, in one scan: each found clause's names the c-node holding it
     home_keys, home_values = txn.scan_all(catalog.HOME)
     home_cids, home_pages = codec.decode_u64s(home_keys), codec.decode_u64s(home_values)
+    del home_keys, home_values
     home = np.full(len(cat.cids), -1, dtype=np.int64)
     hpos, hknown = cat.locate(home_cids)
     home[hpos[hknown]] = home_pages[hknown].astype(np.int64)
@@ -563,51 +583,20 @@ def _check_catalog(
         errors.append(
             f"subscription {cat.exts[cat.sub[j]]!r}: clause {int(cat.k[j])} home record is wrong"
         )
+    del home, hpos, hknown, home_pages
     for cid in np.unique(stored.cids[~stored.known]).tolist():
         errors.append(f"clause {cid} in the BE-Tree belongs to no subscription")
     if cat.n_ext != len(cat.exts):
         errors.append(f"{cat.n_ext} id map records for {len(cat.exts)} subscriptions")
     if len(home_cids) != len(cat.cids):
         errors.append(f"{len(home_cids)} home records for {len(cat.cids)} clauses")
-    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
+    del home_cids
 
     def uses(aid: int) -> int:
         return int(found[aid]) if 0 <= aid < len(found) else 0
 
-    # the atom records in chunks (what is held at once: a chunk's bytes, and an id each)
-    known_ids, aid_held = key_columns(aid_keys)
-    known_keys = aid_held if isinstance(aid_held, FlatKeys) else FlatKeys(aid_held)
-    locate = _locator(known_ids)
-    stray: dict[int, Atom] = {}  # atoms whose aid record does not lead back, by their key
-    wrong: list[tuple[Any, Any]] = []  # (id, count) of records whose count or id is wrong
-    parts: list[np.ndarray] = []
-    for atom_keys, atom_values in txn.scan_chunks(catalog.ATOM, CHUNK):
-        pairs: Any
-        pairs, read = parse_int_pairs(atom_values)
-        if not read.all():  # damage: decoded one by one, as found
-            pairs = list(map(codec.decode_value, atom_values))
-            named = [aid for aid, _ in pairs]
-            aids = np.array(
-                [a if type(a) is int and -_I64 <= a < _I64 else -1 for a in named], dtype=np.int64
-            )
-        else:
-            aids = pairs[:, 0]
-            named = aids.tolist()
-        # the aid record leads back to this one: the common case, found in one pass
-        at, back = locate(aids)
-        if back.any():
-            back &= known_keys.equal(at, FlatKeys(atom_keys))
-        for j in np.flatnonzero(~back).tolist():
-            aid = named[j]
-            stray[aid] = atom_from_tuple(codec.decode_value(atom_keys[j]))
-            errors.append(f"atom {aid}: reverse record missing or wrong")
-        wrong.extend((named[j], pairs[j][1]) for j in _wrong_counts(pairs, found, rec["next_atom"]))
-        parts.append(aids)
-        del atom_keys, atom_values, pairs, named
-    aids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    del parts
-    live = np.sort(aids[aids >= 0])  # (np.unique hashes: 3 s for 2M ints)
-    live = live[np.concatenate(([True], live[1:] != live[:-1]))] if len(live) else live
+    errors.extend(scanned.errors)  # (the atom records, read before the tree walk)
+    stray, live = scanned.stray, scanned.live
 
     def shown(aid: int) -> Atom:
         return stray[aid] if aid in stray else atoms.atom(aid)
@@ -616,25 +605,18 @@ def _check_catalog(
         k = int(np.searchsorted(live, aid))
         return k < len(live) and int(live[k]) == aid
 
-    for aid, refs in wrong:
+    for aid, refs in scanned.wrong:
         if refs != uses(aid):
             errors.append(f"atom {aid} ({shown(aid)}) counts {refs} uses, found {uses(aid)}")
         if aid >= rec["next_atom"]:
             errors.append(f"atom {aid} beyond the counter")
     for aid in np.setdiff1d(np.flatnonzero(found), live, assume_unique=True).tolist():
         errors.append(f"atom {aid} is used but not in the catalog")
-    # per attribute its atoms' entries: arrays (int64 constants) for the column atoms,
-    # then lists for any other (a Python int each for all of them: ~240 MB at 100K dense)
-    want: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
+    # the entries of the atoms not read as columns, per attribute, as lists (the column
+    # atoms' are taken per attribute below: one attribute's held at a time)
+    rest_want: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
     direct: set[int] = set()
     held: Any
-    columns = atoms.order_columns(set(stray))  # (those in live: below)
-    for attr, (codes, consts, ids) in columns.items():
-        inside = np.isin(ids, live)
-        if not inside.all():
-            kept = consts[inside] if isinstance(consts, np.ndarray) else compress(consts, inside)
-            consts = kept if isinstance(kept, np.ndarray) else list(kept)
-        want[attr] = ([codes[inside]], [consts], [ids[inside]])
     rest = np.setdiff1d(live, atoms.col_ids, assume_unique=True).tolist()
     for aid in sorted(set(rest) | stray.keys()):
         if aid in stray:
@@ -646,9 +628,9 @@ def _check_catalog(
         if held is None:
             direct.add(aid)
             continue
-        found_cols = want.get(attr)
+        found_cols = rest_want.get(attr)
         if found_cols is None:
-            found_cols = want[attr] = ([], [], [])
+            found_cols = rest_want[attr] = ([], [], [])
         found_cols[0].append([SLOT.get(op, -1) for op, _ in held])
         found_cols[1].append([const for _, const in held])
         found_cols[2].append([aid] * len(held))
@@ -661,8 +643,27 @@ def _check_catalog(
     }
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
-    for name in sorted(set(trees) | want.keys()):
-        _check_predicates(name, checked(name), want.get(name), errors)
+    keep = atoms.kept(set(stray))  # (those in live: below)
+    on_cols = set(atoms.col_attributes(keep))
+
+    def wanted(attr: str) -> tuple[list[Any], list[Any], list[Any]] | None:
+        """Attribute ``attr``'s atoms' entries: its column atoms', then the others'."""
+        pieces: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        if attr in on_cols:
+            codes, consts, ids = atoms.order_column(attr, keep)
+            inside = np.isin(ids, live)
+            if not inside.all():
+                kept = (
+                    consts[inside] if isinstance(consts, np.ndarray) else compress(consts, inside)
+                )
+                consts = kept if isinstance(kept, np.ndarray) else list(kept)
+            pieces = ([codes[inside]], [consts], [ids[inside]])
+        for mine, more in zip(pieces, rest_want.get(attr, ([], [], [])), strict=True):
+            mine.extend(more)
+        return pieces if attr in on_cols or attr in rest_want else None
+
+    for name in sorted(set(trees) | on_cols | rest_want.keys()):
+        _check_predicates(name, checked(name), wanted(name), errors)
 
 
 def _joined(pieces: list[Any], dtype: Any) -> np.ndarray:
@@ -720,49 +721,3 @@ def _check_predicates(
         errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
     for op, const, aid in sorted(have_set - want_set, key=repr)[:20]:
         errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
-
-
-_I64 = 1 << 63
-
-
-def _locator(ids: np.ndarray) -> Any:
-    """A function of atom ids to their places among ``ids`` (ascending) and whether each is
-    there: a table of places when the ids are dense (a bulk-built store's 1..n: no binary
-    search of two million ids in random order, ~1 s), else ``searchsorted``."""
-    if not len(ids):
-        return lambda aids: (np.zeros(len(aids), np.int64), np.zeros(len(aids), dtype=bool))
-    top = int(ids[-1])
-    if int(ids[0]) >= 0 and top < 4 * len(ids) + 1024:
-        table = np.full(top + 1, -1, dtype=np.int64)
-        table[ids] = np.arange(len(ids), dtype=np.int64)
-
-        def dense(aids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            inside = (aids >= 0) & (aids <= top)
-            at = table[np.where(inside, aids, 0)]
-            found = inside & (at >= 0)
-            return np.where(found, at, 0), found
-
-        return dense
-
-    def sparse(aids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        at = np.minimum(np.searchsorted(ids, aids), len(ids) - 1)
-        return at, ids[at] == aids
-
-    return sparse
-
-
-def _wrong_counts(pairs: list[Any], found: np.ndarray, next_atom: int) -> list[int]:
-    """Positions of the ``(atom id, reference count)`` records whose count is not the
-    uses ``found`` per atom id or whose id is not below ``next_atom``: with numpy when the
-    records hold plain ints (always, unless damaged), else every position (checked one
-    by one by the caller)."""
-    try:
-        table = np.asarray(pairs, dtype=np.int64).reshape(len(pairs), 2)
-    except (TypeError, ValueError, OverflowError):
-        return list(range(len(pairs)))
-    aid, refs = table[:, 0], table[:, 1]
-    uses = np.zeros(len(aid), dtype=np.int64)
-    known = (aid >= 0) & (aid < len(found))
-    uses[known] = found[aid[known]]
-    wrong = (aid < 0) | (aid >= next_atom) | (refs != uses)
-    return np.flatnonzero(wrong).tolist()

@@ -16,7 +16,8 @@ spanned in numpy, no Python object an atom (~0.3 µs an atom, against ~4 decoded
 one).  Other order atoms of numbers are spanned from their decoded entries
 (:func:`grid.entries_span`); any other key is rebuilt as an :class:`Atom` and spanned
 (~5 µs).  :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: five arrays of 8 bytes
-per atom id and per column atom; the entries of the atoms decoded one by one.
+per atom id and per column atom; the entries of the atoms decoded one by one; the column
+atoms are spanned 64K at a time (the temporaries: ~100 bytes an atom of a step).
 """
 
 from __future__ import annotations
@@ -114,33 +115,43 @@ class AtomSpans:
         self.attr[self.col_ids] = ranks[self.col_attr]
         for kind in _NUMERIC:
             on = np.array([kinds.get(name) == kind for name in self.col_names] + [False])
-            sel = on[self.col_attr]
-            if not sel.any():
-                continue
-            consts = self.col_ints[sel]
-            if kind == "float":
-                consts = np.where(self.col_float[sel], self.col_floats[sel], consts)
-            spans = _comparison_spans(kind, self.col_code[sel], consts)
-            self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
+            rows = np.flatnonzero(on[self.col_attr])
+            for start in range(0, len(rows), _STEP):  # (a step's temporaries at a time)
+                sel = rows[start : start + _STEP]
+                consts = self.col_ints[sel]
+                if kind == "float":
+                    consts = np.where(self.col_float[sel], self.col_floats[sel], consts)
+                spans = _comparison_spans(kind, self.col_code[sel], consts)
+                self.lo[self.col_ids[sel]], self.hi[self.col_ids[sel]] = spans
 
-    def order_columns(self, skip: set[int]) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
-        """The atoms read as columns, but those in ``skip``, as PB+tree entries per
-        attribute: operator codes, constants (an int64 array when all are ints, else a
-        list of ints and floats as decoded), atom ids."""
-        keep = ~np.isin(self.col_ids, np.fromiter(skip, dtype=np.int64, count=len(skip)))
-        out = {}
-        for i, name in enumerate(self.col_names):
-            sel = keep & (self.col_attr == i)
-            if not sel.any():
-                continue
-            floats = self.col_float[sel]
-            consts: Any = self.col_ints[sel]
-            if floats.any():
-                as_float = self.col_floats[sel].tolist()
-                ints = consts.tolist()
-                consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
-            out[name] = (self.col_code[sel].astype(np.int64), consts, self.col_ids[sel])
-        return out
+    def kept(self, skip: set[int]) -> np.ndarray:
+        """Per atom read as columns: whether its id is not in ``skip``."""
+        return ~np.isin(self.col_ids, np.fromiter(skip, dtype=np.int64, count=len(skip)))
+
+    def col_attributes(self, keep: np.ndarray) -> list[str]:
+        """The attributes of the atoms read as columns where ``keep``."""
+        used = np.flatnonzero(np.bincount(self.col_attr[keep], minlength=len(self.col_names)))
+        return [self.col_names[i] for i in used.tolist()]
+
+    def order_column(self, name: str, keep: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
+        """The atoms on ``name`` read as columns, where ``keep``, as PB+tree entries:
+        operator codes, constants (an int64 array when all are ints, else a list of ints
+        and floats as decoded), atom ids.  One attribute at a time, so that a caller
+        holds one attribute's entries, not every attribute's (~24 bytes an atom)."""
+        i = self.col_names.index(name) if name in self.col_names else -1
+        sel = keep & (self.col_attr == i)
+        floats = self.col_float[sel]
+        consts: Any = self.col_ints[sel]
+        if floats.any():
+            as_float = self.col_floats[sel].tolist()
+            ints = consts.tolist()
+            consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
+        return self.col_code[sel].astype(np.int64), consts, self.col_ids[sel]
+
+    def read_keys_from(self, keys: Mapping[int, bytes]) -> None:
+        """Read atoms' keys (for :meth:`atom`, messages) from ``keys`` from now on, so that
+        the caller can let go of the keys it built this from (~50 bytes an atom)."""
+        self.keys = keys
 
     def decoded(self, aid: int) -> Any:
         """Atom ``aid``'s tuple, decoded from its key (each call decodes it)."""
@@ -192,6 +203,8 @@ class AtomSpans:
 
 
 _SIGN = 1 << 63
+#: column atoms spanned in one numpy step (~100 bytes of temporaries each)
+_STEP = 1 << 16
 _INT = frozenset((int,))
 #: the code of ``!=``, which bounds nothing (spanned from its entries, as any atom)
 _NE = BY_SYMBOL["!="].code

@@ -417,3 +417,44 @@ def test_bulk_codecs_refuse_bad_input() -> None:
     with pytest.raises(StoreDamaged, match="not 8 bytes long"):
         codec.decode_u64s([b"\x00" * 8, b"\x00" * 7])
     assert codec.int_ids([1 << 63]) is None  # out of range: left to encode_id's error
+
+
+def _page_table_leaves(path: str) -> int:
+    import lmdb  # (the table's own statistics)
+
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=8)
+    try:
+        with env.begin() as txn:
+            return int(txn.stat(env.open_db(b"pages", txn=txn, create=False))["leaf_pages"])
+    finally:
+        env.close()
+
+
+def test_pages_past_the_last_key_are_appended_full(path: str) -> None:
+    """A commit's pages after every stored one go in with ``MDB_APPEND``: the pages table
+    is about its compacted size (split pages were left half full), and pages rewritten
+    before the last key (written normally) and the appended ones all read back."""
+    keys = list(range(30))  # (~300 bytes a page: a dozen to an LMDB page)
+    fields = LeafNode(0, 0, 0, keys, [[k] for k in keys], [[]] * 30, keys, keys, keys)
+    spaces: dict[int, list[int]] = {}
+    with open_store(path) as store:
+        for _ in range(3):
+            with store.write() as txn:
+                space = txn.new_space()
+                spaces[space] = [txn.alloc() for _ in range(400)]
+                for page in spaces[space]:
+                    txn.put_packed(space, page, LeafNode.KIND, fields.to_fields())
+        first_space = min(spaces)
+        first = spaces[first_space][0]
+        with store.write() as txn:  # a page before the last key, rewritten
+            txn.load_mut(first_space, first, LeafNode).keys[0] = -1
+        copy = path + "-copy"
+        store.copy_compact(copy)
+        with store.read() as txn:
+            assert txn.load_uncached(first_space, first, LeafNode).keys[:2] == [-1, 1]
+            for space, pages in spaces.items():
+                assert list(txn.space_pages(space)) == pages
+                last = txn.load_uncached(space, pages[-1], LeafNode)
+                assert last.keys == keys and last.eq == [[k] for k in keys]
+    raw, compact = _page_table_leaves(path), _page_table_leaves(copy)
+    assert compact > 50 and raw <= 1.1 * compact, (raw, compact)

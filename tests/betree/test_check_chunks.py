@@ -1,0 +1,59 @@
+"""``check()`` reads the catalog in chunks (:mod:`betree.checking.atomrecords`, the
+subscription records, the clause places, the atoms' spans): with chunks of a few records
+it finds exactly what it finds in one chunk, damage in a later chunk included."""
+
+from __future__ import annotations
+
+import pytest
+
+from betree.checking import atomrecords, check
+from betree.disk import atomspans
+from betree.index import Index
+from pbtree import PBTree
+from pbtree.operators import OPERATORS
+from storage import codec
+from tests.support.index_check import idx, violations
+
+__all__ = ["idx"]
+
+
+def _small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(atomrecords, "CHUNK", 7)
+    monkeypatch.setattr(check, "SUB_CHUNK", 5)
+    monkeypatch.setattr(check, "CHUNK", 3)
+    monkeypatch.setattr(atomspans, "_STEP", 4)
+
+
+def test_a_sound_index_passes_in_small_chunks(idx: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    idx.subscribe_many([(f"t{i}", f"x < {i} or y = {i}") for i in range(40)])
+    _small_chunks(monkeypatch)
+    idx.check()
+    idx.unsubscribe_many(list(range(0, 120, 3)))
+    idx.check()
+
+
+def test_damage_in_later_chunks_is_found_as_in_one(
+    idx: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with idx.store.read() as txn:
+        records = [(k, codec.decode_value(v)) for k, v in txn.scan(b"atom")]
+    (k1, (a1, r1)), (_, (a2, _)), (k3, (a3, _)) = records[-1], records[-9], records[-20]
+    with idx.store.write() as txn:
+        txn.put(b"atom", k1, codec.encode_value([a1, r1 + 2]))  # a wrong count
+        txn.put(b"aid", codec.encode_u64(a2), k3)  # atom a2's reverse record leads elsewhere
+        txn.delete(b"atom", k3)  # atom a3 is used, but has no record
+        tree = PBTree(txn, "y")
+        codes, consts, ids = tree.predicate_columns()
+        op, const, aid = OPERATORS[codes[-1]], consts[-1], int(ids[-1])
+        assert tree.delete(op, const, aid)
+        sid = codec.decode_u64(txn.get(b"ext", codec.encode_id(117)) or b"")
+        txn.put(b"ext", codec.encode_id(117), codec.encode_u64(sid + 1))
+    whole = violations(idx)
+    _small_chunks(monkeypatch)
+    chunked = violations(idx)
+    assert chunked == whole
+    assert any(v.startswith(f"atom {a1} (") and f"counts {r1 + 2} uses" in v for v in chunked)
+    assert f"atom {a2}: reverse record missing or wrong" in chunked
+    assert f"atom {a3} is used but not in the catalog" in chunked
+    assert f"PB+tree 'y' lacks atom {aid}'s entry {op} {const!r}" in chunked
+    assert f"subscription 117: id map does not lead to internal id {sid}" in chunked
