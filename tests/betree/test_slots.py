@@ -46,8 +46,7 @@ def _settle(idx: Index, events: list[Any]) -> None:
 
 def _same_truths(idx: Index, events: list[Any]) -> int:
     """Every event's truths by slot equal phase 1's by atom id, on every atom (each leaf
-    run by slot the run's atoms' slots, ascending); the lists' slices counted whose
-    atoms were placed by an earlier list or twice."""
+    run by slot the run's atoms' slots, ascending); the lists' slices counted whose atoms were placed by an earlier list or twice."""
     engine = idx.engine
     with idx.store.read() as txn:
         based = engine.flat.held(txn.gen)
