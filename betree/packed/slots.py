@@ -300,24 +300,14 @@ def _plan(search: SearchView, parts: tuple[Part, ...]) -> list[Plan]:
 
 
 def _by_slot(eq: Mapping[Any, np.ndarray], slot: np.ndarray) -> Mapping[Any, np.ndarray]:
-    """Leaf runs of atom ids as the same runs of their slots, found by the same keys, each
-    run's slots ascending: an event's runs set in ``sat`` front to back (rich 100K, ~2,100
-    slots an event, nearly all of atoms in several runs, so no numbering makes the runs
-    slices; measured alone, thread CPU: 29.3-30.1 -> 24.1-24.2 µs an event with the
-    zeroing and the lookups, a slice a run 18.2-18.5)."""
+    """Leaf runs of atom ids as the same runs of their slots, found by the same keys."""
     if isinstance(eq, Runs):
-        return Runs(eq.ints, eq.at, _ascending(slot.take(eq.ids), eq.at))
+        return Runs(eq.ints, eq.at, slot.take(eq.ids))
     runs = list(eq.values())
     at = np.zeros(len(runs) + 1, dtype=np.int64)
     np.cumsum([len(run) for run in runs], out=at[1:])
     ids = slot.take(np.concatenate(runs)) if runs else slot[:0].copy()
-    return KeyedRuns({key: k for k, key in enumerate(eq)}, at, _ascending(ids, at))
-
-
-def _ascending(ids: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """``ids`` sorted within each run ``at[k]:at[k + 1]`` (runs end to end from 0)."""
-    run = np.repeat(np.arange(len(at) - 1), np.diff(at))
-    return ids.take(np.lexsort((ids, run)))
+    return KeyedRuns({key: k for k, key in enumerate(eq)}, at, ids)
 
 
 class KeyedRuns(Mapping[Any, np.ndarray]):
