@@ -670,19 +670,18 @@ def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> Keyed | None:
         return None
     own = sat[:, shard.atoms : shard.atoms + shard.size]
     held = np.bitwise_count(own).sum(axis=0, dtype=np.int32)  # each atom's events
-    atoms = _atoms(shard).take(rows, axis=0)
-    counts = held.take(atoms)
-    slot = counts.argmin(axis=1)
-    every = np.arange(len(rows))
-    key, least = atoms[every, slot], counts[every, slot]
+    # each row's least (events << 32 | atom), atom-major: one gather and a contiguous
+    # reduce, not an ``argmin`` along rows of 8 and three gathers
+    atoms = np.ascontiguousarray(_atoms(shard).take(rows, axis=0).T, dtype=np.int64)
+    packed = (held.astype(np.int64) << 32).take(atoms)
+    packed |= atoms
+    packed = np.minimum.reduce(packed, axis=0)
     if view.row_clause is not None:  # (a clause's rows are adjacent, in one node)
         clause = view.row_clause.take(rows)
         starts = np.flatnonzero(np.concatenate(([True], clause[1:] != clause[:-1])))
         size = np.diff(np.append(starts, len(rows)))
-        fewest = np.repeat(np.minimum.reduceat(least, starts), size)
-        best = np.flatnonzero(least == fewest)
-        key = np.repeat(key[best[np.searchsorted(best, starts)]], size)  # (a clause's first)
-        least = fewest
+        packed = np.repeat(np.minimum.reduceat(packed, starts), size)
+    key, least = packed & 0xFFFFFFFF, packed >> 32
     some = np.flatnonzero(least)
     rows = rows[some]
     return Keyed(rows, key[some], np.searchsorted(rows, view.node_row))
@@ -720,12 +719,11 @@ def _rows(
     else:
         lo, hi = key.at[nodes], key.at[nodes + 1]
         at = ranges(lo, hi)
-        rows = key.rows[at]
         mask = np.repeat(local[nodes], hi - lo)
         mask &= own.take(key.key[at])
-        live = np.flatnonzero(mask)
-        atoms = _atoms(shard).take(rows[live], axis=0).T
-        mask[live] &= np.bitwise_and.reduce(own.take(atoms), axis=0)
+        live = np.flatnonzero(mask)  # (rich 100K: ~20% of the word's keyed rows)
+        rows, mask = key.rows[at[live]], mask[live]
+        mask &= np.bitwise_and.reduce(own.take(_atoms(shard).take(rows, axis=0).T), axis=0)
     held = np.flatnonzero(mask)  # (the rows whose atoms all hold for some event)
     bits, clause = mask[held], rows[held]
     if view.row_clause is not None and len(held):
