@@ -19,10 +19,10 @@ import pytest
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import flatbatch
-from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
-from storage.codec import encode_id
+from betree.stores.sharded import open_index
 from tests.support.brute import brute
 from tests.support.loads import python_loaded
+from tests.support.workload import build_hashed
 from tools.bench import gen_rich
 
 Rich = tuple[dict[str, Any], dict[Any, str], list[Any]]
@@ -122,15 +122,7 @@ def test_sharded_direct_atoms_from_columns(
     schema_doc, subs, events = rich
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
-    parts: list[list[tuple[Any, str]]] = [[] for _ in range(3)]
-    for ident, expr in subs.items():
-        parts[shard_of(encode_id(ident), 3)].append((ident, expr))
-    root = tmp_path / "s"
-    for k, part in enumerate(parts):
-        with Index.open(root / shard_name(k), schema=schema_doc) as idx:
-            idx.subscribe_many(part)
-    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
-    write_manifest(root, entries, {"by": "id", "hash": HASH, "shards": 3})
+    root = Path(build_hashed(tmp_path / "s", subs, 3, schema_doc))
     seen = _recorded(monkeypatch)
     batches = _batches(random.Random(94), events)
     with open_index(str(root), readonly=False) as store:

@@ -130,10 +130,13 @@ def build_sharded(root: Path, subs: dict[int, str]) -> str:
     return str(root)
 
 
-def build_hashed(root: Path, subs: dict[Any, str], shards: int = 3) -> str:
+def build_hashed(
+    root: Path, subs: dict[Any, str], shards: int = 3, schema: dict[str, Any] | None = None
+) -> str:
     """A sharded store written by hand as the Spark load writes one: each id in the shard
     ``shard_of(encode_id(id), shards)`` names, and the manifest's partitioning that hash,
-    so that it takes writes (:mod:`betree.stores.shardwrite`)."""
+    so that it takes writes (:mod:`betree.stores.shardwrite`); ``schema``: the schema
+    document (default :data:`SCHEMA`)."""
     from betree.index import Index
     from betree.stores.sharded import HASH, shard_name, shard_of, write_manifest
     from storage.codec import encode_id
@@ -142,7 +145,7 @@ def build_hashed(root: Path, subs: dict[Any, str], shards: int = 3) -> str:
     for ident, expr in subs.items():
         parts[shard_of(encode_id(ident), shards)].append((ident, expr))
     for k, part in enumerate(parts):
-        with Index.open(root / shard_name(k), schema=SCHEMA) as idx:
+        with Index.open(root / shard_name(k), schema=schema or SCHEMA) as idx:
             idx.subscribe_many(part)
     entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
     write_manifest(root, entries, {"by": "id", "hash": HASH, "shards": shards})
