@@ -4,7 +4,7 @@ between calls, and the choice of matching strategy.
 Kept: the schema of the last snapshot and what derives from it (each attribute's grid kind,
 the hints new p-nodes halve), the per-snapshot state (:class:`betree.matching.snapshot.Snapshot`,
 cached by generation), the matching statistics of self-adjustment not yet flushed, the
-packed view held (:class:`betree.packed.flat.FlatSlot`) and the interval choice on it
+packed view held (:class:`betree.packed.held.FlatSlot`) and the interval choice on it
 (:mod:`betree.packed.ranging`), the atoms' grid spans (writes' places).
 
 Chosen per call (:meth:`Engine.strategy`): the page strategy
@@ -35,7 +35,7 @@ from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.schema import Schema
 from betree.matching.pages import SCALAR, Pages
 from betree.matching.snapshot import Records, Snapshot
-from betree.packed import carry, flat, leanbuild, ranging
+from betree.packed import carry, flat, held, leanbuild, ranging
 from betree.packed.delta import Based, Delta
 from betree.packed.heap import return_freed_memory
 from betree.packed.views import HeldView, JoinedViews, event_coords
@@ -75,7 +75,7 @@ class Engine:
         #: with the ``adjust`` setting on, flush every ``adjust_window`` events from match()
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
-        self.flat = flat.FlatSlot(store.cache)
+        self.flat = held.FlatSlot(store.cache)
         self.flat.background = self._fresh_base  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
@@ -281,7 +281,7 @@ class Engine:
             return sum(int(tree["count"]) for tree in self.snapshot(txn).trees.values())
 
         def whole() -> Based | None:  # (a lean one not worth holding: held whole if it fits)
-            limit = flat.LEAN_TIMES * self.flat.cache.budget
+            limit = held.LEAN_TIMES * self.flat.cache.budget
             return None if leanbuild.too_big(rec["subs"], predicates(), limit) else make(False)
 
         catch_up = self._catch_up(txn, rec)
@@ -301,7 +301,7 @@ class Engine:
 
     def caught_up(self, changed: int, logged: Mapping[int, changelog.Change] | None = None) -> None:
         """After a write of ``changed`` subscriptions by this process: the held view caught
-        up to it now, not at the next match (:meth:`betree.packed.flat.FlatSlot.advance`; other
+        up to it now, not at the next match (:meth:`betree.packed.held.FlatSlot.advance`; other
         processes catch up at theirs).  Cost: what that match saves (~0.2 ms a commit at
         100K; after a batch of 1,000 the 3-7 ms of CPU its next match saved, 1-2% of the
         batch's); not past :data:`CATCH_UP_WRITES` (a bigger batch leaves it to the next
@@ -338,7 +338,7 @@ class Engine:
     ) -> None:
         """Keep what ``strategy``'s last call of ``events`` cost in ``seconds`` (``last_stats``,
         ``last_timings``; the walks' candidates for :meth:`betree.packed.ranging.Ranging.lean`,
-        their seconds for :meth:`betree.packed.flat.FlatSlot.walked`)."""
+        their seconds for :meth:`betree.packed.held.FlatSlot.walked`)."""
         if isinstance(strategy, Pages):
             self.ranging.walked(events, strategy.stats.get("candidates", 0))
             self.flat.walked(seconds)

@@ -10,7 +10,7 @@ builds the interval matcher only when its estimated work an event
 under :data:`MARGIN` times the tree's; once built it checks the estimate again with the
 exact shape and keeps the tree if it lost.  The choice lasts while the views do (a write
 drops a view: the next snapshot is watched afresh).  A view too big to hold whole
-(:class:`betree.packed.flat.FlatSlot`) is offered to :meth:`Ranging.lean` instead: its
+(:class:`betree.packed.held.FlatSlot`) is offered to :meth:`Ranging.lean` instead: its
 interval matcher is compared with the page walks watched (:meth:`Ranging.walked`) and, if
 cheaper, the view is stripped to it and matched by it for as long as it is held.
 
@@ -181,7 +181,7 @@ class Ranging:
         """``based`` with its view stripped to the interval matcher built from it
         (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there),
         or already so built from the pages (:mod:`betree.packed.leanbuild`): for a view
-        too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the matcher's
+        too big to hold whole (:class:`betree.packed.held.FlatSlot`), when the matcher's
         estimated work an event is under :meth:`_budget` and what is kept takes at most
         ``limit`` bytes; else None (walk pages)."""
         view = based.view

@@ -1,7 +1,7 @@
 """A whole view too big for the page cache's share whose interval matcher is no cheaper
 than the walks (rich rules: the walks reach most clauses, the keys find few) is held
 whole within ``LEAN_TIMES`` the cache's budget, the share taken
-(:meth:`betree.packed.flat.FlatSlot.get`, ``whole``), not given up for the walks; past
+(:meth:`betree.packed.held.FlatSlot.get`, ``whole``), not given up for the walks; past
 that bound the pages are walked.  Answers against the brute force, one by one and in
 batches, through writes (the delta, a fold) and reopening."""
 
@@ -16,7 +16,7 @@ import pytest
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import leanbuild, ranging
-from betree.packed.flat import LEAN_TIMES
+from betree.packed.held import LEAN_TIMES
 from tests.support.brute import brute
 from tools.bench import gen_rich
 
