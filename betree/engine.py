@@ -264,11 +264,7 @@ class Engine:
 
         def make(lean: bool = True) -> Based:
             full, tree = self.snapshot(txn), BETree(txn, rec)
-            if (
-                lean
-                and self.ranging.worth(rec["subs"])
-                and leanbuild.too_big(rec["subs"], predicates(), self.flat.share)
-            ):  # the interval matcher alone, no whole view built first
+            if lean and lean_first(tree):  # the interval matcher alone, no whole view first
                 self.before_lean()
                 return_freed_memory(cycles=True)
                 atoms = rec["next_atom"]
@@ -277,12 +273,30 @@ class Engine:
                 view = flat.build(tree, full.trees)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
+        def lean_first(tree: BETree) -> bool:
+            """Whether to build lean from the pages: a whole view past the share whose
+            intervals may pay, judged by the tree's shape (:func:`leanbuild.unbounded`)
+            when a whole view could be held instead (else they are tried: nothing else
+            could be); a whole view's intervals are tried on it after all (``_fit``)."""
+            subs, limit = rec["subs"], held.LEAN_TIMES * self.flat.cache.budget
+            if self.flat.outgrown:  # (a whole view grew past its bound: the other one)
+                return True
+            if not self.ranging.worth(subs) or not leanbuild.too_big(
+                subs, predicates(), self.flat.share
+            ):
+                return False
+            return leanbuild.too_big(subs, predicates(), limit) or self.ranging.worth(
+                subs, leanbuild.unbounded(tree, self.types)
+            )
+
         def predicates() -> int:
             return sum(int(tree["count"]) for tree in self.snapshot(txn).trees.values())
 
         def whole() -> Based | None:  # (a lean one not worth holding: held whole if it fits)
             limit = held.LEAN_TIMES * self.flat.cache.budget
-            return None if leanbuild.too_big(rec["subs"], predicates(), limit) else make(False)
+            if self.flat.outgrown or leanbuild.too_big(rec["subs"], predicates(), limit):
+                return None
+            return make(False)
 
         catch_up = self._catch_up(txn, rec)
         return self.flat.get(txn.gen, make, rec["subs"], events, catch_up, predicates, whole)

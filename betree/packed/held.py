@@ -62,6 +62,13 @@ class Lean(Protocol):
         ...
 
 
+def growing(view: FlatTree) -> tuple[int, ...]:
+    """What a held view grows by after it is taken, by identity (its keys, their runs and
+    slots, its numbering for batches, its interval matcher): counted again on a change."""
+    parts = (view.key, view.counts, view.by_key, view.slots, view.numbering, view.ranged)
+    return (id(view), *map(id, parts))
+
+
 class FlatSlot:
     """The view one store's matches use, if any: built once :attr:`after` events were
     matched by walking pages, and only if it fits in three quarters of the store's
@@ -109,6 +116,10 @@ class FlatSlot:
         self.lean: Lean | None = None
         #: called with the view replaced and its replacement (:mod:`betree.packed.carry`)
         self.rebuilt: Callable[[FlatTree, Based], None] = lambda old, based: None
+        #: a whole view grew past its bound after it was taken: the next is built lean
+        #: from the pages (taken if cheaper than the walks, within the bound), never whole
+        self.outgrown = False
+        self._parts: tuple[int, ...] = ()  # (the held view's growing parts when counted)
 
     def _lingers(self, based: Based, events: int) -> bool:
         """Whether the held view's delta, left over once writes stopped, has cost the
@@ -143,10 +154,18 @@ class FlatSlot:
         rebuild); ``whole`` builds a whole view where ``make``'s lean one was not worth
         holding (None: estimated too big)."""
         based = self.held(gen)
-        if based is not None and not self._lingers(based, events):
+        if (
+            based is not None
+            and not self._lingers(based, events)
+            and growing(based.view) == self._parts
+        ):
             return based
         with self._lock:
             held = self._held
+            grown = held is not None and growing(held[1].view) != self._parts
+            if held is not None and grown and not self._within(held[1]):
+                self.drop()  # (grown past its bound)
+                held = None
             old = held[1].view if held is not None else None  # (its rebuild takes over)
             if held is not None:
                 if gen < held[0]:
@@ -195,8 +214,26 @@ class FlatSlot:
                 return None
             if old is not None:
                 self.rebuilt(old, based)
-            self._held, self._base_gen = (gen, based), gen
+            self._held, self._base_gen, self._parts = (gen, based), gen, ()
             return based
+
+    def _within(self, based: Based) -> bool:
+        """Whether the held view, counted again (its growing parts changed), is still
+        within its bound: :data:`LEAN_TIMES` the page cache's budget when :attr:`lean` is
+        set (what a take allows a whole view past the share, or a lean one), else the
+        share.  Past it, a whole view is marked :attr:`outgrown` (with :attr:`lean`; else
+        too big, as a lean one past it): the caller drops it.  Cost: one count of its
+        bytes a change of its parts (a few an event at most, ~0.5 s at rich 1M a shard)."""
+        view = based.view
+        self._parts = growing(view)
+        bound = self.share if self.lean is None else LEAN_TIMES * self.cache.budget
+        if view.nbytes <= bound:
+            return True
+        if self.lean is not None and view.ranged is None:
+            self.outgrown = True
+        else:
+            self._too_big = True
+        return False
 
     def _fit(self, based: Based, reserved: bool, nbytes: int | None = None) -> Based | None:
         """``based`` if its whole view fits the page cache's share (``reserved``: taken),
@@ -212,7 +249,7 @@ class FlatSlot:
         if reserved:
             self.cache.release(self.share)
         slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
-        if slim is None and self.lean and reserved and based.view.ranged is None:
+        if slim is None and self.lean and based.view.ranged is None and not self.outgrown:
             # (its intervals no cheaper than walks: held whole, the share taken)
             nbytes = based.view.nbytes if nbytes is None else nbytes
             if nbytes <= LEAN_TIMES * self.cache.budget and self.cache.reserve(self.share):
@@ -272,6 +309,7 @@ class FlatSlot:
             return
         self.rebuilt(self._held[1].view, fitted)
         self._held, self._base_gen, self._quiet = (gen, fitted), gen, 0.0
+        self._parts = growing(fitted.view) if fitted.view.ranged is None else ()
         self.builds += 1
 
     def wait(self) -> None:

@@ -161,13 +161,15 @@ class Ranging:
         self._walks[0] += events
         self._walks[1] += candidates
 
-    def worth(self, clauses: int) -> bool:
+    def worth(self, clauses: int, unbounded: int = 0) -> bool:
         """Whether the bitsets alone of ``clauses`` clauses over the schema's int and float
-        attributes (at most) would cost under :attr:`margin` times the walks: checked
-        before a view too big to hold whole is built to try :meth:`lean` (BEGen 10M of 16
-        shards at the default cache: 400 attributes, no view built)."""
+        attributes (at most), and a row each for ``unbounded`` of them (no interval:
+        candidates for every event, as :meth:`Intervals.cost` counts them), would cost
+        under :attr:`margin` times the walks: checked before a view too big to hold whole
+        is built to try :meth:`lean` (BEGen 10M of 16 shards at the default cache: 400
+        attributes, no view built; rich 1M, ~40% of a shard's clauses unbounded)."""
         attrs = sum(1 for kind in self.kinds.values() if kind in ("int", "float"))
-        return _words(attrs, clauses) < self._budget()
+        return _words(attrs, clauses) + unbounded * WIDTH < self._budget()
 
     def _budget(self) -> float:
         """The work an event under which intervals replace the walks: :attr:`margin` times

@@ -45,7 +45,7 @@ def costly(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return lean_view(*args, **kwargs)
 
     monkeypatch.setattr(leanbuild, "lean_view", counted)
-    monkeypatch.setattr(ranging.Ranging, "worth", lambda self, clauses: True)
+    monkeypatch.setattr(ranging.Ranging, "worth", lambda self, clauses, unbounded=0: True)
     monkeypatch.setattr(ranging.Ranging, "lean", lambda self, based, limit: None)
     return built
 
