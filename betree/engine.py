@@ -278,7 +278,7 @@ class Engine:
             intervals may pay, judged by the tree's shape (:func:`leanbuild.unbounded`)
             when a whole view could be held instead (else they are tried: nothing else
             could be); a whole view's intervals are tried on it after all (``_fit``)."""
-            subs, limit = rec["subs"], held.LEAN_TIMES * self.flat.cache.budget
+            subs, limit = rec["subs"], self.flat.limit
             if self.flat.outgrown:  # (a whole view grew past its bound: the other one)
                 return True
             if not self.ranging.worth(subs) or not leanbuild.too_big(
@@ -293,7 +293,7 @@ class Engine:
             return sum(int(tree["count"]) for tree in self.snapshot(txn).trees.values())
 
         def whole() -> Based | None:  # (a lean one not worth holding: held whole if it fits)
-            limit = held.LEAN_TIMES * self.flat.cache.budget
+            limit = self.flat.limit
             if self.flat.outgrown or leanbuild.too_big(rec["subs"], predicates(), limit):
                 return None
             return make(False)

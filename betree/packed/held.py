@@ -103,6 +103,8 @@ class FlatSlot:
         self.walk_seconds = WALK_SECONDS
         #: the bytes a whole view may take from the page cache (tests shrink it)
         self.share = cache.budget - cache.budget // 4
+        #: the bytes a view past the share may take (tests shrink it, as the share)
+        self.limit = LEAN_TIMES * cache.budget
         self._too_big = False  # a view of this store did not fit: not built again
         #: views built (for tests and diagnostics: a fold counts one)
         self.builds = 0
@@ -204,7 +206,7 @@ class FlatSlot:
             del made  # (not held through the whole build)
             if based is None and lean_made and whole is not None:  # (the whole, then?)
                 full = whole()  # (held whole as in _fit: its intervals not tried again)
-                if full is not None and full.view.nbytes <= LEAN_TIMES * self.cache.budget:
+                if full is not None and full.view.nbytes <= self.limit:
                     based = full if self.cache.reserve(self.share) else None
             self._build_s = time.perf_counter() - began
             self.builds += 1
@@ -226,7 +228,7 @@ class FlatSlot:
         bytes a change of its parts (a few an event at most, ~0.5 s at rich 1M a shard)."""
         view = based.view
         self._parts = growing(view)
-        bound = self.share if self.lean is None else LEAN_TIMES * self.cache.budget
+        bound = self.share if self.lean is None else self.limit
         if view.nbytes <= bound:
             return True
         if self.lean is not None and view.ranged is None:
@@ -248,11 +250,11 @@ class FlatSlot:
             return based
         if reserved:
             self.cache.release(self.share)
-        slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
+        slim = self.lean.lean(based, self.limit) if self.lean else None
         if slim is None and self.lean and based.view.ranged is None and not self.outgrown:
             # (its intervals no cheaper than walks: held whole, the share taken)
             nbytes = based.view.nbytes if nbytes is None else nbytes
-            if nbytes <= LEAN_TIMES * self.cache.budget and self.cache.reserve(self.share):
+            if nbytes <= self.limit and self.cache.reserve(self.share):
                 return based
         return_freed_memory()
         return slim

@@ -2,8 +2,11 @@
 than the walks (rich rules: the walks reach most clauses, the keys find few) is held
 whole within ``LEAN_TIMES`` the cache's budget, the share taken
 (:meth:`betree.packed.held.FlatSlot.get`, ``whole``), not given up for the walks; past
-that bound the pages are walked.  Answers against the brute force, one by one and in
-batches, through writes (the delta, a fold) and reopening."""
+that bound the pages are walked.  Rich rules' tree shape says their intervals would not
+pay: the whole view is built first, no lean one built and thrown away.  A held view that
+grows past its bound (its numbering for batches) is dropped, and the next one is tried
+lean, never whole again.  Answers against the brute force, one by one and in batches,
+through writes (the delta, a fold) and reopening."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from betree.disk import catalog
+from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import leanbuild, ranging
@@ -119,3 +124,74 @@ def test_whole_view_past_the_bound_walks(
         _check(idx, subs, schema, events)
         assert not idx.engine.flat.describe()["held"]
         assert idx.engine.store.cache.max_bytes == idx.engine.store.cache.budget
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lean builds from the pages counted, intervals never cheaper than the walks (as
+    rich 1M's; here, rich 600, the whole view's intervals would be stripped to: the shape's
+    estimate errs, 40% unbounded against ~30%, and ``_fit`` still tries them on the
+    whole view), whether to try them left to the shape."""
+    monkeypatch.setattr(ranging.Ranging, "lean", lambda self, based, limit: None)
+    built: list[int] = []
+    lean_view = leanbuild.lean_view
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return lean_view(*args, **kwargs)
+
+    monkeypatch.setattr(leanbuild, "lean_view", counting)
+    return built
+
+
+def test_whole_view_built_first_by_the_shape(
+    tmp_path: Path, counted: list[int], rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    schema_doc, subs, events = rich
+    schema = Schema.from_json(schema_doc)
+    with Index.open(tmp_path, schema=schema_doc, cache_bytes=CACHE) as idx:
+        idx.subscribe_many(subs.items())
+        _small(idx)
+        idx.match(events[0])  # (walked: the walks' cost known)
+        with idx.engine.store.read() as txn:
+            tree = BETree(txn, catalog.root_record(txn))
+            unbounded = leanbuild.unbounded(tree, idx.engine.types)
+        assert not idx.engine.ranging.worth(len(subs), unbounded)
+        assert idx.engine.ranging.worth(len(subs))  # (the bitsets alone would pay)
+        _check(idx, subs, schema, events)
+        assert not counted, "a lean view was built from the pages and thrown away"
+        _whole_held(idx)
+        assert idx.engine.flat.builds == 1
+
+
+def test_held_view_grown_past_its_bound_is_dropped(
+    tmp_path: Path, costly: list[int], rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    schema_doc, subs, events = rich
+    schema = Schema.from_json(schema_doc)
+    batch = events * 3  # (past flatbatch.LEAST: the view numbers its atoms and rows)
+    with Index.open(tmp_path, schema=schema_doc, cache_bytes=CACHE) as idx:
+        idx.subscribe_many(subs.items())
+        _small(idx)
+        _check(idx, subs, schema, events[:5])
+        taken = idx.engine.flat.describe()["bytes"]
+        idx.match_many(batch)
+        grown = idx.engine.flat.describe()["bytes"]
+    assert taken < grown
+    with Index.open(tmp_path, cache_bytes=CACHE) as idx:
+        _small(idx)
+        flat, cache = idx.engine.flat, idx.engine.store.cache
+        _check(idx, subs, schema, events[:5])
+        flat.limit = (taken + grown) // 2  # (taken within the bound, grown past it)
+        assert flat.describe()["bytes"] == taken and not flat.outgrown
+        lean_before = len(costly)
+        idx.match_many(batch)
+        idx.match(events[0])  # (counted again: past the bound, dropped)
+        assert flat.outgrown and not flat.describe()["held"]
+        assert cache.max_bytes == cache.budget  # (the share given back)
+        _check(idx, subs, schema, events)  # (walked; then tried lean from the pages)
+        assert len(costly) > lean_before, "the other view was not tried"
+        assert not flat.describe()["held"]  # (its intervals no cheaper: walks)
+        builds = flat.builds
+        _check(idx, subs, schema, events)
+        assert flat.builds == builds  # (no whole view built again)
