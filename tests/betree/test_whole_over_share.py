@@ -22,6 +22,15 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import leanbuild, ranging
 from betree.packed.held import LEAN_TIMES
+from betree.stores.sharded import (
+    HASH,
+    ShardedIndex,
+    open_index,
+    shard_name,
+    shard_of,
+    write_manifest,
+)
+from storage.codec import encode_id
 from tests.support.brute import brute
 from tools.bench import gen_rich
 
@@ -55,7 +64,9 @@ def costly(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return built
 
 
-def _check(idx: Index, subs: dict[Any, str], schema: Schema, events: list[Any]) -> None:
+def _check(
+    idx: Index | ShardedIndex, subs: dict[Any, str], schema: Schema, events: list[Any]
+) -> None:
     want = [brute(subs, schema, ev) for ev in events]
     for ev, expected in zip(events, want, strict=True):
         got = idx.match(ev)
@@ -195,3 +206,32 @@ def test_held_view_grown_past_its_bound_is_dropped(
         builds = flat.builds
         _check(idx, subs, schema, events)
         assert flat.builds == builds  # (no whole view built again)
+
+
+def test_sharded_store_holds_whole_views_built_first(
+    tmp_path: Path, counted: list[int], rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    schema_doc, subs, events = rich
+    subs = dict(subs)
+    schema = Schema.from_json(schema_doc)
+    parts: list[list[tuple[Any, str]]] = [[], []]
+    for ident, expr in subs.items():
+        parts[shard_of(encode_id(ident), 2)].append((ident, expr))
+    for k, part in enumerate(parts):
+        with Index.open(tmp_path / shard_name(k), schema=schema_doc) as idx:
+            idx.subscribe_many(part)
+    entries = [{"path": shard_name(k), "subscriptions": len(p)} for k, p in enumerate(parts)]
+    write_manifest(tmp_path, entries, {"by": "id", "hash": HASH, "shards": 2})
+    with open_index(tmp_path, readonly=False, cache_bytes=2 * CACHE) as store:
+        for shard in store.indexes:
+            _small(shard)
+        _check(store, subs, schema, events)
+        assert not counted
+        for shard in store.indexes:
+            _whole_held(shard)
+        gone = sorted(subs, key=repr)[::7]  # (a write: each shard's delta, or a new view)
+        store.unsubscribe_many(gone)
+        for ident in gone:
+            del subs[ident]
+        _check(store, subs, schema, events)
+        assert not counted
