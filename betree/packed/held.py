@@ -90,7 +90,8 @@ class FlatSlot:
     so from the pages (``make``: :mod:`betree.packed.leanbuild`), when cheaper an event than
     the walks were, and held if within :data:`LEAN_TIMES` the page cache's budget, charged
     apart (the pages keep their whole budget: matching reads none); else whole (``whole``)
-    within as much, the share taken."""
+    within as much, the share taken.  Grown past that bound after it was taken (its keys'
+    slots, its numbering: :func:`growing`), a view is dropped (:meth:`_within`)."""
 
     def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
         self.cache = cache
@@ -221,11 +222,11 @@ class FlatSlot:
 
     def _within(self, based: Based) -> bool:
         """Whether the held view, counted again (its growing parts changed), is still
-        within its bound: :data:`LEAN_TIMES` the page cache's budget when :attr:`lean` is
-        set (what a take allows a whole view past the share, or a lean one), else the
-        share.  Past it, a whole view is marked :attr:`outgrown` (with :attr:`lean`; else
-        too big, as a lean one past it): the caller drops it.  Cost: one count of its
-        bytes a change of its parts (a few an event at most, ~0.5 s at rich 1M a shard)."""
+        within its bound: :attr:`limit` when :attr:`lean` is set (what a take allows a
+        whole view past the share, or a lean one), else the share.  Past it, a whole view
+        is marked :attr:`outgrown` (with :attr:`lean`; else too big, as a lean one past
+        it): the caller drops it.  Cost: one count of its bytes a change of its parts (a
+        few a view; rich 1M, 2 shards of ~246 MB: 0.14 s CPU for both)."""
         view = based.view
         self._parts = growing(view)
         bound = self.share if self.lean is None else self.limit
