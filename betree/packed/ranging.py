@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from betree.disk.nodes import listed
+from betree.packed.bounds import atom_intervals
 from betree.packed.delta import Based, Delta
 from betree.packed.flat import WIDTH, FlatTree
 from betree.packed.flatbatch import Shard
@@ -191,7 +192,8 @@ class Ranging:
         built = view.ranged
         if not isinstance(built, Intervals):
             attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
-            if _words(len(attrs), len(view.exts)) >= budget:
+            least = _words(len(attrs), len(view.exts))  # (then a row each unbounded clause)
+            if least >= budget or least + unbounded(based, self.kinds) * WIDTH >= budget:
                 return None
             shard = Shard(view, based.grouped, 0, 0, based.atoms)
             built = Intervals(parts([shard]), self.kinds)
@@ -210,6 +212,23 @@ class Ranging:
             "intervals": chosen is not None,
             "bytes": chosen.nbytes if chosen is not None else 0,
         }
+
+
+def unbounded(based: Based, kinds: Mapping[str, str]) -> int:
+    """The clauses of ``based``'s whole view that no interval bounds, as
+    :attr:`Intervals.unbounded` counts them (a row each an event: a bound of the matcher's
+    cost, known before building it): each int or float attribute's interval atoms
+    (:func:`betree.packed.bounds.atom_intervals`) marked, each clause's rows tested.
+    Memory: a bool an atom and one a row of atoms."""
+    view = based.view
+    ranged = np.zeros(max(based.atoms, int(view.rows.max(initial=0)) + 1), dtype=bool)
+    for name, search in view.searches.items():
+        if kinds.get(name) in ("int", "float"):
+            ranged[atom_intervals(search, kinds[name])[0]] = True
+    hit = ranged[view.rows].any(axis=1)
+    if view.row_clause is not None:  # (a clause of more than one row)
+        hit = np.bincount(view.row_clause, weights=hit, minlength=len(view.exts)) > 0
+    return len(view.exts) - int(np.count_nonzero(hit))
 
 
 def _words(attrs: int, clauses: int) -> int:

@@ -21,7 +21,11 @@ from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import leanbuild, ranging
+from betree.packed.delta import Based, Delta
+from betree.packed.flat import build
+from betree.packed.flatbatch import Shard
 from betree.packed.held import LEAN_TIMES
+from betree.packed.intervals import Intervals, parts
 from betree.stores.sharded import (
     HASH,
     ShardedIndex,
@@ -32,6 +36,7 @@ from betree.stores.sharded import (
 )
 from storage.codec import encode_id
 from tests.support.brute import brute
+from tests.support.workload import SCHEMA, expression
 from tools.bench import gen_rich
 
 #: the page cache: 4x holds the whole view of 600 rich rules (~0.3 MB), its share does not
@@ -235,3 +240,37 @@ def test_sharded_store_holds_whole_views_built_first(
             del subs[ident]
         _check(store, subs, schema, events)
         assert not counted
+
+
+def _unbounded_counts(path: Path, schema_doc: dict[str, Any], subs: dict[Any, str]) -> None:
+    with Index.open(path, schema=schema_doc) as idx:
+        idx.subscribe_many(subs.items())
+        engine = idx.engine
+        with engine.store.read() as txn:
+            rec, snap = catalog.root_record(txn), engine.snapshot(txn)
+            tree = BETree(txn, rec)
+            based = Based(build(tree, snap.trees), snap.grouped, rec["next_atom"], Delta.empty(rec))
+            shard = Shard(based.view, based.grouped, 0, 0, based.atoms)
+            exact = Intervals(parts([shard]), engine.types).unbounded
+            assert 0 < exact < len(based.view.exts)
+            assert ranging.unbounded(based, engine.types) == exact
+            estimate = leanbuild.unbounded(tree, engine.types)
+            assert exact / 2 <= estimate <= len(based.view.exts)
+
+
+def test_unbounded_clauses_counted_before_building(
+    tmp_path: Path, rich: tuple[dict[str, Any], dict[Any, str], list[Any]]
+) -> None:
+    """:func:`ranging.unbounded` on a whole view is the matcher's own count, known before
+    building it; the tree's shape (:func:`leanbuild.unbounded`) estimates it: rich rules,
+    and every operator with clauses of more than a row (8 atoms), some bounded by their
+    last atom alone, some by none."""
+    schema_doc, subs, _ = rich
+    _unbounded_counts(tmp_path / "rich", schema_doc, subs)
+    rng = random.Random(39)
+    mixed: dict[Any, str] = {i: expression(rng) for i in range(300)}
+    for k in range(30):
+        strings = " and ".join(f's != "{k}-{n}"' for n in range(9))
+        mixed[f"long{k}"] = f"{strings} and i > {k % 7}"
+        mixed[f"open{k}"] = " and ".join(f"j != {k + n}" for n in range(10))
+    _unbounded_counts(tmp_path / "mixed", SCHEMA, mixed)
