@@ -82,9 +82,10 @@ class Engine:
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
         #: a rebuilt view takes over the keys and the tree's choice learnt on the one it replaces
         self.flat.rebuilt = lambda old, based: carry.take_over(old, based, self.ranging)
-        #: called before a view is built lean from the pages (a sharded store lets every
-        #: shard's decoded pages go then: dense 1M, 2 shards, the other shard's pages
-        #: pinned ~120 MB of the freed memory the build allocated among)
+        #: called before a view is built lean from the pages, or whole past the page
+        #: cache's share, as big a build (a sharded store lets every shard's decoded pages
+        #: go then: dense 1M, 2 shards, the other shard's pages pinned ~120 MB of the freed
+        #: memory the build allocated among)
         self.before_lean: Callable[[], None] = lambda: None
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
@@ -270,6 +271,9 @@ class Engine:
                 atoms = rec["next_atom"]
                 view = leanbuild.lean_view(tree, full.trees, full.grouped, atoms, self.types)
             else:
+                if leanbuild.too_big(rec["subs"], predicates(), self.flat.share):
+                    self.before_lean()  # (a whole view past the share: as big a build)
+                    return_freed_memory(cycles=True)
                 view = flat.build(tree, full.trees)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
