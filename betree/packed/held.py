@@ -8,14 +8,15 @@ stripped to its interval matcher (:mod:`betree.packed.ranging`) or held whole pa
 within :data:`LEAN_TIMES` the budget, and kept across writes by its delta, folded when due
 (in the background when :attr:`FlatSlot.background` is set).
 
-Which view is built first is decided before building (:meth:`betree.engine.Engine`'s
-``make``): lean from the pages only when the tree's shape says its intervals may pay
+Which view is built first is decided before building (the engine's ``make``): lean from
+the pages only when the tree's shape says its intervals may pay
 (:func:`betree.packed.leanbuild.unbounded`), else whole (then stripped if its intervals
-are cheaper after all).  A held view grows after it is taken (its keys' slots and
-numbering, its delta: rich 1M, 117 -> 239 MB a shard): :meth:`FlatSlot.get` counts it
-again when one of those parts changed (a few identity tests an event) and, past the bound
-it was taken under, fits it again as at a take (stripped, held whole within
-:data:`LEAN_TIMES`, or dropped: pages walked).
+are cheaper after all: :func:`betree.packed.ranging.unbounded` first).  A held view grows
+after it is taken (its keys' slots and numbering: rich 1M, 117 -> 246 MB a shard):
+:meth:`FlatSlot.get` counts it again when one of those parts changed (a tuple of
+identities an event) and, past its bound (:attr:`FlatSlot.limit`), drops it; the next
+view is then built lean (or none: pages walked), never whole again.  A delta is bounded
+by its fold (:mod:`betree.packed.delta`), a fold's view counted when taken.
 """
 
 from __future__ import annotations
