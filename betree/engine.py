@@ -4,7 +4,7 @@ between calls, and the choice of matching strategy.
 Kept: the schema of the last snapshot and what derives from it (each attribute's grid kind,
 the hints new p-nodes halve), the per-snapshot state (:class:`betree.matching.snapshot.Snapshot`,
 cached by generation), the matching statistics of self-adjustment not yet flushed, the
-packed view held (:class:`betree.packed.flat.FlatSlot`) and the interval choice on it
+packed view held (:class:`betree.packed.held.FlatSlot`) and the interval choice on it
 (:mod:`betree.packed.ranging`), the atoms' grid spans (writes' places).
 
 Chosen per call (:meth:`Engine.strategy`): the page strategy
@@ -35,7 +35,7 @@ from betree.lang.atoms import Atom, Clause, forget_interned
 from betree.lang.schema import Schema
 from betree.matching.pages import SCALAR, Pages
 from betree.matching.snapshot import Records, Snapshot
-from betree.packed import carry, flat, leanbuild, ranging
+from betree.packed import carry, flat, held, leanbuild, ranging
 from betree.packed.delta import Based, Delta
 from betree.packed.heap import return_freed_memory
 from betree.packed.views import HeldView, JoinedViews, event_coords
@@ -75,16 +75,17 @@ class Engine:
         #: with the ``adjust`` setting on, flush every ``adjust_window`` events from match()
         self.auto_adjust = True
         #: the packed view of the tree that matching uses once a snapshot lasts
-        self.flat = flat.FlatSlot(store.cache)
+        self.flat = held.FlatSlot(store.cache)
         self.flat.background = self._fresh_base  # folds aside
         #: whether that view is matched by intervals instead (betree.packed.ranging)
         self.ranging = ranging.Ranging(self.types)
         self.flat.lean = self.ranging  # a view too big to hold whole: its intervals
         #: a rebuilt view takes over the keys and the tree's choice learnt on the one it replaces
         self.flat.rebuilt = lambda old, based: carry.take_over(old, based, self.ranging)
-        #: called before a view is built lean from the pages (a sharded store lets every
-        #: shard's decoded pages go then: dense 1M, 2 shards, the other shard's pages
-        #: pinned ~120 MB of the freed memory the build allocated among)
+        #: called before a view is built lean from the pages, or whole past the page
+        #: cache's share, as big a build (a sharded store lets every shard's decoded pages
+        #: go then: dense 1M, 2 shards, the other shard's pages pinned ~120 MB of the freed
+        #: memory the build allocated among)
         self.before_lean: Callable[[], None] = lambda: None
 
     # -- the schema (betree.disk.schemaedit changes it on a live store) -------------------------
@@ -264,25 +265,42 @@ class Engine:
 
         def make(lean: bool = True) -> Based:
             full, tree = self.snapshot(txn), BETree(txn, rec)
-            if (
-                lean
-                and self.ranging.worth(rec["subs"])
-                and leanbuild.too_big(rec["subs"], predicates(), self.flat.share)
-            ):  # the interval matcher alone, no whole view built first
+            if lean and lean_first(tree):  # the interval matcher alone, no whole view first
                 self.before_lean()
                 return_freed_memory(cycles=True)
                 atoms = rec["next_atom"]
                 view = leanbuild.lean_view(tree, full.trees, full.grouped, atoms, self.types)
             else:
+                if leanbuild.too_big(rec["subs"], predicates(), self.flat.share):
+                    self.before_lean()  # (a whole view past the share: as big a build)
+                    return_freed_memory()  # (cycles collected just before: rich 1M, ~7 s)
                 view = flat.build(tree, full.trees)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
+
+        def lean_first(tree: BETree) -> bool:
+            """Whether to build lean from the pages: a whole view past the share whose
+            intervals may pay, judged by the tree's shape (:func:`leanbuild.unbounded`)
+            when a whole view could be held instead (else they are tried: nothing else
+            could be); a whole view's intervals are tried on it after all (``_fit``)."""
+            subs, limit = rec["subs"], self.flat.limit
+            if self.flat.outgrown:  # (a whole view grew past its bound: the other one)
+                return True
+            if not self.ranging.worth(subs) or not leanbuild.too_big(
+                subs, predicates(), self.flat.share
+            ):
+                return False
+            return leanbuild.too_big(subs, predicates(), limit) or self.ranging.worth(
+                subs, leanbuild.unbounded(tree, self.types)
+            )
 
         def predicates() -> int:
             return sum(int(tree["count"]) for tree in self.snapshot(txn).trees.values())
 
         def whole() -> Based | None:  # (a lean one not worth holding: held whole if it fits)
-            limit = flat.LEAN_TIMES * self.flat.cache.budget
-            return None if leanbuild.too_big(rec["subs"], predicates(), limit) else make(False)
+            limit = self.flat.limit
+            if self.flat.outgrown or leanbuild.too_big(rec["subs"], predicates(), limit):
+                return None
+            return make(False)
 
         catch_up = self._catch_up(txn, rec)
         return self.flat.get(txn.gen, make, rec["subs"], events, catch_up, predicates, whole)
@@ -301,7 +319,7 @@ class Engine:
 
     def caught_up(self, changed: int, logged: Mapping[int, changelog.Change] | None = None) -> None:
         """After a write of ``changed`` subscriptions by this process: the held view caught
-        up to it now, not at the next match (:meth:`betree.packed.flat.FlatSlot.advance`; other
+        up to it now, not at the next match (:meth:`betree.packed.held.FlatSlot.advance`; other
         processes catch up at theirs).  Cost: what that match saves (~0.2 ms a commit at
         100K; after a batch of 1,000 the 3-7 ms of CPU its next match saved, 1-2% of the
         batch's); not past :data:`CATCH_UP_WRITES` (a bigger batch leaves it to the next
@@ -338,7 +356,7 @@ class Engine:
     ) -> None:
         """Keep what ``strategy``'s last call of ``events`` cost in ``seconds`` (``last_stats``,
         ``last_timings``; the walks' candidates for :meth:`betree.packed.ranging.Ranging.lean`,
-        their seconds for :meth:`betree.packed.flat.FlatSlot.walked`)."""
+        their seconds for :meth:`betree.packed.held.FlatSlot.walked`)."""
         if isinstance(strategy, Pages):
             self.ranging.walked(events, strategy.stats.get("candidates", 0))
             self.flat.walked(seconds)

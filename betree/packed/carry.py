@@ -1,7 +1,7 @@
 """What a rebuilt packed view takes over from the view it replaces: the clauses' keys and
 the choice of the tree over intervals, learnt once per store instead of once per view.
 
-Why: a fold (:class:`betree.packed.flat.FlatSlot`) replaces the held view with one built
+Why: a fold (:class:`betree.packed.held.FlatSlot`) replaces the held view with one built
 afresh, which used to learn everything again: its keys over :data:`LEARN` events matched
 with the clauses' rows read whole, then :data:`LEARN` more on trial, while
 :class:`betree.packed.ranging.Ranging` watched it anew and, from those unkeyed events,
@@ -45,7 +45,7 @@ def learn_from(old: FlatTree, based: Based) -> None:
     would make).  Called by a fold in its own thread, so that the matching thread only
     swaps the view in (rich 50K: the first event after a fold took 44-56 ms of that
     thread's CPU, most of it here and in counting the view's bytes,
-    :meth:`betree.packed.flat.FlatSlot._fold`).  ``old`` may be matched meanwhile: a
+    :meth:`betree.packed.held.FlatSlot._fold`).  ``old`` may be matched meanwhile: a
     count or key read mid-change costs speed, never answers (any key is one of its
     clause's atoms)."""
     new = based.view

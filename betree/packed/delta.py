@@ -28,7 +28,7 @@ own writes made from memory (:class:`betree.disk.writer.Memo`).
 
 Folding: when the delta passes :data:`FOLD_CLAUSES` added clauses or :data:`FOLD_ATOMS`
 new atoms, a new base is built in a background thread while matches go on with the
-growing delta, or at once if it runs 4x past these (:class:`betree.packed.flat.FlatSlot`).
+growing delta, or at once if it runs 4x past these (:class:`betree.packed.held.FlatSlot`).
 A log that no longer reaches back to the base (:data:`betree.disk.changelog.KEEP` commits), or
 a snapshot whose subscription counters disagree with the base's plus the log (a batch
 build), also means a rebuild: the log is an optimisation, the pages are the truth.

@@ -36,13 +36,12 @@ the candidates, the reach skipped (rich 100K: 1,080 -> 500 µs an event).
 Cost (a 625K-clause BEGen shard of a 10M store, an event reaching ~22,000 clauses):
 ~1 ms an event with phase 1, ~4 ms walking pages; building it reads every page once
 (~1.2 s).  Memory: ~44 bytes a clause (26 MB there).  A view of one snapshot serves
-later ones with a delta (:mod:`betree.packed.delta`); :class:`FlatSlot` decides when one
-is worth building and holds it within the page-cache budget.
+later ones with a delta (:mod:`betree.packed.delta`); :class:`betree.packed.held.FlatSlot`
+decides when one is worth building and holds it within the page-cache budget.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Protocol
@@ -54,42 +53,23 @@ from betree.disk.nodes import CNode, LNodePage, id_array
 from betree.disk.tree import BETree
 from betree.matching.direct import DirectAtoms
 from betree.matching.snapshot import Records
-from betree.packed import delta as delta_bounds
 from betree.packed import keys
 from betree.packed.delta import Based, Delta
-from betree.packed.heap import return_freed_memory
 from betree.packed.numbering import Numbered
 from betree.packed.reach import reach, tiers
 from betree.packed.slots import Slots
 from pbtree.view import SearchView, ranges
-from storage.cache import PageCache
 from storage.store import Store
 
 #: atoms per row: a row's truths, 8 bools, read as one uint64
 WIDTH = 8
 _ALL = np.uint64(0x0101010101010101)
 _GRID_MAX = (1 << 64) - 1
-#: events matched by walking pages in one generation before a view of it is built: a
-#: view costs about as much as this many walks, and pays off only if the generation lasts
-#: (the ski-rental rule: a store written to between every few events never builds one)
-FLAT_AFTER = 64
-#: seconds of walks in one generation after which a view is built however few the events
-#: were: a walk that slow reads most of the store's pages, as a build does once (dense 1M,
-#: 2 shards, 256 MB cache: 6.2 s a walk, 64 of them 400 s; 100K: 1 s, the build ~20 s)
-WALK_SECONDS = 10.0
 #: the fewest bytes a view takes a clause (an 8-byte id, a 4-byte row start, one row of
 #: 2-byte atom ids): a store whose clauses cannot fit is not read for nothing
 LEAST_BYTES = 8 + 4 + 2 * WIDTH
 #: c-nodes a build visits between calls of its ``pause`` (:func:`build`)
 PAUSE_EVERY = 32
-#: a delta due for folding is matched while a fold runs in the background
-#: (:attr:`FlatSlot.background`), until it is this many times past its bound
-BEHIND = 4
-#: a view too big for the page cache's share is held stripped to its interval matcher
-#: (:attr:`FlatSlot.lean`) within this many times the page cache's budget, charged apart
-#: from it (dense 1M, 2 shards, 256 MB: ~200 MB a shard, walks 6.2 s an event), or whole
-#: when its intervals are no cheaper than walks (rich 1M: walks ~170 ms an event)
-LEAN_TIMES = 4
 #: events whose atom truths choose each row's key atom (:meth:`FlatTree.check`)
 LEARN = 16
 #: the keys are kept when they held for less than this share of the clauses reached over
@@ -393,19 +373,6 @@ class FlatTree:
         return self.exts[hits], candidates
 
 
-class Lean(Protocol):
-    """What holds a view too big for the page cache's share as its interval matcher
-    (:class:`betree.packed.ranging.Ranging`)."""
-
-    def worth(self, clauses: int) -> bool:
-        """Whether a view of ``clauses`` clauses may be worth building to try."""
-        ...
-
-    def lean(self, based: Based, limit: int) -> Based | None:
-        """``based`` stripped to its interval matcher within ``limit`` bytes, or None."""
-        ...
-
-
 class Sized(Protocol):
     """What a stripped view charges for the matcher that answers for it."""
 
@@ -528,8 +495,9 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
 
 def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
     """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
-    background: :class:`FlatSlot`); its per-attribute records read with ``records``, the
-    engine's (kept from read to read: what did not change is not decoded again)."""
+    background: :class:`betree.packed.held.FlatSlot`); its per-attribute records read with
+    ``records``, the engine's (kept from read to read: what did not change is not decoded
+    again)."""
     with store.read() as txn:
         rec = catalog.root_record(txn)
         trees, grouped = records.read(txn)
@@ -537,264 +505,3 @@ def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
             atoms.prepare()
         view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
         return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
-
-
-class FlatSlot:
-    """The view one store's matches use, if any: built once :attr:`after` events were
-    matched by walking pages, and only if it fits in three quarters of the store's
-    page-cache budget, then taken (:meth:`PageCache.reserve`; pages serve writes alone).
-
-    A view survives writes (:mod:`betree.packed.delta`): a later generation gets the same base
-    view with the delta caught up from the change log, until the delta is due for folding
-    (then rebuilt) or the log cannot say, or a delta left over once writes stop has cost
-    the events since as much as the last build (:meth:`_lingers`).  A reader of a
-    generation older than the held one walks pages (the view cannot go back).
-
-    With :attr:`background` set (builds a base view in a snapshot of its own), a fold runs
-    in a thread (:meth:`_fold`, letting the interpreter lock go every :data:`PAUSE_EVERY`
-    c-nodes) while matches go on with the held view and its growing delta (exact, slower);
-    a delta :data:`BEHIND` times past its bound, or a log that cannot say, folds at once.
-
-    A view too big for that share is not given up when :attr:`lean` is set (by the engine:
-    :meth:`betree.packed.ranging.Ranging.lean`): stripped to its interval matcher, or built
-    so from the pages (``make``: :mod:`betree.packed.leanbuild`), when cheaper an event than
-    the walks were, and held if within :data:`LEAN_TIMES` the page cache's budget, charged
-    apart (the pages keep their whole budget: matching reads none); else whole (``whole``)
-    within as much, the share taken."""
-
-    def __init__(self, cache: PageCache, after: int = FLAT_AFTER) -> None:
-        self.cache = cache
-        self.after = after
-        self._lock = threading.Lock()
-        self._held: tuple[int, Based] | None = None  # (generation, its view and delta)
-        self._walks = 0  # events walked since the last view
-        self._walk_s = 0.0  # and the seconds they took (:meth:`walked`)
-        #: the seconds of walks after which a view is built, however few the events
-        self.walk_seconds = WALK_SECONDS
-        #: the bytes a whole view may take from the page cache (tests shrink it)
-        self.share = cache.budget - cache.budget // 4
-        self._too_big = False  # a view of this store did not fit: not built again
-        #: views built (for tests and diagnostics: a fold counts one)
-        self.builds = 0
-        self._build_s = 0.0  # what the last view took to build
-        self._quiet = 0.0  # estimated seconds the held delta has cost since the last write
-        #: builds a base view in a snapshot of its own: (its generation, it); None: fold inline
-        self.background: Callable[[], tuple[int, Based]] | None = None
-        self._folding: threading.Thread | None = None
-        self._base_gen = -1  # the generation of the held view's base
-        #: strips a view too big for the share to its interval matcher (None: cannot)
-        self.lean: Lean | None = None
-        #: called with the view replaced and its replacement (:mod:`betree.packed.carry`)
-        self.rebuilt: Callable[[FlatTree, Based], None] = lambda old, based: None
-
-    def _lingers(self, based: Based, events: int) -> bool:
-        """Whether the held view's delta, left over once writes stopped, has cost the
-        events since the last write as much as a new view (the ski-rental rule again:
-        then it is folded; estimated at 1 µs an event per added clause and newer atom)."""
-        delta = based.delta
-        if not delta.clauses and not delta.removed:
-            return False
-        self._quiet += events * 1e-6 * (delta.clauses + len(delta.new_atoms) + 1)
-        return self._quiet > self._build_s
-
-    def held(self, gen: int) -> Based | None:
-        """The view of generation ``gen`` if one is held (none is built for the asking)."""
-        held = self._held
-        return held[1] if held is not None and held[0] == gen else None
-
-    def get(
-        self,
-        gen: int,
-        make: Callable[[], Based],
-        clauses: int,
-        events: int = 1,
-        catch_up: Callable[[Based], Based | None] | None = None,
-        predicates: Callable[[], int] | None = None,
-        whole: Callable[[], Based | None] | None = None,
-    ) -> Based | None:
-        """The view of generation ``gen`` for ``events`` more events, or None: walk the
-        pages.  ``make`` builds one when it is due and its ``clauses`` and its PB+trees'
-        ``predicates()`` (asked only then) may fit: an id of 4 bytes each at least, so that
-        a dense store (an atom a range end: ~850 bytes a clause) is not read whole for a
-        view then dropped; ``catch_up`` brings the held one to ``gen`` (None: it cannot,
-        rebuild); ``whole`` builds a whole view where ``make``'s lean one was not worth
-        holding (None: estimated too big)."""
-        based = self.held(gen)
-        if based is not None and not self._lingers(based, events):
-            return based
-        with self._lock:
-            held = self._held
-            old = held[1].view if held is not None else None  # (its rebuild takes over)
-            if held is not None:
-                if gen < held[0]:
-                    return None
-                if gen > held[0]:
-                    newer = catch_up(held[1]) if catch_up is not None else None
-                    if newer is not None and (not newer.delta.due() or self._behind(newer)):
-                        self._held, self._quiet = (gen, newer), 0.0
-                        return newer
-                elif not self._lingers(held[1], 0) or self._behind(held[1]):
-                    return held[1]
-                self.drop()  # folded: rebuilt now
-                self._walks = self.after
-            self._walks += events
-            slow = self._walk_s >= self.walk_seconds
-            if (self._walks <= self.after and not slow) or self._too_big:
-                return None
-            least = clauses * LEAST_BYTES  # (a dense store: an id of 4 bytes an atom too)
-            fits = least <= self.share and (
-                predicates is None or least + 4 * predicates() <= self.share
-            )
-            lean = self.lean is not None and self.lean.worth(clauses)
-            if not fits and not lean:
-                return None
-            reserved = fits and self.cache.reserve(self.share)
-            if not reserved and not lean:
-                self._too_big = True
-                return None
-            # no page read while the view lasts: all go, memory back before the build
-            self.cache.clear()
-            return_freed_memory(cycles=True)
-            began = time.perf_counter()
-            made = make()
-            lean_made = made.view.ranged is not None  # (built lean from the pages)
-            based = self._fit(made, reserved)
-            del made  # (not held through the whole build)
-            if based is None and lean_made and whole is not None:  # (the whole, then?)
-                full = whole()  # (held whole as in _fit: its intervals not tried again)
-                if full is not None and full.view.nbytes <= LEAN_TIMES * self.cache.budget:
-                    based = full if self.cache.reserve(self.share) else None
-            self._build_s = time.perf_counter() - began
-            self.builds += 1
-            return_freed_memory()
-            if based is None:
-                self._too_big = True
-                return None
-            if old is not None:
-                self.rebuilt(old, based)
-            self._held, self._base_gen = (gen, based), gen
-            return based
-
-    def _fit(self, based: Based, reserved: bool, nbytes: int | None = None) -> Based | None:
-        """``based`` if its whole view fits the page cache's share (``reserved``: taken),
-        else, with :attr:`lean`, stripped to the interval matcher (or built so from the
-        pages) if kept within :data:`LEAN_TIMES` the cache's budget; else None.
-        ``nbytes``: the view's, counted already (by a fold, in its thread)."""
-        if not reserved or based.view.ranged is not None:
-            fits = False
-        else:  # (counting costs: rich 50K, ~50 ms for the PB+trees' arrays)
-            fits = (based.view.nbytes if nbytes is None else nbytes) <= self.share
-        if fits:
-            return based
-        if reserved:
-            self.cache.release(self.share)
-        slim = self.lean.lean(based, LEAN_TIMES * self.cache.budget) if self.lean else None
-        if slim is None and self.lean and reserved and based.view.ranged is None:
-            # (its intervals no cheaper than walks: held whole, the share taken)
-            nbytes = based.view.nbytes if nbytes is None else nbytes
-            if nbytes <= LEAN_TIMES * self.cache.budget and self.cache.reserve(self.share):
-                return based
-        return_freed_memory()
-        return slim
-
-    def walked(self, seconds: float) -> None:
-        """Count the seconds an event (or batch) took walking pages."""
-        self._walk_s += seconds
-
-    def _behind(self, based: Based) -> bool:
-        """Whether ``based`` may be matched while a fold runs in the background (one is
-        started if none runs)."""
-        if self.background is None or based.delta.clauses > BEHIND * delta_bounds.FOLD_CLAUSES:
-            return False
-        if len(based.delta.new_atoms) > BEHIND * delta_bounds.FOLD_ATOMS:
-            return False
-        if self._folding is None:
-            self._folding = threading.Thread(target=self._fold, name="bexdb-fold", daemon=True)
-            self._folding.start()
-        return True
-
-    def _fold(self) -> None:
-        """The background fold (a thread), which takes its view in itself (the keys are
-        chosen in ``background``, the bytes counted here), so that the matching thread
-        does none of it, nor lets the replaced view go (rich 50K, the first match after a
-        fold: 44-56 ms of that thread's CPU before, 2.6-4.3 ms after)."""
-        assert self.background is not None
-        began = time.perf_counter()
-        try:
-            gen, based = self.background()
-            nbytes = based.view.nbytes
-        except Exception:  # (a store closed or replaced meanwhile): fold inline from now on
-            self.background = None
-            with self._lock:
-                self._folding = None
-            return
-        with self._lock:
-            old = self._held  # (the replaced view let go below: in this thread, unlocked)
-            self._take_in(gen, based, nbytes)
-            self._folding = None
-            self._build_s = time.perf_counter() - began
-        del old
-
-    def _take_in(self, gen: int, based: Based, nbytes: int) -> None:
-        """A view folded in the background, of ``nbytes``, becomes the held one (the caller
-        holds the lock), if one is held, older than it, and it fits."""
-        if self._held is None or gen <= self._base_gen:
-            return
-        lean = self._held[1].view.ranged is not None  # (its share not reserved: intervals)
-        fitted = self._fit(based, not lean, nbytes)
-        if fitted is None:
-            self.background = None
-            if not lean:  # (_fit gave the held view's share back)
-                self.cache.reserve(self.share)
-            return
-        self.rebuilt(self._held[1].view, fitted)
-        self._held, self._base_gen, self._quiet = (gen, fitted), gen, 0.0
-        self.builds += 1
-
-    def wait(self) -> None:
-        """Until no fold runs in the background (before the store closes; tests)."""
-        folding = self._folding
-        if folding is not None:
-            folding.join()
-
-    def held_gen(self) -> int:
-        """The generation of the view held (-1: none)."""
-        held = self._held
-        return held[0] if held is not None else -1
-
-    def advance(self, gen: int, catch_up: Callable[[Based], Based | None]) -> None:
-        """The held view caught up to ``gen`` by ``catch_up`` (as :meth:`get` would: a delta
-        due for folding is held while a fold runs in the background, started now), unless
-        the log cannot say or the delta is too far past its bound: then :meth:`get` does
-        it (and folds) at the next match.  Never builds a view."""
-        with self._lock:
-            held = self._held
-            if held is None or gen <= held[0]:
-                return
-            newer = catch_up(held[1])
-            if newer is not None and (not newer.delta.due() or self._behind(newer)):
-                self._held, self._quiet = (gen, newer), 0.0
-
-    def drop(self) -> None:
-        """Forget the view, giving its share back to the page cache (a lean one took none)."""
-        if self._held is not None:
-            if self._held[1].view.ranged is None:
-                self.cache.release(self.share)
-            self._held = None
-        self._walks, self._walk_s = 0, 0.0
-
-    def describe(self) -> dict[str, Any]:
-        """Whether a view is held, its generation, bytes, and its delta's added clauses
-        and removed ids (for tests and diagnostics)."""
-        held = self._held
-        if held is None:
-            return {"held": False, "gen": -1, "bytes": 0, "added": 0, "removed": 0}
-        gen, based = held
-        delta = based.delta
-        return {
-            "held": True,
-            "gen": gen,
-            "bytes": based.view.nbytes,
-            "added": delta.clauses,
-            "removed": len(delta.removed),
-        }

@@ -62,6 +62,28 @@ def too_big(clauses: int, predicates: int, share: int) -> bool:
     return clauses * LEAST_BYTES + predicates * PREDICATE_BYTES > share
 
 
+def unbounded(tree: BETree, kinds: Mapping[str, str]) -> int:
+    """The clauses of ``tree`` estimated to have no interval (no int or float attribute's
+    atom): those whose l-node is not below a c-node of such an attribute (from the c-nodes
+    alone, no l-node page read).  An estimate both ways (a clause placed by a string atom
+    may have a range too; one below an int attribute may hold ``!=`` alone there): rich
+    5K, 4,239 estimated of 10,098 clauses against 3,038; dense and BEGen: 54 and 62 (the
+    root's l-node) against 0.  Cost: every c-node page read once (rich 5K: ~1 ms)."""
+    load, space = tree.txn.load_uncached, tree.space
+    out = 0
+    stack = [(tree.root, False, False)]  # (page, below the root, below a ranged attribute)
+    while stack:
+        page, below, ranged = stack.pop()
+        node = load(space, page, CNode)
+        ranged = ranged or kinds.get(node.attr or "") in ("int", "float")
+        out += 0 if ranged else node.size
+        if node.left and below:
+            stack.append((node.right, True, ranged))
+            stack.append((node.left, True, ranged))
+        stack.extend((top, True, ranged) for _, top, _ in node.pdir)
+    return out
+
+
 def clause_atoms(
     tree: BETree, pause: Callable[[], None] | None = None
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ builds the interval matcher only when its estimated work an event
 under :data:`MARGIN` times the tree's; once built it checks the estimate again with the
 exact shape and keeps the tree if it lost.  The choice lasts while the views do (a write
 drops a view: the next snapshot is watched afresh).  A view too big to hold whole
-(:class:`betree.packed.flat.FlatSlot`) is offered to :meth:`Ranging.lean` instead: its
+(:class:`betree.packed.held.FlatSlot`) is offered to :meth:`Ranging.lean` instead: its
 interval matcher is compared with the page walks watched (:meth:`Ranging.walked`) and, if
 cheaper, the view is stripped to it and matched by it for as long as it is held.
 
@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from betree.disk.nodes import listed
+from betree.packed.bounds import atom_intervals
 from betree.packed.delta import Based, Delta
 from betree.packed.flat import WIDTH, FlatTree
 from betree.packed.flatbatch import Shard
@@ -161,13 +162,15 @@ class Ranging:
         self._walks[0] += events
         self._walks[1] += candidates
 
-    def worth(self, clauses: int) -> bool:
+    def worth(self, clauses: int, unbounded: int = 0) -> bool:
         """Whether the bitsets alone of ``clauses`` clauses over the schema's int and float
-        attributes (at most) would cost under :attr:`margin` times the walks: checked
-        before a view too big to hold whole is built to try :meth:`lean` (BEGen 10M of 16
-        shards at the default cache: 400 attributes, no view built)."""
+        attributes (at most), and a row each for ``unbounded`` of them (no interval:
+        candidates for every event, as :meth:`Intervals.cost` counts them), would cost
+        under :attr:`margin` times the walks: checked before a view too big to hold whole
+        is built to try :meth:`lean` (BEGen 10M of 16 shards at the default cache: 400
+        attributes, no view built; rich 1M, ~40% of a shard's clauses unbounded)."""
         attrs = sum(1 for kind in self.kinds.values() if kind in ("int", "float"))
-        return _words(attrs, clauses) < self._budget()
+        return _words(attrs, clauses) + unbounded * WIDTH < self._budget()
 
     def _budget(self) -> float:
         """The work an event under which intervals replace the walks: :attr:`margin` times
@@ -181,7 +184,7 @@ class Ranging:
         """``based`` with its view stripped to the interval matcher built from it
         (:meth:`betree.packed.flat.FlatTree.strip`; :meth:`chosen` takes it from there),
         or already so built from the pages (:mod:`betree.packed.leanbuild`): for a view
-        too big to hold whole (:class:`betree.packed.flat.FlatSlot`), when the matcher's
+        too big to hold whole (:class:`betree.packed.held.FlatSlot`), when the matcher's
         estimated work an event is under :meth:`_budget` and what is kept takes at most
         ``limit`` bytes; else None (walk pages)."""
         view = based.view
@@ -189,7 +192,8 @@ class Ranging:
         built = view.ranged
         if not isinstance(built, Intervals):
             attrs = {a for a in view.searches if self.kinds.get(a) in ("int", "float")}
-            if _words(len(attrs), len(view.exts)) >= budget:
+            least = _words(len(attrs), len(view.exts))  # (then a row each unbounded clause)
+            if least >= budget or least + unbounded(based, self.kinds) * WIDTH >= budget:
                 return None
             shard = Shard(view, based.grouped, 0, 0, based.atoms)
             built = Intervals(parts([shard]), self.kinds)
@@ -208,6 +212,23 @@ class Ranging:
             "intervals": chosen is not None,
             "bytes": chosen.nbytes if chosen is not None else 0,
         }
+
+
+def unbounded(based: Based, kinds: Mapping[str, str]) -> int:
+    """The clauses of ``based``'s whole view that no interval bounds, as
+    :attr:`Intervals.unbounded` counts them (a row each an event: a bound of the matcher's
+    cost, known before building it): each int or float attribute's interval atoms
+    (:func:`betree.packed.bounds.atom_intervals`) marked, each clause's rows tested.
+    Memory: a bool an atom and one a row of atoms."""
+    view = based.view
+    ranged = np.zeros(max(based.atoms, int(view.rows.max(initial=0)) + 1), dtype=bool)
+    for name, search in view.searches.items():
+        if kinds.get(name) in ("int", "float"):
+            ranged[atom_intervals(search, kinds[name])[0]] = True
+    hit = ranged[view.rows].any(axis=1)
+    if view.row_clause is not None:  # (a clause of more than one row)
+        hit = np.bincount(view.row_clause, weights=hit, minlength=len(view.exts)) > 0
+    return len(view.exts) - int(np.count_nonzero(hit))
 
 
 def _words(attrs: int, clauses: int) -> int:

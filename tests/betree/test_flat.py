@@ -20,7 +20,8 @@ from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed.delta import Based, Delta
-from betree.packed.flat import LEARN, WIDTH, FlatSlot, FlatTree, build, pack_rows
+from betree.packed.flat import LEARN, WIDTH, FlatTree, build, pack_rows
+from betree.packed.held import FlatSlot
 from betree.stores.sharded import open_index
 from storage.cache import PageCache
 from tests.support.brute import brute

@@ -2,7 +2,7 @@
 the brute-force evaluator: dense range workloads, mixed workloads with every operator,
 undefined attributes, deletes, reopening, sharded stores, ``match`` and ``match_many``,
 and the ends of the int and float domains; a view too big for the page cache held as its
-interval matcher alone (betree.packed.flat.FlatSlot.lean), built straight from the pages
+interval matcher alone (betree.packed.held.FlatSlot.lean), built straight from the pages
 (betree.packed.leanbuild) or from a whole view then stripped, folds included, and only
 when cheaper than the walks."""
 
@@ -22,7 +22,7 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import intervals, leanbuild
 from betree.packed.bounds import lower, upper
-from betree.packed.flat import LEAN_TIMES
+from betree.packed.held import LEAN_TIMES
 from betree.stores.sharded import HASH, open_index, shard_name, shard_of, write_manifest
 from storage.codec import encode_id
 from tests.support.brute import brute
