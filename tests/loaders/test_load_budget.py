@@ -24,8 +24,6 @@ from betree.disk import pieces
 from betree.disk.bulk import Batch
 from betree.disk.catalog import root_record
 from betree.index import Index
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from loaders import python_load
 from loaders.records import read_jsonl
@@ -33,6 +31,7 @@ from storage import codec
 from storage.errors import CheckFailed, InvalidInput
 from storage.store import open_store
 from tests.support import workload
+from tests.support.brute import brute_answers
 from tools.bench import gen_dense
 from tools.cli import main
 
@@ -75,16 +74,6 @@ def _answers(reader: Any, events: list[Any]) -> list[list[str]]:
     return one
 
 
-def _brute(doc: dict[str, Any], subs: list[tuple[Any, str]], events: list[Any]) -> list[Any]:
-    schema = Schema.from_json(doc)
-    compiled = [(i, compile_expr(e, schema)) for i, e in subs]
-    out = []
-    for ev in events:
-        values = schema.validate_event(ev)
-        out.append(sorted(json.dumps(i) for i, c in compiled if evaluate(c, values)))
-    return out
-
-
 def _write(tmp_path: Path, doc: dict[str, Any], subs: list[tuple[Any, str]]) -> str:
     path = tmp_path / "subs.jsonl"
     path.write_text("".join(json.dumps({"id": i, "expr": e}) + "\n" for i, e in subs))
@@ -95,7 +84,7 @@ def _write(tmp_path: Path, doc: dict[str, Any], subs: list[tuple[Any, str]]) -> 
 def test_smaller_budget_more_pieces_same_answers(tmp_path: Path, domain: str, seed: int) -> None:
     doc, subs, events = _workload(domain, seed)
     path = _write(tmp_path, doc, subs)
-    expected = _brute(doc, subs, events)
+    expected = brute_answers(doc, subs, events)
     assert sum(map(len, expected)) > 0
     commits, chunks = [], []
     for budget in (None, 64, 1):
@@ -113,7 +102,7 @@ def test_smaller_budget_more_pieces_same_answers(tmp_path: Path, domain: str, se
             assert all(idx.unsubscribe_many(gone))
             idx.check()
             left = [(i, e) for i, e in subs if i not in set(gone)]
-            assert _answers(idx, events) == _brute(doc, left, events)
+            assert _answers(idx, events) == brute_answers(doc, left, events)
     assert commits[0] == 1 and chunks[0] == 1  # unbudgeted: one commit, caches kept
     assert commits[1] <= commits[2] and commits[2] > 1
     assert chunks[2] > chunks[1] >= 1
@@ -124,7 +113,7 @@ def test_byte_limit_cuts_every_part(tmp_path: Path) -> None:
     records and pages' contents (same answers, same counts), each checked clean."""
     doc, subs, events = _workload("int", 5)
     schema = Schema.from_json(doc)
-    expected = _brute(doc, subs, events)
+    expected = brute_answers(doc, subs, events)
     commits = []
     for limit in (None, 1 << 16, 1 << 12, 256):
         with Index.open(tmp_path / f"s-{limit}", schema=schema, settings=SETTINGS) as idx:
@@ -173,7 +162,7 @@ python_load.load({str(target)!r}, read_jsonl({path!r}), json.loads({json.dumps(d
     assert summary["commits"] >= 1
     with Index.open(target) as idx:
         idx.check()
-        assert _answers(idx, events) == _brute(doc, subs, events)
+        assert _answers(idx, events) == brute_answers(doc, subs, events)
 
 
 def test_budget_below_one_mb_refused(tmp_path: Path) -> None:
@@ -246,7 +235,7 @@ def test_pieces_on_every_atom_form(tmp_path: Path) -> None:
     subs: dict[Any, str] = {rng.choice([i, f"s{i}"]): workload.expression(rng) for i in range(300)}
     events = [workload.event(rng) for _ in range(60)]
     doc = workload.SCHEMA
-    expected = _brute(doc, list(subs.items()), events)
+    expected = brute_answers(doc, list(subs.items()), events)
     assert sum(map(len, expected)) > 0
     commits = []
     for limit in (None, 256):
@@ -263,7 +252,7 @@ def test_pieces_on_every_atom_form(tmp_path: Path) -> None:
             idx.subscribe("new", "i > 3")
             idx.check()
             left = [(i, e) for i, e in subs.items() if i not in set(gone)] + [("new", "i > 3")]
-            assert _answers(idx, events) == _brute(doc, left, events)
+            assert _answers(idx, events) == brute_answers(doc, left, events)
     assert commits[0] == 1 and commits[1] > 10
 
 
@@ -281,7 +270,7 @@ def test_cli_memory_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert summary["compile_chunks"] > 1  # (every 64 records at 1 MB)
     with Index.open(tmp_path / "a") as idx:
         idx.check()
-        assert _answers(idx, events) == _brute(doc, subs, events)
+        assert _answers(idx, events) == brute_answers(doc, subs, events)
     spark = ["load", "--engine", "spark", "--memory-budget", "64", str(tmp_path / "b"), path]
     assert main(spark) == 2
     assert "--memory-budget is for --engine python" in capsys.readouterr().err

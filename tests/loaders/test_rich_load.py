@@ -19,14 +19,13 @@ from betree import compiler as compiler_module
 from betree.disk import catalog
 from betree.disk.bulk import Batch
 from betree.index import Index
-from betree.lang.expr import evaluate
-from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
 from betree.stores.sharded import open_index
 from loaders import python_load
 from loaders.records import read_jsonl
 from loaders.spark import driver
 from storage import codec
+from tests.support.brute import brute_answers
 from tools.bench import gen_rich
 
 SETTINGS = {"max_cap": 8, "min_size": 2}
@@ -41,16 +40,6 @@ def rich() -> Rich:
     return doc, mixed, events
 
 
-def _brute(doc: dict[str, Any], subs: list[tuple[Any, str]], events: list[Any]) -> list[Any]:
-    schema = Schema.from_json(doc)
-    compiled = [(i, compile_expr(e, schema)) for i, e in subs]
-    out = []
-    for ev in events:
-        values = schema.validate_event(ev)
-        out.append(sorted(json.dumps(i) for i, c in compiled if evaluate(c, values)))
-    return out
-
-
 def _answers(reader: Any, events: list[Any]) -> list[list[str]]:
     one = [sorted(json.dumps(m) for m in reader.match(ev)) for ev in events]
     many = [sorted(json.dumps(m) for m in ms) for ms in reader.match_many(events)]
@@ -63,7 +52,7 @@ def test_rich_python_load_answers_as_brute_force(tmp_path: Path, rich: Rich, bud
     doc, subs, events = rich
     path = tmp_path / "subs.jsonl"
     path.write_text("".join(json.dumps({"id": i, "expr": e}) + "\n" for i, e in subs))
-    expected = _brute(doc, subs, events)
+    expected = brute_answers(doc, subs, events)
     assert sum(map(len, expected)) > 20
     target = tmp_path / "store"
     summary = python_load.load(
@@ -80,7 +69,7 @@ def test_rich_python_load_answers_as_brute_force(tmp_path: Path, rich: Rich, bud
         idx.subscribe(*new)
         idx.check()
         left = [(i, e) for i, e in subs if i not in set(gone)] + [new]
-        assert _answers(idx, events) == _brute(doc, left, events)
+        assert _answers(idx, events) == brute_answers(doc, left, events)
 
 
 def test_batch_keeps_store_keys_not_atoms(tmp_path: Path, rich: Rich) -> None:
@@ -138,7 +127,7 @@ def test_rich_spark_load_answers_as_brute_force(spark: Any, tmp_path: Path) -> N
         progress=None,
     )
     assert summary["loaded"] == n
-    expected = _brute(doc, subs, events)
+    expected = brute_answers(doc, subs, events)
     assert sum(map(len, expected)) > 20
     with open_index(tmp_path / "spark") as idx:
         idx.check()

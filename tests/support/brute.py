@@ -12,6 +12,7 @@ event is told apart from another by its validated values, type by type (``1``, `
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,3 +92,15 @@ def brute(subs: dict[Any, str], schema: Schema, ev: dict[str, Any]) -> set[Any]:
         if truth:
             found.add(ident)
     return found
+
+
+def brute_answers(doc: dict[str, Any], subs: list[tuple[Any, str]], events: list[Any]) -> list[Any]:
+    """Per event, the JSON of every id in ``subs`` whose expression holds, sorted (the form
+    the loader tests compare a store's answers in); ``doc``: the schema document."""
+    schema = Schema.from_json(doc)
+    compiled = [(i, compile_expr(e, schema)) for i, e in subs]
+    out = []
+    for ev in events:
+        values = schema.validate_event(ev)
+        out.append(sorted(json.dumps(i) for i, c in compiled if evaluate(c, values)))
+    return out
