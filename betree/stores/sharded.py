@@ -256,8 +256,9 @@ class ShardedIndex:
                         f"{base}: shard {entry['path']} has another schema than the first",
                         "run `bexdb verify`; rebuild the store with `bexdb load`",
                     )
-            wrong = misplaced(shards, [entry["path"] for entry in manifest["shards"]])
-            if wrong is not None and is_routed(manifest):
+            names = [entry["path"] for entry in manifest["shards"]]
+            wrong = misplaced(shards, names) if is_routed(manifest) else None
+            if wrong is not None:
                 raise StoreError(
                     f"{base}: {wrong}",
                     "restore the shards' order in manifest.json, then run `bexdb verify`",
