@@ -170,24 +170,44 @@ class DirectAtoms:
         """:meth:`found` for events that all define the attribute (``values[k]`` that of
         ``events[k]``): the held ids beyond ``default`` and the positions (in ``values``)
         of the events they hold for, the failing defaults and theirs."""
+        return self.found_words(values, events, None)[0]
+
+    def found_words(
+        self,
+        values: Sequence[object],
+        events: Sequence[Mapping[str, object]],
+        rows: np.ndarray | None,
+    ) -> tuple[Many, list[directmany.Words]]:
+        """:meth:`found_many`, with (given ``rows``: each event's own bit as a row over the
+        batch's words) the long list postings' atoms as rows of bits over those words
+        (:meth:`betree.matching.directmany.ListMany.words`) rather than (atom, event)
+        pairs."""
         counts = _counts
         if self.batched is None:
             self.batched = [(kind, directmany.many(kind, index)) for kind, index in self.active]
         parts: list[directmany.Many] = []
+        planes: list[directmany.Words] = []
         if self.always:
             parts.append(directmany.each_atom(self.always, values, events))
         for kind, index in self.batched:
-            got = index.found(values, events)
+            got: directmany.Many
+            own: list[directmany.Words] = []
+            if rows is not None and isinstance(index, directmany.ListMany):
+                got, own = index.words(values, events, rows)
+                planes += own
+            else:
+                got = index.found(values, events)
             parts.append(got)
             if counts is not None:
                 gone = len(np.unique(got[3] * (1 << 32) + got[2])) if len(got[2]) else 0
-                held = len(got[0]) + len(index.index.default) * len(values) - gone
+                bits = [int(np.bitwise_count(b).sum()) * (1 if on else -1) for _, b, on in own]
+                held = len(got[0]) + len(index.index.default) * len(values) - gone + sum(bits)
                 c = counts.setdefault(kind, [0, 0, 0])
                 c[0] += len(values)
                 c[1] += got[4]
                 c[2] += held
         on, on_at, off, off_at, _ = directmany.joined(parts)
-        return on, on_at, off, off_at
+        return (on, on_at, off, off_at), planes
 
 
 class _OneByMany:
