@@ -163,7 +163,17 @@ class ListMany:
         self.inverse: tuple[_Inverted, _Inverted] | None = None
 
     def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
-        odd, ev, code = self._codes(values)
+        return self._pairs(*self._codes(values), values, events)
+
+    def _pairs(
+        self,
+        odd: list[int],
+        ev: np.ndarray,
+        code: np.ndarray,
+        values: Sequence[object],
+        events: Sequence[Event],
+    ) -> Many:
+        """:meth:`found` from :meth:`_codes`' answer."""
         tests = 0
         out = []
         for starts, ids in (self.pos, self.neg):
@@ -191,12 +201,12 @@ class ListMany:
         for starts, _ in (self.pos, self.neg):
             pairs += int((starts[code + 1] - starts[code]).sum())
         if not pairs:
-            return self.found(values, events), []
+            return self._pairs(odd, ev, code, values, events), []
         if self.inverse is None:
             self.inverse = (_Inverted(*self.pos), _Inverted(*self.neg))
         width = rows.shape[1]
         if pairs < PAIRS_A_CELL * width * sum(part.size for part in self.inverse):
-            return self.found(values, events), []
+            return self._pairs(odd, ev, code, values, events), []
         order = np.argsort(code, kind="stable")
         by_value = code[order]
         firsts = np.flatnonzero(np.concatenate(([True], by_value[1:] != by_value[:-1])))

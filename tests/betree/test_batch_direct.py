@@ -5,7 +5,9 @@ boxes gathered by rows (:class:`betree.matching.directmany.GeoMany`): ``match_ma
 against the brute force on rich rules, python-loaded and sharded, with batches where
 attributes are left out (defaults and ``undefined`` atoms), kept alone, repeated, in
 shuffled order, through deletes, additions and a reopening; the direct hits and failing
-defaults seen set."""
+defaults seen set.  The list postings' atoms both as (atom, event) pairs and as rows over
+the batch's words (:meth:`betree.matching.directmany.ListMany.words`, forced by its
+threshold), each path seen taken."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 
 from betree.index import Index
 from betree.lang.schema import Schema
+from betree.matching import directmany
 from betree.packed import flatbatch
 from betree.stores.sharded import open_index
 from tests.support.brute import brute
@@ -46,6 +49,22 @@ def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
         set_bits(sat, atoms, slots, on)
 
     monkeypatch.setattr(flatbatch, "_set_bits", record)
+    return seen
+
+
+def _rows_path(monkeypatch: pytest.MonkeyPatch, on: bool) -> list[int]:
+    """The list postings answered as rows over words always (``on``) or never; the rows
+    each call returned, recorded."""
+    monkeypatch.setattr(directmany, "PAIRS_A_CELL", 0.0 if on else float("inf"))
+    seen: list[int] = []
+    words = directmany.ListMany.words
+
+    def record(self: directmany.ListMany, *args: Any) -> Any:
+        got = words(self, *args)
+        seen.append(len(got[1]))
+        return got
+
+    monkeypatch.setattr(directmany.ListMany, "words", record)
     return seen
 
 
@@ -80,9 +99,11 @@ def _direct_seen(seen: list[tuple[bool, int]]) -> None:
     assert any(not on and n for on, n in seen)
 
 
+@pytest.mark.parametrize("rows", [True, False], ids=["rows", "pairs"])
 def test_direct_atoms_from_columns_against_the_brute_force(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich, rows: bool
 ) -> None:
+    planes = _rows_path(monkeypatch, rows)
     schema_doc, subs, events = rich
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
@@ -112,13 +133,15 @@ def test_direct_atoms_from_columns_against_the_brute_force(
         seen.clear()
         assert _sweep(idx.match_many_arrays, subs, schema, batches[:3]) > 100
         _direct_seen(seen)
+    assert planes and (max(planes) > 0) == rows
 
 
 def test_sharded_direct_atoms_from_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich
 ) -> None:
     """Three shards' joined views (each shard's direct atoms from base ``atoms``), through
-    deletes."""
+    deletes, the list postings as rows over words."""
+    planes = _rows_path(monkeypatch, True)
     schema_doc, subs, events = rich
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
@@ -135,3 +158,4 @@ def test_sharded_direct_atoms_from_columns(
         for ident in gone:
             del subs[ident]
         assert _sweep(store.match_many, subs, schema, batches[:3]) > 100
+    assert planes and max(planes) > 0

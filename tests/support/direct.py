@@ -1,7 +1,8 @@
 """One attribute's direct atoms that hold on an event, as the matchers set them
 (:func:`betree.matching.direct.mark`: the defaults less the failures, and the other hits), and
-on a batch of events at once (:func:`betree.matching.direct.found_batch`), for tests to compare
-with every atom's own test; and random list atoms to compare them on."""
+on a batch of events at once (:func:`betree.matching.direct.found_batch`; and
+:meth:`betree.matching.direct.DirectAtoms.found_words`, list postings as rows over words),
+for tests to compare with every atom's own test; and random list atoms to compare them on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from betree.lang.atoms import Atom, make_test
+from betree.matching import directmany
 from betree.matching.direct import DirectAtoms, found_batch, mark
 
 #: The list tests: ``has``/``lacks`` take one value, the others a tuple.
@@ -57,6 +59,49 @@ def held_many(
     return [np.flatnonzero(row).tolist() for row in sat]
 
 
+def held_words(
+    group: DirectAtoms, attr: str, events: Sequence[Mapping[str, object]], size: int
+) -> list[list[int]]:
+    """:func:`held_many` through :meth:`DirectAtoms.found_words`, the events at slots
+    ``0 ..`` of words of 64, every list index answering by rows over words (its threshold
+    :data:`betree.matching.directmany.PAIRS_A_CELL` lowered to 0 for the call): the
+    defaults and ``undefined`` atoms, the held rows ORed, the failing rows cleared, then
+    the (atom, event) hits set and failures cleared."""
+    sat = np.zeros((len(events), size), dtype=bool)
+    defining = np.array([k for k, ev in enumerate(events) if attr in ev], dtype=np.int64)
+    others = np.setdiff1d(np.arange(len(events)), defining)
+    words = np.unique(defining >> 6)
+    rows = np.zeros((len(defining), len(words)), dtype=np.uint64)
+    rows[np.arange(len(defining)), np.searchsorted(words, defining >> 6)] = np.left_shift(
+        np.uint64(1), (defining & 63).astype(np.uint64)
+    )
+    saved, directmany.PAIRS_A_CELL = directmany.PAIRS_A_CELL, 0.0
+    try:
+        (on, on_at, off, off_at), planes = group.found_words(
+            [events[k][attr] for k in defining], [events[k] for k in defining.tolist()], rows
+        )
+    finally:
+        directmany.PAIRS_A_CELL = saved
+    sat[np.ix_(defining, group.default.ids)] = True
+    sat[np.ix_(others, np.array(group.undefined, dtype=np.int64))] = True
+    for hit in (True, False):
+        for ids, bits, on_ in planes:
+            if on_ != hit:
+                continue
+            octets = bits.astype("<u8").view(np.uint8).reshape(len(words), len(ids), 8)
+            each = np.unpackbits(octets, axis=2, bitorder="little").astype(bool)
+            slot = (words[:, None] * 64 + np.arange(64)[None, :]).ravel()  # (word, bit)
+            each = each.transpose(0, 2, 1).reshape(-1, len(ids))
+            live = slot < len(events)
+            slot, each = slot[live], each[live]
+            assert not each[~np.isin(slot, defining)].any()  # (only events defining attr)
+            cell = np.ix_(slot, ids)
+            sat[cell] = sat[cell] | each if hit else sat[cell] & ~each
+    sat[defining[on_at], on] = True
+    sat[defining[off_at], off] = False
+    return [np.flatnonzero(row).tolist() for row in sat]
+
+
 def agree(atoms: list[tuple[int, Atom]], events: Sequence[Mapping[str, Any]], attr: str) -> int:
     """Assert the group's hits are exactly the atoms that hold, event by event
     (:func:`held`) and in batches (:func:`held_many`: all the events, and a random third
@@ -76,5 +121,7 @@ def agree(atoms: list[tuple[int, Atom]], events: Sequence[Mapping[str, Any]], at
     for part in (list(range(len(events))), third):
         batch = [events[k] for k in part]
         for k, got in zip(part, held_many(group, attr, batch, size), strict=True):
+            assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
+        for k, got in zip(part, held_words(group, attr, batch, size), strict=True):
             assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
     return seen
