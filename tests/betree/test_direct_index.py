@@ -143,7 +143,9 @@ def test_geo_grid_never_misses_at_the_poles_and_the_antimeridian(
             else:
                 held_many(group, "latitude", events, 502)
         assert counts["geo"][0] == len(events)
-        assert counts["geo"][1] < 500 * len(events) / 2
+        # (GeoMany.one takes a distance for every entry of the event's cells, the loop
+        # and the batch for those inside their box: the bound of the looser)
+        assert counts["geo"][1] < 500 * len(events) * 0.6
 
 
 def test_caps_and_segments_are_exact() -> None:
