@@ -254,6 +254,7 @@ class GeoMany:
     __slots__ = (
         "aid",
         "box",
+        "cells",
         "centre",
         "entries",
         "exact",
@@ -296,6 +297,18 @@ class GeoMany:
         #: the point surely is (:func:`_chords`) and beyond which it surely is not, and
         #: the entry's atom id (negated: ``-1 - id``)
         self.table = _one_table(index, self.aid, self.neg)
+        #: per level, :meth:`one`'s cell lookup: the key of its cell (0, 0) (a cell's key
+        #: is that plus ``i << 12`` plus ``j``: :func:`_cell_key` within its bounds), its
+        #: width, and its cells' keys -> their entries' range
+        self.cells: list[tuple[int, float, dict[int, tuple[int, int]]]] = []
+        bounds = self.starts.tolist()
+        for k, w in self.levels:
+            cells = {
+                key: (bounds[c], bounds[c + 1])
+                for c, key in enumerate(self.keys.tolist())
+                if key >> 24 == k
+            }
+            self.cells.append((_cell_key(k, 0, 0), w, cells))
         #: each entry's atom's own test, by atom id (the band of doubt's), and whether
         #: any entry is negated
         self.exact = {aid: holds for aid, _, holds in self.entries}
@@ -342,15 +355,12 @@ class GeoMany:
         if self.parts or self.index.loose or not _on_grid(lat, lon):
             held, _, failed, _, tests = self.found([value], [event])
             return held, failed, tests
-        keys = [_cell_key(k, math.floor(lat / w), math.floor(lon / w)) for k, w in self.levels]
-        cells = np.searchsorted(self.keys, keys).tolist()
-        n, known, starts = len(self.keys), self.keys, self.starts
-        table = self.table
-        blocks = [
-            table[:, starts[c] : starts[c + 1]]
-            for c, key in zip(cells, keys, strict=True)
-            if c < n and known[c] == key
-        ]
+        table, floor = self.table, math.floor
+        blocks = []
+        for base, w, cells in self.cells:
+            at = cells.get(base + (floor(lat / w) << 12) + floor(lon / w))
+            if at is not None:
+                blocks.append(table[:, at[0] : at[1]])
         if not blocks:
             return _NONE, _NONE, 0
         rows = np.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
