@@ -102,8 +102,11 @@ def joined(parts: list[np.ndarray]) -> np.ndarray:
 KIND_OF = {kind.name: kind.direct for kind in TEST_KINDS}
 
 _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
-#: list postings of more ids a value than this on average are joined as arrays
-LONG_POSTINGS = 16
+#: list postings of more ids a value than this on average are joined as arrays (measured,
+#: one event alone, load ~12: rich 20K's interests, 10.4, 34 µs id by id against 25 as
+#: arrays; rich 100K's audiences, 2.6, 26 against 20, but an array a value there is ~12 MB
+#: of small arrays; rich 20K's audiences, 1.3, 19 against 21)
+LONG_POSTINGS = 8
 
 
 def _exact(atoms: list[tuple[int, Atom]], default: Complement, event: Event) -> Found:
@@ -161,7 +164,7 @@ class ListPostings:
         total = sum(len(found) for posting in postings for found in posting.values())
         #: when long (:data:`LONG_POSTINGS` ids a value on average), :attr:`by_value`'s
         #: postings as arrays, an event's ids joined in numpy rather than id by id (rich
-        #: 100K's interests, ~1,100 ids an event: ~200 -> ~120 µs; short ones were slower so)
+        #: 100K's interests, ~1,900 ids an event: 175 -> 57 µs, load ~13)
         self.long = total > LONG_POSTINGS * max(1, sum(map(len, postings)))
         #: :meth:`found`'s postings, one lookup a value: its ``has``/``one_of`` atoms, its
         #: ``lacks``/``none_of`` atoms (lists, or arrays when :attr:`long`; None for none)

@@ -194,7 +194,20 @@ def _rich(n: int, events: int, seed: int) -> tuple[dict[str, Any], dict[Any, str
     return schema, dict(subs), evs
 
 
-def test_online_rich_store_matches_brute_force(tmp_path: Path) -> None:
+def _one_event_arrays(arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``arrays``, one event's geo grid through :meth:`GeoMany.one` and its list
+    postings as arrays (the paths of rich 100K), which these small workloads do not reach
+    by themselves (segments take theirs always)."""
+    if arrays:
+        monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
+        _postings_way("arrays", monkeypatch)
+
+
+@pytest.mark.parametrize("arrays", [False, True])
+def test_online_rich_store_matches_brute_force(
+    arrays: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _one_event_arrays(arrays, monkeypatch)
     schema_doc, subs, events = _rich(1280, 120, seed=11)  # the last 80: written online
     schema = Schema.from_json(schema_doc)
     items = list(subs.items())
@@ -237,7 +250,11 @@ def test_online_rich_store_matches_brute_force(tmp_path: Path) -> None:
             assert set(got) == w  # type: ignore[arg-type]
 
 
-def test_python_load_and_sharded_rich_stores_match_brute_force(tmp_path: Path) -> None:
+@pytest.mark.parametrize("arrays", [False, True])
+def test_python_load_and_sharded_rich_stores_match_brute_force(
+    arrays: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _one_event_arrays(arrays, monkeypatch)
     schema_doc, subs, events = _rich(900, 100, seed=12)
     schema = Schema.from_json(schema_doc)
     python_loaded(tmp_path / "py", subs, schema_doc)
