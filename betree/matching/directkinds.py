@@ -168,10 +168,13 @@ class ListPostings:
         self.long = total > LONG_POSTINGS * max(1, sum(map(len, postings)))
         #: :meth:`found`'s postings, one lookup a value: its ``has``/``one_of`` atoms, its
         #: ``lacks``/``none_of`` atoms (lists, or arrays when :attr:`long`; None for none)
-        #: and the ``all_of``/``not_all_of`` atoms posted under it, each under its rarest
-        #: value alone (the fewest atoms posted), as (atom id, its values, negated): held
-        #: where its values are a subset of the event's, not counted value by value
-        self.by_value: dict[object, tuple[Any, Any, list[tuple[int, frozenset[object], bool]]]]
+        #: and the ``all_of``/``not_all_of`` atoms posted under it (None for none: rich
+        #: 100K's audiences, 56K values, have none), each under its rarest value alone
+        #: (the fewest atoms posted), as (atom id, its values, negated): held where its
+        #: values are a subset of the event's, not counted value by value
+        self.by_value: dict[
+            object, tuple[Any, Any, list[tuple[int, frozenset[object], bool]] | None]
+        ]
         self.by_value = {}
         posted = {v: sum(len(p.get(v, ())) for p in postings) for p in postings for v in p}
         for v in posted:
@@ -180,11 +183,15 @@ class ListPostings:
             if self.long:
                 pos = None if pos is None else _frozen(pos)
                 neg = None if neg is None else _frozen(neg)
-            self.by_value[v] = (pos, neg, [])
+            self.by_value[v] = (pos, neg, None)
         for aid, values, negative in whole:
             if values:  # (an empty all_of is never counted: it holds nowhere, as before)
                 rarest = min(values, key=lambda v: (posted[v], repr(v)))
-                self.by_value[rarest][2].append((aid, values, negative))
+                pos, neg, counted = self.by_value[rarest]
+                if counted is None:
+                    counted = []
+                    self.by_value[rarest] = (pos, neg, counted)
+                counted.append((aid, values, negative))
 
     def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, tuple):
@@ -209,7 +216,7 @@ class ListPostings:
             if neg is not None:
                 failed.append(neg)
                 tests += len(neg)
-            for aid, values, negative in counted:
+            for aid, values, negative in counted or ():
                 tests += 1
                 if values <= present:  # all_of holds, not_all_of fails
                     (whole_failed if negative else whole).append(aid)
@@ -237,7 +244,7 @@ class ListPostings:
             if neg is not None:
                 failed += neg
                 tests += len(neg)
-            for aid, values, negative in counted:
+            for aid, values, negative in counted or ():
                 tests += 1
                 if values <= present:  # all_of holds, not_all_of fails
                     (failed if negative else held).append(aid)
