@@ -60,10 +60,11 @@ _INDEXES: dict[str, type[_Index]] = {
 }
 
 #: A geo grid whose event's cells hold more entries than this, expected, answers one event
-#: through its arrays (:meth:`betree.matching.directmany.GeoMany.one`: ~25 numpy calls over
+#: through its arrays (:meth:`betree.matching.directmany.GeoMany.one`: ~12 numpy calls over
 #: the cells' entries), against ~0.5-0.8 µs an entry looped in Python (measured, load ~10
-#: on 2 cores: rich 20K, ~143 entries, 64-73 µs against 71-86 looped; rich 100K, ~712
-#: entries, 96-146 µs against 483-547 looped and 194-210 through the batch form)
+#: on 2 cores, with ~25 numpy calls: rich 20K, ~143 entries, 64-73 µs against 71-86 looped;
+#: rich 100K, ~712 entries, 96-146 µs against 483-547 looped and 194-210 through the batch
+#: form; with ~12, docs/bench/match-rich-sharded/README.md, richev41)
 GEO_LOOP_MOST = 128
 #: List postings longer than this on average (atoms a list element) answer one event through
 #: their batch form (:class:`betree.matching.directmany.ListMany`: arrays, where the loop

@@ -12,9 +12,9 @@ few that fail, not the thousands that hold (a batch ORs them in once an attribut
 ``held`` are the others that hold:
 
 - :class:`ListPostings` (``has``/``lacks``/``one_of``/``none_of``/``all_of``/``not_all_of``):
-  value -> atoms postings; the event's list is deduplicated and read once; ``all_of`` counts
-  hits per atom against its length; the negative forms are the complements (all of them
-  but the few whose positive form held).
+  value -> atoms postings, one lookup a distinct value of the event's list; ``all_of`` posted
+  under its rarest value alone, held where its values are a subset of the event's; the
+  negative forms are the complements (all of them but the few whose positive form held).
 - :class:`Suffixes` (``ends_with``/``not_ends_with``): needle -> atoms, one dict lookup per
   distinct needle length (the value's suffix of that length).
 - :class:`Needles` (``contains``/``not_contains``): each needle posted under its rarest
@@ -29,7 +29,8 @@ few that fail, not the thousands that hold (a batch ORs them in once an attribut
   namespace, id) (id ``None`` for the four-argument form); only the groups the event's
   caps name are tested, the others hold as when no cap applies.
 - :class:`SegmentTests` (``segment_within``/``segment_before`` and their negations): keyed by
-  segment id and sorted by seconds; one bisection per segment the event carries.
+  segment id and sorted by seconds; one bisection per segment, form and sign the event
+  carries, its atoms a slice of one array.
 - :class:`Patterns` (``like``/``matches`` and negations): one RE2 set, one call an event.
 - :class:`Presence` (``defined``, ``undefined``, ``bool_true``/``bool_false``,
   ``empty``/``not_empty``, the geo test's out-of-range points): one check of the value
@@ -73,15 +74,6 @@ def _frozen(found: list[int]) -> np.ndarray:
     return out
 
 
-def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of ``parts``, each once (ascending), and where each one's run starts in
-    them sorted (by a sort: ``np.unique``'s hashing measured ~100 µs on ~1K ids)."""
-    ids = np.sort(np.concatenate(parts))
-    first = np.ones(len(ids), dtype=bool)
-    np.not_equal(ids[1:], ids[:-1], out=first[1:])
-    return ids[first], np.flatnonzero(first)
-
-
 class Complement:
     """An index's ``default`` atoms (the negated ones, mostly): all of them hold but
     those found failing (the attribute defined); ``where`` each one's place."""
@@ -110,8 +102,11 @@ def joined(parts: list[np.ndarray]) -> np.ndarray:
 KIND_OF = {kind.name: kind.direct for kind in TEST_KINDS}
 
 _NEGATIVE = frozenset(("lacks", "none_of", "not_all_of"))
-#: list postings of more ids a value than this on average are joined as arrays
-LONG_POSTINGS = 16
+#: list postings of more ids a value than this on average are joined as arrays (measured,
+#: one event alone, load ~12: rich 20K's interests, 10.4, 34 µs id by id against 25 as
+#: arrays; rich 100K's audiences, 2.6, 26 against 20, but an array a value there is ~12 MB
+#: of small arrays; rich 20K's audiences, 1.3, 19 against 21)
+LONG_POSTINGS = 8
 
 
 def _exact(atoms: list[tuple[int, Atom]], default: Complement, event: Event) -> Found:
@@ -132,15 +127,14 @@ class ListPostings:
 
     __slots__ = (
         "all_need",
-        "arrays",
         "atoms",
+        "by_value",
         "count_of",
         "default",
-        "need",
+        "long",
         "neg_any",
         "neg_count",
         "pos_any",
-        "whose",
     )
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
@@ -151,12 +145,14 @@ class ListPostings:
         self.all_need: dict[int, int] = {}  # all_of's atoms and their lengths
         self.neg_count: dict[int, int] = {}  # not_all_of's
         negated: list[int] = []  # lacks, none_of, not_all_of: the default
+        whole: list[tuple[int, frozenset[object], bool]] = []  # all_of, not_all_of
         for aid, atom in atoms:
             t = atom.test
             values = (atom.arg,) if t in ("has", "lacks") else atom.arg
             if t in ("all_of", "not_all_of"):
                 (self.all_need if t == "all_of" else self.neg_count)[aid] = len(values)  # type: ignore[arg-type]
                 posting = self.count_of
+                whole.append((aid, frozenset(values), t == "not_all_of"))  # type: ignore[call-overload]
             else:
                 posting = self.neg_any if t in _NEGATIVE else self.pos_any
             if t in _NEGATIVE:
@@ -166,71 +162,93 @@ class ListPostings:
         self.default = Complement(negated)
         postings = (self.pos_any, self.neg_any, self.count_of)
         total = sum(len(found) for posting in postings for found in posting.values())
-        #: when long (:data:`LONG_POSTINGS` ids a value on average), the postings as arrays
-        #: too, an event's ids joined in numpy rather than id by id (rich 100K's interests,
-        #: ~1,100 ids an event: ~200 -> ~120 µs; short ones were slower so)
-        self.arrays: tuple[dict[object, np.ndarray], ...] | None = None
-        if total > LONG_POSTINGS * max(1, sum(map(len, postings))):
-            self.arrays = tuple(
-                {v: _frozen(found) for v, found in posting.items()} for posting in postings
-            )
-        counted = {**self.all_need, **{aid: -n for aid, n in self.neg_count.items()}}
-        #: the counted atoms ascending, and the values each needs (negative: not_all_of)
-        self.whose = np.array(sorted(counted), dtype=np.int64)
-        self.need = np.array([counted[a] for a in self.whose.tolist()], dtype=np.int64)
+        #: when long (:data:`LONG_POSTINGS` ids a value on average), :attr:`by_value`'s
+        #: postings as arrays, an event's ids joined in numpy rather than id by id (rich
+        #: 100K's interests, ~1,900 ids an event: 175 -> 57 µs, load ~13)
+        self.long = total > LONG_POSTINGS * max(1, sum(map(len, postings)))
+        #: :meth:`found`'s postings, one lookup a value: its ``has``/``one_of`` atoms, its
+        #: ``lacks``/``none_of`` atoms (lists, or arrays when :attr:`long`; None for none)
+        #: and the ``all_of``/``not_all_of`` atoms posted under it (None for none: rich
+        #: 100K's audiences, 56K values, have none), each under its rarest value alone
+        #: (the fewest atoms posted), as (atom id, its values, negated): held where its
+        #: values are a subset of the event's, not counted value by value
+        self.by_value: dict[
+            object, tuple[Any, Any, list[tuple[int, frozenset[object], bool]] | None]
+        ]
+        self.by_value = {}
+        posted = {v: sum(len(p.get(v, ())) for p in postings) for p in postings for v in p}
+        for v in posted:
+            pos: Any = self.pos_any.get(v)
+            neg: Any = self.neg_any.get(v)
+            if self.long:
+                pos = None if pos is None else _frozen(pos)
+                neg = None if neg is None else _frozen(neg)
+            self.by_value[v] = (pos, neg, None)
+        for aid, values, negative in whole:
+            if values:  # (an empty all_of is never counted: it holds nowhere, as before)
+                rarest = min(values, key=lambda v: (posted[v], repr(v)))
+                pos, neg, counted = self.by_value[rarest]
+                if counted is None:
+                    counted = []
+                    self.by_value[rarest] = (pos, neg, counted)
+                counted.append((aid, values, negative))
 
     def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, tuple):
             return _exact(self.atoms, self.default, event)
-        if self.arrays is None:
+        if not self.long:
             return self._found_short(value)
         held: list[np.ndarray] = []
         failed: list[np.ndarray] = []
-        counted: list[np.ndarray] = []
-        pos_any, neg_any, count_of = self.arrays
-        for v in set(value):
-            for posting, out in ((pos_any, held), (neg_any, failed), (count_of, counted)):
-                found = posting.get(v)
-                if found is not None:
-                    out.append(found)
-        tests = sum(map(len, held)) + sum(map(len, failed)) + sum(map(len, counted))
-        if counted:  # all_of holds, not_all_of fails, where every value was found
-            aids, at = _runs(counted)
-            n = np.diff(at, append=sum(map(len, counted)))
-            need = self.need[np.searchsorted(self.whose, aids)]
-            held.append(aids[need == n])
-            failed.append(aids[-need == n])
+        whole: list[int] = []
+        whole_failed: list[int] = []
+        tests = 0
+        by_value = self.by_value
+        present = set(value)
+        for v in present:
+            got = by_value.get(v)
+            if got is None:
+                continue
+            pos, neg, counted = got
+            if pos is not None:
+                held.append(pos)
+                tests += len(pos)
+            if neg is not None:
+                failed.append(neg)
+                tests += len(neg)
+            for aid, values, negative in counted or ():
+                tests += 1
+                if values <= present:  # all_of holds, not_all_of fails
+                    (whole_failed if negative else whole).append(aid)
+        if whole:
+            held.append(ids(whole))
+        if whole_failed:
+            failed.append(ids(whole_failed))
         return joined(held), joined(failed), tests  # (an id may come twice: set twice)
 
     def _found_short(self, value: tuple[object, ...]) -> Found:
         """:meth:`found` id by id (short postings)."""
         held: list[int] = []
-        failed: set[int] = set()
-        counts: dict[int, int] = {}
+        failed: list[int] = []
         tests = 0
-        pos_any, neg_any, count_of = self.pos_any, self.neg_any, self.count_of
-        for v in set(value):
-            found = pos_any.get(v)
-            if found is not None:
-                held += found
-                tests += len(found)
-            found = neg_any.get(v)
-            if found is not None:
-                failed.update(found)
-                tests += len(found)
-            found = count_of.get(v)
-            if found is not None:
-                tests += len(found)
-                for aid in found:
-                    counts[aid] = counts.get(aid, 0) + 1
-        if counts:  # all_of holds, not_all_of fails, where every value was found
-            need, neg = self.all_need, self.neg_count
-            for aid, n in counts.items():
-                if need.get(aid) == n:
-                    held.append(aid)
-                elif neg.get(aid) == n:
-                    failed.add(aid)
-        return ids(set(held)) if held else _NONE, ids(failed), tests
+        by_value = self.by_value
+        present = set(value)
+        for v in present:
+            got = by_value.get(v)
+            if got is None:
+                continue
+            pos, neg, counted = got
+            if pos is not None:
+                held += pos
+                tests += len(pos)
+            if neg is not None:
+                failed += neg
+                tests += len(neg)
+            for aid, values, negative in counted or ():
+                tests += 1
+                if values <= present:  # all_of holds, not_all_of fails
+                    (failed if negative else held).append(aid)
+        return ids(held), ids(failed), tests
 
 
 class Suffixes:
@@ -488,7 +506,7 @@ class SegmentTests:
     s)`` iff ``s < now - t``, the same integer arithmetic as the tests; a negated test holds
     where its positive form does not (the attribute defined)."""
 
-    __slots__ = ("by_segment", "default")
+    __slots__ = ("by_segment", "by_sid", "default", "flat")
 
     def __init__(self, atoms: list[tuple[int, TestAtom]]) -> None:
         tests: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
@@ -500,9 +518,25 @@ class SegmentTests:
             within, before = tests.setdefault(sid, ([], []))
             within_test = atom.test.removeprefix("not_") == "segment_within"
             (within if within_test else before).append((secs, -aid - 1 if negated else aid))
+        #: (the batch's form: :class:`betree.matching.directmany.SegmentMany`)
         self.by_segment: dict[int, tuple[_Sorted, _Sorted]] = {
             sid: (_sorted(within), _sorted(before)) for sid, (within, before) in tests.items()
         }
+        #: :meth:`found`'s: per segment, its non-empty lists of one form and sign as
+        #: (within, negated, their seconds ascending, where their ids start in :attr:`flat`):
+        #: an event's atoms of a list a slice of one array (rich 100K: ~670 ids an event
+        #: from ~15 segments), not a Python list extended and split by sign
+        self.by_sid: dict[int, list[tuple[bool, bool, list[int], int]]] = {}
+        flat: list[int] = []
+        for sid, forms in self.by_segment.items():
+            lists = self.by_sid[sid] = []
+            for is_within, (times, aids) in zip((True, False), forms, strict=True):
+                for sign in (False, True):
+                    mine = [(x, a) for x, a in zip(times, aids, strict=True) if (a < 0) == sign]
+                    if mine:
+                        lists.append((is_within, sign, [x for x, _ in mine], len(flat)))
+                        flat += [-a - 1 if sign else a for _, a in mine]
+        self.flat = _frozen(flat)
 
     def found(self, value: object, event: Event) -> Found:
         """The tests that hold on ``event`` (and the negated ones that fail), whose value
@@ -510,28 +544,29 @@ class SegmentTests:
         now: Any = event.get(special.NOW)
         if now is None:  # every positive test fails, every negated one holds
             return _NONE, _NONE, 0
-        hits: list[int] = []
-        by_segment = self.by_segment
+        held: list[np.ndarray] = []
+        failed: list[np.ndarray] = []
+        by_sid, flat = self.by_sid, self.flat
         last = None
         tests = 0
         for sid, ts in value:  # type: ignore[attr-defined]
             if sid == last:
                 continue  # a repeated id counts at its first occurrence
             last = sid
-            found = by_segment.get(sid)
+            found = by_sid.get(sid)
             if found is None:
                 continue
             tests += 1
             q = ts // 1_000_000 if ts >= 0 else -(-ts // 1_000_000)
             bound = now - q
-            (w_secs, w_ids), (b_secs, b_ids) = found
-            hits.extend(w_ids[bisect_left(w_secs, bound) :])
-            hits.extend(b_ids[: bisect_left(b_secs, bound)])
-        if not len(self.default):
-            return ids(hits), _NONE, tests
-        out = [aid for aid in hits if aid >= 0]
-        gone = [-aid - 1 for aid in hits if aid < 0]
-        return ids(out), ids(gone), tests
+            for within, negated, secs, at in found:
+                i = bisect_left(secs, bound)
+                if within:  # (the seconds from ``bound`` on)
+                    if i < len(secs):
+                        (failed if negated else held).append(flat[at + i : at + len(secs)])
+                elif i:  # (before: those under ``bound``)
+                    (failed if negated else held).append(flat[at : at + i])
+        return joined(held), joined(failed), tests
 
 
 def _sorted(tests: list[tuple[int, int]]) -> _Sorted:

@@ -363,12 +363,15 @@ class GeoMany:
     __slots__ = (
         "aid",
         "box",
+        "cells",
         "centre",
         "entries",
+        "exact",
         "index",
         "keys",
         "levels",
         "neg",
+        "negated",
         "parts",
         "starts",
         "table",
@@ -399,17 +402,26 @@ class GeoMany:
             centre.append((math.sin(la2), math.cos(la2), lon0, km))
         self.centre = np.array(centre, dtype=np.float64).reshape(-1, 4)
         #: :meth:`one`'s columns, one row a field (each contiguous over the entries): the
-        #: box as ``(la, -lb, oa, -ob)`` (a point is inside where ``la <= lat``, ``-lb <=
-        #: -lat``, ...: negation is exact), the centre, the entry's own position, and the
-        #: distance within which the haversine is in doubt (:data:`DOUBT`)
-        self.table = np.vstack(
-            [
-                (self.box * (1.0, -1.0, 1.0, -1.0)).T,
-                self.centre.T,
-                np.arange(len(self.entries), dtype=np.float64),
-                DOUBT * np.maximum(1.0, np.abs(self.centre[:, 3])),
-            ]
-        )
+        #: centre as a point of the unit sphere (x, y, z), the squared chords within which
+        #: the point surely is (:func:`_chords`) and beyond which it surely is not, and
+        #: the entry's atom id (negated: ``-1 - id``)
+        self.table = _one_table(index, self.aid, self.neg)
+        #: per level, :meth:`one`'s cell lookup: the key of its cell (0, 0) (a cell's key
+        #: is that plus ``i << 12`` plus ``j``: :func:`_cell_key` within its bounds), its
+        #: width, and its cells' keys -> their entries' range
+        self.cells: list[tuple[int, float, dict[int, tuple[int, int]]]] = []
+        bounds = self.starts.tolist()
+        for k, w in self.levels:
+            cells = {
+                key: (bounds[c], bounds[c + 1])
+                for c, key in enumerate(self.keys.tolist())
+                if key >> 24 == k
+            }
+            self.cells.append((_cell_key(k, 0, 0), w, cells))
+        #: each entry's atom's own test, by atom id (the band of doubt's), and whether
+        #: any entry is negated
+        self.exact = {aid: holds for aid, _, holds in self.entries}
+        self.negated = bool(self.neg.any())
 
     def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
         if self.parts:
@@ -438,11 +450,13 @@ class GeoMany:
 
     def one(self, value: object, event: Event) -> directkinds.Found:
         """:meth:`found` of one event: its cell at each level found in Python, then the
-        cells' boxes and the haversine over their entries alone in numpy, field by field,
-        with the point's sines and cosines as Python floats (~25 numpy calls on the few
-        hundred entries of the event's cells: rich 100K, ~725 entries, 170 inside their
-        box; measured alone, 83-87 µs an event with the entries as rows and the box
-        tested by ``all(axis=1)``, 56-65 µs so)."""
+        chord from the point to each of the cells' entries' centres in numpy (the point and
+        the centres as points of the unit sphere: no trigonometry an entry, no box test:
+        ~12 numpy calls on the few hundred entries of the event's cells).  A chord within
+        an entry's band of doubt (:data:`DOUBT` around its radius: the atom's formula and
+        this one differ by a few ulps) is decided by the atom's own test.  Tests: the
+        entries whose chord was taken (all those of the event's cells, not those inside
+        their box)."""
         lon: Any = event.get(self.index.lon)
         if lon is None:  # the haversine is false: every negation holds
             return _NONE, _NONE, 0
@@ -450,48 +464,35 @@ class GeoMany:
         if self.parts or self.index.loose or not _on_grid(lat, lon):
             held, _, failed, _, tests = self.found([value], [event])
             return held, failed, tests
-        keys = [_cell_key(k, math.floor(lat / w), math.floor(lon / w)) for k, w in self.levels]
-        cells = np.searchsorted(self.keys, keys).tolist()
-        n, known, starts = len(self.keys), self.keys, self.starts
-        table = self.table
-        blocks = [
-            table[:, starts[c] : starts[c + 1]]
-            for c, key in zip(cells, keys, strict=True)
-            if c < n and known[c] == key
-        ]
+        table, floor = self.table, math.floor
+        blocks = []
+        for base, w, cells in self.cells:
+            at = cells.get(base + (floor(lat / w) << 12) + floor(lon / w))
+            if at is not None:
+                blocks.append(table[:, at[0] : at[1]])
         if not blocks:
             return _NONE, _NONE, 0
         rows = np.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
-        ok = rows[0] <= lat
-        ok &= rows[1] <= -lat
-        ok &= rows[2] <= lon
-        ok &= rows[3] <= -lon
-        inside = rows[:, ok]
-        if not inside.shape[1]:
-            return _NONE, _NONE, 0
-        sin2, cos2, lon0, km, tol = inside[4], inside[5], inside[6], inside[7], inside[9]
-        la1 = lat * special.TO_RAD
-        sin1, cos1 = math.sin(la1), math.cos(la1)
-        with np.errstate(invalid="ignore"):
-            dlon = (lon - lon0) * special.TO_RAD
-            dz = sin1 - sin2
-            dx = np.cos(dlon) * cos1 - cos2
-            dy = np.sin(dlon) * cos1
-            chord = dx * dx
-            chord += dy * dy
-            chord += dz * dz
-            half = np.sqrt(chord) / 2
-            dist = np.arcsin(np.minimum(half, 1.0)) * (2 * special.EARTH_RADIUS_KM)
-        yes = (half <= 1.0) & (dist <= km)
-        doubt = (np.abs(dist - km) <= tol) | (np.abs(half - 1.0) <= DOUBT)
-        entry = inside[8].astype(np.int64)
-        if doubt.any():
-            entries = self.entries
-            for i in np.flatnonzero(doubt).tolist():  # decided by the atom's own test
-                yes[i] = entries[int(entry[i])][2](event)
-        entry = entry[yes]
-        aid, neg = self.aid[entry], self.neg[entry]
-        return aid[~neg], aid[neg], inside.shape[1]
+        la1, lo1 = lat * special.TO_RAD, lon * special.TO_RAD
+        cos1 = math.cos(la1)
+        d = rows[:3] - np.array(
+            ((cos1 * math.cos(lo1),), (cos1 * math.sin(lo1),), (math.sin(la1),))
+        )
+        d *= d
+        chord = d[0] + d[1]
+        chord += d[2]
+        yes = chord < rows[3]
+        maybe = chord <= rows[4]
+        if np.count_nonzero(maybe) > np.count_nonzero(yes):  # some within their band of doubt
+            signed = rows[5]
+            for i in np.flatnonzero(maybe ^ yes).tolist():  # decided by the atom's own test
+                aid = int(signed[i])
+                yes[i] = self.exact[aid if aid >= 0 else -1 - aid](event)
+        got = rows[5][yes].astype(np.int64)
+        if not self.negated:
+            return got, _NONE, rows.shape[1]
+        neg = got < 0
+        return got[~neg], -1 - got[neg], rows.shape[1]
 
     def _loose(self, at: list[int], events: Sequence[Event]) -> Many:
         """The boxes no grid level holds (none for finite constants), each tested."""
@@ -552,6 +553,37 @@ class GeoMany:
         entry, point = entry[yes], point[yes]
         aid, neg, ev = self.aid[entry], self.neg[entry], at[point]
         return aid[~neg], ev[~neg], aid[neg], ev[neg], int(inside.sum())
+
+
+def _one_table(index: directkinds.GeoGrid, aid: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """:attr:`GeoMany.table`: for the entries (atom ids ``aid``, ``neg`` the negated), one
+    row a field: the centre on the unit sphere (x, y, z: the formula's chord is the
+    distance between the two points), the squared chords of the radius less and plus its
+    band of doubt (:func:`_chords`), the atom id (negated: ``-1 - id``; exact in a float)."""
+    centre = np.zeros((6, len(aid)), dtype=np.float64)
+    for i, a in enumerate(aid.tolist()):
+        lat0, lon0, km = index.args[a]
+        la, lo = lat0 * special.TO_RAD, lon0 * special.TO_RAD
+        cos0 = math.cos(la)
+        centre[:3, i] = cos0 * math.cos(lo), cos0 * math.sin(lo), math.sin(la)
+        centre[3:5, i] = _chords(km)
+    centre[5] = np.where(neg, -1 - aid, aid)
+    return centre
+
+
+def _chords(km: float) -> tuple[float, float]:
+    """The squared chords (on the unit sphere) within which a point is surely within
+    ``km`` of a centre, and beyond which it surely is not: those of ``km`` less and plus
+    :data:`DOUBT` (relative past 1 km).  The chord of an angle ``t`` is ``2 sin(t / 2)``,
+    increasing up to ``t = pi`` (the library's ``asin`` of the half chord): a radius
+    whose band reaches near there (~20,000 km) is in doubt everywhere (-1 and inf), as
+    is a radius that is not a finite number."""
+    tol = DOUBT * max(1.0, abs(km)) if math.isfinite(km) else math.inf
+    lo, hi = (km - tol) / (2 * special.EARTH_RADIUS_KM), (km + tol) / (2 * special.EARTH_RADIUS_KM)
+    near = math.pi / 2 - 1e-3  # (half the angle; sin's slope there still ~1e-3)
+    sure = (2 * math.sin(lo)) ** 2 if 0.0 < lo < near else -1.0
+    beyond = (2 * math.sin(hi)) ** 2 if 0.0 <= hi < near else math.inf
+    return sure, beyond
 
 
 class SegmentMany:
