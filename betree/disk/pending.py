@@ -56,10 +56,15 @@ it", and checks that each lies in the root's l-node and the record's facts
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from betree.disk import catalog, grid
 from betree.disk.catalog import clause_id
 from betree.disk.nodes import CNode
+from betree.lang.bounded import forget_older_half
 from storage.txn import ReadTxn
 
 #: subscriptions from which a batch (a shard's part of one) defers its clauses' placement: a
@@ -71,6 +76,8 @@ DEFER_STORE = 1 << 16
 PLACE_CLAUSES = 8192
 #: ... and at most this share of the store's subscriptions
 PLACE_SHARE = 1 / 64
+#: requirements a :func:`groups` memo keeps (~150 bytes each); when full, the older half goes
+MEMO_LIMIT = 1 << 18
 
 
 def defers(rec: dict[str, Any], batch: int) -> bool:
@@ -108,3 +115,67 @@ def check_pending(rec: dict[str, Any]) -> list[str]:
     if not isinstance(start, int) or not 0 <= start <= int(rec["next_sid"]):
         return [f"pending area starts at {start!r}, not a subscription id up to next_sid"]
     return []
+
+
+#: clauses a group of the root's clauses holds in a packed view (:func:`groups`)
+GROUP = 16
+
+#: an atom's attribute and :func:`betree.disk.grid.requirement`, by atom id
+Requirements = dict[int, tuple[str, tuple[int, int] | tuple[()]]]
+
+
+def groups(
+    txn: ReadTxn,
+    lens: np.ndarray,
+    atoms: np.ndarray,
+    types: Mapping[str, str],
+    memo: Requirements,
+) -> tuple[np.ndarray, list[tuple[str, int, int, int]]]:
+    """The root l-node's clauses (their atom counts ``lens`` and atom ids ``atoms`` end to
+    end) grouped by a place each, for a packed view to match them as nodes below the
+    root (:func:`betree.packed.flat.build`): a clause's place is its attribute of the
+    narrowest grid span (:func:`betree.disk.grid.combined` of its atoms' requirements),
+    and the clauses of one attribute, by span, go :data:`GROUP` to a group whose
+    interval is their spans' hull.  Exact: a clause holds only where the event defines
+    each attribute of its places inside its span, so a group is reached wherever one of
+    its clauses could hold.  Returns a permutation of the clauses, the placeless first
+    (they stay in the root), then group by group, and each group's attribute, interval
+    and clause count.  ``types``: each attribute's grid kind; ``memo``: requirements
+    read before (by atom id, never reused), kept by the caller.  Cost: ~1 µs an atom,
+    once a new atom's record is read (~10 µs)."""
+    ends = np.cumsum(lens)
+    ids = atoms.tolist()
+    chosen: list[tuple[str, int, int, int]] = []
+    placeless: list[int] = []
+    start = 0
+    for i, end in enumerate(ends.tolist()):
+        pairs = []
+        for aid in ids[start:end]:
+            if aid:
+                pair = memo.get(aid)
+                if pair is None:
+                    atom = catalog.load_atom(txn, aid)
+                    if len(memo) >= MEMO_LIMIT:
+                        forget_older_half(memo)
+                    pair = memo[aid] = (atom.attr, grid.requirement(types[atom.attr], atom))
+                pairs.append(pair)
+        start = end
+        places = grid.combined(pairs)
+        if not places:
+            placeless.append(i)
+            continue
+        attr, (lo, hi) = min(places.items(), key=lambda p: (p[1][1] - p[1][0], p[0]))
+        chosen.append((attr, lo, hi, i))
+    chosen.sort()
+    order = placeless + [i for *_, i in chosen]
+    made: list[tuple[str, int, int, int]] = []
+    at = 0
+    while at < len(chosen):
+        attr = chosen[at][0]
+        end = at + 1
+        while end < len(chosen) and end - at < GROUP and chosen[end][0] == attr:
+            end += 1
+        part = chosen[at:end]
+        made.append((attr, min(c[1] for c in part), max(c[2] for c in part), end - at))
+        at = end
+    return np.array(order, dtype=np.int64), made
