@@ -36,19 +36,23 @@ after the batch's commit
 :mod:`betree.stores.shardwrite`); so do self-adjustment's flush (before it moves
 clauses) and :meth:`betree.engine.Engine.place`.
 
-Cost: a pending clause costs matching what any clause of the root costs (checked at every
-event): at 1M BEGen in 2 shards, ~8,000 a shard raised the CPU p50 of a match 4-10%
-(docs/bench/live/README.md, writes36), 16,000-32,000 a shard 40-60% (place38).  The
+Cost: the page walk checks a pending clause at every event, as any clause of the root;
+a packed view does not: it matches the root's clauses in groups below the root
+(:func:`groups`, from :func:`betree.packed.flat.build`), each group a node of one
+attribute and the hull of its clauses' spans on it (the attribute of each clause's
+narrowest span), so that an event checks only the groups it reaches, as it does the
+tree's own buckets (BEGen: a clause's narrowest span is mostly one value of 48, on one
+of 400 attributes an event defines ~15 of).  Before, ~8,000 pending clauses a shard of
+1M BEGen in 2 shards raised the CPU p50 of a match 4-10% (docs/bench/live/README.md,
+writes36), 16,000-32,000 a shard 40-60% (place38); grouped: see place41 there.  The
 deferred batch skips routing, splits and its clauses' places: ~110 µs of CPU a
 subscription instead of ~330.  Placement pays them for the whole area at once, and the
 larger the area the less a clause: its costs are mostly pages (a c-node read and decoded
 while routing, an l-node page and its c-node copied, changed, encoded and committed; the
 clauses of an overflowing l-node re-read by its split), which the clauses an area sends
 to one l-node share.  A shard of 1M BEGen has ~13,600 l-nodes: placing 8,000 clauses
-cost ~150 µs a clause, 32,000 ~100, 64,000 ~85 (place38).  So a larger bound trades
-matching for writes; the bound stays where the area costs matching little, until the
-area is matched apart from the root's other clauses (by key atom, as the packed view
-does where the tree prunes little: not done).
+cost ~150 µs a clause, 32,000 ~100, 64,000 ~85 (place38).  So the bound is set where
+placement is cheap, matching paying little for the area while it waits.
 ``check()`` exempts pending clauses only from "no clause left where a p-node could take
 it", and checks that each lies in the root's l-node and the record's facts
 (:func:`check_pending`).
@@ -73,9 +77,9 @@ DEFER_FROM = 128
 #: subscriptions a store (a shard) holds before its batches defer
 DEFER_STORE = 1 << 16
 #: clauses past the root's capacity at which the writer places the pending area, at most
-PLACE_CLAUSES = 8192
+PLACE_CLAUSES = 1 << 16
 #: ... and at most this share of the store's subscriptions
-PLACE_SHARE = 1 / 64
+PLACE_SHARE = 1 / 8
 #: requirements a :func:`groups` memo keeps (~150 bytes each); when full, the older half goes
 MEMO_LIMIT = 1 << 18
 
