@@ -119,8 +119,8 @@ class Engine:
         self.schema = schema
         self._schema_version = version
         self.types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
-        #: the atoms' requirements by id a view's grouping of the root read (betree.disk.pending)
-        self._requirements: pending.Requirements = {}
+        #: what views' groupings of the root read and chose (betree.disk.pending.Chosen)
+        self._chosen = pending.Chosen()
         self.scalar = frozenset(name for name, kind in self.types.items() if kind in SCALAR)
         #: Attributes whose event values are matched transformed (folded, or ip keys).
         self.keyed = schema.folded | {n for n, s in schema.attributes.items() if s.type == "ip"}
@@ -252,7 +252,7 @@ class Engine:
         held = self.flat.held(self.flat.held_gen())
         if held is not None and held.view.ranged is not None:
             return leanbuild.lean_base(self.store, self._records, self.types)
-        gen, based = flat.fresh_base(self.store, self._records, self.types, self._requirements)
+        gen, based = flat.fresh_base(self.store, self._records, self.types, self._chosen)
         if held is not None:
             carry.learn_from(held.view, based)
         return gen, based
@@ -276,7 +276,7 @@ class Engine:
                 if leanbuild.too_big(rec["subs"], predicates(), self.flat.share):
                     self.before_lean()  # (a whole view past the share: as big a build)
                     return_freed_memory()  # (cycles collected just before: rich 1M, ~7 s)
-                view = flat.build(tree, full.trees, types=self.types, memo=self._requirements)
+                view = flat.build(tree, full.trees, types=self.types, memo=self._chosen)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
         def lean_first(tree: BETree) -> bool:

@@ -399,7 +399,7 @@ def build(
     pbtrees: Mapping[str, dict[str, Any]],
     pause: Callable[[], None] | None = None,
     types: Mapping[str, str] | None = None,
-    memo: pending.Requirements | None = None,
+    memo: pending.Chosen | None = None,
 ) -> FlatTree:
     """The view of ``tree`` and of the PB+trees whose records ``pbtrees`` holds by
     attribute: every page read once (the tree's in preorder), past the page cache (which
@@ -443,7 +443,7 @@ def build(
         chain = list(lnode_chain(tree, node.lnode))
         made: list[tuple[str, int, int, int]] = []
         if i == 0 and types is not None and chain:  # the root: its clauses grouped
-            chain, made = _grouped(tree, chain, types, {} if memo is None else memo)
+            chain, made = _grouped(tree, chain, types, pending.Chosen() if memo is None else memo)
         for k, (c, e, n, a) in enumerate(chain):
             cids.append(c)
             exts.append(e)
@@ -501,7 +501,7 @@ def _grouped(
     tree: BETree,
     chain: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     types: Mapping[str, str],
-    memo: pending.Requirements,
+    memo: pending.Chosen,
 ) -> tuple[
     list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], list[tuple[str, int, int, int]]
 ]:
@@ -512,7 +512,7 @@ def _grouped(
     ext = np.concatenate([e for _, e, _, _ in chain])
     n = np.concatenate([x for _, _, x, _ in chain])
     a = np.concatenate([x for _, _, _, x in chain])
-    order, made = pending.groups(tree.txn, n, a, types, memo)
+    order, made = pending.groups(tree.txn, cid, n, a, types, memo)
     starts = np.zeros(len(n) + 1, dtype=np.int64)
     np.cumsum(n, out=starts[1:])
     cuts = np.cumsum([len(order) - sum(g[3] for g in made)] + [g[3] for g in made])
@@ -547,7 +547,7 @@ def fresh_base(
     store: Store,
     records: Records,
     types: Mapping[str, str] | None = None,
-    memo: pending.Requirements | None = None,
+    memo: pending.Chosen | None = None,
 ) -> tuple[int, Based]:
     """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
     background: :class:`betree.packed.held.FlatSlot`); its per-attribute records read with
