@@ -5,11 +5,11 @@ its clauses down the BE-Tree, splitting and clustering the l-nodes they filled, 
 more committing the ~1.7 c-nodes and ~1.7 l-node pages each dirtied (docs/bench/live/
 README.md, "where a batch's CPU goes"), of ~305-360 µs in all.  A batch instead writes its
 subscriptions' records and appends its clauses, unrouted, to the root's l-node: the
-*pending area*.  Every reader in every process already checks the root's l-node at every
-event (the page walk, ``match_many``'s pass, a packed view built from the pages; a view
-caught up from the change log matches added clauses directly, wherever they sit), so a
-committed write is seen by the next match as before (SPEC section 7), with no reader
-code of its own.  Placement moves the pending clauses into the tree later, in bulk, in
+*pending area*.  Every reader in every process already checks the root's l-node (the
+page walk, ``match_many``'s pass; a packed view built from the pages, in groups: Cost
+below; a view caught up from the change log matches added clauses directly, wherever
+they sit), so a committed write is seen by the next match as before (SPEC section 7).
+Placement moves the pending clauses into the tree later, in bulk, in
 a write transaction of its own (:meth:`betree.disk.writer.Writer.place`): they are taken out
 of the root's l-node and inserted as a batch's clauses always were
 (:meth:`betree.disk.tree.BETree.insert_many`); the clause set, the subscription records
@@ -29,8 +29,9 @@ self-adjusts or holds fewer than :data:`DEFER_STORE` (a small tree is placed int
 from the cache, and a pending area would be much of what each event checks; at 16 shards
 a batch of 1,000 gives parts of ~60: placed at once); the writer places once the root's
 l-node holds :func:`bound` clauses past its capacity (:data:`PLACE_CLAUSES`, or
-:data:`PLACE_SHARE` of the store's subscriptions if fewer: the area's cost to matching
-stays a small share of the store's; counted from the root c-node's size: one page read),
+:data:`PLACE_SHARE` of the store's subscriptions if fewer: a reader walking pages, not
+yet holding a view, pays for the whole area; counted from the root c-node's size: one
+page read),
 after the batch's commit
 (a sharded batch: after its journal is gone, outside the read lock its readers wait on:
 :mod:`betree.stores.shardwrite`); so do self-adjustment's flush (before it moves
@@ -138,23 +139,27 @@ class Chosen:
 
 def groups(
     txn: ReadTxn,
+    first: int,
     cids: np.ndarray,
     lens: np.ndarray,
     atoms: np.ndarray,
     types: Mapping[str, str],
     memo: Chosen,
 ) -> tuple[np.ndarray, list[tuple[str, int, int, int]]]:
-    """The root l-node's clauses (their ids, atom counts ``lens`` and atom ids ``atoms`` end
-    to end) grouped by a place each, for a packed view to match them as nodes below the
-    root (:func:`betree.packed.flat.build`): a clause's place is its attribute of the
-    narrowest grid span (:func:`betree.disk.grid.combined` of its atoms' requirements),
-    and the clauses of one attribute, by span, go :data:`GROUP` to a group whose
-    interval is their spans' hull.  Exact: a clause holds only where the event defines
-    each attribute of its places inside its span, so a group is reached wherever one of
-    its clauses could hold.  Returns a permutation of the clauses, the placeless first
-    (they stay in the root), then group by group, and each group's attribute, interval
-    and clause count.  ``types``: each attribute's grid kind.  Cost: ~5 µs a clause the
-    first time (a new atom's record read: ~10 µs more), ~0.3 µs after (``memo``)."""
+    """The root l-node's pending clauses (ids from ``first`` on) grouped by a place each, for
+    a packed view to match them as nodes below the root (:func:`betree.packed.flat.build`);
+    of its clauses, ``cids`` their ids, ``lens`` their atom counts, ``atoms`` their atom
+    ids end to end.  A clause's place is its attribute of the narrowest grid span
+    (:func:`betree.disk.grid.combined` of its atoms' requirements); the clauses of one
+    attribute, by span, go :data:`GROUP` to a group whose interval is their spans' hull.
+    Exact: a clause holds only where the event defines each attribute of its places
+    inside its span, so a group is reached wherever one of its clauses could hold.
+    Returns a permutation of the clauses, the placeless and the placed first (they stay
+    in the root, where the walk checks them too: on a store with no area the view's
+    candidates are the walk's), then group by group, and each group's attribute,
+    interval and clause count.  ``types``: each attribute's grid kind.  Cost: ~5 µs a
+    clause the first time (a new atom's record read: ~10 µs more), ~0.3 µs after
+    (``memo``)."""
     ends = np.cumsum(lens).tolist()
     ids = atoms.tolist()
     chosen: list[tuple[str, int, int, int]] = []
@@ -162,7 +167,9 @@ def groups(
     known, requirements = memo.clauses, memo.atoms
     place: tuple[str, int, int] | None
     for i, cid in enumerate(cids.tolist()):
-        if cid in known:
+        if cid < first:
+            place = None
+        elif cid in known:
             place = known[cid]
         else:
             pairs = []

@@ -405,7 +405,7 @@ def build(
     attribute: every page read once (the tree's in preorder), past the page cache (which
     the view replaces).  ``pause``: called every :data:`PAUSE_EVERY` c-nodes (a build in
     a thread of its own lets matching threads have the interpreter there).  With
-    ``types`` (each attribute's grid kind), the root's clauses (the pending area of
+    ``types`` (each attribute's grid kind), the root's pending clauses (the area of
     :mod:`betree.disk.pending`) are grouped by a place each under nodes of their own
     below the root (:func:`betree.disk.pending.groups`, ``memo`` its requirements): an
     event checks only the groups it reaches, not every clause of the area."""
@@ -442,7 +442,7 @@ def build(
         node_end.append(0)
         chain = list(lnode_chain(tree, node.lnode))
         made: list[tuple[str, int, int, int]] = []
-        if i == 0 and types is not None and chain:  # the root: its clauses grouped
+        if i == 0 and types is not None and tree.pending is not None and chain:  # the area
             chain, made = _grouped(tree, chain, types, pending.Chosen() if memo is None else memo)
         for k, (c, e, n, a) in enumerate(chain):
             cids.append(c)
@@ -512,7 +512,8 @@ def _grouped(
     ext = np.concatenate([e for _, e, _, _ in chain])
     n = np.concatenate([x for _, _, x, _ in chain])
     a = np.concatenate([x for _, _, _, x in chain])
-    order, made = pending.groups(tree.txn, cid, n, a, types, memo)
+    assert tree.pending is not None
+    order, made = pending.groups(tree.txn, tree.pending, cid, n, a, types, memo)
     starts = np.zeros(len(n) + 1, dtype=np.int64)
     np.cumsum(n, out=starts[1:])
     cuts = np.cumsum([len(order) - sum(g[3] for g in made)] + [g[3] for g in made])
