@@ -193,6 +193,7 @@ class Engine:
         with gc_paused(), self.store.write() as txn, self.writer(txn) as w:
             moved = w.place()
         w.committed()
+        self.caught_up(0, w.logged)  # (no subscription changed: the held view stays valid)
         return moved
 
     # -- compiling (betree.compiler) --------------------------------------------------------
