@@ -407,7 +407,7 @@ def build(
     a thread of its own lets matching threads have the interpreter there).  With
     ``types`` (each attribute's grid kind), the root's pending clauses (the area of
     :mod:`betree.disk.pending`) are grouped by a place each under nodes of their own
-    below the root (:func:`betree.disk.pending.groups`, ``memo`` its requirements): an
+    below the root (:func:`betree.disk.pending.groups`, ``memo`` what it read before): an
     event checks only the groups it reaches, not every clause of the area."""
     load, space = tree.txn.load_uncached, tree.space
     visits = 0
@@ -450,7 +450,7 @@ def build(
             lens.append(n)
             atoms.append(a)
             clauses += len(e)
-            if made:  # the root's placeless, then each group's: a node each
+            if made:  # the root's own (placed, placeless), then each group's: a node each
                 clause_at.append(clauses)
                 if k:
                     gattr, lo, hi, _ = made[k - 1]
@@ -506,8 +506,8 @@ def _grouped(
     list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], list[tuple[str, int, int, int]]
 ]:
     """The root's l-node ``chain`` (:func:`lnode_chain`) as :func:`betree.disk.pending.groups`
-    orders it: its placeless clauses, then each group's, one chunk each (a chunk may be
-    empty), and the groups."""
+    orders it: the clauses staying in the root, then each group's, one chunk each (the
+    first may be empty), and the groups."""
     cid = np.concatenate([c for c, _, _, _ in chain])
     ext = np.concatenate([e for _, e, _, _ in chain])
     n = np.concatenate([x for _, _, x, _ in chain])
