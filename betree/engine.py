@@ -119,6 +119,8 @@ class Engine:
         self.schema = schema
         self._schema_version = version
         self.types = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
+        #: what views' groupings of the root read and chose (betree.disk.pending.Chosen)
+        self._chosen = pending.Chosen()
         self.scalar = frozenset(name for name, kind in self.types.items() if kind in SCALAR)
         #: Attributes whose event values are matched transformed (folded, or ip keys).
         self.keyed = schema.folded | {n for n, s in schema.attributes.items() if s.type == "ip"}
@@ -191,6 +193,7 @@ class Engine:
         with gc_paused(), self.store.write() as txn, self.writer(txn) as w:
             moved = w.place()
         w.committed()
+        self.caught_up(0, w.logged)  # (no subscription changed: the held view stays valid)
         return moved
 
     # -- compiling (betree.compiler) --------------------------------------------------------
@@ -250,7 +253,7 @@ class Engine:
         held = self.flat.held(self.flat.held_gen())
         if held is not None and held.view.ranged is not None:
             return leanbuild.lean_base(self.store, self._records, self.types)
-        gen, based = flat.fresh_base(self.store, self._records)
+        gen, based = flat.fresh_base(self.store, self._records, self.types, self._chosen)
         if held is not None:
             carry.learn_from(held.view, based)
         return gen, based
@@ -274,7 +277,7 @@ class Engine:
                 if leanbuild.too_big(rec["subs"], predicates(), self.flat.share):
                     self.before_lean()  # (a whole view past the share: as big a build)
                     return_freed_memory()  # (cycles collected just before: rich 1M, ~7 s)
-                view = flat.build(tree, full.trees)
+                view = flat.build(tree, full.trees, types=self.types, memo=self._chosen)
             return Based(view, full.grouped, rec["next_atom"], Delta.empty(rec))
 
         def lean_first(tree: BETree) -> bool:

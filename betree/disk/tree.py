@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from betree.disk.catalog import ADJ
+from betree.disk.catalog import ADJ, clause_id
 from betree.disk.grid import halves
 from betree.disk.nodes import CNode, Entry, LNodePage, PageArrays
 from storage import codec
@@ -79,6 +79,9 @@ class BETree:
         self.root: int = rec["root"]
         self.max_cap: int = rec["max_cap"]
         self.min_size: int = rec["min_size"]
+        #: the first clause id of the pending area (betree.disk.pending), None: no area
+        start = rec.get("pending_from")
+        self.pending: int | None = None if start is None else clause_id(int(start), 0)
         self._places = places
         self._hint = hint
         self._moved = moved

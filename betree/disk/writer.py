@@ -118,8 +118,9 @@ class Writer:
         #: ``sub`` and ``ext`` records not yet written (inside an insert_many of distinct
         #: ids): ``(sid key, id key, sub record)``
         self.records: list[tuple[bytes, bytes, list[Any]]] | None = None
-        #: the store key of each atom met in this transaction (atoms are interned objects)
-        self.keys: dict[Atom, bytes] = {}
+        #: the store key of each atom met (atoms are interned objects; a key is a pure
+        #: function of its atom, so the memo's, kept across transactions)
+        self.keys = self.memo.keys
         #: the change log entry :meth:`finish` wrote, by its number (for this process's
         #: catch-up: not read back and decoded, ~10K objects a batch of 1,000)
         self.logged: dict[int, changelog.Change] = {}
@@ -218,6 +219,8 @@ class Writer:
     def _key(self, atom: Atom) -> bytes:
         key = self.keys.get(atom)
         if key is None:
+            if len(self.keys) >= MEMO_LIMIT:
+                forget_older_half(self.keys)
             key = self.keys[atom] = codec.encode_value(atom.as_tuple())
         return key
 
@@ -459,7 +462,8 @@ class Memo:
     """What writes of one store read or made before, by id (:class:`Writer`): atoms (~300
     bytes each), their requirements on places (~150: a stored clause's places from its
     atom ids, no atom object hashed) and stored clauses' places (~200), at most
-    :data:`MEMO_LIMIT` of each.  It saves clustering (which takes every clause of an
+    :data:`MEMO_LIMIT` of each, and atoms' store keys (~100: a batch of 1,000 at 1M BEGen
+    looks up ~9,000 atoms, mostly known).  It saves clustering (which takes every clause of an
     overflowing l-node again), and the catch-up of this process's views
     (:meth:`betree.packed.delta.Delta.advance`), a catalog read and decode per atom.  And
     per attribute, its direct-atom record as last written or read with its elements'
@@ -467,6 +471,7 @@ class Memo:
 
     def __init__(self) -> None:
         self.atoms: dict[int, Atom] = {}
+        self.keys: dict[Atom, bytes] = {}
         self.placed: dict[int, Places] = {}
         self.spans: dict[int, tuple[str, tuple[int, int] | tuple[()]]] = {}
         self.direct: dict[str, tuple[bytes, dict[int, bytes]]] = {}

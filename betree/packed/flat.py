@@ -48,7 +48,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from betree.disk import catalog
+from betree.disk import catalog, pending
 from betree.disk.nodes import CNode, LNodePage, id_array
 from betree.disk.tree import BETree
 from betree.matching.direct import DirectAtoms
@@ -395,12 +395,20 @@ def lnode_chain(
 
 
 def build(
-    tree: BETree, pbtrees: Mapping[str, dict[str, Any]], pause: Callable[[], None] | None = None
+    tree: BETree,
+    pbtrees: Mapping[str, dict[str, Any]],
+    pause: Callable[[], None] | None = None,
+    types: Mapping[str, str] | None = None,
+    memo: pending.Chosen | None = None,
 ) -> FlatTree:
     """The view of ``tree`` and of the PB+trees whose records ``pbtrees`` holds by
     attribute: every page read once (the tree's in preorder), past the page cache (which
     the view replaces).  ``pause``: called every :data:`PAUSE_EVERY` c-nodes (a build in
-    a thread of its own lets matching threads have the interpreter there)."""
+    a thread of its own lets matching threads have the interpreter there).  With
+    ``types`` (each attribute's grid kind), the root's pending clauses (the area of
+    :mod:`betree.disk.pending`) are grouped by a place each under nodes of their own
+    below the root (:func:`betree.disk.pending.groups`, ``memo`` what it read before): an
+    event checks only the groups it reaches, not every clause of the area."""
     load, space = tree.txn.load_uncached, tree.space
     visits = 0
     attrs: dict[str, int] = {}
@@ -432,13 +440,26 @@ def build(
         node_lo.append(0 if whole else node.lo)
         node_hi.append(_GRID_MAX if whole else node.hi)
         node_end.append(0)
-        for c, e, n, a in lnode_chain(tree, node.lnode):
+        chain = list(lnode_chain(tree, node.lnode))
+        made: list[tuple[str, int, int, int]] = []
+        if i == 0 and types is not None and tree.pending is not None and chain:  # the area
+            chain, made = _grouped(tree, chain, types, pending.Chosen() if memo is None else memo)
+        for k, (c, e, n, a) in enumerate(chain):
             cids.append(c)
             exts.append(e)
             lens.append(n)
             atoms.append(a)
             clauses += len(e)
-        clause_at.append(clauses)
+            if made:  # the root's own (placed, placeless), then each group's: a node each
+                clause_at.append(clauses)
+                if k:
+                    gattr, lo, hi, _ = made[k - 1]
+                    node_attr.append(attrs.setdefault(gattr, len(attrs)))
+                    node_lo.append(lo)
+                    node_hi.append(hi)
+                    node_end.append(len(node_attr))
+        if not made:
+            clause_at.append(clauses)
         entered.append((i, len(stack)))
         if node.left and attr is not None:  # (the root has no c-directory to halve)
             stack.append((node.right, node.attr, False))
@@ -476,6 +497,36 @@ def build(
     return view
 
 
+def _grouped(
+    tree: BETree,
+    chain: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    types: Mapping[str, str],
+    memo: pending.Chosen,
+) -> tuple[
+    list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], list[tuple[str, int, int, int]]
+]:
+    """The root's l-node ``chain`` (:func:`lnode_chain`) as :func:`betree.disk.pending.groups`
+    orders it: the clauses staying in the root, then each group's, one chunk each (the
+    first may be empty), and the groups."""
+    cid = np.concatenate([c for c, _, _, _ in chain])
+    ext = np.concatenate([e for _, e, _, _ in chain])
+    n = np.concatenate([x for _, _, x, _ in chain])
+    a = np.concatenate([x for _, _, _, x in chain])
+    assert tree.pending is not None
+    order, made = pending.groups(tree.txn, tree.pending, cid, n, a, types, memo)
+    starts = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=starts[1:])
+    cuts = np.cumsum([len(order) - sum(g[3] for g in made)] + [g[3] for g in made])
+    chunks = []
+    at = 0
+    for cut in cuts.tolist():
+        part = order[at:cut]
+        rows = ranges(starts[part], starts[part + 1])
+        chunks.append((cid.take(part), ext.take(part), n.take(part), a.take(rows)))
+        at = cut
+    return chunks, made
+
+
 def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
     """Clauses given as lengths and atom ids end to end, as rows of :data:`WIDTH`."""
     per = (lens + WIDTH - 1) // WIDTH
@@ -493,15 +544,20 @@ def pack_rows(lens: np.ndarray, atoms: np.ndarray) -> dict[str, np.ndarray]:
     return {"row_at": row_at, "rows": rows}
 
 
-def fresh_base(store: Store, records: Records) -> tuple[int, Based]:
+def fresh_base(
+    store: Store,
+    records: Records,
+    types: Mapping[str, str] | None = None,
+    memo: pending.Chosen | None = None,
+) -> tuple[int, Based]:
     """A base view of ``store`` in a snapshot of its own, and its generation (a fold in the
     background: :class:`betree.packed.held.FlatSlot`); its per-attribute records read with
     ``records``, the engine's (kept from read to read: what did not change is not decoded
-    again)."""
+    again); ``types`` and ``memo`` as :func:`build`'s."""
     with store.read() as txn:
         rec = catalog.root_record(txn)
         trees, grouped = records.read(txn)
         for atoms in grouped.values():  # (what their first match would make: made here)
             atoms.prepare()
-        view = build(BETree(txn, rec), trees, pause=lambda: time.sleep(0))
+        view = build(BETree(txn, rec), trees, lambda: time.sleep(0), types, memo)
         return txn.gen, Based(view, grouped, rec["next_atom"], Delta.empty(rec))
