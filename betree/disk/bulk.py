@@ -45,6 +45,7 @@ from betree.disk.atomkeys import (
     encode_int_pairs,
     encode_order,
     key_columns,
+    key_order,
     parse,
 )
 from betree.disk.atomspans import AtomSpans
@@ -277,8 +278,10 @@ class Batch:
             np.frombuffer(self.lens, dtype=np.int64).copy(),
             ids,
         )
+        atoms = AtomKeys(keys)
+        del keys  # (spent by the build once written: ~145 MB at 100K dense)
         return build_from_parts(
-            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit, cols=cols
+            self.index, subs, None, atoms, metas=self.metas, limit=limit, cols=cols, spend=True
         )
 
     def _intern(self) -> tuple[np.ndarray, list[bytes], OrderKeys]:
@@ -334,6 +337,7 @@ def build_from_parts(
     metas: Iterable[tuple[Any, str]] = (),
     limit: int | None = None,
     cols: OrderKeys | None = None,
+    spend: bool = False,
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit, or with ``limit`` a commit
     each time that many bytes were written (:class:`betree.disk.pieces.Pieces`: a fresh,
@@ -353,7 +357,9 @@ def build_from_parts(
     ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
     :func:`betree.disk.metadata.meta_text`), written in key order in one call.  ``cols``:
     the atoms' keys as columns, as :func:`betree.disk.atomkeys.parse` reads them, when the
-    caller holds them so (:meth:`Batch.build`: not parsed again).
+    caller holds them so (:meth:`Batch.build`: not parsed again).  ``spend``: ``atoms``, an
+    :class:`AtomKeys` made for this call, is emptied once its keys are written (let go
+    before the BE-Tree and the subscription records are built).
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -381,6 +387,7 @@ def build_from_parts(
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
+        count = len(atoms)
         keys = held if isinstance(held, list) else list(held)
         if cols is None:  # the one-comparison atoms, read as columns (once, for both)
             cols = parse(keys)
@@ -394,7 +401,7 @@ def build_from_parts(
         next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_catalog(pieces, aids, keys, refs)
+        _write_catalog(pieces, aids, keys, refs, cols)
         sids = codec.encode_u64s(range(len(subs)))
         exts = codec.encode_ids(idents)
         by_ext = sorted(range(len(exts)), key=exts.__getitem__)
@@ -405,7 +412,9 @@ def build_from_parts(
             catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
         )
         _write_atoms(pieces, aids, keys, cols, decoded)
-        del keys, cols
+        del keys, cols, held
+        if spend and isinstance(atoms, AtomKeys):
+            atoms.spend()
         txn = pieces.txn
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
@@ -428,7 +437,7 @@ def build_from_parts(
     return {
         "subscriptions": len(subs),
         "clauses": len(clauses),
-        "atoms": len(atoms),
+        "atoms": count,
         "commits": pieces.commits,
     }
 
@@ -499,27 +508,36 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sub, k
 
 
-def _write_catalog(pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray) -> None:
+def _write_catalog(
+    pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray, cols: OrderKeys
+) -> None:
     """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
-    records (key -> ``[id, uses]``) in key order."""
+    records (key -> ``[id, uses]``) in key order (from the keys' columns when they are
+    all one-comparison int atoms: :func:`key_order`)."""
     for start in range(0, len(keys), STEP):
         part = aids[start : start + STEP].tolist()
         pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
-    # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
-    # order; its rows are as wide as the longest key, so keys of very unequal lengths sort
-    # as Python bytes: rich 100K's in-lists, ~470K keys of 90 bytes on average and up to
-    # ~2 KB, made a ~1 GB array, the python load's peak: 1.73 GB)
-    widest = max(map(len, keys), default=0)
-    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
-        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable")
-    else:
-        by_key = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    by_key = key_order(cols)
+    if by_key is None:
+        by_key = _sorted_keys(keys)
     # the records made a step at a time: a list and a bytes object a record, two a key
     # (~200 MB at 100K dense when made all at once)
     for start in range(0, len(keys), STEP):
         rows = by_key[start : start + STEP]
         counts = encode_int_pairs(aids[rows], refs[aids[rows]])
         pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
+
+
+def _sorted_keys(keys: list[bytes]) -> np.ndarray:
+    """The keys' order as bytes, sorted (LMDB's order: ~2x faster to insert).  ('S'
+    ignores trailing zero bytes, which only costs order; its rows are as wide as the
+    longest key, so keys of very unequal lengths sort as Python bytes: rich 100K's
+    in-lists, ~470K keys of 90 bytes on average and up to ~2 KB, made a ~1 GB array, the
+    python load's peak: 1.73 GB.)"""
+    widest = max(map(len, keys), default=0)
+    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
+        return np.argsort(np.array(keys, dtype=bytes), kind="stable")
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
 
 
 def _write_atoms(
