@@ -278,8 +278,7 @@ class Batch:
             np.frombuffer(self.lens, dtype=np.int64).copy(),
             ids,
         )
-        atoms = AtomKeys(keys)
-        del keys  # (spent by the build once written: ~145 MB at 100K dense)
+        atoms, keys = AtomKeys(keys), []  # (spent once written: ~145 MB at 100K dense)
         return build_from_parts(
             self.index, subs, None, atoms, metas=self.metas, limit=limit, cols=cols, spend=True
         )
@@ -289,36 +288,42 @@ class Batch:
         columns; the batch's atoms and columns emptied."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
-        attr = np.frombuffer(self.col_attr, dtype=np.int16).astype(np.int64)
-        code = np.frombuffer(self.col_code, dtype=np.int8).astype(np.int64)
+        attr = np.frombuffer(self.col_attr, dtype=np.int16)
+        code = np.frombuffer(self.col_code, dtype=np.int8)
         const = np.frombuffer(self.col_const, dtype=np.int64)
         order = np.lexsort((const, code, attr))  # stable: a group's first is its first use
-        s_attr, s_code, s_const = attr[order], code[order], const[order]
-        new = np.ones(len(order), dtype=bool)
-        new[1:] = (s_attr[1:] != s_attr[:-1]) | (s_code[1:] != s_code[:-1])
-        new[1:] |= s_const[1:] != s_const[:-1]
+        new = np.zeros(len(order), dtype=bool)
+        for part in (attr, code, const):  # (one sorted copy at a time: 2M atoms, 16 MB each)
+            ranked = part[order]
+            new[1:] |= ranked[1:] != ranked[:-1]
+        new[:1] = True
         group = np.empty(len(order), dtype=np.int64)
         group[order] = np.cumsum(new) - 1
         heads = order[new]  # each distinct column atom's first use (a column index)
+        del order, new
         others = np.frombuffer(self.first, dtype=np.int64) if len(self.first) else column[:0]
         first = np.concatenate((others, column[heads]))
         aid = np.empty(len(first), dtype=np.int64)
         aid[np.argsort(first, kind="stable")] = np.arange(1, len(first) + 1)
         ids = np.where(refs > 0, aid[np.maximum(refs, 1) - 1], 0) if len(aid) else refs
         ids[column] = aid[len(others) :][group]
-        keys: list[bytes] = [b""] * len(first)
+        del group, column, first
+        by_aid = np.argsort(aid[len(others) :], kind="stable")  # (keys made in id order)
+        heads, col_at = heads[by_aid], aid[len(others) :][by_aid] - 1
+        held = (attr[heads].astype(np.int64), code[heads].astype(np.int64), const[heads])
         names = list(self.names)
-        made = encode_order(names, attr[heads], code[heads], const[heads])
-        for i, key in zip(aid[len(others) :].tolist(), made, strict=True):
-            keys[i - 1] = key
-        del made
+        keys = encode_order(names, *held)  # (only column atoms: their ids are 1..n, in order)
+        if len(others):
+            keys, made = [b""] * len(aid), keys
+            for i, key in zip(col_at.tolist(), made, strict=True):
+                keys[i] = key
+            del made
         atoms, self.atoms = self.atoms, {}
         at = aid[: len(others)].tolist()
         while atoms:  # (the dict let go as the list takes its keys)
             key, j = atoms.popitem()
             keys[at[j - 1] - 1] = key
-        held = (aid[len(others) :] - 1, attr[heads], code[heads], const[heads])
-        cols = column_keys(names, keys, aid[: len(others)] - 1, *held)
+        cols = column_keys(names, keys, aid[: len(others)] - 1, col_at, *held)
         del refs, attr, code, const  # (views of the columns below: let go with them)
         self.refs, self.first = array("q"), array("q")
         self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
@@ -357,9 +362,8 @@ def build_from_parts(
     ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
     :func:`betree.disk.metadata.meta_text`), written in key order in one call.  ``cols``:
     the atoms' keys as columns, as :func:`betree.disk.atomkeys.parse` reads them, when the
-    caller holds them so (:meth:`Batch.build`: not parsed again).  ``spend``: ``atoms``, an
-    :class:`AtomKeys` made for this call, is emptied once its keys are written (let go
-    before the BE-Tree and the subscription records are built).
+    caller holds them so (:meth:`Batch.build`: not parsed again).  ``spend``: ``atoms`` (an
+    :class:`AtomKeys` made for this call) emptied once written, before the BE-Tree's build.
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -512,8 +516,7 @@ def _write_catalog(
     pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray, cols: OrderKeys
 ) -> None:
     """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
-    records (key -> ``[id, uses]``) in key order (from the keys' columns when they are
-    all one-comparison int atoms: :func:`key_order`)."""
+    records (key -> ``[id, uses]``) in key order (:func:`key_order` when it can)."""
     for start in range(0, len(keys), STEP):
         part = aids[start : start + STEP].tolist()
         pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
@@ -529,11 +532,9 @@ def _write_catalog(
 
 
 def _sorted_keys(keys: list[bytes]) -> np.ndarray:
-    """The keys' order as bytes, sorted (LMDB's order: ~2x faster to insert).  ('S'
-    ignores trailing zero bytes, which only costs order; its rows are as wide as the
-    longest key, so keys of very unequal lengths sort as Python bytes: rich 100K's
-    in-lists, ~470K keys of 90 bytes on average and up to ~2 KB, made a ~1 GB array, the
-    python load's peak: 1.73 GB.)"""
+    """The keys' order, sorted (LMDB's: ~2x faster to insert).  ('S' ignores trailing zero
+    bytes, which only costs order; keys of very unequal lengths sort as Python bytes: as
+    'S', rich 100K's ~470K keys of up to ~2 KB were a ~1 GB array.)"""
     widest = max(map(len, keys), default=0)
     if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
         return np.argsort(np.array(keys, dtype=bytes), kind="stable")
