@@ -6,8 +6,9 @@ their line, id and reason), then the accepted ones are built into an index in on
 (:mod:`betree.disk.bulk`: BE-B, bottom-up PB+trees) in a store in the staging directory,
 checked there and published atomically (:mod:`loaders.records`).  No compacting copy: the
 build writes every run of records and pages in key order, appended (``storage/txn.py``),
-so its store is within ~5% of its compacted copy (dense 100K: 420 MB against 398), and the
-copy cost a pass over the store and the load's peak (docs/bench/dense-load, denseload41).
+so its store is about its compacted copy's size (100K: dense 420 MB against 398, BEGen 39
+against 35), and the copy cost a pass over the store and the load's peak
+(docs/bench/dense-load, denseload41; ``bexdb compact`` still makes one).
 
 Cost: one parse + normalization per record (a plain conjunction of integer comparisons
 read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`), then the
