@@ -3,14 +3,16 @@
 For sets that fit one machine comfortably; the Spark job is the path for large ones.
 Every record is compiled before anything is written (rejects go to the rejects file with
 their line, id and reason), then the accepted ones are built into an index in one batch
-(:mod:`betree.disk.bulk`: BE-B, bottom-up PB+trees) in a store beside the target, rewritten
-by a compacting copy (full B-tree pages, no free pages: about 40% smaller), checked there
-(``check()`` maps the copy's pages, not the raw store's), and published atomically
-(:mod:`loaders.records`).
+(:mod:`betree.disk.bulk`: BE-B, bottom-up PB+trees) in a store in the staging directory,
+checked there and published atomically (:mod:`loaders.records`).  No compacting copy: the
+build writes every run of records and pages in key order, appended (``storage/txn.py``),
+so its store is about its compacted copy's size (100K: dense 420 MB against 398, BEGen 39
+against 35), and the copy cost a pass over the store and the load's peak
+(docs/bench/dense-load, denseload41; ``bexdb compact`` still makes one).
 
 Cost: one parse + normalization per record (a plain conjunction of integer comparisons
 read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`), then the
-batch build, a compacting copy and the check, in one process.  Memory: the records and the
+batch build and the check, in one process.  Memory: the records and the
 batch (a few hundred bytes a subscription; rich rules' ~1.2 KB, their atoms' store keys),
 plus what ``memory_budget`` bounds: the
 compiler's caches (let go every :func:`compile_chunk` records) and the build's write
@@ -23,7 +25,6 @@ docs/bench/load/README.md, docs/bench/dense-load/README.md.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -89,11 +90,13 @@ def load(
         parts[sharded.shard_of(codec.encode_id(record.id), k) if k > 1 else 0].append(record)
     del good
     with gc_paused(), publishing(target, replace) as staging, ExitStack() as opened:
+        out = staging / "store"
+        if shards is not None:
+            out.mkdir()
+        dests = [out / sharded.shard_name(i) if shards is not None else out for i in range(k)]
         indexes = [
-            opened.enter_context(
-                Index.open(staging / f"raw-{i}", schema=resolved, settings=settings, sync=False)
-            )
-            for i in range(k)
+            opened.enter_context(Index.open(dest, schema=resolved, settings=settings, sync=False))
+            for dest in dests
         ]
         batches = [Batch(idx) for idx in indexes]
         done, total, chunks = 0, sum(map(len, parts)), 1
@@ -125,24 +128,18 @@ def load(
         loaded = sum(map(len, batches))
         if progress is not None:
             progress.write(f"build: {loaded:,} subscriptions, batch (BE-B)\n")
-        out = staging / "store"
         figures: list[dict[str, Any]] = []
         commits = 0
-        if shards is not None:
-            out.mkdir()
-        for i, idx in enumerate(indexes):
+        for i, (idx, dest) in enumerate(zip(indexes, dests, strict=True)):
             batch = batches.pop(0)
             count = len(batch)
             commits += batch.build(piece_limit(budget))["commits"]
             del batch  # the store has it now; check() reads it back
+            idx.store.sync()
             idx.close()  # (its write transaction's pages, held by LMDB until then: freed)
             release_freed_heap()
-            dest = out / sharded.shard_name(i) if shards is not None else out
-            with Index.open(staging / f"raw-{i}", sync=False) as raw:
-                raw.store.copy_compact(dest)
-            shutil.rmtree(staging / f"raw-{i}")
-            with Index.open(dest, sync=False) as built:  # (the copy: what is published,
-                built.check()  # and half the raw store's pages for the check to map)
+            with Index.open(dest, sync=False) as built:
+                built.check()
             figures.append({"path": sharded.shard_name(i), "subscriptions": count})
         if shards is not None:
             for i, figure in enumerate(figures):

@@ -20,7 +20,9 @@ layout: :mod:`storage.txn`.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
@@ -63,6 +65,37 @@ except TypeError:
     ENGINE = {}
 #: Meta key marking an environment replaced at its path: no write may begin in it.
 _RETIRED = b"retired"
+#: madvise(2) and its advice dropping a range's pages from this process's map (Linux)
+_MADV_DONTNEED = 4
+
+
+def _libc_madvise() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_madvise = _libc_madvise()
+
+
+def _mapped(st: os.stat_result) -> list[tuple[int, int]]:
+    """The address ranges where this process maps the file ``st`` describes."""
+    found = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and int(fields[4]) == st.st_ino:
+                major, minor = (int(x, 16) for x in fields[3].split(":"))
+                if os.makedev(major, minor) == st.st_dev:
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    found.append((start, end))
+    return found
 
 
 class Store:
@@ -283,6 +316,28 @@ class Store:
         finally:
             dst.close()
         return os.path.getsize(lmdbfile.data_file(target))
+
+    def release_mapped_pages(self) -> bool:
+        """Drop this process's mapping of the store's pages read so far (``madvise`` with
+        ``MADV_DONTNEED`` over LMDB's map of the data file, found in ``/proc/self/maps``:
+        LMDB does not say where it mapped it); whether it could.
+
+        The pages stay in the kernel's page cache and are mapped again, unchanged, when
+        next read (the map is the file's, shared and read-only): what a one-off pass over
+        the whole store (``check()``) leaves counted in the process's resident memory
+        goes, and nothing else changes.  Measured: the python load's ``check()`` of a
+        dense 100K store kept ~420 MB of the store's pages resident to its end
+        (docs/bench/dense-load, denseload41).  Elsewhere than Linux: nothing.
+        """
+        if _madvise is None:
+            return False
+        try:
+            ranges = _mapped(os.stat(lmdbfile.data_file(self.path)))
+        except OSError:
+            return False
+        return bool(ranges) and all(
+            _madvise(start, end - start, _MADV_DONTNEED) == 0 for start, end in ranges
+        )
 
     def sync(self) -> None:
         """Force commits made with ``sync=False`` to disk."""

@@ -42,6 +42,7 @@ def aid_records(txn: ReadTxn) -> tuple[AtomKeys, OrderKeys | None]:
         flats.append(FlatKeys(values))
         cols.append(parse(flats[-1]))
         del keys, values
+        txn.store.release_mapped_pages()  # (the chunk's pages, read once)
     aids = np.concatenate(ids)
     held = ChunkedKeys(flats)
     if len(aids) and not bool(np.all(aids[1:] > aids[:-1])):
@@ -169,6 +170,7 @@ def scan_atoms(txn: ReadTxn, rec: dict[str, Any], aids: AtomKeys, found: np.ndar
         out.wrong.extend((named[j], pairs[j][1]) for j in wrong)
         parts.append(ids)
         del atom_keys, atom_values, pairs, named
+        txn.store.release_mapped_pages()
     live = np.concatenate(parts)
     del parts
     live = np.sort(live[live >= 0])  # (np.unique hashes: 3 s for 2M ints)

@@ -35,10 +35,11 @@ costs its message only.
 Cost: reads every page and record once, bypassing the page cache; O(clauses) numpy work
 and one record decode per subscription (measured figures: docs/bench/build-check.md).
 Memory: arrays of about 150 bytes per clause and ~60 per atom (the spans, the columns);
-at 100K dense subscriptions (2M atoms) the heap peaks at ~300 MB, and the store's pages
-mapped as they are read (~400 MB there) are the rest of the check's resident memory
-(docs/bench/dense-load, checkmem39).  The C heap's free memory is handed back after the
-record passes (``malloc_trim``).
+at 100K dense subscriptions (2M atoms) the heap peaks at ~300 MB.  The store's pages,
+mapped as they are read, are dropped from the process after each pass and each PB+tree
+(:meth:`storage.store.Store.release_mapped_pages`: they stayed resident to the end, ~420 MB
+at 100K dense: docs/bench/dense-load, denseload41).  The C heap's free memory is handed
+back after the record passes (``malloc_trim``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     catalog_errors: list[str] = []
     cat = _read_catalog(txn, rec, catalog_errors)
     return_freed_memory()  # (the records decoded: ~170 MB of the C heap at 100K dense)
+    index.store.release_mapped_pages()  # (the id map's pages, read once)
     aid_keys, cols = aid_records(txn)
     atoms = AtomSpans(index.schema, aid_keys, cols)
     del cols
@@ -111,6 +113,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     atoms.read_keys_from(AidReader(txn))  # (the keys held: let go before the tree walk)
     del aid_keys
     return_freed_memory()
+    index.store.release_mapped_pages()
     stored = _check_tree(index, txn, rec, errors)
     stored.pending = pending.first(rec)
     errors.extend(pending.check_pending(rec))
@@ -126,12 +129,15 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     def checked(name: str) -> Columns:
         """PB+tree ``name`` checked, and its predicates from the same read (read again only
         when the check found it faulty or it has no record)."""
-        if name in trees:
-            try:
-                return PBTree(txn, name).check()
-            except CheckFailed as exc:
-                tree_errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
-        return PBTree(txn, name).predicate_columns()
+        try:
+            if name in trees:
+                try:
+                    return PBTree(txn, name).check()
+                except CheckFailed as exc:
+                    tree_errors.extend(f"PB+tree {name!r}: {v}" for v in exc.violations)
+            return PBTree(txn, name).predicate_columns()
+        finally:  # (its pages, read once: ~20 MB a tree at 100K dense)
+            index.store.release_mapped_pages()
 
     _check_catalog(txn, rec, cat, stored, scanned, found, atoms, trees, checked, errors)
     errors.extend(tree_errors)
@@ -200,6 +206,7 @@ def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Cata
         packed.append(pack_clauses([clauses for _, _, clauses in records]))
         counts.append(len(records))
         del chunk, values, records
+        txn.store.release_mapped_pages()  # (the chunk's pages, read once)
     sids = np.concatenate(sids_parts)
     ext_keys, ext_values = txn.scan_all(catalog.EXT)
     leads = _id_map_leads(exts, keys, sids, ext_keys, ext_values)

@@ -419,6 +419,30 @@ def encode_int_pairs(first: np.ndarray, second: np.ndarray) -> list[bytes]:
     return out
 
 
+def key_order(cols: OrderKeys) -> np.ndarray | None:
+    """The order of the keys ``cols`` was read from, ascending as bytes (LMDB's order),
+    when every one is ``ok`` with an int64 constant (a dense build's every atom key); else
+    None (the caller sorts the keys).  Such a key is its attribute and operator's fixed
+    prefix, then the constant's msgpack tag and big-endian payload, the tag giving the
+    width: so the bytes order is the prefixes' order, then the tag's, then the constant's.
+    ~0.2 µs a key where sorting 2M keys of ~30 bytes as bytes took ~1 µs."""
+    n = len(cols.ok)
+    if not n or not cols.ok.all() or cols.is_float.any():
+        return None
+    symbols = {c: s for s, c in SLOT.items()}
+    ops = max(symbols) + 1
+    pair = cols.attr * ops + cols.code
+    used = np.unique(pair)
+    prefixes = [  # (a constant of 0: one byte, then the CRC's four)
+        codec.encode_value(("order", cols.names[p // ops], ((symbols[p % ops], 0),)))[:-5]
+        for p in used.tolist()
+    ]
+    rank = np.zeros(int(used[-1]) + 1, dtype=np.int64)
+    rank[used[sorted(range(len(used)), key=prefixes.__getitem__)]] = np.arange(len(used))
+    tag, _ = _int_forms(cols.ints)
+    return np.lexsort((cols.ints, rank[pair] * 256 + (tag & 0xFF)))
+
+
 class AtomKeys(Mapping[int, bytes]):
     """Atom ids -> their store keys, held as a list or :class:`FlatKeys` (a dict of two
     million atoms costs ~200 MB more): ids 1..n, or the ascending ``ids`` given (found by
@@ -445,6 +469,10 @@ class AtomKeys(Mapping[int, bytes]):
 
     def __len__(self) -> int:
         return len(self.held)
+
+    def spend(self) -> None:
+        """Let the keys go (a build done with them; the mapping is empty after)."""
+        self.held, self.ids = [], None
 
 
 def key_columns(atoms: Mapping[int, bytes]) -> tuple[np.ndarray, Sequence[bytes]]:

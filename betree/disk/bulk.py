@@ -45,6 +45,7 @@ from betree.disk.atomkeys import (
     encode_int_pairs,
     encode_order,
     key_columns,
+    key_order,
     parse,
 )
 from betree.disk.atomspans import AtomSpans
@@ -277,8 +278,9 @@ class Batch:
             np.frombuffer(self.lens, dtype=np.int64).copy(),
             ids,
         )
+        atoms, keys = AtomKeys(keys), []  # (spent once written: ~145 MB at 100K dense)
         return build_from_parts(
-            self.index, subs, None, AtomKeys(keys), metas=self.metas, limit=limit, cols=cols
+            self.index, subs, None, atoms, metas=self.metas, limit=limit, cols=cols, spend=True
         )
 
     def _intern(self) -> tuple[np.ndarray, list[bytes], OrderKeys]:
@@ -286,36 +288,42 @@ class Batch:
         columns; the batch's atoms and columns emptied."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
-        attr = np.frombuffer(self.col_attr, dtype=np.int16).astype(np.int64)
-        code = np.frombuffer(self.col_code, dtype=np.int8).astype(np.int64)
+        attr = np.frombuffer(self.col_attr, dtype=np.int16)
+        code = np.frombuffer(self.col_code, dtype=np.int8)
         const = np.frombuffer(self.col_const, dtype=np.int64)
         order = np.lexsort((const, code, attr))  # stable: a group's first is its first use
-        s_attr, s_code, s_const = attr[order], code[order], const[order]
-        new = np.ones(len(order), dtype=bool)
-        new[1:] = (s_attr[1:] != s_attr[:-1]) | (s_code[1:] != s_code[:-1])
-        new[1:] |= s_const[1:] != s_const[:-1]
+        new = np.zeros(len(order), dtype=bool)
+        for part in (attr, code, const):  # (one sorted copy at a time: 2M atoms, 16 MB each)
+            ranked = part[order]
+            new[1:] |= ranked[1:] != ranked[:-1]
+        new[:1] = True
         group = np.empty(len(order), dtype=np.int64)
         group[order] = np.cumsum(new) - 1
         heads = order[new]  # each distinct column atom's first use (a column index)
+        del order, new
         others = np.frombuffer(self.first, dtype=np.int64) if len(self.first) else column[:0]
         first = np.concatenate((others, column[heads]))
         aid = np.empty(len(first), dtype=np.int64)
         aid[np.argsort(first, kind="stable")] = np.arange(1, len(first) + 1)
         ids = np.where(refs > 0, aid[np.maximum(refs, 1) - 1], 0) if len(aid) else refs
         ids[column] = aid[len(others) :][group]
-        keys: list[bytes] = [b""] * len(first)
+        del group, column, first
+        by_aid = np.argsort(aid[len(others) :], kind="stable")  # (keys made in id order)
+        heads, col_at = heads[by_aid], aid[len(others) :][by_aid] - 1
+        held = (attr[heads].astype(np.int64), code[heads].astype(np.int64), const[heads])
         names = list(self.names)
-        made = encode_order(names, attr[heads], code[heads], const[heads])
-        for i, key in zip(aid[len(others) :].tolist(), made, strict=True):
-            keys[i - 1] = key
-        del made
+        keys = encode_order(names, *held)  # (only column atoms: their ids are 1..n, in order)
+        if len(others):
+            keys, made = [b""] * len(aid), keys
+            for i, key in zip(col_at.tolist(), made, strict=True):
+                keys[i] = key
+            del made
         atoms, self.atoms = self.atoms, {}
         at = aid[: len(others)].tolist()
         while atoms:  # (the dict let go as the list takes its keys)
             key, j = atoms.popitem()
             keys[at[j - 1] - 1] = key
-        held = (aid[len(others) :] - 1, attr[heads], code[heads], const[heads])
-        cols = column_keys(names, keys, aid[: len(others)] - 1, *held)
+        cols = column_keys(names, keys, aid[: len(others)] - 1, col_at, *held)
         del refs, attr, code, const  # (views of the columns below: let go with them)
         self.refs, self.first = array("q"), array("q")
         self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
@@ -334,6 +342,7 @@ def build_from_parts(
     metas: Iterable[tuple[Any, str]] = (),
     limit: int | None = None,
     cols: OrderKeys | None = None,
+    spend: bool = False,
 ) -> dict[str, int]:
     """Fill the empty ``index`` from interned parts; one commit, or with ``limit`` a commit
     each time that many bytes were written (:class:`betree.disk.pieces.Pieces`: a fresh,
@@ -353,7 +362,8 @@ def build_from_parts(
     ``metas``: ``(id, metadata text)`` of the subscriptions that have metadata (validated:
     :func:`betree.disk.metadata.meta_text`), written in key order in one call.  ``cols``:
     the atoms' keys as columns, as :func:`betree.disk.atomkeys.parse` reads them, when the
-    caller holds them so (:meth:`Batch.build`: not parsed again).
+    caller holds them so (:meth:`Batch.build`: not parsed again).  ``spend``: ``atoms`` (an
+    :class:`AtomKeys` made for this call) emptied once written, before the BE-Tree's build.
     """
     if places is not None and not isinstance(places, PlaceTable):
         table = PlaceTable()
@@ -381,6 +391,7 @@ def build_from_parts(
             clauses = _Clauses(idents, [clause_ids for _, _, clause_ids in subs])
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
+        count = len(atoms)
         keys = held if isinstance(held, list) else list(held)
         if cols is None:  # the one-comparison atoms, read as columns (once, for both)
             cols = parse(keys)
@@ -394,7 +405,7 @@ def build_from_parts(
         next_atom = int(aids[-1]) + 1 if len(aids) else 1
         refs = np.bincount(clauses.atoms, minlength=next_atom)
         refs[0] = 0
-        _write_catalog(pieces, aids, keys, refs)
+        _write_catalog(pieces, aids, keys, refs, cols)
         sids = codec.encode_u64s(range(len(subs)))
         exts = codec.encode_ids(idents)
         by_ext = sorted(range(len(exts)), key=exts.__getitem__)
@@ -405,7 +416,9 @@ def build_from_parts(
             catalog.META, [k for k, _ in pairs], codec.encode_values(t for _, t in pairs)
         )
         _write_atoms(pieces, aids, keys, cols, decoded)
-        del keys, cols
+        del keys, cols, held
+        if spend and isinstance(atoms, AtomKeys):
+            atoms.spend()
         txn = pieces.txn
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
@@ -428,7 +441,7 @@ def build_from_parts(
     return {
         "subscriptions": len(subs),
         "clauses": len(clauses),
-        "atoms": len(atoms),
+        "atoms": count,
         "commits": pieces.commits,
     }
 
@@ -499,27 +512,33 @@ def _clause_numbers(per_sub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sub, k
 
 
-def _write_catalog(pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray) -> None:
+def _write_catalog(
+    pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray, cols: OrderKeys
+) -> None:
     """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
-    records (key -> ``[id, uses]``) in key order."""
+    records (key -> ``[id, uses]``) in key order (:func:`key_order` when it can)."""
     for start in range(0, len(keys), STEP):
         part = aids[start : start + STEP].tolist()
         pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
-    # LMDB's order: ~2x faster to insert ('S' ignores trailing zero bytes, which only costs
-    # order; its rows are as wide as the longest key, so keys of very unequal lengths sort
-    # as Python bytes: rich 100K's in-lists, ~470K keys of 90 bytes on average and up to
-    # ~2 KB, made a ~1 GB array, the python load's peak: 1.73 GB)
-    widest = max(map(len, keys), default=0)
-    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
-        by_key = np.argsort(np.array(keys, dtype=bytes), kind="stable")
-    else:
-        by_key = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+    by_key = key_order(cols)
+    if by_key is None:
+        by_key = _sorted_keys(keys)
     # the records made a step at a time: a list and a bytes object a record, two a key
     # (~200 MB at 100K dense when made all at once)
     for start in range(0, len(keys), STEP):
         rows = by_key[start : start + STEP]
         counts = encode_int_pairs(aids[rows], refs[aids[rows]])
         pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
+
+
+def _sorted_keys(keys: list[bytes]) -> np.ndarray:
+    """The keys' order, sorted (LMDB's: ~2x faster to insert).  ('S' ignores trailing zero
+    bytes, which only costs order; keys of very unequal lengths sort as Python bytes: as
+    'S', rich 100K's ~470K keys of up to ~2 KB were a ~1 GB array.)"""
+    widest = max(map(len, keys), default=0)
+    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
+        return np.argsort(np.array(keys, dtype=bytes), kind="stable")
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
 
 
 def _write_atoms(

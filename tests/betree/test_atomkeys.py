@@ -125,3 +125,31 @@ def test_flat_keys_compare_byte_for_byte() -> None:
     a, b = atomkeys.parse(keys[5:]), atomkeys.parse(atomkeys.FlatKeys(keys[5:]))
     assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("ok", "attr", "code", "ints"))
     assert a.names == b.names and a.ok.all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_key_order_is_the_bytes_order(seed: int) -> None:
+    """``key_order`` sorts one-comparison int keys as bytes (LMDB's order): constants of
+    every msgpack form (fixints of both signs, each width, int64's ends), attribute names
+    of different lengths and scripts, every operator; any other key leaves it to the
+    caller (None)."""
+    rng = random.Random(seed)
+    ints = [v for v in EDGES if type(v) is int and -(2**63) <= v < 2**63]
+    ints += [
+        rng.randint(-(2 ** rng.randint(1, 63)), 2 ** rng.randint(1, 63) - 1) for _ in range(300)
+    ]
+    names = [n for n in NAMES if len(n.encode()) < 32]
+    made = {
+        codec.encode_value(
+            ("order", rng.choice(names), ((rng.choice(list(SLOT)), rng.choice(ints)),))
+        )
+        for _ in range(2000)
+    }
+    keys = list(made)
+    rng.shuffle(keys)
+    order = atomkeys.key_order(atomkeys.parse(keys))
+    assert order is not None
+    assert [keys[i] for i in order.tolist()] == sorted(keys)
+    for other in (("order", "a0", ((">", 1.5),)), ("order", "a0", ((">", 1), ("<", 3)))):
+        assert atomkeys.key_order(atomkeys.parse([*keys, codec.encode_value(other)])) is None
+    assert atomkeys.key_order(atomkeys.parse([])) is None

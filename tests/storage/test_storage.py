@@ -458,3 +458,38 @@ def test_pages_past_the_last_key_are_appended_full(path: str) -> None:
                 assert last.keys == keys and last.eq == [[k] for k in keys]
     raw, compact = _page_table_leaves(path), _page_table_leaves(copy)
     assert compact > 50 and raw <= 1.1 * compact, (raw, compact)
+
+
+def _mapped_kb(data_file: str) -> int:
+    """Resident KB of this process's mappings of ``data_file`` (``/proc/self/smaps``)."""
+    inode, total, inside = os.stat(data_file).st_ino, 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):
+                inside = fields[4] == str(inode) and fields[4] != "0"
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise over /proc/self/maps")
+def test_released_pages_leave_the_map_and_read_back(path: str) -> None:
+    """``release_mapped_pages`` drops the store's pages read so far from the process's
+    resident memory; the same snapshot reads them back unchanged."""
+    fields = LeafNode(0, 0, 0, list(range(30)), [[k] for k in range(30)], [[]] * 30, [], [], [])
+    with open_store(path) as store:
+        with store.write() as txn:
+            space = txn.new_space()
+            pages = [txn.alloc() for _ in range(2000)]
+            for page in pages:
+                txn.put_packed(space, page, LeafNode.KIND, fields.to_fields())
+        data_file = os.path.join(path, "data.mdb")
+        with store.read() as txn:
+            before = [txn.load_uncached(space, page, LeafNode).keys for page in pages]
+            read = _mapped_kb(data_file)
+            assert store.release_mapped_pages()
+            released = _mapped_kb(data_file)
+            after = [txn.load_uncached(space, page, LeafNode).keys for page in pages]
+        assert read > 200 and released < read / 4, (read, released)
+        assert after == before == [list(range(30))] * len(pages)
