@@ -512,6 +512,51 @@ def atom_from_tuple(t: Sequence[object]) -> Atom:
     raise ValueError(f"not an atom tuple: {t!r}")
 
 
+def stored_atom(t: Sequence[object], keys: dict[object, tuple[int, object]]) -> Atom:
+    """:func:`atom_from_tuple` for a stored atom (a direct record's), a test of no argument,
+    a value or a list made without the constructor's canonicalizing when its stored form is
+    already canonical (what a canonical atom stores: checked, a list strictly increasing by
+    :func:`_ckey`, of two or more ints or strings); its values' keys are shared through
+    ``keys`` (one tuple a distinct value, not one a value of each atom: ~56 bytes saved a
+    value; an int key stands for the equal float's).  Anything else goes through
+    :func:`atom_from_tuple`.
+
+    Why: a reopened store's first match decodes every direct atom
+    (:class:`betree.matching.snapshot.Records`); rich rules' are mostly lists of strings
+    (``one_of``, ``none_of``, ``all_of``: 2-15 values), whose constructor's checks, sort
+    and keys cost ~13 µs an atom; here ~40% less (docs/bench/match-rich-sharded/README.md,
+    live41)."""
+    if t[0] != "test" or type(t[1]) is not str:
+        return atom_from_tuple(t)
+    test, arg = str(t[2]), t[3]
+    row = KINDS.get(test)
+    kind = row.arg if row is not None else None
+    argkey: tuple[object, ...]
+    if kind == "list" and type(arg) is list and len(arg) > 1:
+        try:
+            argkey = tuple([keys[v] for v in arg])
+        except (KeyError, TypeError):  # (a value not seen yet, or not hashable)
+            for v in arg:
+                if type(v) is not str and type(v) is not int:
+                    return atom_from_tuple(t)  # (floats, and anything else: rare)
+                if v not in keys:
+                    keys[v] = (1, v) if type(v) is str else (0, v)
+            argkey = tuple([keys[v] for v in arg])
+        if sorted(argkey) != list(argkey) or len(set(arg)) < len(arg):  # type: ignore[type-var]
+            return atom_from_tuple(t)  # (not canonical: the constructor sorts it)
+        arg = tuple(arg)
+    elif kind == "value" and type(arg) in (int, float, str):
+        argkey = ((1, arg) if type(arg) is str else (0, arg),)
+    elif kind == "none" and arg is None:
+        argkey = ()
+    else:
+        return atom_from_tuple(t)
+    atom: TestAtom = _new_atom(TestAtom)
+    atom.attr, atom.test, atom.arg = t[1], test, arg  # type: ignore[assignment]
+    atom._set_key((t[1], 1, RANK[test], argkey))
+    return atom
+
+
 def negated_clauses(attr: str, neg: Atom | None) -> list[Clause]:
     """``a is null OR neg`` (``neg`` on a defined value; ``None``: never)."""
     undefined = TestAtom(attr, "undefined")

@@ -12,8 +12,9 @@ decoding of what changed: a write costs in proportion to the attributes it touch
 A changed direct record is decoded whole (one record an attribute: 4 MB, 31K atoms, for
 ``user.interests`` at 50K rich rules), but its atoms are made again only where new: each
 atom kept is taken back when its id's stored tuple is the one it was made from (a list
-comparison, ~0.2 µs, against ``atom_from_tuple``'s ~20-70 µs for a rich atom); the
-attribute's :class:`DirectAtoms` is then built from them.
+comparison, ~0.2 µs, against ~3-20 µs for a rich atom, made by
+:func:`betree.lang.atoms.stored_atom`: its stored form trusted once checked canonical, its
+values' keys shared); the attribute's :class:`DirectAtoms` is then built from them.
 
 One :class:`Records` an engine, shared by its matching thread and its background folds
 (:func:`betree.packed.flat.fresh_base`), under a lock: a fold takes back the atoms the
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from betree.disk import catalog
-from betree.lang.atoms import Atom, atom_from_tuple
+from betree.lang.atoms import Atom, stored_atom
 from betree.matching.direct import DirectAtoms
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -123,10 +124,11 @@ class Records:
         those kept from the same stored tuple taken back (module docstring)."""
         kept = self._atoms.get(name, {})
         out: dict[int, tuple[list[Any], Atom]] = {}
+        keys: dict[object, tuple[int, object]] = {}  # (the atoms' values' keys, shared)
         for aid, t in listed:
             old = kept.get(aid)
             if old is None or old[0] != t:
-                atom = atom_from_tuple(t)
+                atom = stored_atom(t, keys)
                 if atom.attr != name:
                     raise StoreDamaged(f"the direct atoms of {name!r} name another attribute")
                 old = (t, atom)
