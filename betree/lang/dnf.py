@@ -18,7 +18,9 @@ path, about 1 µs per atom); a conjunction of disjunctions multiplies out (``(a 
 or d)`` gives four clauses), which is why ``max_clauses`` bounds it, at every step; and
 the work of the general path is bounded by a constant per node of the expression
 (:class:`_Normalizer`): every expression is accepted or rejected in time linear in its
-length.
+length.  A conjunction whose product has few clauses (rich ad-targeting rules: a ``not``,
+an ``or``, a geo radius beside one-clause atoms) is multiplied out directly
+(:func:`_small_product`: its clauses compared pairwise once, no index of them).
 
 >>> from betree.lang.parser import parse
 >>> to_clauses(parse("not (a = 1)"))
