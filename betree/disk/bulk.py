@@ -41,6 +41,7 @@ from betree.disk import catalog
 from betree.disk.atomkeys import (
     AtomKeys,
     OrderKeys,
+    attr_of_test_key,
     column_keys,
     encode_int_pairs,
     encode_order,
@@ -534,10 +535,10 @@ def _write_atoms(
     (:func:`betree.disk.atomkeys.parse`), any other order atom decoded once (unless in
     ``decoded`` by atom id: an order atom's tuple holds its entries).  An attribute's
     predicates go to its tree as columns (:func:`_order_columns`).  A test atom is not
-    decoded: its attribute is read from its key (:func:`_test_attr`) and its key's bytes
-    become its part of the attribute's direct record (``[aid, atom tuple]`` packed:
-    :func:`storage.codec.pack_pair`), the bytes decoding and packing it gave (rich rules,
-    ~half their atoms: ~4 µs and a few hundred bytes of objects each, held to the end)."""
+    decoded: its attribute is read from its key (:func:`~betree.disk.atomkeys.
+    attr_of_test_key`) and its key's bytes become its part of the attribute's direct
+    record (:func:`storage.codec.pack_pair`), the bytes decoding and packing it gave
+    (rich rules: ~half their atoms, ~4 µs and a few hundred bytes of objects each)."""
     order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
     direct: dict[str, list[bytes]] = {}
     slot = SLOT
@@ -553,7 +554,7 @@ def _write_atoms(
         order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
     rest = np.flatnonzero(~cols.ok).tolist()
     for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
-        attr = None if aid in decoded else _test_attr(key)
+        attr = None if aid in decoded else attr_of_test_key(key)
         if attr is not None:  # a direct atom: its record's part from its key, not decoded
             direct.setdefault(attr, []).append(codec.pack_pair(aid, key))
             continue
@@ -584,29 +585,7 @@ def _write_atoms(
             build_columns(pieces.txn, attr, *packed)
         pieces.wrote(_PREDICATE_BYTES * len(ids))
     for attr, listed in direct.items():
-        pieces.txn.put(catalog.DIRECT, attr.encode(), codec.encode_parts(listed))
-
-
-#: a test atom's key (``encode_value(("test", attr, test, arg))``) up to its attribute's
-#: name, and the msgpack string headers that name may have (fixstr, str8, str16)
-_TEST_HEAD = b"\x94\xa4test"
-_STR_HEADS = {0xD9: 1, 0xDA: 2}
-
-
-def _test_attr(key: bytes) -> str | None:
-    """The attribute of a test atom's store key, read from its bytes; None for another
-    key (an order atom's, or a name longer than str16: decoded as before)."""
-    if not key.startswith(_TEST_HEAD):
-        return None
-    tag = key[6]
-    if 0xA0 <= tag <= 0xBF:
-        start, size = 7, tag & 0x1F
-    elif tag in _STR_HEADS:
-        width = _STR_HEADS[tag]
-        start, size = 7 + width, int.from_bytes(key[7 : 7 + width], "big")
-    else:
-        return None
-    return key[start : start + size].decode()
+        catalog.put_direct(pieces.txn, attr, listed)
 
 
 _first = itemgetter(0)

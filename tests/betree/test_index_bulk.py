@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from betree.compiler import Compiler
-from betree.disk.bulk import Batch, _test_attr, build_index
+from betree.disk.atomkeys import attr_of_test_key
+from betree.disk.bulk import Batch, build_index
 from betree.index import Index
 from betree.lang.atoms import TestAtom
 from betree.lang.expr import evaluate
@@ -85,7 +86,7 @@ def test_batch_interns_equal_atoms_once(tmp_path: Path) -> None:
 
 def test_direct_parts_from_keys_as_decoding_gives_them() -> None:
     """A test atom's part of its direct record, made from its key's bytes
-    (:func:`storage.codec.pack_pair`, the attribute read by ``_test_attr``), is the part
+    (:func:`storage.codec.pack_pair`, the attribute read by ``attr_of_test_key``), is the part
     decoding the key and packing ``[aid, tuple]`` gave: rich rules' atoms, and attribute
     names of every msgpack string header (fixstr, str8, str16, not ASCII); order atoms'
     keys are left to the decoder; a damaged key is refused."""
@@ -103,7 +104,7 @@ def test_direct_parts_from_keys_as_decoding_gives_them() -> None:
     for aid, atom in enumerate(sorted(atoms), 1):
         key = codec.encode_value(atom.as_tuple())
         t = codec.decode_value(key)
-        attr = _test_attr(key)
+        attr = attr_of_test_key(key)
         assert attr == (t[1] if t[0] == "test" and len(t[1].encode()) < 1 << 16 else None)
         assert codec.pack_pair(aid, key) == codec.pack_part([aid, t])
         tests += attr is not None
