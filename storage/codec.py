@@ -206,6 +206,17 @@ def pack_part(value: Any) -> bytes:
     return _packb(value)
 
 
+def pack_pair(first: Any, encoded: bytes) -> bytes:
+    """:func:`pack_part` of ``[first, value]`` for the ``value`` that :func:`encode_value`
+    encoded as ``encoded``: its msgpack bytes reused, not decoded and packed again (msgpack
+    packs canonically, so the bytes are the same); its checksum is checked as
+    :func:`decode_value` checks it."""
+    body = encoded[: -_CRC.size]
+    if len(encoded) <= _CRC.size or _CRC.unpack_from(encoded, len(body))[0] != zlib.crc32(body):
+        raise StoreDamaged(f"a record of {len(encoded)} bytes fails its checksum")
+    return _packer.pack_array_header(2) + _packb(first) + body
+
+
 def encode_parts(parts: Sequence[bytes]) -> bytes:
     """:func:`encode_value` of the list whose elements :func:`pack_part` packed, from their
     bytes (msgpack packs a list as a header and its elements): a long list record changed

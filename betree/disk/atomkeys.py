@@ -18,7 +18,9 @@ positions within a group); each group is checked byte by byte (its fixed bytes, 
 operator, the constant's tag against its width, the CRC-32 computed over the columns)
 and its constants read by tag.  Cost: ~30 numpy passes a group, a few groups an attribute;
 ~0.3 µs an atom, against ~4 decoded.  The format is unchanged: these are the keys
-:func:`storage.codec.encode_value` writes.
+:func:`storage.codec.encode_value` writes.  A test atom's attribute is read from its key's
+bytes the same way (:func:`attr_of_test_key`), so that the batch build writes its key into
+the direct record without decoding it.
 """
 
 from __future__ import annotations
@@ -540,3 +542,26 @@ def _read_int(mat: np.ndarray, at: int, width: int) -> tuple[np.ndarray, np.ndar
     as_i = raw.view(f">i{width}").ravel().astype(np.int64)
     fits = ((tag == unsigned) & (as_u < np.uint64(1 << 63))) | (tag == signed)
     return fits, np.where(tag == unsigned, as_u.astype(np.int64), as_i)
+
+
+#: a test atom's key (``encode_value(("test", attr, test, arg))``) up to its attribute's
+#: name, and the msgpack string headers that name may have (fixstr, str8, str16)
+_TEST_HEAD = b"\x94\xa4test"
+_STR_HEADS = {0xD9: 1, 0xDA: 2}
+
+
+def attr_of_test_key(key: bytes) -> str | None:
+    """The attribute of a test atom's store key, read from its bytes (no decoding: the
+    batch build writes the key's bytes into the attribute's direct record); None for
+    another key (an order atom's, or a name past str16: the caller decodes it)."""
+    if not key.startswith(_TEST_HEAD):
+        return None
+    tag = key[6]
+    if 0xA0 <= tag <= 0xBF:
+        start, size = 7, tag & 0x1F
+    elif tag in _STR_HEADS:
+        width = _STR_HEADS[tag]
+        start, size = 7 + width, int.from_bytes(key[7 : 7 + width], "big")
+    else:
+        return None
+    return key[start : start + size].decode()

@@ -289,9 +289,11 @@ def load_direct(txn: ReadTxn, attr: str) -> list[list[Any]]:
     return txn.get_obj(DIRECT, attr.encode()) or []
 
 
-def put_direct(txn: WriteTxn, attr: str, atoms: list[list[Any]]) -> None:
-    """Store the direct atoms of ``attr`` (none: drop the record)."""
-    if atoms:
-        txn.put_obj(DIRECT, attr.encode(), atoms)
+def put_direct(txn: WriteTxn, attr: str, parts: list[bytes]) -> None:
+    """Store the direct atoms of ``attr``, each ``[atom id, atom tuple]`` packed alone
+    (:func:`storage.codec.pack_part` or :func:`~storage.codec.pack_pair`): the record
+    :func:`load_direct` reads (none: drop the record)."""
+    if parts:
+        txn.put(DIRECT, attr.encode(), codec.encode_parts(parts))
     else:
         txn.delete(DIRECT, attr.encode())

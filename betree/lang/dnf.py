@@ -18,7 +18,9 @@ path, about 1 µs per atom); a conjunction of disjunctions multiplies out (``(a 
 or d)`` gives four clauses), which is why ``max_clauses`` bounds it, at every step; and
 the work of the general path is bounded by a constant per node of the expression
 (:class:`_Normalizer`): every expression is accepted or rejected in time linear in its
-length.
+length.  A conjunction whose product has few clauses (rich ad-targeting rules: a ``not``,
+an ``or``, a geo radius beside one-clause atoms) is multiplied out directly
+(:func:`_small_product`: its clauses compared pairwise once, no index of them).
 
 >>> from betree.lang.parser import parse
 >>> to_clauses(parse("not (a = 1)"))
@@ -141,10 +143,76 @@ def to_clauses(
 def _dnf_clauses(node: Node, max_clauses: int, always_defined: Collection[str]) -> list[Clause]:
     """:func:`to_clauses` the general way: clause sets for every node, multiplied out."""
     normalizer = _Normalizer(max_clauses, frozenset(always_defined), _size(node))
-    dnf = normalizer.dnf(node, True)
+    if isinstance(node, And):  # (as normalizer.dnf does it, the product aside)
+        parts = [normalizer.dnf(c, True) for c in node.children]
+        small = _small_product(parts, normalizer)
+        if small is not None:
+            return [()] if _TRUE in small else sorted(tuple(sorted(c)) for c in small)
+        dnf = normalizer._product(parts)
+    else:
+        dnf = normalizer.dnf(node, True)
     if _TRUE in dnf:
         return [()]
     return sorted(tuple(sorted(c)) for c in normalizer.minimal(dnf, bounded=False))
+
+
+#: (:func:`_small_product`) the most clauses a product of parts may give to be formed directly
+SMALL_PRODUCT = 64
+
+
+def _small_product(parts: list[_DNF], normalizer: _Normalizer) -> _DNF | None:
+    """The minimal clauses of the product of ``parts`` (each a node's clauses), as
+    :meth:`_Normalizer._product` and the minimal passes after it give them, when the
+    product has at most :data:`SMALL_PRODUCT` clauses; else ``None``.
+
+    Why: rich ad-targeting rules (``bexdb gen --profile rich``) join a few atoms of two
+    clauses (``not``, ``or``, ``geo_within_radius``, cidr blocks) to one-clause atoms: the
+    product is a handful of clauses, which :class:`_Minimal`'s indexes, built three times
+    (the product, its minimal pass, :func:`_dnf_clauses`'), cost more than comparing them
+    pairwise once.  Same clauses: the same unions simplified in the same way, then the
+    clauses that contain no other (what :class:`_Minimal` keeps, in any order of
+    insertion).  Same refusals: formed here only when the general path could not raise
+    either (the product's clauses within ``max_clauses``, and a bound on the atoms it
+    would touch and compare below the normalizer's budgets left); else left to it.
+    """
+    size, longest = 1, 0
+    for p in parts:
+        size *= len(p)
+        if size > SMALL_PRODUCT:
+            return None
+        longest += max(map(len, p), default=0)
+    if not size or size > normalizer.max_clauses:
+        return None  # (a false part: the general path answers at once)
+    steps = len(parts) + 2
+    work = longest * (1 + 2 * size * steps) + steps * size * (longest + size)
+    if work >= normalizer.budget or 2 * steps * size * size * longest >= normalizer.comparing:
+        return None
+    parts = sorted(parts, key=len)
+    singles = [next(iter(p)) for p in parts if len(p) == 1]
+    if len(singles) > 1:
+        merged = _simplify(frozenset().union(*singles))
+        if merged is None:
+            return set()
+        parts = [{merged}, *parts[len(singles) :]]
+    acc = parts[0]
+    for p in parts[1:]:
+        if not acc:
+            break
+        new: _DNF = set()
+        for c1 in acc:
+            for c2 in p:
+                c = _simplify(c1 | c2) if c1 and c2 else c1 or c2
+                if c is not None:
+                    new.add(c)
+        acc = _minimal_of(new)
+    return _minimal_of(acc)
+
+
+def _minimal_of(dnf: _DNF) -> _DNF:
+    """The clauses of ``dnf`` that contain no other clause of it (pairwise: few clauses)."""
+    if len(dnf) < 2:
+        return dnf
+    return {c for c in dnf if not any(k < c for k in dnf)}
 
 
 def _size(node: Node) -> int:

@@ -173,12 +173,13 @@ def _in_list(node: InList, pos: bool) -> list[Clause]:
         if member:
             return [] if pos else [()]
         return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
-    any_eq: Clause = (equal_any(a, values),)
+    # "in" holds on a defined value in the list (any_eq), "not in" off it (all_ne); only
+    # the one a form needs is built (all_ne is an atom a value: rich rules' lists of 100)
+    if member == pos:
+        any_eq: Clause = (equal_any(a, values),)
+        return [any_eq] if pos else [(TestAtom(a, "undefined"),), any_eq]
     all_ne: Clause = tuple(order_atom(a, "!=", v) for v in values)
-    undefined = (TestAtom(a, "undefined"),)
-    if member:
-        return [any_eq] if pos else [undefined, all_ne]
-    return [all_ne] if pos else [undefined, any_eq]
+    return [all_ne] if pos else [(TestAtom(a, "undefined"),), all_ne]
 
 
 def _str_func(node: StrFunc, pos: bool) -> list[Clause]:

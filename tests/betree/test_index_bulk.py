@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from betree.compiler import Compiler
+from betree.disk.atomkeys import attr_of_test_key
 from betree.disk.bulk import Batch, build_index
 from betree.index import Index
+from betree.lang.atoms import TestAtom
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
-from storage.errors import InvalidInput
+from storage import codec
+from storage.errors import InvalidInput, StoreDamaged
 from tests.support.workload import SCHEMA, event, expression
+from tools.bench import gen_rich
 
 
 @pytest.mark.parametrize("settings", [{"max_cap": 3, "min_size": 2}, {}])
@@ -77,3 +82,32 @@ def test_batch_interns_equal_atoms_once(tmp_path: Path) -> None:
             values = idx.schema.validate_event(ev)
             want = {i for i, e in subs.items() if evaluate(compile_expr(e, idx.schema), values)}
             assert set(idx.match(ev)) == want
+
+
+def test_direct_parts_from_keys_as_decoding_gives_them() -> None:
+    """A test atom's part of its direct record, made from its key's bytes
+    (:func:`storage.codec.pack_pair`, the attribute read by ``attr_of_test_key``), is the part
+    decoding the key and packing ``[aid, tuple]`` gave: rich rules' atoms, and attribute
+    names of every msgpack string header (fixstr, str8, str16, not ASCII); order atoms'
+    keys are left to the decoder; a damaged key is refused."""
+
+    compiler = Compiler.of(gen_rich.SCHEMA, None)
+    p = gen_rich.params(seed=41)
+    atoms = {
+        a
+        for i in range(300)
+        for c in compiler.compile(i, gen_rich.subscription(p, i, 9))
+        for a in c
+    }
+    atoms |= {TestAtom(name, "has", "x") for name in ("a" * 31, "b" * 32, "é" * 200, "c" * 70000)}
+    tests = 0
+    for aid, atom in enumerate(sorted(atoms), 1):
+        key = codec.encode_value(atom.as_tuple())
+        t = codec.decode_value(key)
+        attr = attr_of_test_key(key)
+        assert attr == (t[1] if t[0] == "test" and len(t[1].encode()) < 1 << 16 else None)
+        assert codec.pack_pair(aid, key) == codec.pack_part([aid, t])
+        tests += attr is not None
+    assert tests > 100
+    with pytest.raises(StoreDamaged):
+        codec.pack_pair(1, key[:-1] + bytes([key[-1] ^ 1]))

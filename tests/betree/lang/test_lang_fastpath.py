@@ -30,11 +30,19 @@ from hypothesis import strategies as st
 
 from betree.disk import grid
 from betree.index import Index
-from betree.lang.atoms import OrderAtom, atom_from_tuple
+from betree.lang.atoms import Clause, OrderAtom, atom_from_tuple
 from betree.lang.atoms import order_atom as _order_atom
 from betree.lang.bounded import forget_older_half
 from betree.lang.conjuncts import ConjunctMemo, read_simple
-from betree.lang.dnf import MAX_CLAUSES, _conjunction_clauses, _dnf_clauses, to_clauses
+from betree.lang.dnf import (
+    _TRUE,
+    MAX_CLAUSES,
+    _conjunction_clauses,
+    _dnf_clauses,
+    _Normalizer,
+    _size,
+    to_clauses,
+)
 from betree.lang.expr import (
     And,
     Between,
@@ -52,7 +60,9 @@ from betree.lang.parser import compile_expr, parse
 from betree.lang.schema import Schema
 from betree.lang.tokens import PLAIN_MATCH, TOKEN_RE, tokens
 from storage.errors import InvalidInput
+from tests.support import random_schemas, workload
 from tests.support.schemas import EVERY_TYPE_R_REQUIRED
+from tools.bench import gen_rich
 
 SCHEMA = Schema.from_json(EVERY_TYPE_R_REQUIRED)
 ALWAYS_DEFINED = [(), ("r",), tuple(SCHEMA.attributes)]
@@ -635,3 +645,52 @@ def test_atoms_read_back_are_the_constructors(entries: list[list[object]], attr:
         return
     again = atom_from_tuple(["order", attr, [list(e) for e in atom.entries]])
     assert again == atom and again._key == atom._key and hash(again) == hash(atom)
+
+
+def _general_product(node: Node, max_clauses: int, always: tuple[str, ...]) -> list[Clause]:
+    """:func:`_dnf_clauses` as it was before :func:`betree.lang.dnf._small_product`: every
+    product through :class:`_Normalizer` and its minimal passes."""
+    normalizer = _Normalizer(max_clauses, frozenset(always), _size(node))
+    dnf = normalizer.dnf(node, True)
+    if _TRUE in dnf:
+        return [()]
+    return sorted(tuple(sorted(c)) for c in normalizer.minimal(dnf, bounded=False))
+
+
+def _workload_texts() -> list[tuple[Schema, str]]:
+    """Random expressions of tests/support/workload.py and random_schemas.py, rich
+    ad-targeting rules (``bexdb gen --profile rich``), and products past the small ones."""
+    rng = random.Random(41)
+    out: list[tuple[Schema, str]] = []
+    flat = Schema.from_json(workload.SCHEMA)
+    for _ in range(1500):
+        parts = [workload.expression(rng) for _ in range(rng.randint(1, 4))]
+        out.append((flat, " and ".join(parts)))
+    for _ in range(40):
+        draw = random_schemas.Draw(rng, random_schemas.draw_schema(rng))
+        drawn = Schema.from_json({"attributes": draw.attrs})
+        out.extend((drawn, draw.expression()) for _ in range(25))
+    p = gen_rich.params(seed=41)
+    rich = Schema.from_json(gen_rich.SCHEMA)
+    out.extend((rich, gen_rich.subscription(p, i, 20)) for i in range(1500))
+    for n in (5, 6, 7, 9):  # 2**n clauses: below, at and past SMALL_PRODUCT and max_clauses
+        out.append((flat, " and ".join(f"(i = {k} or j = {k})" for k in range(n))))
+    return out
+
+
+def test_small_products_match_the_general_product() -> None:
+    """The product of few clauses formed directly (``_small_product``) gives the clauses,
+    and the refusals, of the general path, at the default and at small ``max_clauses``."""
+    small = 0
+    for schema, text in _workload_texts():
+        try:
+            node = compile_expr(text, schema)
+        except InvalidInput:
+            continue
+        always = tuple(a for a, spec in schema.attributes.items() if not spec.allow_undefined)
+        for limit in (MAX_CLAUSES, 4, 1):
+            new = _outcome(lambda: _dnf_clauses(node, limit, always))  # noqa: B023
+            old = _outcome(lambda: _general_product(node, limit, always))  # noqa: B023
+            assert new == old, (text, limit)
+        small += isinstance(node, And)
+    assert small > 1000  # products formed, not only single nodes
