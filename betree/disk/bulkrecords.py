@@ -1,0 +1,152 @@
+"""The batch build's atom records: the catalog (``aid`` and ``atom`` records), each
+attribute's direct-test record and its bottom-up PB+tree, written from the interned atoms'
+ids, store keys and key columns (:mod:`betree.disk.bulk` calls them once a build).
+
+Why apart: the BE-Tree's construction over clause indices (:mod:`betree.disk.bulk`) and the
+records of the atoms it indexes are two subjects; these functions touch no clause.
+
+Cost: O(atoms) C-level work for the records (written a :data:`betree.disk.pieces.STEP` at a
+time), O(atoms log atoms) for the sort of the keys or of the PB+trees' constants; memory
+the columns of one attribute's predicates at a time, beside the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from betree.disk import catalog
+from betree.disk.atomkeys import OrderKeys, attr_of_test_key, encode_int_pairs, key_order
+from betree.disk.pieces import STEP, Pieces
+from pbtree.bulk import build as build_pbtree
+from pbtree.bulk import build_columns
+from pbtree.keys import int64_array
+from pbtree.operators import SLOT
+from storage import codec
+
+
+def write_catalog(
+    pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray, cols: OrderKeys
+) -> None:
+    """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
+    records (key -> ``[id, uses]``) in key order (:func:`key_order` when it can)."""
+    for start in range(0, len(keys), STEP):
+        part = aids[start : start + STEP].tolist()
+        pieces.put_many(catalog.AID, codec.encode_u64s(part), keys[start : start + STEP])
+    by_key = key_order(cols)
+    if by_key is None:
+        by_key = sorted_keys(keys)
+    # the records made a step at a time: a list and a bytes object a record, two a key
+    # (~200 MB at 100K dense when made all at once)
+    for start in range(0, len(keys), STEP):
+        rows = by_key[start : start + STEP]
+        counts = encode_int_pairs(aids[rows], refs[aids[rows]])
+        pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
+
+
+def sorted_keys(keys: list[bytes]) -> np.ndarray:
+    """The keys' order, sorted (LMDB's: ~2x faster to insert).  ('S' ignores trailing zero
+    bytes, which only costs order; keys of very unequal lengths sort as Python bytes: as
+    'S', rich 100K's ~470K keys of up to ~2 KB were a ~1 GB array.)"""
+    widest = max(map(len, keys), default=0)
+    if widest <= 4096 and widest * len(keys) <= 4 * sum(map(len, keys)) + (1 << 20):
+        return np.argsort(np.array(keys, dtype=bytes), kind="stable")
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+
+
+def write_atoms(
+    pieces: Pieces,
+    aids: np.ndarray,
+    keys: list[bytes],
+    cols: OrderKeys,
+    decoded: Mapping[int, Any],
+) -> None:
+    """Direct-test lists, and one bottom-up PB+tree per attribute, from the
+    atoms' ids (ascending) and store keys: the one-comparison order atoms read as columns
+    (:func:`betree.disk.atomkeys.parse`), any other order atom decoded once (unless in
+    ``decoded`` by atom id: an order atom's tuple holds its entries).  An attribute's
+    predicates go to its tree as columns (:func:`order_columns`).  A test atom is not
+    decoded: its attribute is read from its key (:func:`~betree.disk.atomkeys.
+    attr_of_test_key`) and its key's bytes become its part of the attribute's direct
+    record (:func:`storage.codec.pack_pair`), the bytes decoding and packing it gave
+    (rich rules: ~half their atoms, ~4 µs and a few hundred bytes of objects each)."""
+    order: dict[str, tuple[list[Any], list[int], list[int]]] = {}
+    direct: dict[str, list[bytes]] = {}
+    slot = SLOT
+    ints: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # all int64: kept so
+    for i, name in enumerate(cols.names):
+        sel = cols.ok & (cols.attr == i)
+        if not cols.is_float[sel].any():
+            ints[name] = (cols.ints[sel], cols.code[sel].astype(np.int64), aids[sel])
+            continue
+        consts = cols.ints[sel].tolist()
+        floats = cols.floats[sel].tolist()
+        consts = [f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)]
+        order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
+    rest = np.flatnonzero(~cols.ok).tolist()
+    for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
+        attr = None if aid in decoded else attr_of_test_key(key)
+        if attr is not None:  # a direct atom: its record's part from its key, not decoded
+            direct.setdefault(attr, []).append(codec.pack_pair(aid, key))
+            continue
+        t = decoded[aid] if aid in decoded else codec.decode_value(key)
+        if t[0] == "order":
+            columns = order.get(t[1])
+            if columns is None:
+                held = ints.pop(t[1], None)  # (joined as lists: decoded atoms on it too)
+                columns = order[t[1]] = (
+                    ([], [], []) if held is None else tuple(part.tolist() for part in held)
+                )
+            consts, ops, ids = columns
+            for op, c in t[2]:
+                consts.append(c)
+                ops.append(slot[op])
+                ids.append(aid)
+        else:
+            direct.setdefault(t[1], []).append(codec.pack_part([aid, t]))
+    for attr in sorted({*order, *ints}):
+        parts: tuple[Any, Any, Any] = order.pop(attr) if attr in order else ints.pop(attr)
+        consts, ops, ids = parts
+        packed = order_columns(consts, ops, ids)
+        if packed is None:  # constants numpy cannot hold exactly: the triples, sorted
+            names = {v: k for k, v in slot.items()}
+            triples = sorted(zip(consts, map(names.__getitem__, ops), ids, strict=True), key=_first)
+            build_pbtree(pieces.txn, attr, triples)
+        else:
+            build_columns(pieces.txn, attr, *packed)
+        pieces.wrote(PREDICATE_BYTES * len(ids))
+    for attr, listed in direct.items():
+        catalog.put_direct(pieces.txn, attr, listed)
+
+
+_first = itemgetter(0)
+#: a PB+tree's bytes a predicate, about, as the write transaction holds them (its id in
+#: runs, its key's entry, the pages' fill: dense 20K, 25.5 MB of pages for 397K predicates;
+#: counted 24 before, so that a piece of PB+trees held ~2.5x its limit to its commit)
+PREDICATE_BYTES = 64
+
+
+def order_columns(
+    consts: Sequence[Any] | np.ndarray,
+    ops: Sequence[int] | np.ndarray,
+    ids: Sequence[int] | np.ndarray,
+) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """One attribute's predicates as :func:`pbtree.bulk.build_columns` takes them (distinct
+    constants ascending, per predicate its constant's number, slot and id) when its
+    constants are all int64 ints (lists, or int64 arrays as the batch's columns hold them)
+    or all floats; else None.  ~0.1 µs a predicate."""
+    array = consts if isinstance(consts, np.ndarray) else int64_array(consts)
+    if array is None and all(type(c) is float for c in consts):
+        array = np.array(consts, dtype=np.float64)
+    if array is None:
+        return None
+    order = np.argsort(array, kind="stable")
+    ranked = array[order]
+    new = np.concatenate(([True], ranked[1:] != ranked[:-1])) if len(ranked) else ranked > 0
+    kid = np.empty(len(order), dtype=np.int64)
+    kid[order] = np.cumsum(new) - 1
+    keys = ranked[new].tolist()  # the distinct constants, ascending (ints, or floats)
+    return keys, kid, np.asarray(ops, dtype=np.int64), np.asarray(ids, dtype=np.int64), "num"
