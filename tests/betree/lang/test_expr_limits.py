@@ -4,8 +4,10 @@ section 10; issue 13, item 8).
 20,000 ``price = i`` joined by ``or`` (329 KB) were rejected for exceeding 512 DNF clauses
 only after 10 s of CPU (every clause compared with every other); deep nesting, long chains
 and long lists must end in an answer or a clear ``InvalidInput``, never a
-``RecursionError``.  Times are CPU seconds of this process (``time.process_time``), the
-best of a few runs; the bounds are generous, as the issue asks.
+``RecursionError``.  A long chain's rejection is checked by the work it does (terms made
+into clauses: the union stops at the bound), not timed (a 0.1 s bound failed under load);
+the other times are CPU seconds of this process (``time.process_time``), the best of a few
+runs; their bounds are generous, as the issue asks.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from betree.index import Index
+from betree.lang import dnf
 from storage.errors import InvalidInput
 from tools.serve import spawn
 
@@ -60,20 +63,39 @@ def rejected(index: Index, expr: str, reason: str) -> InvalidInput:
     return info.value
 
 
-def test_long_or_chain_is_rejected_at_once(index: Index) -> None:
+def atoms_made(monkeypatch: pytest.MonkeyPatch, index: Index, expr: str, reason: str) -> int:
+    """How many terms the normalization turned into clauses before rejecting ``expr``
+    (work counted, not timed: the count does not move with the machine's load)."""
+    made = 0
+    real = dnf.atom_clauses
+
+    def counting(node: object, pos: bool) -> object:
+        nonlocal made
+        made += 1
+        return real(node, pos)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(dnf, "atom_clauses", counting)
+        rejected(index, expr, reason)
+    return made
+
+
+def test_long_or_chain_is_rejected_at_once(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     expr = ors(20_000)
     assert len(expr) > 320_000
-    seconds = cpu(lambda: rejected(index, expr, "more than 512 clauses"))
-    assert seconds < 0.1, f"20,000 terms rejected in {seconds:.3f} s of CPU"
+    # the union stops at its 513th minimal clause: 20,000 terms, ~513 made into clauses
+    assert atoms_made(monkeypatch, index, expr, "more than 512 clauses") <= 520
     with pytest.raises(InvalidInput, match=r"subscription 'x': .*more than 512 clauses"):
         index.subscribe("x", expr)
     assert index.match({"price": 1}) == []
 
 
-def test_rejection_time_grows_linearly(index: Index) -> None:
-    small = cpu(lambda: rejected(index, ors(20_000), "more than 512 clauses"))
-    large = cpu(lambda: rejected(index, ors(40_000), "more than 512 clauses"))
-    assert large < 4 * max(small, 0.005), (small, large)
+def test_rejection_work_does_not_grow_with_the_chain(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = atoms_made(monkeypatch, index, ors(20_000), "more than 512 clauses")
+    large = atoms_made(monkeypatch, index, ors(40_000), "more than 512 clauses")
+    assert large == small
 
 
 def test_many_clauses_absorbed_are_accepted(index: Index) -> None:
