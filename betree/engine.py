@@ -177,10 +177,14 @@ class Engine:
     def writer(self, txn: WriteTxn) -> Iterator[Writer]:
         """A :class:`betree.disk.writer.Writer` inserting and deleting in ``txn`` (clauses
         placed by :meth:`places`), which writes the root record when the block ends without
-        an error."""
+        an error, and is closed when it ends (:meth:`betree.disk.writer.Writer.close`: its
+        transaction's decoded pages freed as soon as the writer is let go)."""
         writer = Writer(txn, self.places, self.hints, self.types, self.memo)
-        yield writer
-        writer.finish()
+        try:
+            yield writer
+            writer.finish()
+        finally:
+            writer.close()
 
     def place(self, due_only: bool = False) -> int:
         """Move the clauses waiting in the pending area into the BE-Tree, in a transaction

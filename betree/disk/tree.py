@@ -94,6 +94,11 @@ class BETree:
         self.cut_floor = max(self.min_size, self.max_cap // 2)
         self.pages_read = 0
 
+    def detach(self) -> None:
+        """Let go of the callbacks given (a writer's bound methods: the writer holds this
+        tree, so they make a reference cycle, :meth:`betree.disk.writer.Writer.close`)."""
+        self._places = self._moved = self._prefetch = None
+
     @staticmethod
     def create(txn: WriteTxn, settings: dict[str, int]) -> dict[str, Any]:
         """A new empty tree: a root c-node with an empty l-node.  Returns the record part."""

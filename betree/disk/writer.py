@@ -413,6 +413,19 @@ class Writer:
             if aid not in memo:
                 remember(memo, aid, atom)
 
+    def close(self) -> None:
+        """The reference cycle with its BE-Tree broken (the tree holds bound methods of
+        this writer), once the transaction's block ends.
+
+        Why: left to the cyclic collector, the cycle kept the whole transaction (its decoded
+        dirty pages, the records it wrote, its replay log) until a full collection, which a
+        big heap makes rare: rich 50K, single ``subscribe`` calls in a matching process kept
+        ~4 MB a write (PB+tree leaf pages of ~70K ids decoded for writing, a 2 MB direct
+        record), 600 MB after 150 writes, all freed at once in the next fold's
+        ``gc.collect`` (docs/bench/live/README.md, "leak42").  Now reference counting frees
+        them when the caller drops the writer."""
+        self.tree.detach()
+
     def finish(self) -> None:
         """Write the ``home`` and atom records changed, the direct-atom lists touched, the
         change log's entry (if subscriptions changed) and the root record."""
