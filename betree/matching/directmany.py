@@ -22,7 +22,10 @@ depend on the event:
   near the sphere's diameter) is decided by the atom's own Python test, so the answer is
   the per-event one to the bit.
 - :class:`SegmentMany`: every (event, segment) pair's bound ``now - seconds(ts)`` at once
-  and, per segment, a bisection of its sorted seconds as arrays.
+  and, per segment, a bisection of its sorted seconds as arrays; for a packed batch where
+  the pairs would be many, :meth:`SegmentMany.words` gives the held atoms' bits as rows
+  over words (each atom's, the XOR of two rows of one XOR prefix of the events' bits
+  placed at their cuts).
 - :class:`ByValue` (suffixes, needles, patterns, presence without the geo out-of-range
   test): one answer per distinct value of the batch.
 - Any other kind (caps, the ``any`` atoms), and an event whose value is not of the form
@@ -62,9 +65,9 @@ PAIRS_A_CELL = 0.1
 #: :meth:`SegmentMany.words` sets rows of bits where the batch's (atom, event) pairs would
 #: be at least this many a (touched segment's atom, word) cell, and at least
 #: :data:`SEGMENT_PAIRS_LEAST`: rich 100K (seed 7), batches of 1,024, the phases' rows
-#: against pairs ~0.77x at ~1.36 pairs a cell, ~0.94x at ~0.86, ~1.03x at ~0.53; at 20K's
-#: batches of 128 (~16K pairs) ~1.15x (docs/bench/match-rich-batchkeys/README.md,
-#: richmany42)
+#: against pairs ~0.77x at ~1.36 pairs a cell, ~0.94x at ~0.86, ~1.03-1.11x at ~0.53; at
+#: 20K's batches of 128 (~16K pairs) 0.91x and 1.15x in two runs
+#: (docs/bench/match-rich-batchkeys/README.md, richmany42)
 SEGMENT_PAIRS_A_CELL = 0.75
 SEGMENT_PAIRS_LEAST = 20_000
 #: a haversine in numpy this close (km, and relative) to its radius is decided by the
