@@ -48,7 +48,7 @@ import numpy as np
 
 from betree.lang import special
 from betree.matching import directkinds
-from pbtree.view import ranges
+from pbtree.view import ranges, uniq
 
 Event = Mapping[str, object]
 #: (held ids, their events' positions, failed default ids, their positions, exact tests),
@@ -248,7 +248,7 @@ class ListMany:
         codes = np.fromiter(map(slot.get, flat, [-1] * len(flat)), np.int64, len(flat))
         ev = np.repeat(np.arange(len(lists), dtype=np.int64), lens)
         keep = codes >= 0
-        pair = np.unique(ev[keep] * len(slot) + codes[keep])  # (event, element) once each
+        pair = uniq(ev[keep] * len(slot) + codes[keep])[0]  # (event, element) once each
         ev, code = np.divmod(pair, max(len(slot), 1))
         return odd, ev, code
 
@@ -260,9 +260,7 @@ class ListMany:
             return []
         atom = ids[ranges(lo, hi)]
         tests = len(atom)
-        key, counts = np.unique(
-            np.repeat(ev, hi - lo) * (int(self.whose[-1]) + 1) + atom, return_counts=True
-        )
+        key, _, counts = uniq(np.repeat(ev, hi - lo) * (int(self.whose[-1]) + 1) + atom)
         at, atom = np.divmod(key, int(self.whose[-1]) + 1)
         need = self.need[np.searchsorted(self.whose, atom)]
         yes, no = counts == need, counts == -need
