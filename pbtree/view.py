@@ -59,6 +59,22 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return shift
 
 
+def uniq(keys: np.ndarray, first: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=first, return_counts=True)`` of 1-D ints: the
+    distinct keys ascending, (``first``) the least position of each in ``keys`` (else
+    empty), and their counts, by one sort.  numpy 2.4.6's ``unique`` took 23 ms on 100K
+    int64 (one sort and a mask: 0.8 ms), ~60 µs an event of rich 100K's batches."""
+    if first:
+        order = np.argsort(keys)
+        ordered = keys[order]
+    else:
+        ordered = np.sort(keys)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))[: len(keys)]
+    counts = np.diff(np.append(starts, len(keys)))
+    index = np.minimum.reduceat(order, starts) if first and len(starts) else starts[:0]
+    return ordered[starts], index, counts
+
+
 def distinct(ids: np.ndarray) -> bool:
     """Whether no id repeats (one ``bincount``: ids are dense atom numbers)."""
     return len(ids) < 2 or int(np.bincount(ids).max()) == 1

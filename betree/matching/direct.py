@@ -180,8 +180,9 @@ class DirectAtoms:
         rows: np.ndarray | None,
     ) -> tuple[Many, list[directmany.Words]]:
         """:meth:`found_many`, with (given ``rows``: each event's own bit as a row over the
-        batch's words) the long list postings' atoms as rows of bits over those words
-        (:meth:`betree.matching.directmany.ListMany.words`) rather than (atom, event)
+        batch's words) the long list postings' atoms, and segment atoms held by many events,
+        as rows of bits over those words (:meth:`betree.matching.directmany.ListMany.words`,
+        :meth:`betree.matching.directmany.SegmentMany.words`) rather than (atom, event)
         pairs."""
         counts = _counts
         if self.batched is None:
@@ -193,7 +194,7 @@ class DirectAtoms:
         for kind, index in self.batched:
             got: directmany.Many
             own: list[directmany.Words] = []
-            if rows is not None and isinstance(index, directmany.ListMany):
+            if rows is not None and isinstance(index, directmany.ListMany | directmany.SegmentMany):
                 got, own = index.words(values, events, rows)
                 planes += own
             else:

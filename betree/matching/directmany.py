@@ -22,7 +22,10 @@ depend on the event:
   near the sphere's diameter) is decided by the atom's own Python test, so the answer is
   the per-event one to the bit.
 - :class:`SegmentMany`: every (event, segment) pair's bound ``now - seconds(ts)`` at once
-  and, per segment, a bisection of its sorted seconds as arrays.
+  and, per segment, a bisection of its sorted seconds as arrays; for a packed batch where
+  the pairs would be many, :meth:`SegmentMany.words` gives the held atoms' bits as rows
+  over words (each atom's, the XOR of two rows of one XOR prefix of the events' bits
+  placed at their cuts).
 - :class:`ByValue` (suffixes, needles, patterns, presence without the geo out-of-range
   test): one answer per distinct value of the batch.
 - Any other kind (caps, the ``any`` atoms), and an event whose value is not of the form
@@ -45,7 +48,7 @@ import numpy as np
 
 from betree.lang import special
 from betree.matching import directkinds
-from pbtree.view import ranges
+from pbtree.view import ranges, uniq
 
 Event = Mapping[str, object]
 #: (held ids, their events' positions, failed default ids, their positions, exact tests),
@@ -59,6 +62,14 @@ _NONE = np.zeros(0, dtype=np.int64)
 #: at least this many a (posting, word) cell of the layers (:class:`_Inverted`): ~25 ns a
 #: pair scattered (sorted by bit, one fancy OR a bit) against ~3 ns a cell
 PAIRS_A_CELL = 0.1
+#: :meth:`SegmentMany.words` sets rows of bits where the batch's (atom, event) pairs would
+#: be at least this many a (touched segment's atom, word) cell, and at least
+#: :data:`SEGMENT_PAIRS_LEAST`: rich 100K (seed 7), batches of 1,024, the phases' rows
+#: against pairs ~0.77x at ~1.36 pairs a cell, ~0.94x at ~0.86, ~1.03-1.11x at ~0.53; at
+#: 20K's batches of 128 (~16K pairs) 0.91x and 1.15x in two runs
+#: (docs/bench/match-rich-batchkeys/README.md, richmany42)
+SEGMENT_PAIRS_A_CELL = 0.75
+SEGMENT_PAIRS_LEAST = 20_000
 #: a haversine in numpy this close (km, and relative) to its radius is decided by the
 #: atom's own test in Python (numpy's sine may differ from libm's by an ulp or two)
 DOUBT = 1e-6
@@ -237,7 +248,7 @@ class ListMany:
         codes = np.fromiter(map(slot.get, flat, [-1] * len(flat)), np.int64, len(flat))
         ev = np.repeat(np.arange(len(lists), dtype=np.int64), lens)
         keep = codes >= 0
-        pair = np.unique(ev[keep] * len(slot) + codes[keep])  # (event, element) once each
+        pair = uniq(ev[keep] * len(slot) + codes[keep])[0]  # (event, element) once each
         ev, code = np.divmod(pair, max(len(slot), 1))
         return odd, ev, code
 
@@ -249,9 +260,7 @@ class ListMany:
             return []
         atom = ids[ranges(lo, hi)]
         tests = len(atom)
-        key, counts = np.unique(
-            np.repeat(ev, hi - lo) * (int(self.whose[-1]) + 1) + atom, return_counts=True
-        )
+        key, _, counts = uniq(np.repeat(ev, hi - lo) * (int(self.whose[-1]) + 1) + atom)
         at, atom = np.divmod(key, int(self.whose[-1]) + 1)
         need = self.need[np.searchsorted(self.whose, atom)]
         yes, no = counts == need, counts == -need
@@ -613,7 +622,46 @@ class SegmentMany:
             )
 
     def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
-        index, sid = self.index, self.sid
+        return self.words(values, events, None)[0]
+
+    def words(
+        self, values: Sequence[object], events: Sequence[Event], rows: np.ndarray | None
+    ) -> tuple[Many, list[Words]]:
+        """:meth:`found`, but (given ``rows``: each event's own bit as a row over the
+        batch's words) where the (atom, event) pairs would be many
+        (:data:`SEGMENT_PAIRS_A_CELL`), the atoms' bits as rows over words: an (event,
+        segment) pair holds a run of its segment's atoms sorted by seconds (within: from
+        its cut on; before: below it), so a segment's atoms' rows are prefix (suffix) ORs
+        of its events' bits sorted by cut, as :func:`betree.packed.flatbatch._search` does
+        a PB+tree's GT and LT lists.  Each event holds a segment once (a validated value
+        is sorted by id, as :class:`directkinds.SegmentTests` needs, a repeat skipped), so
+        over one segment's positions an XOR is the OR, and one XOR prefix over the touched
+        segments' positions end to end gives each atom's row as the XOR of two of its
+        rows.  Rich 100K (seed 7), 1,024 events: ~640K held pairs as ~470K (word, atom)
+        cells, ~0.75x the pairs' cost (docs/bench/match-rich-batchkeys/README.md,
+        richmany42)."""
+        index = self.index
+        at, segs, bound, odd = self._bounds(values, events)
+        if at is None:
+            return _each(index, range(len(values)), values, events), []
+        cuts = [_bisect(secs, s[segs], s[segs + 1], bound) for s, secs, _, _ in self.sorts]
+        planes: list[Words] = []
+        if rows is not None and len(at) and self._by_rows(at, segs, cuts, rows.shape[1]):
+            planes = self._rows(at, segs, cuts, rows)
+            found: Many = (_NONE, _NONE, _NONE, _NONE, len(at))
+        else:
+            found = self._pairs(at, segs, cuts)
+        if odd:
+            return _join([found, _each(index, odd, values, events)]), planes
+        return found, planes
+
+    def _bounds(
+        self, values: Sequence[object], events: Sequence[Event]
+    ) -> tuple[Any, Any, Any, list[int]]:
+        """The (event, segment) pairs (int64: positions in ``values``, segment numbers)
+        and their bounds ``now - seconds(ts)``, and the events asked one by one (times
+        beyond int64's safe range); ``None`` pairs where every event is to be."""
+        sid = self.sid
         ev: list[int] = []
         seg: list[int] = []
         ts: list[int] = []
@@ -638,7 +686,7 @@ class SegmentMany:
                     ts.append(stamp)
                     now.append(t)
         if not all(s[3] for s in self.sorts):
-            return _each(index, range(len(values)), values, events)
+            return None, None, None, odd
         stamps = np.array(ts, dtype=np.int64)
         at = np.array(ev, dtype=np.int64)
         segs = np.array(seg, dtype=np.int64)
@@ -650,21 +698,92 @@ class SegmentMany:
             keep = ~np.isin(at, gone)
             stamps, at, segs, nows = stamps[keep], at[keep], segs[keep], nows[keep]
         q = np.where(stamps >= 0, stamps // 1_000_000, -(-stamps // 1_000_000))
-        bound = nows - q
+        return at, segs, nows - q, odd
+
+    def _pairs(self, at: np.ndarray, segs: np.ndarray, cuts: list[np.ndarray]) -> Many:
+        """The held and failing (atom, event) pairs from each pair's cut in each form."""
         hits: list[np.ndarray] = []
         hits_at: list[np.ndarray] = []
-        for form, (starts, secs, ids, _) in enumerate(self.sorts):
+        for form, ((starts, _, ids, _), cut) in enumerate(zip(self.sorts, cuts, strict=True)):
             lo, hi = starts[segs], starts[segs + 1]
-            cut = _bisect(secs, lo, hi, bound)
             a, b = (cut, hi) if form == 0 else (lo, cut)  # within: from the cut; before: below
             hits.append(ids[ranges(a, b)])
             hits_at.append(np.repeat(at, b - a))
         hit, hit_at = np.concatenate(hits), np.concatenate(hits_at)
         neg = hit < 0
-        found: Many = (hit[~neg], hit_at[~neg], -hit[neg] - 1, hit_at[neg], len(at))
-        if odd:
-            return _join([found, _each(index, odd, values, events)])
-        return found
+        return hit[~neg], hit_at[~neg], -hit[neg] - 1, hit_at[neg], len(at)
+
+    def _by_rows(
+        self, at: np.ndarray, segs: np.ndarray, cuts: list[np.ndarray], width: int
+    ) -> bool:
+        """Whether the pairs are at least :data:`SEGMENT_PAIRS_A_CELL` a (touched atom,
+        word) cell and :data:`SEGMENT_PAIRS_LEAST`."""
+        touched = _touched(segs, len(self.sid))[0]
+        pairs = cells = 0
+        for form, ((starts, _, _, _), cut) in enumerate(zip(self.sorts, cuts, strict=True)):
+            lo, hi = starts[segs], starts[segs + 1]
+            pairs += int((hi - cut).sum() if form == 0 else (cut - lo).sum())
+            cells += int((starts[touched + 1] - starts[touched]).sum()) * width
+        return pairs >= SEGMENT_PAIRS_A_CELL * cells and pairs >= SEGMENT_PAIRS_LEAST
+
+    def _rows(
+        self, at: np.ndarray, segs: np.ndarray, cuts: list[np.ndarray], rows: np.ndarray
+    ) -> list[Words]:
+        """The held atoms' and failing negations' rows over words (:meth:`words`), built
+        without sorting (numpy 2.4's stable ``argsort`` and ``unique`` cost ~2-4 ms on
+        ~11K pairs): each pair's bit XORed into its position's word (one ``ufunc.at``)."""
+        width = rows.shape[1]
+        word = rows.argmax(axis=1)  # (each event's row holds its one bit)
+        bit = rows[np.arange(len(rows)), word]
+        ids_out: list[np.ndarray] = []
+        bits_out: list[np.ndarray] = []
+        for form, ((starts, _, ids, _), cut) in enumerate(zip(self.sorts, cuts, strict=True)):
+            lo, hi = starts[segs], starts[segs + 1]
+            # within: atom p holds for the pairs at or below it (cut <= p); before: for
+            # those above it (cut - 1 >= p); a pair holding nothing is left out
+            pos = cut if form == 0 else cut - 1
+            keep = (cut < hi) if form == 0 else (cut > lo)
+            if not keep.any():
+                continue
+            pos, seg, ev = pos[keep], segs[keep], at[keep]
+            touched, number = _touched(seg, len(self.sid))
+            first, end = starts[touched], starts[touched + 1]
+            base = np.cumsum(end - first) - (end - first)  # each touched segment's, compact
+            t = number[seg]
+            pos = base[t] + pos - first[t]
+            size = int(base[-1] + end[-1] - first[-1])
+            # the XOR prefix by word, column 0 empty: positions i..j of one segment are
+            # columns j+1 ^ i (an event once a segment: there its XOR is its OR)
+            prefix = np.zeros((width, size + 1), dtype=np.uint64)
+            np.bitwise_xor.at(prefix.reshape(-1), word[ev] * (size + 1) + pos + 1, bit[ev])
+            np.bitwise_xor.accumulate(prefix, axis=1, out=prefix)
+            p = np.arange(size, dtype=np.int64)
+            at_seg = np.repeat(np.arange(len(touched)), end - first)
+            if form == 0:
+                own = prefix[:, p + 1] ^ prefix[:, base[at_seg]]
+            else:
+                own = prefix[:, (base + end - first)[at_seg]] ^ prefix[:, p]
+            some = np.flatnonzero(own.any(axis=0))
+            ids_out.append(ids[ranges(first, end)].take(some))
+            bits_out.append(own.take(some, axis=1))
+        if not ids_out:
+            return []
+        hit, bits = np.concatenate(ids_out), np.concatenate(bits_out, axis=1)
+        neg = hit < 0
+        planes: list[Words] = []
+        for part, on in ((~neg, True), (neg, False)):
+            if part.any():
+                aids = hit[part] if on else -hit[part] - 1
+                planes.append((aids, bits.compress(part, axis=1), on))
+        return planes
+
+
+def _touched(segs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The segment numbers among ``segs`` (ascending) and each number's place among them
+    (by a mask over all ``n``: no sort)."""
+    mask = np.zeros(n, dtype=bool)
+    mask[segs] = True
+    return np.flatnonzero(mask), np.cumsum(mask) - 1
 
 
 def _bisect(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:

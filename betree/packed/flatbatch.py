@@ -58,7 +58,7 @@ from betree.packed.flat import FlatTree
 from betree.packed.numbering import Numbered
 from betree.packed.reach import Nodes
 from pbtree.keys import int64_array, key_domain
-from pbtree.view import SearchView, ranges
+from pbtree.view import SearchView, ranges, uniq
 from storage.errors import InvalidInput
 
 #: batches of fewer events are matched one by one on the view: a batch costs a pass per
@@ -760,6 +760,6 @@ def _rows(
     # a subscription with several clauses: once an event, an event's in subscription
     # order as one event's match gives them (subscription numbers are under 2**48)
     event = np.repeat(np.arange(64, dtype=np.uint64), np.diff(bounds))
-    _, once = np.unique(event << np.uint64(57) | view.sids[clause[pairs]], return_index=True)
+    _, once, _ = uniq(event << np.uint64(57) | view.sids[clause[pairs]], first=True)
     counts = np.bincount(event[once].astype(np.int64), minlength=64)
     return view.exts[clause], pairs[once], np.concatenate(([0], np.cumsum(counts)))

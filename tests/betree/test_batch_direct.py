@@ -5,9 +5,10 @@ boxes gathered by rows (:class:`betree.matching.directmany.GeoMany`): ``match_ma
 against the brute force on rich rules, python-loaded and sharded, with batches where
 attributes are left out (defaults and ``undefined`` atoms), kept alone, repeated, in
 shuffled order, through deletes, additions and a reopening; the direct hits and failing
-defaults seen set.  The list postings' atoms both as (atom, event) pairs and as rows over
-the batch's words (:meth:`betree.matching.directmany.ListMany.words`, forced by its
-threshold), each path seen taken."""
+defaults seen set.  The list postings' and segments' atoms both as (atom, event) pairs and
+as rows over the batch's words (:meth:`betree.matching.directmany.ListMany.words`,
+:meth:`~betree.matching.directmany.SegmentMany.words`, forced by their thresholds), each
+path seen taken."""
 
 from __future__ import annotations
 
@@ -53,18 +54,19 @@ def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
 
 
 def _rows_path(monkeypatch: pytest.MonkeyPatch, on: bool) -> list[int]:
-    """The list postings answered as rows over words always (``on``) or never; the rows
-    each call returned, recorded."""
-    monkeypatch.setattr(directmany, "PAIRS_A_CELL", 0.0 if on else float("inf"))
+    """The list postings and segment atoms answered as rows over words always (``on``) or
+    never; the rows each call returned, recorded."""
+    for name in ("PAIRS_A_CELL", "SEGMENT_PAIRS_A_CELL", "SEGMENT_PAIRS_LEAST"):
+        monkeypatch.setattr(directmany, name, 0.0 if on else float("inf"))
     seen: list[int] = []
-    words = directmany.ListMany.words
+    for kind in (directmany.ListMany, directmany.SegmentMany):
 
-    def record(self: directmany.ListMany, *args: Any) -> Any:
-        got = words(self, *args)
-        seen.append(len(got[1]))
-        return got
+        def record(self: Any, *args: Any, words: Any = kind.words) -> Any:
+            got = words(self, *args)
+            seen.append(len(got[1]))
+            return got
 
-    monkeypatch.setattr(directmany.ListMany, "words", record)
+        monkeypatch.setattr(kind, "words", record)
     return seen
 
 
@@ -140,7 +142,7 @@ def test_sharded_direct_atoms_from_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich
 ) -> None:
     """Three shards' joined views (each shard's direct atoms from base ``atoms``), through
-    deletes, the list postings as rows over words."""
+    deletes, the list postings and segments as rows over words."""
     planes = _rows_path(monkeypatch, True)
     schema_doc, subs, events = rich
     subs = dict(subs)

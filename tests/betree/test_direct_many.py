@@ -25,7 +25,7 @@ from betree.index import Index
 from betree.lang import special
 from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.schema import Schema
-from betree.matching import direct
+from betree.matching import direct, directmany
 from betree.matching.direct import DirectAtoms, found_batch, mark
 from betree.packed import flatbatch
 from storage.errors import InvalidInput
@@ -87,7 +87,17 @@ def test_geo_radii_on_the_exact_distance_are_decided_by_the_atom(
 
 
 @pytest.mark.parametrize("ends", [False, True])
-def test_segments_at_the_ends_of_int64(ends: bool) -> None:
+def test_segments_at_the_ends_of_int64(ends: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also as rows over words (:meth:`SegmentMany.words`, forced by ``agree``), taken
+    where the seconds fit the arrays."""
+    planes = []
+    rows = directmany.SegmentMany._rows
+
+    def record(self: directmany.SegmentMany, *args: Any) -> Any:
+        planes.append(got := rows(self, *args))
+        return got
+
+    monkeypatch.setattr(directmany.SegmentMany, "_rows", record)
     rng = random.Random(24 + ends)
     secs = [*I64, 0, -1, 1] if ends else list(range(-5, 30))
     atoms: list[tuple[int, Atom]] = []
@@ -104,6 +114,7 @@ def test_segments_at_the_ends_of_int64(ends: bool) -> None:
         ev["seg"] = tuple(sorted(pairs, key=lambda p: p[0]))  # repeats kept, first counts
         events.append(ev)
     assert agree(atoms, events, "seg") > 500
+    assert any(planes) != ends
 
 
 def test_a_batch_of_several_attributes_with_absent_ones() -> None:

@@ -6,8 +6,9 @@ for tests to compare with every atom's own test; and random list atoms to compar
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,12 +60,29 @@ def held_many(
     return [np.flatnonzero(row).tolist() for row in sat]
 
 
+@contextlib.contextmanager
+def forced_rows(on: bool) -> Iterator[None]:
+    """The list and segment indexes answering by rows over words always (``on``: their
+    thresholds 0) or never (infinite) within the block."""
+    names = ("PAIRS_A_CELL", "SEGMENT_PAIRS_A_CELL", "SEGMENT_PAIRS_LEAST")
+    saved = [getattr(directmany, name) for name in names]
+    for name in names:
+        setattr(directmany, name, 0.0 if on else float("inf"))
+    try:
+        yield
+    finally:
+        for name, value in zip(names, saved, strict=True):
+            setattr(directmany, name, value)
+
+
 def held_words(
     group: DirectAtoms, attr: str, events: Sequence[Mapping[str, object]], size: int
 ) -> list[list[int]]:
     """:func:`held_many` through :meth:`DirectAtoms.found_words`, the events at slots
-    ``0 ..`` of words of 64, every list index answering by rows over words (its threshold
-    :data:`betree.matching.directmany.PAIRS_A_CELL` lowered to 0 for the call): the
+    ``0 ..`` of words of 64, every list and segment index answering by rows over words
+    where it can (the thresholds :data:`betree.matching.directmany.PAIRS_A_CELL` and
+    :data:`~betree.matching.directmany.SEGMENT_PAIRS_A_CELL` lowered to 0 for the call,
+    :func:`forced_rows`): the
     defaults and ``undefined`` atoms, the held rows ORed, the failing rows cleared, then
     the (atom, event) hits set and failures cleared."""
     sat = np.zeros((len(events), size), dtype=bool)
@@ -75,13 +93,10 @@ def held_words(
     rows[np.arange(len(defining)), np.searchsorted(words, defining >> 6)] = np.left_shift(
         np.uint64(1), (defining & 63).astype(np.uint64)
     )
-    saved, directmany.PAIRS_A_CELL = directmany.PAIRS_A_CELL, 0.0
-    try:
+    with forced_rows(True):
         (on, on_at, off, off_at), planes = group.found_words(
             [events[k][attr] for k in defining], [events[k] for k in defining.tolist()], rows
         )
-    finally:
-        directmany.PAIRS_A_CELL = saved
     sat[np.ix_(defining, group.default.ids)] = True
     sat[np.ix_(others, np.array(group.undefined, dtype=np.int64))] = True
     for hit in (True, False):
