@@ -36,7 +36,7 @@ from typing import Protocol
 import numpy as np
 
 from betree.lang.atoms import Atom, TestAtom
-from betree.matching import directkinds, directmany, sameelement
+from betree.matching import directkinds, directmany, geomany, manybase, sameelement
 
 
 class _Index(Protocol):
@@ -60,7 +60,7 @@ _INDEXES: dict[str, type[_Index]] = {
 }
 
 #: A geo grid whose event's cells hold more entries than this, expected, answers one event
-#: through its arrays (:meth:`betree.matching.directmany.GeoMany.one`: ~12 numpy calls over
+#: through its arrays (:meth:`betree.matching.geomany.GeoMany.one`: ~12 numpy calls over
 #: the cells' entries), against ~0.5-0.8 µs an entry looped in Python (measured, load ~10
 #: on 2 cores, with ~25 numpy calls: rich 20K, ~143 entries, 64-73 µs against 71-86 looped;
 #: rich 100K, ~712 entries, 96-146 µs against 483-547 looped and 194-210 through the batch
@@ -178,7 +178,7 @@ class DirectAtoms:
         values: Sequence[object],
         events: Sequence[Mapping[str, object]],
         rows: np.ndarray | None,
-    ) -> tuple[Many, list[directmany.Words]]:
+    ) -> tuple[Many, list[manybase.Words]]:
         """:meth:`found_many`, with (given ``rows``: each event's own bit as a row over the
         batch's words) the long list postings' atoms, and segment atoms held by many events,
         as rows of bits over those words (:meth:`betree.matching.directmany.ListMany.words`,
@@ -187,13 +187,13 @@ class DirectAtoms:
         counts = _counts
         if self.batched is None:
             self.batched = [(kind, directmany.many(kind, index)) for kind, index in self.active]
-        parts: list[directmany.Many] = []
-        planes: list[directmany.Words] = []
+        parts: list[manybase.Many] = []
+        planes: list[manybase.Words] = []
         if self.always:
-            parts.append(directmany.each_atom(self.always, values, events))
+            parts.append(manybase.each_atom(self.always, values, events))
         for kind, index in self.batched:
-            got: directmany.Many
-            own: list[directmany.Words] = []
+            got: manybase.Many
+            own: list[manybase.Words] = []
             if rows is not None and isinstance(index, directmany.ListMany | directmany.SegmentMany):
                 got, own = index.words(values, events, rows)
                 planes += own
@@ -208,7 +208,7 @@ class DirectAtoms:
                 c[0] += len(values)
                 c[1] += got[4]
                 c[2] += held
-        on, on_at, off, off_at, _ = directmany.joined(parts)
+        on, on_at, off, off_at, _ = manybase.joined(parts)
         return (on, on_at, off, off_at), planes
 
 
@@ -229,13 +229,13 @@ class _OneByMany:
 
 class _OneGeo:
     """A geo grid of many entries a cell, answering one event by
-    :meth:`directmany.GeoMany.one` (the cells in Python, their entries in numpy)."""
+    :meth:`geomany.GeoMany.one` (the cells in Python, their entries in numpy)."""
 
     __slots__ = ("default", "many")
 
     def __init__(self, index: directkinds.GeoGrid) -> None:
         self.default = index.default
-        self.many = directmany.GeoMany(index)
+        self.many = geomany.GeoMany(index)
 
     def found(self, value: object, event: Mapping[str, object]) -> directkinds.Found:
         return self.many.one(value, event)
@@ -307,7 +307,7 @@ def found_batch(
             if got is not None:
                 got.append(e)
     groups = []
-    parts: list[directmany.Many] = []
+    parts: list[manybase.Many] = []
     for attr, group in direct.items():
         events = np.array(defining[attr], dtype=np.int64)
         groups.append((group, events))
@@ -317,7 +317,7 @@ def found_batch(
             [batch[e][attr] for e in defining[attr]], [batch[e] for e in defining[attr]]
         )
         parts.append((on, events[on_at], off, events[off_at], 0))
-    held, held_at, failed, failed_at, _ = directmany.joined(parts)
+    held, held_at, failed, failed_at, _ = manybase.joined(parts)
     return groups, (held, held_at, failed, failed_at)
 
 

@@ -1,0 +1,272 @@
+"""The geo grid's batch form (:class:`GeoMany`), and its one-event array path
+(:meth:`GeoMany.one`), apart from the other kinds' batch forms
+(:mod:`betree.matching.directmany`, which hands a geo attribute here).
+
+Why: every event's grid cell at every level at once (the cells found by a dict lookup
+per level), each entry's centre kept as a point on the unit sphere so that a distance is
+a chord (no trigonometry an entry), and only a pair within :data:`DOUBT` of its radius
+decided by the atom's own Python test: the answer is the per-event one to the bit.
+Cost: built once per snapshot, linear in the geo atoms (a 6-row float table); per event
+or batch, ~12 numpy calls over the entries of the events' cells.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from betree.lang import special
+from betree.matching import directkinds
+from betree.matching.manybase import NONE, Event, Many, each, join_parts
+from pbtree.view import ranges
+
+#: a haversine in numpy this close (km, and relative) to its radius is decided by the
+#: atom's own test in Python (numpy's sine may differ from libm's by an ulp or two)
+DOUBT = 1e-6
+
+
+def _cell_key(level: Any, i: Any, j: Any) -> Any:
+    """A grid cell as one int64 (levels under 16, |i| and |j| under 2,048)."""
+    return (level << 24) | ((i + 2048) << 12) | (j + 2048)
+
+
+def _on_grid(lat: Any, lon: Any) -> bool:
+    """Whether a point is one :meth:`GeoMany.found` places on the grid (floats in range)."""
+    return (
+        type(lat) is float
+        and type(lon) is float
+        and -90.0 <= lat <= 90.0
+        and -180.0 <= lon <= 180.0
+    )
+
+
+class GeoMany:
+    """:class:`directkinds.GeoGrid` for a batch (one per longitude attribute read)."""
+
+    __slots__ = (
+        "aid",
+        "box",
+        "cells",
+        "centre",
+        "entries",
+        "exact",
+        "index",
+        "keys",
+        "levels",
+        "neg",
+        "negated",
+        "parts",
+        "starts",
+        "table",
+    )
+
+    def __init__(self, index: directkinds.GeoGrid) -> None:
+        self.index = index
+        self.parts = [GeoMany(part) for part in index.parts]
+        self.levels = [(k, w) for k, w in index.levels]
+        keys = sorted(index.cells, key=lambda c: _cell_key(*c))
+        self.keys = np.array([_cell_key(*c) for c in keys], dtype=np.int64)
+        lens = [len(index.cells[c]) for c in keys]
+        self.starts = np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
+        #: the cells' entries end to end: (atom id, negated, exact test)
+        self.entries = [(aid, neg, holds) for c in keys for aid, neg, *_, holds in index.cells[c]]
+        self.aid = np.array([aid for aid, _, _ in self.entries], dtype=np.int64)
+        self.neg = np.array([neg for _, neg, _ in self.entries], dtype=bool)
+        self.box = np.array(
+            [(la, lb, oa, ob) for c in keys for _, _, la, lb, oa, ob, _ in index.cells[c]],
+            dtype=np.float64,
+        ).reshape(-1, 4)
+        # each entry's centre and radius, its sine and cosine of latitude as the test keeps
+        # them (the same Python floats), its longitude and radius
+        centre = []
+        for aid, _, _ in self.entries:
+            lat0, lon0, km = index.args[aid]
+            la2 = lat0 * special.TO_RAD
+            centre.append((math.sin(la2), math.cos(la2), lon0, km))
+        self.centre = np.array(centre, dtype=np.float64).reshape(-1, 4)
+        #: :meth:`one`'s columns, one row a field (each contiguous over the entries): the
+        #: centre as a point of the unit sphere (x, y, z), the squared chords within which
+        #: the point surely is (:func:`_chords`) and beyond which it surely is not, and
+        #: the entry's atom id (negated: ``-1 - id``)
+        self.table = _one_table(index, self.aid, self.neg)
+        #: per level, :meth:`one`'s cell lookup: the key of its cell (0, 0) (a cell's key
+        #: is that plus ``i << 12`` plus ``j``: :func:`_cell_key` within its bounds), its
+        #: width, and its cells' keys -> their entries' range
+        self.cells: list[tuple[int, float, dict[int, tuple[int, int]]]] = []
+        bounds = self.starts.tolist()
+        for k, w in self.levels:
+            cells = {
+                key: (bounds[c], bounds[c + 1])
+                for c, key in enumerate(self.keys.tolist())
+                if key >> 24 == k
+            }
+            self.cells.append((_cell_key(k, 0, 0), w, cells))
+        #: each entry's atom's own test, by atom id (the band of doubt's), and whether
+        #: any entry is negated
+        self.exact = {aid: holds for aid, _, holds in self.entries}
+        self.negated = bool(self.neg.any())
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        if self.parts:
+            return join_parts([part.found(values, events) for part in self.parts])
+        lon_attr = self.index.lon
+        lats: list[float] = []
+        lons: list[float] = []
+        at: list[int] = []
+        odd: list[int] = []
+        for k, (lat, event) in enumerate(zip(values, events, strict=True)):
+            lon = event.get(lon_attr)
+            if lon is None:  # the haversine is false: every negation holds
+                continue
+            if _on_grid(lat, lon):
+                lats.append(lat)  # type: ignore[arg-type]
+                lons.append(lon)  # type: ignore[arg-type]
+                at.append(k)
+            else:
+                odd.append(k)
+        found = self._grid(np.array(lats), np.array(lons), np.array(at, dtype=np.int64), events)
+        if odd or self.index.loose:
+            rest = each(self.index, odd, values, events)
+            loose = self._loose(at, events)
+            return join_parts([found, rest, loose])
+        return found
+
+    def one(self, value: object, event: Event) -> directkinds.Found:
+        """:meth:`found` of one event: its cell at each level found in Python, then the
+        chord from the point to each of the cells' entries' centres in numpy (the point and
+        the centres as points of the unit sphere: no trigonometry an entry, no box test:
+        ~12 numpy calls on the few hundred entries of the event's cells).  A chord within
+        an entry's band of doubt (:data:`DOUBT` around its radius: the atom's formula and
+        this one differ by a few ulps) is decided by the atom's own test.  Tests: the
+        entries whose chord was taken (all those of the event's cells, not those inside
+        their box)."""
+        lon: Any = event.get(self.index.lon)
+        if lon is None:  # the haversine is false: every negation holds
+            return NONE, NONE, 0
+        lat: Any = value
+        if self.parts or self.index.loose or not _on_grid(lat, lon):
+            held, _, failed, _, tests = self.found([value], [event])
+            return held, failed, tests
+        table, floor = self.table, math.floor
+        blocks = []
+        for base, w, cells in self.cells:
+            at = cells.get(base + (floor(lat / w) << 12) + floor(lon / w))
+            if at is not None:
+                blocks.append(table[:, at[0] : at[1]])
+        if not blocks:
+            return NONE, NONE, 0
+        rows = np.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
+        la1, lo1 = lat * special.TO_RAD, lon * special.TO_RAD
+        cos1 = math.cos(la1)
+        d = rows[:3] - np.array(
+            ((cos1 * math.cos(lo1),), (cos1 * math.sin(lo1),), (math.sin(la1),))
+        )
+        d *= d
+        chord = d[0] + d[1]
+        chord += d[2]
+        yes = chord < rows[3]
+        maybe = chord <= rows[4]
+        if np.count_nonzero(maybe) > np.count_nonzero(yes):  # some within their band of doubt
+            signed = rows[5]
+            for i in np.flatnonzero(maybe ^ yes).tolist():  # decided by the atom's own test
+                aid = int(signed[i])
+                yes[i] = self.exact[aid if aid >= 0 else -1 - aid](event)
+        got = rows[5][yes].astype(np.int64)
+        if not self.negated:
+            return got, NONE, rows.shape[1]
+        neg = got < 0
+        return got[~neg], -1 - got[neg], rows.shape[1]
+
+    def _loose(self, at: list[int], events: Sequence[Event]) -> Many:
+        """The boxes no grid level holds (none for finite constants), each tested."""
+        held: list[int] = []
+        failed: list[int] = []
+        held_at: list[int] = []
+        failed_at: list[int] = []
+        for k in at:
+            for aid, negated, *_, holds in self.index.loose:
+                if holds(events[k]):
+                    (failed if negated else held).append(aid)
+                    (failed_at if negated else held_at).append(k)
+        ids = directkinds.ids
+        return ids(held), ids(held_at), ids(failed), ids(failed_at), len(at) * len(self.index.loose)
+
+    def _grid(
+        self, lat: np.ndarray, lon: np.ndarray, at: np.ndarray, events: Sequence[Event]
+    ) -> Many:
+        if not len(at) or not len(self.keys):
+            return NONE, NONE, NONE, NONE, 0
+        keys = np.concatenate(
+            [
+                _cell_key(k, np.floor(lat / w).astype(np.int64), np.floor(lon / w).astype(np.int64))
+                for k, w in self.levels
+            ]
+        )
+        point = np.tile(np.arange(len(at), dtype=np.int64), len(self.levels))
+        cell = np.searchsorted(self.keys, keys)
+        hit = cell < len(self.keys)
+        hit[hit] = self.keys[cell[hit]] == keys[hit]
+        cell, point = cell[hit], point[hit]
+        lo, hi = self.starts[cell], self.starts[cell + 1]
+        entry = ranges(lo, hi)
+        point = np.repeat(point, hi - lo)
+        box = self.box.take(entry, axis=0)  # (take: ~6x a fancy index of rows, alone)
+        y, x = lat.take(point), lon.take(point)
+        inside = (box[:, 0] <= y) & (y <= box[:, 1]) & (box[:, 2] <= x) & (x <= box[:, 3])
+        entry, point = entry[inside], point[inside]
+        y, x = lat.take(point), lon.take(point)
+        sin2, cos2, lon0, km = self.centre.take(entry, axis=0).T
+        with np.errstate(invalid="ignore"):
+            dlon = (x - lon0) * special.TO_RAD
+            la1 = y * special.TO_RAD
+            cos1 = np.cos(la1)
+            dz = np.sin(la1) - sin2
+            dx = np.cos(dlon) * cos1 - cos2
+            dy = np.sin(dlon) * cos1
+            half = np.sqrt(dx * dx + dy * dy + dz * dz) / 2
+            dist = np.arcsin(np.minimum(half, 1.0)) * 2 * special.EARTH_RADIUS_KM
+        yes = (half <= 1.0) & (dist <= km)
+        doubt = np.flatnonzero(
+            (np.abs(dist - km) <= DOUBT * np.maximum(1.0, np.abs(km)))
+            | (np.abs(half - 1.0) <= DOUBT)
+        )
+        entries = self.entries
+        for i in doubt.tolist():  # decided by the atom's own test
+            yes[i] = entries[int(entry[i])][2](events[int(at[point[i]])])
+        entry, point = entry[yes], point[yes]
+        aid, neg, ev = self.aid[entry], self.neg[entry], at[point]
+        return aid[~neg], ev[~neg], aid[neg], ev[neg], int(inside.sum())
+
+
+def _one_table(index: directkinds.GeoGrid, aid: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """:attr:`GeoMany.table`: for the entries (atom ids ``aid``, ``neg`` the negated), one
+    row a field: the centre on the unit sphere (x, y, z: the formula's chord is the
+    distance between the two points), the squared chords of the radius less and plus its
+    band of doubt (:func:`_chords`), the atom id (negated: ``-1 - id``; exact in a float)."""
+    centre = np.zeros((6, len(aid)), dtype=np.float64)
+    for i, a in enumerate(aid.tolist()):
+        lat0, lon0, km = index.args[a]
+        la, lo = lat0 * special.TO_RAD, lon0 * special.TO_RAD
+        cos0 = math.cos(la)
+        centre[:3, i] = cos0 * math.cos(lo), cos0 * math.sin(lo), math.sin(la)
+        centre[3:5, i] = _chords(km)
+    centre[5] = np.where(neg, -1 - aid, aid)
+    return centre
+
+
+def _chords(km: float) -> tuple[float, float]:
+    """The squared chords (on the unit sphere) within which a point is surely within
+    ``km`` of a centre, and beyond which it surely is not: those of ``km`` less and plus
+    :data:`DOUBT` (relative past 1 km).  The chord of an angle ``t`` is ``2 sin(t / 2)``,
+    increasing up to ``t = pi`` (the library's ``asin`` of the half chord): a radius
+    whose band reaches near there (~20,000 km) is in doubt everywhere (-1 and inf), as
+    is a radius that is not a finite number."""
+    tol = DOUBT * max(1.0, abs(km)) if math.isfinite(km) else math.inf
+    lo, hi = (km - tol) / (2 * special.EARTH_RADIUS_KM), (km + tol) / (2 * special.EARTH_RADIUS_KM)
+    near = math.pi / 2 - 1e-3  # (half the angle; sin's slope there still ~1e-3)
+    sure = (2 * math.sin(lo)) ** 2 if 0.0 < lo < near else -1.0
+    beyond = (2 * math.sin(hi)) ** 2 if 0.0 <= hi < near else math.inf
+    return sure, beyond
