@@ -22,6 +22,14 @@ view it replaces was built from, and the process holds one decoded copy of the r
 (two, one each, left ~0.5M more objects after the first fold at 50K rich rules, and every
 store matched in the process ran ~1.2x slower).  What one thread read is validated by
 the other by its bytes (a record) and stored tuple (an atom), as any other snapshot's.
+
+A read runs with the cyclic collector paused (:func:`betree.disk.writer.gc_paused`: one
+pass over the young generations at its end): decoding makes no cycles, and the collector's
+passes over the heap it grows were half of a first read (rich 50K, the 18 direct records:
+~1,600 passes, 2.3-2.6 s of thread CPU against 1.1-1.3 s paused; the first event of a fresh
+open 2.2-2.5 s against 2.7-3.2, rich 100K 4.5-4.9 s against 5.0-6.4:
+docs/bench/live/README.md, fold43).  The pause is process-wide (a fold reads in its own
+thread): the matching thread collects nothing meanwhile, which costs it nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from betree.disk import catalog
+from betree.disk.writer import gc_paused
 from betree.lang.atoms import Atom, stored_atom
 from betree.matching.direct import DirectAtoms
 from pbtree.tree import NS as PBTREE_NS
@@ -87,7 +96,7 @@ class Records:
     def read(self, txn: ReadTxn) -> tuple[dict[str, dict[str, Any]], dict[str, DirectAtoms]]:
         """The PB+tree records and the grouped direct atoms of ``txn``'s snapshot, by
         attribute (an unchanged attribute's: the objects read before)."""
-        with self._lock:
+        with self._lock, gc_paused():
             return self._read(txn)
 
     def _read(self, txn: ReadTxn) -> tuple[dict[str, dict[str, Any]], dict[str, DirectAtoms]]:

@@ -6,6 +6,7 @@ transaction aborted after writing it) is not taken."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import subprocess
@@ -222,6 +223,37 @@ def test_a_changed_direct_record_makes_only_its_new_atoms(tmp_path: Path) -> Non
         mark(held, grouped, {"tags": ["u3", "t4"]})
         want = {aid for aid, (_, atom) in other.items() if atom.holds({"tags": ["u3", "t4"]})}
         assert set(np.flatnonzero(held).tolist()) == want and len(want) == 1
+
+
+def test_reading_the_records_runs_no_collector_pass_inside(tmp_path: Path) -> None:
+    """Records decode a snapshot's per-attribute records with the cyclic collector paused
+    (its young passes over the growing heap were half of a rich store's first read):
+    one pass of the young generations at the end, none inside, and the collector's state
+    as it was (off stays off)."""
+    schema = {"attributes": {"tags": {"type": "string_list"}, "n": {"type": "int"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(k, f'"t{k}" in tags or n = {k}') for k in range(600)])
+        passes: list[int] = []
+
+        def count(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                passes.append(info["generation"])
+
+        gc.callbacks.append(count)
+        try:
+            for enabled in (True, False):
+                (gc.enable if enabled else gc.disable)()
+                passes.clear()
+                records = Records(idx.engine._attribute)
+                with idx.store.read() as txn:
+                    trees, grouped = records.read(txn)
+                assert set(trees) == {"n"} and set(grouped) == {"tags"}
+                assert len(records._atoms["tags"]) == 600
+                assert passes == ([1] if enabled else [])
+                assert gc.isenabled() is enabled
+        finally:
+            gc.callbacks.remove(count)
+            gc.enable()
 
 
 def test_a_fold_shares_the_records_and_none_goes_stale(
