@@ -22,6 +22,8 @@ clause) kept for the last :data:`KEPT` views' arrays.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from betree.packed.flat import FlatTree
@@ -32,6 +34,7 @@ KEPT = 8
 #: (layer 0's members, then per layer k >= 1: its groups' positions, their k-th members)
 Layers = tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]
 _KEPT: dict[int, tuple[np.ndarray, Layers | None, tuple[np.ndarray, Layers] | None]] = {}
+_KEPT_LOCK = threading.Lock()  # (shards may be matched in threads)
 
 
 def layers(starts: np.ndarray, n: int) -> Layers:
@@ -74,9 +77,10 @@ def _layers(view: FlatTree) -> tuple[Layers | None, tuple[np.ndarray, Layers] | 
         ordered = view.sids[order]
         starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
         subs = (order, layers(starts, len(order)))
-    if len(_KEPT) >= KEPT:
-        del _KEPT[next(iter(_KEPT))]
-    _KEPT[id(view.row_at)] = (view.row_at, rows, subs)
+    with _KEPT_LOCK:
+        while len(_KEPT) >= KEPT:
+            del _KEPT[next(iter(_KEPT))]
+        _KEPT[id(view.row_at)] = (view.row_at, rows, subs)
     return rows, subs
 
 
