@@ -180,10 +180,11 @@ class DirectAtoms:
         rows: np.ndarray | None,
     ) -> tuple[Many, list[manybase.Words]]:
         """:meth:`found_many`, with (given ``rows``: each event's own bit as a row over the
-        batch's words) the long list postings' atoms, and segment atoms held by many events,
-        as rows of bits over those words (:meth:`betree.matching.directmany.ListMany.words`,
-        :meth:`betree.matching.directmany.SegmentMany.words`) rather than (atom, event)
-        pairs."""
+        batch's words) the long list postings' atoms, segment atoms held by many events and
+        a geo grid's over many (entry, event) pairs, as rows of bits over those words
+        (:meth:`betree.matching.directmany.ListMany.words`,
+        :meth:`betree.matching.directmany.SegmentMany.words`,
+        :meth:`betree.matching.geomany.GeoMany.words`) rather than (atom, event) pairs."""
         counts = _counts
         if self.batched is None:
             self.batched = [(kind, directmany.many(kind, index)) for kind, index in self.active]
@@ -194,7 +195,9 @@ class DirectAtoms:
         for kind, index in self.batched:
             got: manybase.Many
             own: list[manybase.Words] = []
-            if rows is not None and isinstance(index, directmany.ListMany | directmany.SegmentMany):
+            if rows is not None and isinstance(
+                index, directmany.ListMany | directmany.SegmentMany | geomany.GeoMany
+            ):
                 got, own = index.words(values, events, rows)
                 planes += own
             else:

@@ -18,7 +18,9 @@ depend on the event:
   whole rows where the pairs were scattered one bit at a time.
 - :class:`~betree.matching.geomany.GeoMany` (its own module): every event's grid cell at
   every level at once, distances as chords on the unit sphere, a pair near its radius
-  decided by the atom's own test: the answer is the per-event one to the bit.
+  decided by the atom's own test: the answer is the per-event one to the bit; for a
+  packed batch of many (entry, event) pairs, each cell's entries tested once for all its
+  events and held as rows over words (:meth:`~betree.matching.geomany.GeoMany.words`).
 - :class:`SegmentMany`: every (event, segment) pair's bound ``now - seconds(ts)`` at once
   and, per segment, a bisection of its sorted seconds as arrays; for a packed batch where
   the pairs would be many, :meth:`SegmentMany.words` gives the held atoms' bits as rows

@@ -6,8 +6,13 @@ Why: every event's grid cell at every level at once (the cells found by a dict l
 per level), each entry's centre kept as a point on the unit sphere so that a distance is
 a chord (no trigonometry an entry), and only a pair within :data:`DOUBT` of its radius
 decided by the atom's own Python test: the answer is the per-event one to the bit.
+For a packed batch (:meth:`GeoMany.words`) the events are grouped by cell, each cell's
+entries tested once for all its events as a block of chords, and the held atoms come
+back as rows of bits over the batch's words, not (atom, event) pairs.
 Cost: built once per snapshot, linear in the geo atoms (a 6-row float table); per event
-or batch, ~12 numpy calls over the entries of the events' cells.
+or batch, ~12 numpy calls over the entries of the events' cells; a packed batch's cell
+groups ~8 numpy calls a cell touched (rich 100K: ~460 a batch of 1,024) and an
+``entries touched x words`` matrix (~7 MB there).
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import numpy as np
 
 from betree.lang import special
 from betree.matching import directkinds
-from betree.matching.manybase import NONE, Event, Many, each, join_parts
+from betree.matching.manybase import NONE, Event, Many, Words, each, join_parts
 from pbtree.view import ranges
 
 #: a haversine in numpy this close (km, and relative) to its radius is decided by the
 #: atom's own test in Python (numpy's sine may differ from libm's by an ulp or two)
 DOUBT = 1e-6
+#: :meth:`GeoMany.words` answers by rows over words where the batch's (entry, event) pairs
+#: of its grid cells are at least this many (below it the pairs path's few numpy calls
+#: cost less than a cell group's loop)
+GEO_PAIRS_LEAST = 20_000
 
 
 def _cell_key(level: Any, i: Any, j: Any) -> Any:
@@ -133,6 +142,160 @@ class GeoMany:
             loose = self._loose(at, events)
             return join_parts([found, rest, loose])
         return found
+
+    def words(
+        self, values: Sequence[object], events: Sequence[Event], rows: np.ndarray
+    ) -> tuple[Many, list[Words]]:
+        """:meth:`found`, but the grid's answer as rows of bits over the batch's words
+        (``rows``: each event's own bit as a row over them), held atoms and failing
+        negations apart, where the (entry, event) pairs of the events' cells are at least
+        :data:`GEO_PAIRS_LEAST`.
+
+        The events are grouped by cell (every level's at once): a cell's entries are tested
+        once for all its events, as a block of chords (entries x events, the points and
+        centres on the unit sphere as :meth:`one` takes them: no box test, no trigonometry
+        an entry, no gather a pair), its held bits ORed a word at a time into the block's
+        rows of words; an atom in several cells gets the OR of its entries' rows (one sort
+        of the touched entries by atom).  A chord within an entry's band of doubt is
+        decided by the atom's own test (a pair of the answer's).  Rich 100K (seed 7), 1,024
+        events: ~2M (entry, event) pairs in ~460 cell groups, ~850K held, which the pairs
+        path set one bit at a time (docs/bench/match-rich-batch/README.md, richbatch43)."""
+        if self.parts or self.index.loose or not len(self.keys):
+            return self.found(values, events), []
+        lon_attr = self.index.lon
+        lats: list[float] = []
+        lons: list[float] = []
+        at: list[int] = []
+        odd: list[int] = []
+        for k, (lat, event) in enumerate(zip(values, events, strict=True)):
+            lon = event.get(lon_attr)
+            if lon is None:  # the haversine is false: every negation holds
+                continue
+            if _on_grid(lat, lon):
+                lats.append(lat)  # type: ignore[arg-type]
+                lons.append(lon)  # type: ignore[arg-type]
+                at.append(k)
+            else:
+                odd.append(k)
+        rest = [each(self.index, odd, values, events)] if odd else []
+        if not at:
+            return join_parts([(NONE, NONE, NONE, NONE, 0), *rest]), []
+        lat_a, lon_a = np.array(lats), np.array(lons)
+        keys = np.concatenate(
+            [
+                _cell_key(
+                    k, np.floor(lat_a / w).astype(np.int64), np.floor(lon_a / w).astype(np.int64)
+                )
+                for k, w in self.levels
+            ]
+        )
+        point = np.tile(np.arange(len(at), dtype=np.int64), len(self.levels))
+        cell = np.searchsorted(self.keys, keys)
+        hit = cell < len(self.keys)
+        hit[hit] = self.keys[cell[hit]] == keys[hit]
+        cell, point = cell[hit], point[hit]
+        lo, hi = self.starts[cell], self.starts[cell + 1]
+        pairs = int((hi - lo).sum())
+        if pairs < GEO_PAIRS_LEAST:
+            found = self._grid(lat_a, lon_a, np.array(at, dtype=np.int64), events)
+            return join_parts([found, *rest]), []
+        held, planes = self._blocks(
+            lat_a, lon_a, np.array(at, dtype=np.int64), cell, point, rows, events
+        )
+        return join_parts([(*held, pairs), *rest]), planes
+
+    def _blocks(
+        self,
+        lat: np.ndarray,
+        lon: np.ndarray,
+        at: np.ndarray,
+        cell: np.ndarray,
+        point: np.ndarray,
+        rows: np.ndarray,
+        events: Sequence[Event],
+    ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], list[Words]]:
+        """:meth:`words`' cell groups (``cell``, ``point``: each point's cell at each level
+        holding one): the held rows (and failing negations'), and the pairs in doubt the
+        atoms' own tests held (held, their positions, failed, theirs)."""
+        width = rows.shape[1]
+        word = rows[at].argmax(axis=1)  # (each event's row holds its one bit)
+        bit = rows[at, word]
+        la, lo_ = lat * special.TO_RAD, lon * special.TO_RAD
+        cos1 = np.cos(la)
+        xyz = np.stack((cos1 * np.cos(lo_), cos1 * np.sin(lo_), np.sin(la)))
+        order = np.lexsort((point, cell))  # by cell, a cell's points ascending (by word)
+        cell, point = cell[order], point[order]
+        firsts = np.flatnonzero(np.concatenate(([True], cell[1:] != cell[:-1])))
+        cells = cell[firsts]
+        lo, hi = self.starts[cells], self.starts[cells + 1]
+        base = np.concatenate(([0], np.cumsum(hi - lo)))
+        own = np.zeros((int(base[-1]), width), dtype=np.uint64)
+        table = self.table
+        doubt_entry: list[np.ndarray] = []
+        doubt_point: list[np.ndarray] = []
+        bounds = [*firsts.tolist(), len(cell)]
+        for g, (a, b, start) in enumerate(
+            zip(lo.tolist(), hi.tolist(), base[:-1].tolist(), strict=True)
+        ):
+            pts = point[bounds[g] : bounds[g + 1]]
+            block = table[:, a:b]
+            d = block[:3, :, None] - xyz[:, None, pts]
+            d *= d
+            chord = d[0] + d[1]
+            chord += d[2]
+            yes = chord < block[3][:, None]
+            maybe = chord <= block[4][:, None]
+            if np.count_nonzero(maybe) > np.count_nonzero(yes):
+                i, j = np.nonzero(maybe ^ yes)
+                doubt_entry.append(i + a)
+                doubt_point.append(pts[j])
+            w = word[pts]
+            cuts = np.flatnonzero(np.concatenate(([True], w[1:] != w[:-1])))
+            got = np.bitwise_or.reduceat(np.where(yes, bit[pts], np.uint64(0)), cuts, axis=1)
+            own[start : start + b - a, w[cuts]] = got
+        signed = table[5].take(ranges(lo, hi)).astype(np.int64)  # (-1 - id: negated)
+        by_atom = np.argsort(signed, kind="stable")
+        signed = signed[by_atom]
+        starts = np.flatnonzero(np.concatenate(([True], signed[1:] != signed[:-1])))
+        own = np.bitwise_or.reduceat(own[by_atom], starts, axis=0)
+        signed = signed[starts]
+        some = own.any(axis=1)
+        planes: list[Words] = []
+        for part, on in ((some & (signed >= 0), True), (some & (signed < 0), False)):
+            if part.any():
+                aids = signed[part] if on else -1 - signed[part]
+                planes.append((aids, np.ascontiguousarray(own[part].T), on))
+        return self._doubted(doubt_entry, doubt_point, at, events), planes
+
+    def _doubted(
+        self,
+        entry: list[np.ndarray],
+        point: list[np.ndarray],
+        at: np.ndarray,
+        events: Sequence[Event],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The (entry, point) pairs within their band of doubt that the atom's own test
+        holds: (held ids, their events' positions, failed negations, theirs)."""
+        if not entry:
+            return NONE, NONE, NONE, NONE
+        signed = self.table[5]
+        held: list[int] = []
+        held_at: list[int] = []
+        failed: list[int] = []
+        failed_at: list[int] = []
+        pairs = zip(np.concatenate(entry).tolist(), np.concatenate(point).tolist(), strict=True)
+        for i, p in pairs:
+            aid = int(signed[i])
+            k = int(at[p])
+            if self.exact[aid if aid >= 0 else -1 - aid](events[k]):
+                if aid >= 0:
+                    held.append(aid)
+                    held_at.append(k)
+                else:
+                    failed.append(-1 - aid)
+                    failed_at.append(k)
+        ids = directkinds.ids
+        return ids(held), ids(held_at), ids(failed), ids(failed_at)
 
     def one(self, value: object, event: Event) -> directkinds.Found:
         """:meth:`found` of one event: its cell at each level found in Python, then the

@@ -27,7 +27,9 @@ the batch:
   words ANDed with its node's (where the words reach most rows, its clause's most
   selective atom first, the rows where it holds for no event never read: :func:`_keys`);
   a clause's rows ANDed together.  The bits left are the
-  matching (clause, event) pairs, read off in event order (:func:`by_event`).
+  matching (clause, event) pairs, read off in event order (:func:`by_event`).  Where a
+  word's live rows are many (rich rules), over every clause of the view instead, each
+  subscription the OR of its clauses' bits (:mod:`betree.packed.subbits`).
 * **results**: each event's ids are a slice of the word's; as lists (``match_many``), the
   ids of a word's held clauses become Python objects once and the word's lists share them
   where the clauses hold for several of its events (:func:`_results`).
@@ -51,7 +53,7 @@ import numpy as np
 from betree.disk import grid
 from betree.disk.nodes import id_array
 from betree.matching.direct import DirectAtoms
-from betree.packed import scratch
+from betree.packed import scratch, subbits
 from betree.packed.batchints import Found, search_ints
 from betree.packed.delta import Delta
 from betree.packed.flat import FlatTree
@@ -75,6 +77,11 @@ DENSE = 0.05
 SHARED = 4
 #: half a word: a shape of this many events starts a word of its own (:func:`arrange`)
 HALF = 32
+#: the share of a view's rows one word's live rows are, from which :func:`_rows` ANDs the
+#: rows into clauses and ORs the clauses into subscriptions over every clause of the
+#: view (:func:`betree.packed.subbits.held`) rather than over the held rows (sorting
+#: the pairs)
+DENSE_ROWS = 0.1
 #: the share of the rows some word reaches that the words reach on average, from which
 #: each row's most selective atom is tested first (:func:`_keys`)
 KEYED = 0.25
@@ -735,6 +742,11 @@ def _rows(
         live = np.flatnonzero(mask)  # (rich 100K: ~20% of the word's keyed rows)
         rows, mask = key.rows[at[live]], mask[live]
         mask &= np.bitwise_and.reduce(own.take(_atoms(shard).take(rows, axis=0).T), axis=0)
+    if len(rows) >= DENSE_ROWS * len(view.rows):  # (each subscription once, in order)
+        clause, bits = subbits.held(view, rows, mask, gone)
+        if not len(clause):
+            return None
+        return view.exts[clause], *by_event(bits)
     held = np.flatnonzero(mask)  # (the rows whose atoms all hold for some event)
     bits, clause = mask[held], rows[held]
     if view.row_clause is not None and len(held):

@@ -7,8 +7,9 @@ attributes are left out (defaults and ``undefined`` atoms), kept alone, repeated
 shuffled order, through deletes, additions and a reopening; the direct hits and failing
 defaults seen set.  The list postings' and segments' atoms both as (atom, event) pairs and
 as rows over the batch's words (:meth:`betree.matching.directmany.ListMany.words`,
-:meth:`~betree.matching.directmany.SegmentMany.words`, forced by their thresholds), each
-path seen taken."""
+:meth:`~betree.matching.directmany.SegmentMany.words`, and the geo grid's cell groups,
+:meth:`betree.matching.geomany.GeoMany.words`, forced by their thresholds), each path seen
+taken."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 
 from betree.index import Index
 from betree.lang.schema import Schema
-from betree.matching import directmany
+from betree.matching import directmany, geomany
 from betree.packed import flatbatch
 from betree.stores.sharded import open_index
 from tests.support.brute import brute
@@ -54,20 +55,28 @@ def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
 
 
 def _rows_path(monkeypatch: pytest.MonkeyPatch, on: bool) -> list[int]:
-    """The list postings and segment atoms answered as rows over words always (``on``) or
-    never; the rows each call returned, recorded."""
+    """The list postings, segment and geo atoms answered as rows over words always (``on``)
+    or never; the rows each call returned, recorded (the geo grid's as negative counts:
+    ``-1 - rows``)."""
     for name in ("PAIRS_A_CELL", "SEGMENT_PAIRS_A_CELL", "SEGMENT_PAIRS_LEAST"):
         monkeypatch.setattr(directmany, name, 0.0 if on else float("inf"))
+    monkeypatch.setattr(geomany, "GEO_PAIRS_LEAST", 0.0 if on else float("inf"))
     seen: list[int] = []
-    for kind in (directmany.ListMany, directmany.SegmentMany):
+    for kind in (directmany.ListMany, directmany.SegmentMany, geomany.GeoMany):
 
         def record(self: Any, *args: Any, words: Any = kind.words) -> Any:
             got = words(self, *args)
-            seen.append(len(got[1]))
+            seen.append(-1 - len(got[1]) if isinstance(self, geomany.GeoMany) else len(got[1]))
             return got
 
         monkeypatch.setattr(kind, "words", record)
     return seen
+
+
+def _geo_seen(planes: list[int], rows: bool) -> None:
+    """The geo grid asked for rows over words, and answering by them where forced."""
+    geo = [-1 - n for n in planes if n < 0]
+    assert geo and (max(geo) > 0) == rows
 
 
 def _sweep(match_many: Any, subs: dict[Any, str], schema: Schema, batches: list[Any]) -> int:
@@ -136,13 +145,14 @@ def test_direct_atoms_from_columns_against_the_brute_force(
         assert _sweep(idx.match_many_arrays, subs, schema, batches[:3]) > 100
         _direct_seen(seen)
     assert planes and (max(planes) > 0) == rows
+    _geo_seen(planes, rows)
 
 
 def test_sharded_direct_atoms_from_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich
 ) -> None:
     """Three shards' joined views (each shard's direct atoms from base ``atoms``), through
-    deletes, the list postings and segments as rows over words."""
+    deletes, the list postings, segments and geo grid as rows over words."""
     planes = _rows_path(monkeypatch, True)
     schema_doc, subs, events = rich
     subs = dict(subs)
@@ -161,3 +171,4 @@ def test_sharded_direct_atoms_from_columns(
             del subs[ident]
         assert _sweep(store.match_many, subs, schema, batches[:3]) > 100
     assert planes and max(planes) > 0
+    _geo_seen(planes, True)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from betree.lang.atoms import Atom, make_test
-from betree.matching import directmany
+from betree.matching import directmany, geomany
 from betree.matching.direct import DirectAtoms, found_batch, mark
 
 #: The list tests: ``has``/``lacks`` take one value, the others a tuple.
@@ -62,17 +62,20 @@ def held_many(
 
 @contextlib.contextmanager
 def forced_rows(on: bool) -> Iterator[None]:
-    """The list and segment indexes answering by rows over words always (``on``: their
-    thresholds 0) or never (infinite) within the block."""
-    names = ("PAIRS_A_CELL", "SEGMENT_PAIRS_A_CELL", "SEGMENT_PAIRS_LEAST")
-    saved = [getattr(directmany, name) for name in names]
-    for name in names:
-        setattr(directmany, name, 0.0 if on else float("inf"))
+    """The list, segment and geo indexes answering by rows over words always (``on``:
+    their thresholds 0) or never (infinite) within the block."""
+    names = [
+        (directmany, n) for n in ("PAIRS_A_CELL", "SEGMENT_PAIRS_A_CELL", "SEGMENT_PAIRS_LEAST")
+    ]
+    names.append((geomany, "GEO_PAIRS_LEAST"))
+    saved = [getattr(module, name) for module, name in names]
+    for module, name in names:
+        setattr(module, name, 0.0 if on else float("inf"))
     try:
         yield
     finally:
-        for name, value in zip(names, saved, strict=True):
-            setattr(directmany, name, value)
+        for (module, name), value in zip(names, saved, strict=True):
+            setattr(module, name, value)
 
 
 def held_words(

@@ -1,0 +1,159 @@
+"""A word's live rows made its held subscriptions over every clause of the view
+(:mod:`betree.packed.subbits`: the rows ANDed into clauses, the clauses ORed into
+subscriptions, by layers), forced on and off (:data:`betree.packed.flatbatch.DENSE_ROWS`):
+``match_many`` against the brute force and both ways alike (a plain store's ids in the same
+order), on rich
+rules (clauses of several rows, subscriptions of several clauses), python-loaded and
+sharded, through deletes, additions (the view's delta) and a reopening; the path seen
+taken (or not); and the layers' reductions against a loop on random groups."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from betree.index import Index
+from betree.lang.schema import Schema
+from betree.packed import flatbatch, subbits
+from betree.stores.sharded import open_index
+from tests.support.brute import brute
+from tests.support.loads import python_loaded
+from tests.support.workload import build_hashed
+from tools.bench import gen_rich
+
+Rich = tuple[dict[str, Any], dict[Any, str], list[Any]]
+ON, OFF = 0.0, float("inf")
+
+
+@pytest.fixture(scope="module")
+def rich() -> Rich:
+    schema_doc, subs_list, events, _ = gen_rich.make(
+        800, 300, check=False, seed=131, target_rate=0.02
+    )
+    return schema_doc, dict(subs_list), events
+
+
+def _taken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The clauses each call of :func:`subbits.held` returned (negative on a view with no
+    clause of several rows or no subscription of several clauses)."""
+    seen: list[int] = []
+    held = subbits.held
+
+    def record(view: Any, *args: Any) -> Any:
+        got = held(view, *args)
+        both = view.row_clause is not None and view.sids is not None
+        seen.append(len(got[0]) if both else -1 - len(got[0]))
+        return got
+
+    monkeypatch.setattr(subbits, "held", record)
+    return seen
+
+
+def _batches(rng: random.Random, events: list[Any]) -> list[list[Any]]:
+    """The events; 150 of them twice, shuffled; some with ~half their attributes left out;
+    one event 140 times; one among empty events."""
+    twice = events[:150] * 2
+    rng.shuffle(twice)
+    halves = [{k: v for k, v in ev.items() if rng.random() < 0.5} for ev in events]
+    return [events, twice, halves, [events[5]] * 140, [events[9]] + [{}] * flatbatch.LEAST]
+
+
+def _both(
+    monkeypatch: pytest.MonkeyPatch,
+    match_many: Any,
+    subs: dict[Any, str],
+    schema: Schema,
+    batches: list[Any],
+    ordered: bool = True,
+) -> int:
+    """Each batch matched with the path forced off and on: the same ids (in the same order
+    where ``ordered``: a sharded store's order may change as its views are built), and the
+    brute force's; the matches."""
+    total = 0
+    for batch in batches:
+        monkeypatch.setattr(flatbatch, "DENSE_ROWS", OFF)
+        off = match_many(batch)
+        monkeypatch.setattr(flatbatch, "DENSE_ROWS", ON)
+        on = match_many(batch)
+        for ev, a, b in zip(batch, off, on, strict=True):
+            assert list(a) == list(b) if ordered else sorted(a) == sorted(b), ev
+            want = brute(subs, schema, ev)
+            assert len(b) == len(set(b)) and set(b) == want, ev
+            total += len(want)
+    return total
+
+
+def test_subscriptions_from_every_clause_plain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich
+) -> None:
+    schema_doc, subs, events = rich
+    subs = dict(subs)
+    schema = Schema.from_json(schema_doc)
+    python_loaded(tmp_path / "py", subs, schema_doc)
+    batches = _batches(random.Random(132), events)
+    seen = _taken(monkeypatch)
+    with Index.open(tmp_path / "py") as idx:
+        idx.engine.flat.after = 0  # (the view at once, matched on the tree)
+        idx.engine.ranging.margin = 0
+        assert _both(monkeypatch, idx.match_many, subs, schema, batches) > 300
+        assert seen and max(seen) > 0
+        items = list(subs.items())
+        for ident, _ in items[::4]:  # deletes, then additions: the view's delta
+            assert idx.unsubscribe(ident)
+            del subs[ident]
+        added = {f"a{k}": e for k, e in items[2::4][:40]}
+        added.update({f"n{k}": e for k, e in gen_rich.make(25, 1, check=False, seed=133)[1]})
+        idx.subscribe_many(added.items())
+        subs.update(added)
+        idx.check()
+        seen.clear()
+        assert _both(monkeypatch, idx.match_many, subs, schema, batches) > 200
+        assert seen
+        seen.clear()
+        monkeypatch.setattr(flatbatch, "DENSE_ROWS", OFF)
+        idx.match_many(events)
+        assert not seen
+    with Index.open(tmp_path / "py", readonly=True) as idx:  # reopened: a new view
+        idx.engine.flat.after = 0
+        idx.engine.ranging.margin = 0
+        seen.clear()
+        assert _both(monkeypatch, idx.match_many_arrays, subs, schema, batches[:3]) > 200
+        assert seen
+
+
+def test_subscriptions_from_every_clause_sharded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich
+) -> None:
+    schema_doc, subs, events = rich
+    subs = dict(subs)
+    schema = Schema.from_json(schema_doc)
+    root = Path(build_hashed(tmp_path / "s", subs, 3, schema_doc))
+    seen = _taken(monkeypatch)
+    batches = _batches(random.Random(134), events)
+    with open_index(str(root), readonly=False) as store:
+        store.match_many(events)  # (the views built)
+        assert _both(monkeypatch, store.match_many, subs, schema, batches, False) > 300
+        assert seen and max(seen) > 0
+        gone = list(subs)[3:300:3]
+        store.unsubscribe_many(gone)
+        for ident in gone:
+            del subs[ident]
+        assert _both(monkeypatch, store.match_many, subs, schema, batches[:3], False) > 200
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_layers_reduce_as_a_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 6 if seed else 2, size=300)  # (seed 0: every group of one)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    bits = rng.integers(0, 2**64, size=int(sizes.sum()), dtype=np.uint64)
+    bits[rng.random(len(bits)) < 0.3] = 0
+    by = subbits.layers(starts, len(bits))
+    ored, anded = subbits.reduce(bits, by, True), subbits.reduce(bits, by, False)
+    for g, (a, n) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
+        assert ored[g] == np.bitwise_or.reduce(bits[a : a + n])
+        assert anded[g] == np.bitwise_and.reduce(bits[a : a + n])
