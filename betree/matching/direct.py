@@ -64,8 +64,10 @@ _INDEXES: dict[str, type[_Index]] = {
 #: the cells' entries), against ~0.5-0.8 µs an entry looped in Python (measured, load ~10
 #: on 2 cores, with ~25 numpy calls: rich 20K, ~143 entries, 64-73 µs against 71-86 looped;
 #: rich 100K, ~712 entries, 96-146 µs against 483-547 looped and 194-210 through the batch
-#: form; with ~12, docs/bench/match-rich-sharded/README.md, richev41)
-GEO_LOOP_MOST = 128
+#: form; with ~12, docs/bench/match-rich-sharded/README.md, richev41; re-measured with ~12,
+#: load ~16, richkey43: rich 3K, ~46 entries, 18.6 µs against 39.0 looped; rich 20K seed
+#: 11, ~265, 36.7 against 479: ~17 µs fixed against ~0.8 an entry looped, even at ~20)
+GEO_LOOP_MOST = 32
 #: List postings longer than this on average (atoms a list element) answer one event through
 #: their batch form (:class:`betree.matching.directmany.ListMany`: arrays, where the loop
 #: joins Python lists; rich 100K's interests, ~112 an element: 148 -> 88 µs an event;

@@ -196,10 +196,8 @@ class ListPostings:
     def found(self, value: object, event: Event) -> Found:
         if not isinstance(value, tuple):
             return _exact(self.atoms, self.default, event)
-        if not self.long:
-            return self._found_short(value)
-        held: list[np.ndarray] = []
-        failed: list[np.ndarray] = []
+        held: list[Any] = []  # (the postings met: arrays when :attr:`long`, else lists)
+        failed: list[Any] = []
         whole: list[int] = []
         whole_failed: list[int] = []
         tests = 0
@@ -220,35 +218,20 @@ class ListPostings:
                 tests += 1
                 if values <= present:  # all_of holds, not_all_of fails
                     (whole_failed if negative else whole).append(aid)
-        if whole:
-            held.append(ids(whole))
-        if whole_failed:
-            failed.append(ids(whole_failed))
-        return joined(held), joined(failed), tests  # (an id may come twice: set twice)
+        # (an id may come twice: set twice)
+        return self._ids(held, whole), self._ids(failed, whole_failed), tests
 
-    def _found_short(self, value: tuple[object, ...]) -> Found:
-        """:meth:`found` id by id (short postings)."""
-        held: list[int] = []
-        failed: list[int] = []
-        tests = 0
-        by_value = self.by_value
-        present = set(value)
-        for v in present:
-            got = by_value.get(v)
-            if got is None:
-                continue
-            pos, neg, counted = got
-            if pos is not None:
-                held += pos
-                tests += len(pos)
-            if neg is not None:
-                failed += neg
-                tests += len(neg)
-            for aid, values, negative in counted or ():
-                tests += 1
-                if values <= present:  # all_of holds, not_all_of fails
-                    (failed if negative else held).append(aid)
-        return ids(held), ids(failed), tests
+    def _ids(self, postings: list[Any], more: list[int]) -> np.ndarray:
+        """The ids of ``postings`` (:meth:`found`'s) and ``more`` as one array: arrays
+        joined in numpy when :attr:`long`, else lists joined id by id (``more`` grown)."""
+        if self.long:
+            if more:
+                postings.append(ids(more))
+            return joined(postings)
+        out = more
+        for posting in postings:
+            out += posting
+        return ids(out)
 
 
 class Suffixes:

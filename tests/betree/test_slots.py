@@ -55,7 +55,7 @@ def _same_truths(idx: Index, events: list[Any]) -> int:
         assert slots is not None and view.by_key is not None
         assert sorted(slots.slot.tolist()) == list(range(based.atoms))  # a permutation
         apart = Slots(
-            view.searches, based.atoms, view.by_key, {}, view.rows
+            view.searches, based.atoms, view.by_key, {}, view.rows, view.row_at
         )  # (defaults not in runs)
         schema = engine.schema_in(txn)
         for ev in events:
@@ -240,7 +240,8 @@ def test_lists_holding_an_atom_twice(tmp_path: Path, monkeypatch: pytest.MonkeyP
             searches = {
                 name: SearchView.merged([s, s], bases) for name, s in based.view.searches.items()
             }
-            slots = Slots(searches, 2 * atoms, (none, none, none, none), {}, based.view.rows[:0])
+            rows, row_at = based.view.rows[:0], based.view.row_at[:1]
+            slots = Slots(searches, 2 * atoms, (none, none, none, none), {}, rows, row_at)
             assert sorted(slots.slot.tolist()) == list(range(2 * atoms))
             before = sum(len(part[2]) for parts in slots.lists.values() for part in parts)
             items = sum(len(p.ids) for s in searches.values() for p in (s.gt, s.lt, s.ne))

@@ -1,5 +1,5 @@
 """A keyed view's keys numbered first of the rest (:mod:`betree.packed.numbering` with
-``keys``), their truths read as one slice (:meth:`betree.packed.slots.Slots.clauses`);
+``keys``), their truths read as one slice (:meth:`betree.packed.slots.Slots.candidates`);
 the direct groups set in one loop (``Slots._direct``) and the PB+tree cuts from their
 plans: against the same steps on the general route (keys gathered, groups through
 :func:`betree.matching.direct.found`, lists through ``spans``) on every event, and the
@@ -76,11 +76,15 @@ def _same_steps(idx: Index, events: list[Any], run: bool) -> int:
             finally:
                 slots.plans = plans
             assert np.array_equal(got, want), ev
-            clauses = slots.clauses(got)
+            clauses = slots.candidates(got)
+            hits, tested = slots.held(got)  # (against every candidate's rows at once)
+            want_hits = view._clauses_held(np.sort(slots.by_key[2].take(clauses)), got, slots.rows)
+            assert tested == len(clauses)
+            assert np.array_equal(view._distinct(hits, True), want_hits), ev
             kept = slots.run
             slots.run = (len(keys), 0, 0)  # (every key gathered)
             try:
-                assert np.array_equal(clauses, slots.clauses(got)), ev
+                assert np.array_equal(clauses, slots.candidates(got)), ev
             finally:
                 slots.run = kept
             total += len(clauses)
@@ -169,3 +173,34 @@ def test_batch_first_keeps_its_numbering(
         assert based.view.slots.keys is None and based.view.slots.shared
         _same_steps(idx, events, False)
         assert _sweep(idx, subs, schema, events) > 100
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_held_rows_in_key_order_against_each_clause(seed: int) -> None:
+    """:meth:`Slots.held` (first rows, second rows, the rest) on random clauses of 0 to 30
+    atoms (1 to 4 rows; one with none never holds) against each clause's atoms tested one
+    by one, on random truths."""
+    rng = np.random.default_rng(seed)
+    atoms, n = 300, 400
+    lens = rng.integers(0, 31, n)
+    lens[rng.integers(0, n, 3)] = 0
+    members = [rng.choice(np.arange(1, atoms), size=k, replace=False) for k in lens]
+    packed = flat.pack_rows(lens, np.concatenate(members).astype(np.uint32))
+    key = np.array([m[0] if len(m) else 0 for m in members], dtype=np.intp)
+    second = np.array([m[-1] if len(m) else 0 for m in members], dtype=np.intp)
+    order = np.argsort(key, kind="stable")
+    keys, at = np.unique(key.take(order), return_index=True)
+    by_key = (keys, np.append(at, n).astype(np.int64), order.astype(np.int32), second.take(order))
+    rows, row_at = packed["rows"], packed["row_at"]
+    slots = slots_mod.Slots({}, atoms, by_key, {}, rows, row_at)
+    assert slots.long is not None and slots.empty is not None
+    assert slots.next_row is not slots.first_row
+    for _ in range(50):
+        truth = rng.random(atoms) < rng.choice([0.7, 0.9, 0.97])
+        truth[0] = True
+        sat = np.zeros(atoms, dtype=bool)
+        sat[slots.slot] = truth
+        hits, _ = slots.held(sat)
+        want = [c for c, m in enumerate(members) if len(m) and truth[m].all()]
+        assert sorted(hits.tolist()) == want
+        assert len(hits) == len(set(hits.tolist()))
