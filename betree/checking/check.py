@@ -690,6 +690,24 @@ def _joined(pieces: list[Any], dtype: Any) -> np.ndarray:
     return np.concatenate([none, *(np.asarray(p, dtype=dtype) for p in pieces)])
 
 
+def _numbered(have: Any, want: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Two sides' constants (arrays or lists) as int64 numbers, a number a distinct string,
+    when every one is a str (rich rules' PB+trees: their in-lists of strings), so that they
+    compare as int64 constants do; else ``(None, None)``."""
+    have = have.tolist() if isinstance(have, np.ndarray) else have
+    want = want.tolist() if isinstance(want, np.ndarray) else want
+    if not (_STR.issuperset(map(type, have)) and _STR.issuperset(map(type, want))):
+        return None, None
+    number: dict[str, int] = {}
+    at = number.setdefault
+    mine = np.fromiter((at(c, len(number)) for c in have), dtype=np.int64, count=len(have))
+    theirs = np.fromiter((at(c, len(number)) for c in want), dtype=np.int64, count=len(want))
+    return mine, theirs
+
+
+_STR = frozenset((str,))
+
+
 def _check_predicates(
     name: str,
     have: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -699,8 +717,9 @@ def _check_predicates(
     """The ``(operator, constant, id)`` entries of PB+tree ``name`` (columns, as
     :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``:
     per column a list of pieces, arrays or lists), each once.  Compared sorted with numpy
-    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs), else as
-    sets; the difference is listed as sets."""
+    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs) or every one
+    a string (numbered first: :func:`_numbered`), else as sets; the difference is listed
+    as sets."""
     codes, consts, ids = have
     pieces = want if want is not None else ([], [], [])
     tcodes, tids = _joined(pieces[0], np.int8), _joined(pieces[2], np.int64)
@@ -713,6 +732,8 @@ def _check_predicates(
     if len(ids) == len(tids):
         mine = consts if consts.dtype == np.int64 else int64_array(consts.tolist())
         theirs = wconsts if isinstance(wconsts, np.ndarray) else int64_array(wconsts)
+        if mine is None or theirs is None:
+            mine, theirs = _numbered(consts, wconsts)
         if mine is not None and theirs is not None:
             h = np.lexsort((ids, codes, mine))
             w = np.lexsort((tids, tcodes, theirs))

@@ -17,6 +17,7 @@ from betree.disk.nodes import CNode, Entry
 from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.atoms import OrderAtom
+from pbtree import PBTree
 from storage import codec
 from tests.support.index_check import idx, violations
 
@@ -176,3 +177,43 @@ def test_direct_lists_compared_with_the_catalog(tmp_path: Path) -> None:
         assert any(v.startswith("direct atom lists differ") for v in violations(idx))
         put(b"s", [[aid, t], [other, u]])
         idx.check()
+
+
+def test_string_predicates_compared_with_their_atoms(tmp_path: Path) -> None:
+    """A PB+tree of strings (compared as numbered constants): an entry missing, one no atom
+    has, and two atoms' constants swapped are each reported; the sound tree passes."""
+    schema = {"attributes": {"s": {"type": "string"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f"s in ('a{i}', 'b{i}', 'c')") for i in range(6)])
+        idx.check()
+        with idx.store.read() as txn:
+            _, consts, ids = PBTree(txn, "s").predicate_columns()
+        (a, x), (b, y) = [(int(i), c) for i, c in zip(ids, consts, strict=True) if c != "c"][:2]
+        assert a != b and x != y
+
+        def edit(*steps: tuple[str, str, str, int]) -> list[str]:
+            with idx.store.write() as txn:
+                tree = PBTree(txn, "s")
+                for how, op, const, aid in steps:
+                    assert getattr(tree, how)(op, const, aid)
+            found = violations(idx)
+            with idx.store.write() as txn:  # (undone: the next case starts sound)
+                tree = PBTree(txn, "s")
+                for how, op, const, aid in reversed(steps):
+                    undo = "delete" if how == "insert" else "insert"
+                    assert getattr(tree, undo)(op, const, aid)
+            idx.check()
+            return found
+
+        assert edit(("delete", "=", x, a)) == [f"PB+tree 's' lacks atom {a}'s entry = {x!r}"]
+        assert edit(("insert", "=", "zz", a)) == [
+            f"PB+tree 's' holds = 'zz' for atom {a}, no atom has it"
+        ]
+        swapped = edit(
+            ("delete", "=", x, a),
+            ("delete", "=", y, b),
+            ("insert", "=", y, a),
+            ("insert", "=", x, b),
+        )
+        assert f"PB+tree 's' lacks atom {a}'s entry = {x!r}" in swapped
+        assert f"PB+tree 's' holds = {y!r} for atom {a}, no atom has it" in swapped
