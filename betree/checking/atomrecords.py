@@ -71,6 +71,18 @@ class ChunkedKeys(Sequence[bytes]):
         part = int(np.searchsorted(self.firsts, i, side="right")) - 1
         return self.parts[part][i - int(self.firsts[part])]
 
+    def take(self, rows: Sequence[int]) -> list[bytes]:
+        """:meth:`FlatKeys.take`, chunk by chunk (``rows`` in range)."""
+        at = np.asarray(rows, dtype=np.int64)
+        part = np.searchsorted(self.firsts, at, side="right") - 1
+        out: list[bytes] = [b""] * len(at)
+        for c in np.unique(part).tolist():
+            sel = np.flatnonzero(part == c)
+            keys = self.parts[c].take(at[sel] - self.firsts[c])
+            for j, key in zip(sel.tolist(), keys, strict=True):
+                out[j] = key
+        return out
+
     def equal(self, at: np.ndarray, keys: FlatKeys) -> np.ndarray:
         """:meth:`FlatKeys.equal`, chunk by chunk."""
         part = np.searchsorted(self.firsts, at, side="right") - 1

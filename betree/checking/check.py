@@ -28,7 +28,9 @@ and decodes each c-node once; then the per-clause facts are checked over arrays,
 clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
 spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
 stored copy is compared with the record.  Each PB+tree is read once: its check returns the
-entries, compared with its attribute's atoms' (taken one attribute at a time).  Python work
+entries, compared with its attribute's atoms' (taken one attribute at a time).  A direct
+record's atom is compared with its catalog key by packing it (equal bytes: the same atom;
+else both are built and compared, as damage or another packing may need).  Python work
 per subscription is one record decode; per c-node and l-node page a few steps; a violation
 costs its message only.
 
@@ -641,12 +643,22 @@ def _check_catalog(
         found_cols[0].append([SLOT.get(op, -1) for op, _ in held])
         found_cols[1].append([const for _, const in held])
         found_cols[2].append([aid] * len(held))
+
+    def same(aid: int, t: Any, attr: str) -> bool:
+        """Whether a direct record's atom ``t`` (decoded) is atom ``aid`` and on ``attr``:
+        when ``t`` packs to the atom's store key, without building either (rich rules:
+        ~half their atoms direct; a test's constructor keys every value)."""
+        if aid not in stray and codec.encode_value(t) == atoms.keys[aid]:
+            return type(t[1]) is str and t[1] == attr
+        atom = atom_from_tuple(t)
+        return atom == shown(aid) and atom.attr == attr
+
     listed = {
         aid
         for key, value in txn.scan(catalog.DIRECT)
+        for attr in (key.decode("utf-8", "replace"),)
         for aid, t in codec.decode_value(value)
-        for atom in (atom_from_tuple(t),)
-        if is_live(aid) and atom == shown(aid) and atom.attr == key.decode("utf-8", "replace")
+        if is_live(aid) and same(aid, t, attr)
     }
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
@@ -678,6 +690,24 @@ def _joined(pieces: list[Any], dtype: Any) -> np.ndarray:
     return np.concatenate([none, *(np.asarray(p, dtype=dtype) for p in pieces)])
 
 
+def _numbered(have: Any, want: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Two sides' constants (arrays or lists) as int64 numbers, a number a distinct string,
+    when every one is a str (rich rules' PB+trees: their in-lists of strings), so that they
+    compare as int64 constants do; else ``(None, None)``."""
+    have = have.tolist() if isinstance(have, np.ndarray) else have
+    want = want.tolist() if isinstance(want, np.ndarray) else want
+    if not (_STR.issuperset(map(type, have)) and _STR.issuperset(map(type, want))):
+        return None, None
+    number: dict[str, int] = {}
+    at = number.setdefault
+    mine = np.fromiter((at(c, len(number)) for c in have), dtype=np.int64, count=len(have))
+    theirs = np.fromiter((at(c, len(number)) for c in want), dtype=np.int64, count=len(want))
+    return mine, theirs
+
+
+_STR = frozenset((str,))
+
+
 def _check_predicates(
     name: str,
     have: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -687,8 +717,9 @@ def _check_predicates(
     """The ``(operator, constant, id)`` entries of PB+tree ``name`` (columns, as
     :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``:
     per column a list of pieces, arrays or lists), each once.  Compared sorted with numpy
-    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs), else as
-    sets; the difference is listed as sets."""
+    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs) or every one
+    a string (numbered first: :func:`_numbered`), else as sets; the difference is listed
+    as sets."""
     codes, consts, ids = have
     pieces = want if want is not None else ([], [], [])
     tcodes, tids = _joined(pieces[0], np.int8), _joined(pieces[2], np.int64)
@@ -701,6 +732,8 @@ def _check_predicates(
     if len(ids) == len(tids):
         mine = consts if consts.dtype == np.int64 else int64_array(consts.tolist())
         theirs = wconsts if isinstance(wconsts, np.ndarray) else int64_array(wconsts)
+        if mine is None or theirs is None:
+            mine, theirs = _numbered(consts, wconsts)
         if mine is not None and theirs is not None:
             h = np.lexsort((ids, codes, mine))
             w = np.lexsort((tids, tcodes, theirs))

@@ -140,6 +140,14 @@ class FlatKeys(Sequence[bytes]):
         start = int(self.starts[i])
         return self.flat[start : start + int(self.lens[i])].tobytes()
 
+    def take(self, rows: Sequence[int] | np.ndarray) -> list[bytes]:
+        """``[self[i] for i in rows]`` (``rows`` in range), as slices of one buffer: ~0.3 µs
+        a key, against ~2 for the numpy scalars of each ``self[i]``."""
+        buf = self.flat.data
+        at = np.asarray(rows, dtype=np.int64)
+        starts, ends = self.starts[at].tolist(), (self.starts[at] + self.lens[at]).tolist()
+        return [bytes(buf[s:e]) for s, e in zip(starts, ends, strict=True)]
+
     def equal(self, at: np.ndarray, keys: FlatKeys) -> np.ndarray:
         """Per key of ``keys``: whether it is this sequence's key ``at[j]`` (``at`` in
         range), byte for byte: one comparison of rows a distinct length."""
@@ -475,6 +483,13 @@ class AtomKeys(Mapping[int, bytes]):
     def spend(self) -> None:
         """Let the keys go (a build done with them; the mapping is empty after)."""
         self.held, self.ids = [], None
+
+
+def take_keys(keys: Sequence[bytes], rows: list[int]) -> list[bytes]:
+    """``[keys[i] for i in rows]``, by the keys' own ``take`` where they have one
+    (:class:`FlatKeys`, the check's chunks of them: not a numpy scalar a key)."""
+    take = getattr(keys, "take", None)
+    return list(take(rows)) if take is not None else [keys[i] for i in rows]
 
 
 def key_columns(atoms: Mapping[int, bytes]) -> tuple[np.ndarray, Sequence[bytes]]:

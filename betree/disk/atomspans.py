@@ -13,11 +13,15 @@ coordinate to the greatest's, as :func:`grid.atom_span` gives it).  The one-comp
 order atoms of numbers on int and float attributes (the dense workload's ranges, two a
 ``between``, none shared) are read as columns (:func:`betree.disk.atomkeys.parse`) and
 spanned in numpy, no Python object an atom (~0.3 µs an atom, against ~4 decoded one by
-one).  Other order atoms of numbers are spanned from their decoded entries
-(:func:`grid.entries_span`); any other key is rebuilt as an :class:`Atom` and spanned
-(~5 µs).  :meth:`AtomSpans.places` ~0.1 µs a clause atom.  Memory: five arrays of 8 bytes
-per atom id and per column atom; the entries of the atoms decoded one by one; the column
-atoms are spanned 64K at a time (the temporaries: ~100 bytes an atom of a step).
+one).  Other order atoms of numbers, and those of strings, are spanned from their decoded
+entries (:func:`grid.entries_span`), and test atoms from their test's name (the grid, or a
+bool test's value), as :func:`grid.atom_span` spans the atom: a rich rule's in-lists,
+ranges of strings and tests are not rebuilt as objects (the constructors sort and key
+every value; twice a load, in the build and in the check); any other key is rebuilt as
+an :class:`Atom` and spanned (~5 µs).  :meth:`AtomSpans.places` ~0.1 µs a clause atom.
+Memory: five arrays of 8 bytes per atom id and per column atom; the entries of the atoms
+decoded one by one; the column atoms are spanned 64K at a time (the temporaries: ~100
+bytes an atom of a step).
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from betree.disk import grid
-from betree.disk.atomkeys import OrderKeys, key_columns, parse
+from betree.disk.atomkeys import OrderKeys, key_columns, parse, take_keys
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
+from betree.lang.testkinds import KINDS
 from pbtree.operators import BY_CODE, BY_SYMBOL
 from storage import codec
 
@@ -74,17 +79,22 @@ class AtomSpans:
         aids, attrs, los, his = [], [], [], []
         seen: dict[Any, Any] = {}
         slow = np.flatnonzero(~fast).tolist()
-        for aid, key in zip(ids[slow].tolist(), [values[i] for i in slow], strict=True):
+        for aid, key in zip(ids[slow].tolist(), take_keys(values, slow), strict=True):
             t = codec.decode_value(key)
             if type(t) is list and len(t) > 1 and type(t[1]) is str:  # (else damage: below)
                 t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom
             kind = kinds.get(t[1]) if t[0] == "order" else None
             consts = _ints_in(t[2]) if kind == "int" else None
-            if consts is not None:  # (the grid coordinate of an int: clamped, offset)
+            if _is_test(t):  # (spanned from its test's name: not built)
+                attr = self.attr_of[aid] = t[1]
+                if attr not in kinds or aid == 0 or t[2] == "undefined":
+                    continue
+                lo, hi = _test_span(kinds[attr], t[2])
+            elif consts is not None:  # (the grid coordinate of an int: clamped, offset)
                 attr = t[1]
                 lo, hi = _SIGN + max(min(consts), -_SIGN), _SIGN + min(max(consts), _SIGN - 1)
                 self.attr_of[aid], self.entries[aid] = attr, t[2]
-            elif kind in _NUMERIC and _numbers_in(t[2]):  # ranges: spanned from the entries
+            elif kind in _CONSTANTS and _pairs_in(t[2], _CONSTANTS[kind]):  # from the entries
                 attr = self.attr_of[aid] = t[1]
                 self.entries[aid] = t[2]
                 lo, hi = grid.entries_span(kind, t[2])
@@ -233,20 +243,41 @@ def _comparison_spans(
 
 
 _NUMERIC = frozenset(("int", "float"))
-_NUMBER = frozenset((int, float))
+#: per attribute kind, the constants of the order atoms spanned from their entries (the
+#: numbers' ranges, and strings': rich rules' ``=``, ``in`` and ranges of strings)
+_CONSTANTS = {kind: frozenset((int, float)) for kind in _NUMERIC} | {"string": frozenset((str,))}
 
 
-def _numbers_in(entries: Any) -> bool:
-    """Whether an order atom's decoded entries are ``(operator, number)`` pairs (not
-    bools), which :func:`grid.entries_span` spans as the atom would be."""
+def _pairs_in(entries: Any, types: frozenset[type]) -> bool:
+    """Whether an order atom's decoded entries are ``(operator, constant)`` pairs, each
+    constant of one of ``types`` (numbers: not bools), which :func:`grid.entries_span`
+    spans as the atom would be."""
     if type(entries) is not list or not entries:
         return False
     for entry in entries:
-        if type(entry) is not list or len(entry) != 2 or type(entry[1]) not in _NUMBER:
+        if type(entry) is not list or len(entry) != 2 or type(entry[1]) not in types:
             return False
         if entry[0] not in BY_SYMBOL:
             return False
     return True
+
+
+def _is_test(t: Any) -> bool:
+    """Whether a decoded key is a test atom's ``("test", attribute, test, argument)`` of a
+    known test (its argument is not looked at: the span does not depend on it)."""
+    return (
+        len(t) == 4 and t[0] == "test" and type(t[1]) is str and type(t[2]) is str and t[2] in KINDS
+    )
+
+
+def _test_span(kind: str, test: str) -> tuple[int, int]:
+    """:func:`grid.atom_span` of a test atom on an attribute of type ``kind``, from its
+    test's name (its argument plays no part): the bool tests' one value, else the grid."""
+    if test == "bool_true":
+        return 1, 1
+    if test == "bool_false":
+        return 0, 0
+    return grid.interval(kind, None, False, None, False)
 
 
 def _ints_in(entries: Any) -> list[int] | None:

@@ -187,15 +187,11 @@ def _small_product(parts: list[_DNF], normalizer: _Normalizer) -> _DNF | None:
     work = longest * (1 + 2 * size * steps) + steps * size * (longest + size)
     if work >= normalizer.budget or 2 * steps * size * size * longest >= normalizer.comparing:
         return None
-    parts = sorted(parts, key=len)
-    singles = [next(iter(p)) for p in parts if len(p) == 1]
-    if len(singles) > 1:
-        merged = _simplify(frozenset().union(*singles))
-        if merged is None:
-            return set()
-        parts = [{merged}, *parts[len(singles) :]]
-    acc = parts[0]
-    for p in parts[1:]:
+    joined = _join_singles(sorted(parts, key=len))
+    if joined is None:
+        return set()
+    acc = joined[0]
+    for p in joined[1:]:
         if not acc:
             break
         new: _DNF = set()
@@ -206,6 +202,23 @@ def _small_product(parts: list[_DNF], normalizer: _Normalizer) -> _DNF | None:
                     new.add(c)
         acc = _minimal_of(new)
     return _minimal_of(acc)
+
+
+def _join_singles(
+    parts: list[_DNF], spend: Callable[[int], None] | None = None
+) -> list[_DNF] | None:
+    """``parts`` (none empty, sorted by length) with the one-clause parts conjoined in one
+    step (the common case: a conjunction of atoms) into one clause, first; ``None`` if that
+    clause cannot hold.  ``spend``: told the atoms joined (the general product's budget)."""
+    singles = [next(iter(p)) for p in parts if len(p) == 1]
+    if len(singles) < 2:
+        return parts
+    if spend is not None:
+        spend(sum(map(len, singles)))
+    merged = _simplify(frozenset().union(*singles))
+    if merged is None:
+        return None
+    return [{merged}, *parts[len(singles) :]]
 
 
 def _minimal_of(dnf: _DNF) -> _DNF:
@@ -418,16 +431,11 @@ class _Normalizer:
         parts.sort(key=len)
         if not parts[0]:
             return set()
-        # Conjoin the one-clause parts in one step (the common case: a conjunction of atoms).
-        singles = [next(iter(p)) for p in parts if len(p) == 1]
-        if len(singles) > 1:
-            self.spend(sum(map(len, singles)))
-            merged = _simplify(frozenset().union(*singles))
-            if merged is None:
-                return set()
-            parts = [{merged}, *parts[len(singles) :]]
-        acc = parts[0]
-        for p in parts[1:]:
+        joined = _join_singles(parts, self.spend)
+        if joined is None:
+            return set()
+        acc = joined[0]
+        for p in joined[1:]:
             if not acc:
                 break
             new = _Minimal(self)

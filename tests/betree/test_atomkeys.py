@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from betree.checking.atomrecords import ChunkedKeys
 from betree.disk import atomkeys
 from pbtree.operators import OPERATORS, SLOT
 from storage import codec
@@ -96,7 +97,8 @@ def test_parse_of_nothing() -> None:
 def test_flat_keys_compare_byte_for_byte() -> None:
     """``FlatKeys.equal``: a key equals another only byte for byte, whatever its length (empty,
     one byte, a megabyte), a byte changed anywhere (first, middle, last) or a length that
-    differs; ``parse`` of a ``FlatKeys`` reads what it reads of the list."""
+    differs; ``parse`` of a ``FlatKeys`` reads what it reads of the list; ``take`` of rows
+    gives the keys at them, whole or in chunks."""
     rng = random.Random(7)
     keys = [b"", b"a", b"ab", bytes(range(256)), b"x" * (1 << 20)]
     keys += [codec.encode_value(("order", f"a{i % 7}", ((">=", rng.randrange(-(2**40), 2**40)),)))
@@ -122,6 +124,11 @@ def test_flat_keys_compare_byte_for_byte() -> None:
     joined = atomkeys.FlatKeys.joined(parts)  # (read in chunks: the same keys)
     assert list(joined) == keys and joined.equal(at, atomkeys.FlatKeys(others)).tolist() == want
     assert len(atomkeys.FlatKeys.joined([])) == 0
+    rows = at.tolist()
+    taken = [keys[i] for i in rows]  # (taking by rows: whole, in chunks, from a list)
+    assert table.take(at) == taken and table.take([]) == [] and joined.take(rows) == taken
+    assert ChunkedKeys(parts).take(rows) == taken == atomkeys.take_keys(keys, rows)
+    assert atomkeys.take_keys(ChunkedKeys(parts), rows[::-1]) == taken[::-1]
     a, b = atomkeys.parse(keys[5:]), atomkeys.parse(atomkeys.FlatKeys(keys[5:]))
     assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("ok", "attr", "code", "ints"))
     assert a.names == b.names and a.ok.all()

@@ -1,7 +1,8 @@
 """``AtomSpans.places``: every clause's places from its atom ids and the atoms' store keys,
 against ``Engine.places`` of the clause (what the batch build of a Spark load relied on
 before it computed them itself) on random workloads over every type, the literals at the
-ends of every domain, and conjunctions of several pieces on one attribute."""
+ends of every domain, conjunctions of several pieces on one attribute, and rich rules
+(whose string and test atoms are spanned from their keys, not built)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from betree.disk import grid
 from betree.disk.atomspans import SKIP, AtomSpans
 from betree.index import Index
+from betree.lang.atoms import Atom, OrderAtom
 from storage import codec
 from storage.errors import InvalidInput
 from tests.support import edges
 from tests.support.workload import SCHEMA, expression
-from tools.bench import gen_dense
+from tools.bench import gen_dense, gen_rich
 
 
 def same_places(idx: Index, texts: list[str]) -> int:
@@ -91,3 +95,51 @@ def test_places_of_dense_ranges(tmp_path: Path) -> None:
         ]
         with Index.open(tmp_path / domain, schema=schema) as idx:
             assert same_places(idx, texts) == len(texts)
+
+
+def test_places_of_rich_rules(tmp_path: Path) -> None:
+    """Rich ad-targeting rules (in-lists and ranges of strings, tests of every kind, spanned
+    from their keys without building the atoms) on two seeds, against ``Engine.places``."""
+    for seed in (3, 17):
+        schema_doc, subs, _, _ = gen_rich.make(600, 1, check=False, seed=seed)
+        with Index.open(tmp_path / f"s{seed}", schema=schema_doc) as idx:
+            assert same_places(idx, [text for _, text in subs]) > 600
+
+
+def test_keys_spanned_as_their_atoms(tmp_path: Path) -> None:
+    """Every key of rich rules and of the edge atoms: its attribute, entries and span as
+    the atom built from it gives them (``grid.atom_span``); a key of a test that no kind
+    names, or of an atom on no attribute of the schema, is built (and refused) as before."""
+    schema_doc, subs, _, _ = gen_rich.make(400, 1, check=False, seed=29)
+    for name, schema, texts in (
+        ("rich", schema_doc, [text for _, text in subs]),
+        ("edges", edges.EDGE_SCHEMA, edges.edge_atoms()),
+    ):
+        with Index.open(tmp_path / name, schema=schema) as idx:
+            kinds = {a: grid.kind_of(spec.type) for a, spec in idx.schema.attributes.items()}
+            atoms: dict[bytes, Atom] = {}
+            for k, text in enumerate(texts):
+                try:
+                    clauses = idx.engine.compiler().compile(k, text)
+                except InvalidInput:
+                    continue
+                for atom in (a for clause in clauses for a in clause):
+                    atoms[codec.encode_value(atom.as_tuple())] = atom
+            by_id = dict(enumerate(atoms.items(), start=1))
+            spans = AtomSpans(idx.schema, {aid: key for aid, (key, _) in by_id.items()})
+            for aid, (_, atom) in by_id.items():
+                if aid in spans.attr_of:  # (else read as columns: test_places_of_dense_ranges)
+                    assert spans.attr_of[aid] == atom.attr
+                    held = spans.entries.get(aid)
+                    want = atom.entries if isinstance(atom, OrderAtom) else None
+                    assert (held is None) == (want is None)
+                    assert want is None or list(map(list, held)) == list(map(list, want))
+                if atom.attr in kinds and atom.requires_defined:
+                    got = (int(spans.lo[aid]), int(spans.hi[aid]))
+                    assert got == grid.hull([grid.atom_span(kinds[atom.attr], atom)]), atom
+                else:
+                    assert int(spans.attr[aid]) == SKIP
+    with Index.open(tmp_path / "rich") as idx:
+        odd = codec.encode_value(["test", "device.os", "no_such_test", None])
+        with pytest.raises(ValueError, match="unknown test"):
+            AtomSpans(idx.schema, {1: odd})

@@ -7,15 +7,17 @@ blind.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from betree.disk.catalog import AID, ATOM, NS, ROOT, put_home
+from betree.disk.catalog import AID, ATOM, DIRECT, NS, ROOT, put_home
 from betree.disk.nodes import CNode, Entry
 from betree.disk.tree import BETree
 from betree.index import Index
 from betree.lang.atoms import OrderAtom
+from pbtree import PBTree
 from storage import codec
 from tests.support.index_check import idx, violations
 
@@ -144,3 +146,74 @@ def test_atom_on_an_attribute_the_schema_lacks(idx: Index) -> None:
         txn.put(AID, codec.encode_u64(aid), key)
     found = violations(idx)
     assert f"atom {aid} (nope = 1) is on 'nope', not an attribute of the schema" in found
+
+
+def test_direct_lists_compared_with_the_catalog(tmp_path: Path) -> None:
+    """A direct record's atom is the catalog's atom of its id, on the record's attribute:
+    one stored as another tuple than its key's (a list out of order) that builds the same
+    atom is not reported; another atom under the id, or the list under another attribute,
+    is."""
+    schema = {"attributes": {"s": {"type": "string_list"}, "t": {"type": "string"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many(
+            [(1, 's one of ("a", "b")'), (2, 's one of ("c", "d")'), (3, 'contains(t, "x")')]
+        )
+        idx.check()
+        with idx.store.read() as txn:
+            (aid, t), (other, u) = codec.decode_value(txn.get(DIRECT, b"s") or b"")
+        assert t == ["test", "s", "one_of", ["a", "b"]] and u[3] == ["c", "d"]
+
+        def put(attr: bytes, parts: list[Any]) -> None:
+            with idx.store.write() as txn:
+                for name in (b"s", b"u"):
+                    txn.delete(DIRECT, name)
+                txn.put(DIRECT, attr, codec.encode_parts([codec.pack_part(p) for p in parts]))
+
+        put(b"s", [[aid, [*t[:3], ["b", "a"]]], [other, u]])
+        idx.check()
+        put(b"s", [[aid, u], [other, u]])
+        assert any(v.startswith("direct atom lists differ") for v in violations(idx))
+        put(b"u", [[aid, t], [other, u]])
+        assert any(v.startswith("direct atom lists differ") for v in violations(idx))
+        put(b"s", [[aid, t], [other, u]])
+        idx.check()
+
+
+def test_string_predicates_compared_with_their_atoms(tmp_path: Path) -> None:
+    """A PB+tree of strings (compared as numbered constants): an entry missing, one no atom
+    has, and two atoms' constants swapped are each reported; the sound tree passes."""
+    schema = {"attributes": {"s": {"type": "string"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f"s in ('a{i}', 'b{i}', 'c')") for i in range(6)])
+        idx.check()
+        with idx.store.read() as txn:
+            _, consts, ids = PBTree(txn, "s").predicate_columns()
+        (a, x), (b, y) = [(int(i), c) for i, c in zip(ids, consts, strict=True) if c != "c"][:2]
+        assert a != b and x != y
+
+        def edit(*steps: tuple[str, str, str, int]) -> list[str]:
+            with idx.store.write() as txn:
+                tree = PBTree(txn, "s")
+                for how, op, const, aid in steps:
+                    assert getattr(tree, how)(op, const, aid)
+            found = violations(idx)
+            with idx.store.write() as txn:  # (undone: the next case starts sound)
+                tree = PBTree(txn, "s")
+                for how, op, const, aid in reversed(steps):
+                    undo = "delete" if how == "insert" else "insert"
+                    assert getattr(tree, undo)(op, const, aid)
+            idx.check()
+            return found
+
+        assert edit(("delete", "=", x, a)) == [f"PB+tree 's' lacks atom {a}'s entry = {x!r}"]
+        assert edit(("insert", "=", "zz", a)) == [
+            f"PB+tree 's' holds = 'zz' for atom {a}, no atom has it"
+        ]
+        swapped = edit(
+            ("delete", "=", x, a),
+            ("delete", "=", y, b),
+            ("insert", "=", y, a),
+            ("insert", "=", x, b),
+        )
+        assert f"PB+tree 's' lacks atom {a}'s entry = {x!r}" in swapped
+        assert f"PB+tree 's' holds = {y!r} for atom {a}, no atom has it" in swapped

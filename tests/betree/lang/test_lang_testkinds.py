@@ -118,6 +118,29 @@ def test_every_kind_is_complete() -> None:
     }
 
 
+def test_defined_negation_is_the_constructors() -> None:
+    """A test's negation, made without the constructor, is the atom it would make: the same
+    key, hash, argument and text (every kind of the corpus, and its negation's)."""
+    tests = [a for a in _corpus_atoms() if isinstance(a, TestAtom)]
+    assert {a.test for a in tests} >= {k.name for k in testkinds.TEST_KINDS if k.negation} - {
+        "undefined"
+    }
+    for atom in tests:
+        neg = atom.defined_negation()
+        name = testkinds.KINDS[atom.test].negation
+        if name is None:
+            assert neg is None
+            continue
+        made = TestAtom(atom.attr, name, atom.arg)
+        assert neg == made and hash(neg) == hash(made) and repr(neg) == repr(made)
+        assert (neg.attr, neg.test, neg.arg, neg.to_expr()) == (
+            made.attr,
+            made.test,
+            made.arg,
+            made.to_expr(),
+        )
+
+
 def _corpus_atoms() -> list[Atom]:
     seen: dict[Atom, None] = {}
     for text in CORPUS:
