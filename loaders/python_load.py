@@ -13,7 +13,9 @@ against 35), and the copy cost a pass over the store and the load's peak
 Cost: one parse + normalization per record (a plain conjunction of integer comparisons
 read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`), then the
 batch build and the check, in one process.  Memory: the records and the
-batch (a few hundred bytes a subscription; rich rules' ~1.2 KB, their atoms' store keys),
+batch (a few hundred bytes a subscription; rich rules' ~1.2 KB, their atoms' store keys;
+the records themselves are let go once compiled and their rejects written: the caller hands
+them over, ``tools/cli.py`` as an iterator),
 plus what ``memory_budget`` bounds: the
 compiler's caches (let go every :func:`compile_chunk` records) and the build's write
 transactions (committed in pieces of :func:`betree.disk.pieces.piece_limit` bytes); the
@@ -125,6 +127,7 @@ def load(
         if rejects is not None:
             write_rejects(rejects, items)
         check_rejects(rejected, max_rejects)
+        del items  # (the records' texts, held by the batches to their builds, then let go)
         loaded = sum(map(len, batches))
         if progress is not None:
             progress.write(f"build: {loaded:,} subscriptions, batch (BE-B)\n")

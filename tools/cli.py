@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -319,14 +320,12 @@ def _load(args: argparse.Namespace, schema: Any, max_rejects: int | None) -> dic
                 )
         else:
             from loaders import python_load
-            from loaders.records import Record, read_jsonl
+            from loaders.records import read_jsonl
 
-            records: list[Record] = []
-            for path in args.inputs:
-                records.extend(read_jsonl(path))
             summary = python_load.load(
                 args.store,
-                records,
+                # (read by the load into its own list, which it lets go after the compile)
+                chain.from_iterable(map(read_jsonl, args.inputs)),
                 schema,
                 replace=args.replace,
                 rejects=rejects,

@@ -41,7 +41,8 @@ at 100K dense subscriptions (2M atoms) the heap peaks at ~300 MB.  The store's p
 mapped as they are read, are dropped from the process after each pass and each PB+tree
 (:meth:`storage.store.Store.release_mapped_pages`: they stayed resident to the end, ~420 MB
 at 100K dense: docs/bench/dense-load, denseload41).  The C heap's free memory is handed
-back after the record passes (``malloc_trim``).
+back after each record pass (``malloc_trim``: after the reverse records' ~85 MB at 100K
+dense, which stayed under the spans and the atom pass: the check's peak, denseload43).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     return_freed_memory()  # (the records decoded: ~170 MB of the C heap at 100K dense)
     index.store.release_mapped_pages()  # (the id map's pages, read once)
     aid_keys, cols = aid_records(txn)
+    return_freed_memory()  # (the chunks' records and parse: ~85 MB of the C heap at 100K dense)
     atoms = AtomSpans(index.schema, aid_keys, cols)
     del cols
     for aid, attr in atoms.attr_of.items():

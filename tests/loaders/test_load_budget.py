@@ -128,7 +128,7 @@ def test_byte_limit_cuts_every_part(tmp_path: Path) -> None:
             assert len(idx) == len(subs)
     assert commits[0] == 1
     assert commits == sorted(commits) and commits[-1] > commits[1] > 1
-    assert pieces.piece_limit(None) is None and pieces.piece_limit(8 << 20) == 1 << 20
+    assert pieces.piece_limit(None) is None and pieces.piece_limit(32 << 20) == 1 << 20
 
 
 def test_failure_between_pieces_publishes_nothing(tmp_path: Path) -> None:
