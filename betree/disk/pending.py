@@ -46,11 +46,9 @@ tree's own buckets (BEGen: a clause's narrowest span is mostly one value of 48, 
 of 400 attributes an event defines ~15 of).  Before, ~8,000 pending clauses a shard of
 1M BEGen in 2 shards raised the CPU p50 of a match 4-10% (docs/bench/live/README.md,
 writes36), 16,000-32,000 a shard 40-60% (place38); grouped: see place41 there.  The
-deferred batch skips routing and splits: ~110 µs of CPU a subscription instead of ~330; it
-does work out its clauses' places while their atoms are at hand, kept by clause id for
-the placement (:class:`betree.disk.writer.Memo`), which reads no atom again for them.
-Placement pays routing and splits for the whole area at once, and the larger the area
-the less a clause: its costs are mostly pages (a c-node read and decoded
+deferred batch skips routing, splits and its clauses' places: ~110 µs of CPU a
+subscription instead of ~330.  Placement pays them for the whole area at once, and the
+larger the area the less a clause: its costs are mostly pages (a c-node read and decoded
 while routing, an l-node page and its c-node copied, changed, encoded and committed; the
 clauses of an overflowing l-node re-read by its split), which the clauses an area sends
 to one l-node share.  A shard of 1M BEGen has ~13,600 l-nodes: placing 8,000 clauses

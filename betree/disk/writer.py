@@ -394,10 +394,6 @@ class Writer:
                     self.pending.append((entry, place))
             return
         self.rec.setdefault("pending_from", sid)
-        # their places now, while their atoms are at hand (interned: ``self.atoms``), kept
-        # by clause id (:meth:`committed`) for the placement, which would read them again
-        for entry in entries:
-            self.stored_places(entry)
         if self.pending is None:
             self.tree.defer(entries)
         else:
@@ -438,10 +434,6 @@ class Writer:
         for aid, atom in self.atoms.items():
             if aid not in memo:
                 remember(memo, aid, atom)
-        for mine, kept in ((self.placed, self.memo.placed), (self.spans, self.memo.spans)):
-            for cid, value in mine.items():
-                if cid not in kept:
-                    remember(kept, cid, value)
         # the atom records as committed, for the next transaction if no other commits
         # first (use counts change in place: copied, so that an aborted one leaves them)
         counts = self.memo.counts
@@ -540,8 +532,7 @@ class Memo:
     does not report its commit (:meth:`Writer.committed`), makes the next writer forget
     them.  At 1M BEGen in 2 shards ~65% of a batch's ~2,700 atom records a shard are
     known so (an LMDB get and a decode each saved); ~100 bytes an entry, bounded as
-    the rest.  Pending clauses' places (:mod:`betree.disk.pending`) go into ``placed``
-    when their batch commits, so that their placement reads no atom again."""
+    the rest."""
 
     def __init__(self) -> None:
         self.atoms: dict[int, Atom] = {}
