@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -211,8 +212,9 @@ class BETree:
         """
         groups: dict[int, tuple[list[Entry], set[str]]] = {}
         nodes: dict[int, CNode] = {}
+        owned: set[int] = set()
         for entry, places in items:
-            page, used = self._route(self.root, places, set(), +1, nodes)
+            page, used = self._route(self.root, places, set(), +1, nodes, owned)
             group = groups.get(page)
             if group is None:
                 groups[page] = ([entry], used)
@@ -258,11 +260,13 @@ class BETree:
         used: set[str],
         delta: int,
         nodes: dict[int, CNode] | None = None,
+        owned: set[int] | None = None,
     ) -> tuple[int, set[str]]:
         """Follow Alg. 3-4 from ``page`` to the c-node whose l-node takes a clause.
 
         ``nodes`` (:meth:`insert_many`) keeps the c-nodes met, for the next clauses of a
-        batch: routing changes no node but the scores, whose copies it keeps."""
+        batch: routing changes no node but the scores, whose copies it keeps (``owned``:
+        the pages of ``nodes`` that are this transaction's copies already)."""
         feedback = self._feedback
         while True:
             node = self._met(page, nodes)
@@ -282,10 +286,15 @@ class BETree:
             if best is None:
                 return page, used
             attr, top, _ = best
-            owner = self._mut(page)
+            if owned is not None and page in owned:
+                owner = node
+            else:
+                owner = self._mut(page)
+                if nodes is not None:
+                    nodes[page] = owner
+                if owned is not None:
+                    owned.add(page)
             owner.add_score(attr, delta)
-            if nodes is not None:
-                nodes[page] = owner
             used = used | {attr}
             page = self._descend_cdir(top, places[attr], nodes)
 
@@ -371,12 +380,10 @@ class BETree:
             if self._prefetch is not None:
                 self._prefetch(entries)
             taken = used | set(node.pmap)
-            counts = Counter(
-                attr
-                for entry in entries
-                for attr in self._places_of(entry, cache)
-                if attr not in taken
-            )
+            places = [self._places_of(entry, cache) for entry in entries]
+            counts = Counter(chain.from_iterable(places))  # (a places dict: its attributes)
+            for attr in taken.intersection(counts):
+                del counts[attr]
             # Rank(l_i) = Gain - Loss: the clauses that would move, less the false
             # candidates matching feedback expects of them (0 until measured: popularity)
             feedback = self._feedback
@@ -394,8 +401,8 @@ class BETree:
             lo, hi = self._hint(attr)
             top = txn.alloc()
             txn.put_new(self.space, top, CNode(top, attr, True, lo, hi, page, self.max_cap))
-            moving = [e for e in entries if attr in self._places_of(e, cache)]
-            staying = [e for e in entries if attr not in self._places_of(e, cache)]
+            moving = [e for e, p in zip(entries, places, strict=True) if attr in p]
+            staying = [e for e, p in zip(entries, places, strict=True) if attr not in p]
             node = self._mut(page)
             node.add_pnode(attr, top)
             node.add_score(attr, len(moving))

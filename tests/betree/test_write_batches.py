@@ -10,7 +10,10 @@ matches against ``betree.lang.expr.evaluate``, and again after reopening.
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import tempfile
 from typing import Any
 
@@ -99,3 +102,38 @@ def test_batch_drops_and_reuses_an_atom() -> None:
         assert idx.unsubscribe_many([1, 2, 3]) == [True, True, True]
         idx.check()
         assert idx.match({"i": 3, "s": "ab"}) == []
+
+
+def test_atom_counts_kept_only_while_no_other_writer_committed() -> None:
+    """The writer keeps the ``atom`` records its commits left (``Memo.counts``) for the next
+    transaction of the process; another process's commit in between (here one that uses
+    and drops the same atoms) must make it read them again: ``check()`` compares every
+    atom's use count with its uses, so a stale count kept would fail it."""
+    schema = Schema.from_json(SCHEMA)
+    rng = random.Random(5)
+    pool = [expression(rng) for _ in range(12)]
+    other = (
+        "import sys, json; from betree.index import Index\n"
+        "with Index.open(sys.argv[1]) as idx:\n"
+        "    batch = json.loads(sys.argv[2])\n"
+        "    idx.subscribe_many(batch)\n"
+        "    idx.unsubscribe_many([i for i, _ in batch[::2]])\n"
+    )
+    subs: dict[Any, str] = {}
+    with tempfile.TemporaryDirectory() as path, Index.open(path, schema=SCHEMA) as idx:
+        for round_ in range(6):
+            batch = [(f"a{round_}-{k}", rng.choice(pool)) for k in range(20)]
+            idx.subscribe_many(batch)
+            subs.update(batch)
+            theirs = [(f"b{round_}-{k}", rng.choice(pool)) for k in range(20)]
+            argv = [sys.executable, "-c", other, path, json.dumps(theirs)]
+            subprocess.run(argv, check=True)
+            subs.update(theirs[1::2])
+            mine = [(f"c{round_}-{k}", rng.choice(pool)) for k in range(3)]
+            idx.subscribe_many(mine)
+            subs.update(mine)
+            idx.check()
+        assert dict(idx.subscriptions()) == subs
+        for _ in range(20):
+            ev = event(rng)
+            assert set(idx.match(ev)) == brute(subs, schema, ev)
