@@ -280,24 +280,25 @@ class Writer:
         read first, once each, in key order (what a B-tree reads fastest), and the clauses
         put into the BE-Tree together at the end, grouped by l-node (before that only if
         the batch replaces or deletes one of its own)."""
-        # each atom object's key once (by identity: the items hold them meanwhile; an atom
+        # each atom object's key once (by identity: the items hold them meanwhile, and the
+        # memo is cleared however the batch ends, before an id can be reused; an atom
         # hashes in Python, so a dict of atoms costs a call a use)
         keyed = self.keyed
-        for _, _, clauses, _ in items:
-            for clause in clauses:
-                for atom in clause:
-                    if id(atom) not in keyed:
-                        keyed[id(atom)] = self._key(atom)
-        keys = set(keyed.values())
-        for key in sorted(keys.difference(self.counts, self.known)):
-            self._count(key)
-        self.pending = []
-        self.deferring = self.defers and pending.defers(self.rec, len(items))
-        # distinct ids: no insert of the batch reads another's records, so they are
-        # written together at the end, each kind in key order (one LMDB call each)
-        distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)
-        self.records = [] if distinct else None
         try:
+            for _, _, clauses, _ in items:
+                for clause in clauses:
+                    for atom in clause:
+                        if id(atom) not in keyed:
+                            keyed[id(atom)] = self._key(atom)
+            keys = set(keyed.values())
+            for key in sorted(keys.difference(self.counts, self.known)):
+                self._count(key)
+            self.pending = []
+            self.deferring = self.defers and pending.defers(self.rec, len(items))
+            # distinct ids: no insert of the batch reads another's records, so they are
+            # written together at the end, each kind in key order (one LMDB call each)
+            distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)
+            self.records = [] if distinct else None
             created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
             self._place_pending()
             if self.records:
