@@ -39,6 +39,7 @@ import numpy as np
 from betree.disk import catalog
 from betree.disk.atomkeys import (
     AtomKeys,
+    ColumnKeys,
     OrderKeys,
     column_keys,
     encode_order,
@@ -278,9 +279,11 @@ class Batch:
             self.index, subs, None, atoms, metas=self.metas, limit=limit, cols=cols, spend=True
         )
 
-    def _intern(self) -> tuple[np.ndarray, list[bytes], OrderKeys]:
+    def _intern(self) -> tuple[np.ndarray, Sequence[bytes], OrderKeys]:
         """Every clause atom's id, every atom's store key (by id, from 1) and the keys as
-        columns; the batch's atoms and columns emptied."""
+        columns; the batch's atoms and columns emptied.  When every atom is a column atom
+        (a dense batch's), the keys are :class:`ColumnKeys` of the columns: made as the
+        build writes them, not held (1M dense: ~1.4 GB as Python bytes)."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
         attr = np.frombuffer(self.col_attr, dtype=np.int16)
@@ -307,21 +310,32 @@ class Batch:
         heads, col_at = heads[by_aid], aid[len(others) :][by_aid] - 1
         held = (attr[heads].astype(np.int64), code[heads].astype(np.int64), const[heads])
         names = list(self.names)
-        keys = encode_order(names, *held)  # (only column atoms: their ids are 1..n, in order)
-        if len(others):
-            keys, made = [b""] * len(aid), keys
-            for i, key in zip(col_at.tolist(), made, strict=True):
-                keys[i] = key
-            del made
+        del refs, attr, code, const  # (views of the columns emptied below: let go with them)
+        self.refs, self.first = array("q"), array("q")
+        self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
+        if not len(others):  # every atom a column atom, ids 1..n: its key made when written
+            n = len(held[2])
+            cols = OrderKeys(
+                ok=np.ones(n, dtype=bool),
+                attr=held[0],
+                names=names,
+                code=held[1].astype(np.int8),
+                is_float=np.zeros(n, dtype=bool),
+                ints=held[2],
+                floats=np.zeros(n, dtype=np.float64),
+            )
+            return ids, ColumnKeys(cols), cols
+        made = encode_order(names, *held)  # (only column atoms: their ids are 1..n, in order)
+        keys: list[bytes] = [b""] * len(aid)
+        for i, key in zip(col_at.tolist(), made, strict=True):
+            keys[i] = key
+        del made
         atoms, self.atoms = self.atoms, {}
         at = aid[: len(others)].tolist()
         while atoms:  # (the dict let go as the list takes its keys)
             key, j = atoms.popitem()
             keys[at[j - 1] - 1] = key
         cols = column_keys(names, keys, aid[: len(others)] - 1, col_at, *held)
-        del refs, attr, code, const  # (views of the columns below: let go with them)
-        self.refs, self.first = array("q"), array("q")
-        self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
         return ids, keys, cols
 
 
@@ -387,7 +401,7 @@ def build_from_parts(
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
         count = len(atoms)
-        keys = held if isinstance(held, list) else list(held)
+        keys = held if isinstance(held, (list, ColumnKeys)) else list(held)
         if cols is None:  # the one-comparison atoms, read as columns (once, for both)
             cols = parse(keys)
         if places is None:
