@@ -485,6 +485,34 @@ class AtomKeys(Mapping[int, bytes]):
         self.held, self.ids = [], None
 
 
+class ColumnKeys(Sequence[bytes]):
+    """The store keys of one-comparison order atoms with int64 constants, made from their
+    columns when asked for (:func:`encode_order`, a caller's step at a time), not held:
+    ``cols`` every row ``ok`` and an int (a dense batch's atoms, ids 1..n in order).  Held
+    as Python bytes, 1M dense's 20M keys were ~1.4 GB through the build (docs/bench/
+    dense-load, dense1m44); each key asked for is encoded again (~0.3 µs)."""
+
+    def __init__(self, cols: OrderKeys) -> None:
+        self.cols = cols
+
+    def __len__(self) -> int:
+        return len(self.cols.ints)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self.take(range(*i.indices(len(self))))
+        j = int(i) + (len(self) if i < 0 else 0)
+        if not 0 <= j < len(self):
+            raise IndexError(i)
+        return self.take([j])[0]
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> list[bytes]:
+        """``[self[i] for i in rows]``, encoded together."""
+        at = np.asarray(rows, dtype=np.int64)
+        c = self.cols
+        return encode_order(c.names, c.attr[at], c.code[at].astype(np.int64), c.ints[at])
+
+
 def take_keys(keys: Sequence[bytes], rows: list[int]) -> list[bytes]:
     """``[keys[i] for i in rows]``, by the keys' own ``take`` where they have one
     (:class:`FlatKeys`, the check's chunks of them: not a numpy scalar a key)."""

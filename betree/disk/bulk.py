@@ -29,9 +29,9 @@ from __future__ import annotations
 import ctypes
 import platform
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +39,7 @@ import numpy as np
 from betree.disk import catalog
 from betree.disk.atomkeys import (
     AtomKeys,
+    ColumnKeys,
     OrderKeys,
     column_keys,
     encode_order,
@@ -139,18 +140,28 @@ class PackedSubs:
     def __len__(self) -> int:
         return len(self.idents)
 
-    def clause_ids(self) -> list[list[list[int]]]:
-        """Each subscription's clauses as lists of atom ids (its stored record's form)."""
-        flat = self.atoms.tolist()
-        ends = np.cumsum(self.lens).tolist()
-        clauses = [flat[e - n : e] for e, n in zip(ends, self.lens.tolist(), strict=True)]
-        if len(clauses) == len(self.idents) and bool((self.per_sub == 1).all()):  # the common case
-            return [[c] for c in clauses]
-        out, i = [], 0
-        for n in self.per_sub.tolist():
-            out.append(clauses[i : i + n])
-            i += n
-        return out
+    def clause_ids(self) -> Iterator[list[list[int]]]:
+        """Each subscription's clauses as lists of atom ids (its stored record's form), made
+        :data:`CLAUSE_STEP` subscriptions at a time as consumed (all at once, 1M dense's
+        20M ids as Python ints and lists were ~870 MB at the build's end)."""
+        ends = np.cumsum(self.per_sub)
+        clause_ends = np.concatenate(([0], np.cumsum(self.lens)))
+        for start in range(0, len(self.per_sub), CLAUSE_STEP):
+            stop = min(start + CLAUSE_STEP, len(self.per_sub))
+            c0 = int(ends[start - 1]) if start else 0
+            c1 = int(ends[stop - 1]) if stop else 0
+            base = int(clause_ends[c0])
+            flat = self.atoms[base : int(clause_ends[c1])].tolist()
+            bounds = (clause_ends[c0 : c1 + 1] - base).tolist()
+            clauses = [flat[a:b] for a, b in pairwise(bounds)]
+            i = 0
+            for n in self.per_sub[start:stop].tolist():
+                yield clauses[i : i + n]
+                i += n
+
+
+#: subscriptions whose stored clause lists :meth:`PackedSubs.clause_ids` makes at once
+CLAUSE_STEP = 1 << 14
 
 
 class Batch:
@@ -278,9 +289,11 @@ class Batch:
             self.index, subs, None, atoms, metas=self.metas, limit=limit, cols=cols, spend=True
         )
 
-    def _intern(self) -> tuple[np.ndarray, list[bytes], OrderKeys]:
+    def _intern(self) -> tuple[np.ndarray, Sequence[bytes], OrderKeys]:
         """Every clause atom's id, every atom's store key (by id, from 1) and the keys as
-        columns; the batch's atoms and columns emptied."""
+        columns; the batch's atoms and columns emptied.  When every atom is a column atom
+        (a dense batch's), the keys are :class:`ColumnKeys` of the columns: made as the
+        build writes them, not held (1M dense: ~1.4 GB as Python bytes)."""
         refs = np.frombuffer(self.refs, dtype=np.int64) if len(self.refs) else np.zeros(0, np.int64)
         column = np.flatnonzero(refs < 0)  # where each column atom is used, in order
         attr = np.frombuffer(self.col_attr, dtype=np.int16)
@@ -307,21 +320,32 @@ class Batch:
         heads, col_at = heads[by_aid], aid[len(others) :][by_aid] - 1
         held = (attr[heads].astype(np.int64), code[heads].astype(np.int64), const[heads])
         names = list(self.names)
-        keys = encode_order(names, *held)  # (only column atoms: their ids are 1..n, in order)
-        if len(others):
-            keys, made = [b""] * len(aid), keys
-            for i, key in zip(col_at.tolist(), made, strict=True):
-                keys[i] = key
-            del made
+        del refs, attr, code, const  # (views of the columns emptied below: let go with them)
+        self.refs, self.first = array("q"), array("q")
+        self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
+        if not len(others):  # every atom a column atom, ids 1..n: its key made when written
+            n = len(held[2])
+            cols = OrderKeys(
+                ok=np.ones(n, dtype=bool),
+                attr=held[0],
+                names=names,
+                code=held[1].astype(np.int8),
+                is_float=np.zeros(n, dtype=bool),
+                ints=held[2],
+                floats=np.zeros(n, dtype=np.float64),
+            )
+            return ids, ColumnKeys(cols), cols
+        made = encode_order(names, *held)  # (only column atoms: their ids are 1..n, in order)
+        keys: list[bytes] = [b""] * len(aid)
+        for i, key in zip(col_at.tolist(), made, strict=True):
+            keys[i] = key
+        del made
         atoms, self.atoms = self.atoms, {}
         at = aid[: len(others)].tolist()
         while atoms:  # (the dict let go as the list takes its keys)
             key, j = atoms.popitem()
             keys[at[j - 1] - 1] = key
         cols = column_keys(names, keys, aid[: len(others)] - 1, col_at, *held)
-        del refs, attr, code, const  # (views of the columns below: let go with them)
-        self.refs, self.first = array("q"), array("q")
-        self.col_attr, self.col_code, self.col_const = array("h"), array("b"), array("q")
         return ids, keys, cols
 
 
@@ -387,7 +411,7 @@ def build_from_parts(
         decoded: Mapping[int, Any] = orders or {}
         aids, held = key_columns(atoms)
         count = len(atoms)
-        keys = held if isinstance(held, list) else list(held)
+        keys = held if isinstance(held, (list, ColumnKeys)) else list(held)
         if cols is None:  # the one-comparison atoms, read as columns (once, for both)
             cols = parse(keys)
         if places is None:
@@ -424,7 +448,7 @@ def build_from_parts(
         if isinstance(subs, PackedSubs):
             records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
             pieces.put_many(catalog.SUB, sids, map(codec.encode_value, records))
-            del records  # (every clause as a list: ~800 bytes a subscription, let go)
+            del records
         else:
             pieces.put_many(catalog.SUB, sids, codec.encode_values(subs))
         txn = pieces.txn

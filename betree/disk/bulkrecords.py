@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from betree.disk import catalog
-from betree.disk.atomkeys import OrderKeys, attr_of_test_key, encode_int_pairs, key_order
+from betree.disk.atomkeys import (
+    OrderKeys,
+    attr_of_test_key,
+    encode_int_pairs,
+    key_order,
+    take_keys,
+)
 from betree.disk.pieces import STEP, Pieces
 from pbtree.bulk import build as build_pbtree
 from pbtree.bulk import build_columns
@@ -29,7 +35,7 @@ from storage import codec
 
 
 def write_catalog(
-    pieces: Pieces, aids: np.ndarray, keys: list[bytes], refs: np.ndarray, cols: OrderKeys
+    pieces: Pieces, aids: np.ndarray, keys: Sequence[bytes], refs: np.ndarray, cols: OrderKeys
 ) -> None:
     """The atom catalog: the ``aid`` records (id -> key) in id order, then the ``atom``
     records (key -> ``[id, uses]``) in key order (:func:`key_order` when it can)."""
@@ -44,10 +50,10 @@ def write_catalog(
     for start in range(0, len(keys), STEP):
         rows = by_key[start : start + STEP]
         counts = encode_int_pairs(aids[rows], refs[aids[rows]])
-        pieces.put_many(catalog.ATOM, [keys[i] for i in rows.tolist()], counts)
+        pieces.put_many(catalog.ATOM, take_keys(keys, rows.tolist()), counts)
 
 
-def sorted_keys(keys: list[bytes]) -> np.ndarray:
+def sorted_keys(keys: Sequence[bytes]) -> np.ndarray:
     """The keys' order, sorted (LMDB's: ~2x faster to insert).  ('S' ignores trailing zero
     bytes, which only costs order; keys of very unequal lengths sort as Python bytes: as
     'S', rich 100K's ~470K keys of up to ~2 KB were a ~1 GB array.)"""
@@ -60,7 +66,7 @@ def sorted_keys(keys: list[bytes]) -> np.ndarray:
 def write_atoms(
     pieces: Pieces,
     aids: np.ndarray,
-    keys: list[bytes],
+    keys: Sequence[bytes],
     cols: OrderKeys,
     decoded: Mapping[int, Any],
 ) -> None:
@@ -87,7 +93,7 @@ def write_atoms(
         consts = [f if x else c for f, x, c in zip(floats, cols.is_float[sel], consts, strict=True)]
         order[name] = (consts, cols.code[sel].tolist(), aids[sel].tolist())
     rest = np.flatnonzero(~cols.ok).tolist()
-    for aid, key in zip(aids[rest].tolist(), [keys[i] for i in rest], strict=True):
+    for aid, key in zip(aids[rest].tolist(), take_keys(keys, rest), strict=True):
         attr = None if aid in decoded else attr_of_test_key(key)
         if attr is not None:  # a direct atom: its record's part from its key, not decoded
             direct.setdefault(attr, []).append(codec.pack_pair(aid, key))
