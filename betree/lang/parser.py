@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # for annotations only: schema imports this module (Schema.in
 
 
 _IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_QUOTES = frozenset("\"'")
 _COMPARE_KINDS = frozenset(OPS)
 _EQUALITY_OPS = frozenset(op.symbol for op in ORDER_OPS if op.equality)  # "=", "!="
 _LIST_OPS = {k.keyword: k.name for k in TEST_KINDS if k.arg == "list" and k.keyword}
@@ -648,25 +649,36 @@ class _Parser:
             return ()
         values: list[ListItem] = []
         first = ""
+        # The type checks depend on the spec and the literal's kind only: each kind is
+        # checked once, at its first element (where a failing check would fail first).
+        checked: set[str] = set() if spec is not None else {"int", "float", "str", "bool"}
+        if spec is not None and spec.type in _INT_TAKING_TYPES:
+            checked.add("int")
+        ip = spec if spec is not None and spec.type == "ip" else None
         while True:
             s = toks[i]
             if kinds[i] is not None or s[0] in _IDENT_START:
                 self._unexpected(i, "a number or a string in the list")
-            if s.isdigit() and s.isascii() and len(s) < 19:  # fast path: a small natural
-                value: ListItem = int(s)
+            if s[0] in _QUOTES and len(s) > 1 and "\\" not in s and s.isascii():
+                value: ListItem = s[1:-1]  # fast path: a plain string (what literal() gives)
+                kind = "str"
+            elif s.isdigit() and s.isascii() and len(s) < 19:  # fast path: a small natural
+                value = int(s)
                 kind = "int"
             else:
                 value, kind = self._scalar(i, s)
-            if spec is not None and (kind != "int" or spec.type not in _INT_TAKING_TYPES):
+            if kind not in checked:
+                assert spec is not None  # (with no spec, every kind counts as checked)
                 if spec.type in _LIST_TYPES:
                     self._check_element(spec, kind, i)
                 else:
                     self._check_scalar_literal(spec, kind, i)
+                checked.add(kind)
             if not first:
                 first = kind
             elif (kind == "str") != (first == "str"):
                 self._fail(i, "a list mixes strings and numbers")
-            values.append(self._ip(spec, value, i) if spec is not None else value)
+            values.append(self._ip(ip, value, i) if ip is not None else value)
             sep = kinds[i + 1]
             i += 2
             if sep == ")":
