@@ -118,9 +118,12 @@ class GeoMany:
         self.exact = {aid: holds for aid, _, holds in self.entries}
         self.negated = bool(self.neg.any())
 
-    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
-        if self.parts:
-            return join_parts([part.found(values, events) for part in self.parts])
+    def _points(
+        self, values: Sequence[object], events: Sequence[Event]
+    ) -> tuple[list[float], list[float], list[int], list[int]]:
+        """The events' points on the grid (latitudes, longitudes, their events' places) and
+        the places of the events off it; an event without a longitude has neither (the
+        haversine is false: every negation holds)."""
         lon_attr = self.index.lon
         lats: list[float] = []
         lons: list[float] = []
@@ -128,7 +131,7 @@ class GeoMany:
         odd: list[int] = []
         for k, (lat, event) in enumerate(zip(values, events, strict=True)):
             lon = event.get(lon_attr)
-            if lon is None:  # the haversine is false: every negation holds
+            if lon is None:
                 continue
             if _on_grid(lat, lon):
                 lats.append(lat)  # type: ignore[arg-type]
@@ -136,6 +139,12 @@ class GeoMany:
                 at.append(k)
             else:
                 odd.append(k)
+        return lats, lons, at, odd
+
+    def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
+        if self.parts:
+            return join_parts([part.found(values, events) for part in self.parts])
+        lats, lons, at, odd = self._points(values, events)
         found = self._grid(np.array(lats), np.array(lons), np.array(at, dtype=np.int64), events)
         if odd or self.index.loose:
             rest = each(self.index, odd, values, events)
@@ -162,21 +171,7 @@ class GeoMany:
         path set one bit at a time (docs/bench/match-rich-batch/README.md, richbatch43)."""
         if self.parts or self.index.loose or not len(self.keys):
             return self.found(values, events), []
-        lon_attr = self.index.lon
-        lats: list[float] = []
-        lons: list[float] = []
-        at: list[int] = []
-        odd: list[int] = []
-        for k, (lat, event) in enumerate(zip(values, events, strict=True)):
-            lon = event.get(lon_attr)
-            if lon is None:  # the haversine is false: every negation holds
-                continue
-            if _on_grid(lat, lon):
-                lats.append(lat)  # type: ignore[arg-type]
-                lons.append(lon)  # type: ignore[arg-type]
-                at.append(k)
-            else:
-                odd.append(k)
+        lats, lons, at, odd = self._points(values, events)
         rest = [each(self.index, odd, values, events)] if odd else []
         if not at:
             return join_parts([(NONE, NONE, NONE, NONE, 0), *rest]), []
