@@ -141,6 +141,21 @@ class GeoMany:
                 odd.append(k)
         return lats, lons, at, odd
 
+    def _cells(self, lat: np.ndarray, lon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The grid cells holding each point at every level (their places in ``keys``) and
+        the point each is for, cells with no entry left out."""
+        keys = np.concatenate(
+            [
+                _cell_key(k, np.floor(lat / w).astype(np.int64), np.floor(lon / w).astype(np.int64))
+                for k, w in self.levels
+            ]
+        )
+        point = np.tile(np.arange(len(lat), dtype=np.int64), len(self.levels))
+        cell = np.searchsorted(self.keys, keys)
+        hit = cell < len(self.keys)
+        hit[hit] = self.keys[cell[hit]] == keys[hit]
+        return cell[hit], point[hit]
+
     def found(self, values: Sequence[object], events: Sequence[Event]) -> Many:
         if self.parts:
             return join_parts([part.found(values, events) for part in self.parts])
@@ -176,19 +191,7 @@ class GeoMany:
         if not at:
             return join_parts([(NONE, NONE, NONE, NONE, 0), *rest]), []
         lat_a, lon_a = np.array(lats), np.array(lons)
-        keys = np.concatenate(
-            [
-                _cell_key(
-                    k, np.floor(lat_a / w).astype(np.int64), np.floor(lon_a / w).astype(np.int64)
-                )
-                for k, w in self.levels
-            ]
-        )
-        point = np.tile(np.arange(len(at), dtype=np.int64), len(self.levels))
-        cell = np.searchsorted(self.keys, keys)
-        hit = cell < len(self.keys)
-        hit[hit] = self.keys[cell[hit]] == keys[hit]
-        cell, point = cell[hit], point[hit]
+        cell, point = self._cells(lat_a, lon_a)
         lo, hi = self.starts[cell], self.starts[cell + 1]
         pairs = int((hi - lo).sum())
         if pairs < GEO_PAIRS_LEAST:
@@ -357,17 +360,7 @@ class GeoMany:
     ) -> Many:
         if not len(at) or not len(self.keys):
             return NONE, NONE, NONE, NONE, 0
-        keys = np.concatenate(
-            [
-                _cell_key(k, np.floor(lat / w).astype(np.int64), np.floor(lon / w).astype(np.int64))
-                for k, w in self.levels
-            ]
-        )
-        point = np.tile(np.arange(len(at), dtype=np.int64), len(self.levels))
-        cell = np.searchsorted(self.keys, keys)
-        hit = cell < len(self.keys)
-        hit[hit] = self.keys[cell[hit]] == keys[hit]
-        cell, point = cell[hit], point[hit]
+        cell, point = self._cells(lat, lon)
         lo, hi = self.starts[cell], self.starts[cell + 1]
         entry = ranges(lo, hi)
         point = np.repeat(point, hi - lo)
