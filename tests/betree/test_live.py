@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -149,13 +150,23 @@ def test_a_fold_runs_in_the_background(tmp_path: Path, monkeypatch: pytest.Monke
 
         check("first")
         assert idx.engine.flat.builds == 1
+        gate = threading.Event()  # (the fold held until the held view's state is seen)
+        build = idx.engine.flat.background
+        assert build is not None
+
+        def gated() -> Any:
+            gate.wait()
+            return build()
+
+        idx.engine.flat.background = gated
         batch = [(100 + k, expression(rng)) for k in range(12)]
         idx.subscribe_many(batch)  # due: caught up by the write, a fold started aside
         subs.update(batch)
         with idx.store.read() as txn:
             assert idx.engine.flat.held_gen() == txn.gen
         assert idx.engine.flat.builds == 1 and idx.engine.flat.describe()["added"] > 8
-        check("due")  # answers from the held view and its delta, or the fold if done
+        check("due")  # answers from the held view and its delta while the fold runs
+        gate.set()
         idx.engine.flat.wait()
         check("taken in")
         assert idx.engine.flat.builds == 2 and idx.engine.flat.describe()["added"] == 0
