@@ -11,6 +11,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -293,12 +294,22 @@ def test_a_fold_shares_the_records_and_none_goes_stale(
         records = idx.engine._records
         first = {attr: dict(atoms) for attr, atoms in records._atoms.items()}
         slot = idx.engine.flat
+        gate = threading.Event()  # (the fold held until it is seen running)
+        build = slot.background
+        assert build is not None
+
+        def gated() -> Any:
+            gate.wait()
+            return build()
+
+        slot.background = gated
         for ident, expr in spare[:12]:  # until due: a fold in the background
             live.write(lambda ix: ix.subscribe(ident, expr))  # noqa: B023
             subs[ident] = expr
             if slot._folding is not None:
                 break
         assert slot._folding is not None and slot.builds == 1
+        gate.set()
         slot.wait()
         assert slot.builds == 2 and slot.describe()["added"] == 0
         held = slot.held(slot.held_gen())
