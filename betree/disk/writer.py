@@ -25,6 +25,14 @@ once at the end, in key order (one LMDB ``putmulti`` each), and so are the ``sub
 writes; only where the tree's splits fall may differ.  Cost at 100K BEGen: ~0.25 ms of
 CPU a subscription (one at a time: ~0.3-0.35; docs/bench/live/README.md).
 
+A batch of new distinct ids bound for the pending area (:mod:`betree.disk.pending`: the
+large batches into a large store) is written column-wise (:meth:`Writer._insert_new`):
+its atoms' keys listed per clause, their uses counted in one pass (C), then each distinct
+atom's record counted, or a new atom made, once for the batch (1M BEGen: ~2,700 atoms a
+shard's part of 1,000, against ~15,500 uses one at a time), the new atoms' ``aid``
+records in one ``putmulti``; the records, atom ids and pending clauses are those one
+insert at a time writes (``tests/betree/test_write_columns.py`` compares every record).
+
 :meth:`betree.engine.Engine.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
 """
@@ -32,8 +40,10 @@ re-inserts clauses through its tree.
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from typing import Any
 
 from betree.disk import catalog, changelog, grid, pending
@@ -241,11 +251,17 @@ class Writer:
             found[1] += 1
             self.atoms[found[0]] = atom
             return int(found[0])
-        aid = self.rec["next_atom"]
+        aid = self._new_atom(key, atom, 1)
+        self.txn.put(catalog.AID, codec.encode_u64(aid), key)
+        return aid
+
+    def _new_atom(self, key: bytes, atom: Atom, uses: int) -> int:
+        """The next atom id for ``atom`` (store key ``key``), with ``uses`` uses, its PB+tree
+        entries or its direct test (the caller writes its ``aid`` record)."""
+        aid = int(self.rec["next_atom"])
         self.atoms[aid] = atom
         self.rec["next_atom"] = aid + 1
-        self.counts[key] = [aid, 1]
-        self.txn.put(catalog.AID, codec.encode_u64(aid), key)
+        self.counts[key] = [aid, uses]
         if isinstance(atom, OrderAtom):
             tree = self._pbtree(atom.attr)
             for op, const in atom.entries:
@@ -285,21 +301,26 @@ class Writer:
         # hashes in Python, so a dict of atoms costs a call a use)
         keyed = self.keyed
         try:
+            objects: dict[bytes, Atom] = {}  # (the batch's atom object of each key)
             for _, _, clauses, _ in items:
                 for clause in clauses:
                     for atom in clause:
                         if id(atom) not in keyed:
-                            keyed[id(atom)] = self._key(atom)
-            keys = set(keyed.values())
-            for key in sorted(keys.difference(self.counts, self.known)):
+                            key = keyed[id(atom)] = self._key(atom)
+                            objects[key] = atom
+            for key in sorted(objects.keys() - self.counts.keys() - self.known.keys()):
                 self._count(key)
             self.pending = []
             self.deferring = self.defers and pending.defers(self.rec, len(items))
             # distinct ids: no insert of the batch reads another's records, so they are
             # written together at the end, each kind in key order (one LMDB call each)
-            distinct = len({codec.encode_id(item[0]) for item in items}) == len(items)
+            exts = [codec.encode_id(item[0]) for item in items]
+            distinct = len(set(exts)) == len(items)
             self.records = [] if distinct else None
-            created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
+            if distinct and self._all_new(exts):
+                created = self._insert_new(items, exts, objects)
+            else:
+                created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
             self._place_pending()
             if self.records:
                 sids, exts, subs = zip(*self.records, strict=True)
@@ -312,6 +333,66 @@ class Writer:
             self.records = None
             keyed.clear()
         return created
+
+    def _all_new(self, exts: list[bytes]) -> bool:
+        """Whether a batch of these (distinct) ids goes wholly into the pending area and
+        replaces none (:meth:`_insert_new` writes it)."""
+        if not self.deferring and self.rec.get("pending_from") is None:
+            return False
+        get = self.txn.get
+        return all(get(catalog.EXT, ext) is None for ext in exts)
+
+    def _insert_new(
+        self,
+        items: Sequence[tuple[SubId, str, list[Clause], str | None]],
+        exts: list[bytes],
+        objects: dict[bytes, Atom],
+    ) -> list[bool]:
+        """:meth:`insert` of each of ``items`` (distinct ids, none stored, deferred: the
+        same records, atom ids and pending clauses), written column-wise: each distinct
+        atom's record counted and a new one made once for the batch (in order of first
+        use, the ids one at a time gives), not once a use; the clause's atom ids by one
+        lookup an atom.  ``exts``: the items' id keys; ``objects``: each atom key's atom."""
+        keyed = self.keyed
+        per_clause = [
+            [keyed[id(atom)] for atom in clause] for _, _, clauses, _ in items for clause in clauses
+        ]
+        uses = Counter(chain.from_iterable(per_clause))  # (by first use: the ids' order)
+        ids: dict[bytes, int] = {}
+        made: list[tuple[int, bytes]] = []
+        count = self._count
+        for key, n in uses.items():
+            found = count(key)
+            if found is None:
+                aid = self._new_atom(key, objects[key], n)
+                made.append((aid, key))
+            else:
+                found[1] += n
+                aid = int(found[0])
+                self.atoms[aid] = objects[key]
+            ids[key] = aid
+        if made:  # (ascending ids: the key order)
+            aids, keys = zip(*made, strict=True)
+            self.txn.put_many(catalog.AID, codec.encode_u64s(aids), keys)
+        first = sid = int(self.rec["next_sid"])
+        records, added, deferred = self.records, self.added, self.deferred
+        assert records is not None
+        at = 0
+        for (ident, expr, clauses, meta), ext_key in zip(items, exts, strict=True):
+            end = at + len(clauses)
+            atom_ids = [[ids[key] for key in keys] or [0] for keys in per_clause[at:end]]
+            at = end
+            sid_key = codec.encode_u64(sid)
+            added.append([sid, ident, atom_ids])
+            records.append((sid_key, ext_key, [ident, expr, atom_ids]))
+            if meta is not None:
+                catalog.put_meta(self.txn, ext_key, meta)
+            deferred.extend((clause_id(sid, k), ident, aids) for k, aids in enumerate(atom_ids))
+            sid += 1
+        self.rec["next_sid"] = sid
+        self.rec["subs"] += len(items)
+        self.rec.setdefault("pending_from", first)
+        return [True] * len(items)
 
     def _place_pending(self) -> None:
         """Put the clauses :meth:`insert_many` holds back into the BE-Tree, grouped by the
