@@ -13,7 +13,7 @@ its atoms' rows over the batch's words; the small cells' (entry, event) pairs ar
 tested together in one pass and their held pairs set a bit at a time.
 Cost: built once per snapshot, linear in the geo atoms (a 6-row float table); per event
 or batch, ~12 numpy calls over the entries of the events' cells; a packed batch's
-large cells ~14 numpy calls each (rich 100K, seed 7: ~100 of ~460 cells a batch of
+large cells ~14 numpy calls each (rich 100K, seed 7: ~190 of ~460 cells a batch of
 1,024, the rest in one pass) and a ``geo atoms x words`` matrix (~2 MB there).
 """
 
@@ -44,9 +44,11 @@ GEO_PAIRS_LEAST = 20_000
 SLACK = 1e-14
 #: :meth:`GeoMany._blocks` tests a cell of fewer (entry, event) pairs than this with the
 #: other small cells' pairs at once (one pass over their pairs, the held ones set a bit
-#: at a time) rather than as a block of its own (~15 numpy calls a cell: rich 100K, seed
-#: 7, 362 of 462 cells a batch of 1,024, 127K of 2M pairs)
-BLOCK_PAIRS = 2_000
+#: at a time) rather than as a block of its own (~14 numpy calls a cell: rich 100K, seed
+#: 7, 271 of 462 cells a batch of 1,024, 32K of 2M pairs; ``_blocks`` there ~50 µs an
+#: event at 250-500, ~60 at 2,000, ~70 at 0 and 8,000; at 20K seed 11 alike at 500 and
+#: 2,000: docs/bench/match-rich-batch/README.md, richbatch45)
+BLOCK_PAIRS = 500
 
 
 def _cell_key(level: Any, i: Any, j: Any) -> Any:
@@ -204,7 +206,7 @@ class GeoMany:
         (:meth:`_pairs`) and their held pairs answered as pairs.  A chord within an
         entry's band of doubt is decided by the atom's own test (a pair of the answer's).
         Rich 100K (seed 7), 1,024 events: ~2M (entry, event) pairs in ~460 cell groups,
-        ~850K held, which the pairs path set one bit at a time; ~100 cells are blocks
+        ~850K held, which the pairs path set one bit at a time; ~190 cells are blocks
         (docs/bench/match-rich-batch/README.md, richbatch43 and richbatch45)."""
         if self.parts or self.index.loose or not len(self.keys):
             return self.found(values, events), []
