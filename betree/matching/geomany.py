@@ -6,13 +6,15 @@ Why: every event's grid cell at every level at once (the cells found by a dict l
 per level), each entry's centre kept as a point on the unit sphere so that a distance is
 a chord (no trigonometry an entry), and only a pair within :data:`DOUBT` of its radius
 decided by the atom's own Python test: the answer is the per-event one to the bit.
-For a packed batch (:meth:`GeoMany.words`) the events are grouped by cell, each cell's
-entries tested once for all its events as a block of chords, and the held atoms come
-back as rows of bits over the batch's words, not (atom, event) pairs.
+For a packed batch (:meth:`GeoMany.words`) the events are grouped by cell, each large
+cell's entries tested once for all its events as a block (the squared chords one matrix
+product of the centres and the points), its held bits packed 64 a word and ORed into
+its atoms' rows over the batch's words; the small cells' (entry, event) pairs are
+tested together in one pass and their held pairs set a bit at a time.
 Cost: built once per snapshot, linear in the geo atoms (a 6-row float table); per event
-or batch, ~12 numpy calls over the entries of the events' cells; a packed batch's cell
-groups ~8 numpy calls a cell touched (rich 100K: ~460 a batch of 1,024) and an
-``entries touched x words`` matrix (~7 MB there).
+or batch, ~12 numpy calls over the entries of the events' cells; a packed batch's
+large cells ~14 numpy calls each (rich 100K, seed 7: ~190 of ~460 cells a batch of
+1,024, the rest in one pass) and a ``geo atoms x words`` matrix (~2 MB there).
 """
 
 from __future__ import annotations
@@ -35,6 +37,18 @@ DOUBT = 1e-6
 #: of its grid cells are at least this many (below it the pairs path's few numpy calls
 #: cost less than a cell group's loop)
 GEO_PAIRS_LEAST = 20_000
+#: :meth:`GeoMany.words` takes a squared chord as ``2 - 2 x`` the dot product of two unit
+#: vectors (one matrix product a cell): within this of its bounds, beyond :data:`DOUBT`'s
+#: band, a pair is decided by the atom's own test (the product's rounding, a few ulps of
+#: 1, is absolute where the difference's is relative to the chord)
+SLACK = 1e-14
+#: :meth:`GeoMany._blocks` tests a cell of fewer (entry, event) pairs than this with the
+#: other small cells' pairs at once (one pass over their pairs, the held ones set a bit
+#: at a time) rather than as a block of its own (~14 numpy calls a cell: rich 100K, seed
+#: 7, 271 of 462 cells a batch of 1,024, 32K of 2M pairs; ``_blocks`` there ~50 µs an
+#: event at 250-500, ~60 at 2,000, ~70 at 0 and 8,000; at 20K seed 11 alike at 500 and
+#: 2,000: docs/bench/match-rich-batch/README.md, richbatch45)
+BLOCK_PAIRS = 500
 
 
 def _cell_key(level: Any, i: Any, j: Any) -> Any:
@@ -57,6 +71,7 @@ class GeoMany:
 
     __slots__ = (
         "aid",
+        "atom_at",
         "box",
         "cells",
         "centre",
@@ -68,6 +83,7 @@ class GeoMany:
         "neg",
         "negated",
         "parts",
+        "signed",
         "starts",
         "table",
     )
@@ -101,6 +117,10 @@ class GeoMany:
         #: the point surely is (:func:`_chords`) and beyond which it surely is not, and
         #: the entry's atom id (negated: ``-1 - id``)
         self.table = _one_table(index, self.aid, self.neg)
+        #: the entries' atoms (signed as in ``table``), each once, ascending, and each
+        #: entry's among them (:meth:`_blocks`: an atom's entries lie in distinct cells of
+        #: one level, each event in one of them)
+        self.signed, self.atom_at = np.unique(self.table[5].astype(np.int64), return_inverse=True)
         #: per level, :meth:`one`'s cell lookup: the key of its cell (0, 0) (a cell's key
         #: is that plus ``i << 12`` plus ``j``: :func:`_cell_key` within its bounds), its
         #: width, and its cells' keys -> their entries' range
@@ -175,15 +195,19 @@ class GeoMany:
         negations apart, where the (entry, event) pairs of the events' cells are at least
         :data:`GEO_PAIRS_LEAST`.
 
-        The events are grouped by cell (every level's at once): a cell's entries are tested
-        once for all its events, as a block of chords (entries x events, the points and
-        centres on the unit sphere as :meth:`one` takes them: no box test, no trigonometry
-        an entry, no gather a pair), its held bits ORed a word at a time into the block's
-        rows of words; an atom in several cells gets the OR of its entries' rows (one sort
-        of the touched entries by atom).  A chord within an entry's band of doubt is
-        decided by the atom's own test (a pair of the answer's).  Rich 100K (seed 7), 1,024
-        events: ~2M (entry, event) pairs in ~460 cell groups, ~850K held, which the pairs
-        path set one bit at a time (docs/bench/match-rich-batch/README.md, richbatch43)."""
+        The events are grouped by cell (every level's at once): a cell of at least
+        :data:`BLOCK_PAIRS` (entry, event) pairs has its entries tested once for all its
+        events, as a block (entries x events, the points and centres on the unit sphere as
+        :meth:`one` takes them: no box test, no trigonometry an entry, no gather a pair;
+        the squared chord ``2 - 2 x`` their dot product, one matrix product, within
+        :data:`SLACK` of a bound in doubt), its held bits packed 64 a word and ORed into
+        its atoms' rows (an atom's entries lie in cells of one level, an event in one of
+        them: the ORs never meet); the smaller cells' pairs are tested together
+        (:meth:`_pairs`) and their held pairs answered as pairs.  A chord within an
+        entry's band of doubt is decided by the atom's own test (a pair of the answer's).
+        Rich 100K (seed 7), 1,024 events: ~2M (entry, event) pairs in ~460 cell groups,
+        ~850K held, which the pairs path set one bit at a time; ~190 cells are blocks
+        (docs/bench/match-rich-batch/README.md, richbatch43 and richbatch45)."""
         if self.parts or self.index.loose or not len(self.keys):
             return self.found(values, events), []
         lats, lons, at, odd = self._points(values, events)
@@ -215,9 +239,8 @@ class GeoMany:
         """:meth:`words`' cell groups (``cell``, ``point``: each point's cell at each level
         holding one): the held rows (and failing negations'), and the pairs in doubt the
         atoms' own tests held (held, their positions, failed, theirs)."""
-        width = rows.shape[1]
         word = rows[at].argmax(axis=1)  # (each event's row holds its one bit)
-        bit = rows[at, word]
+        place = np.bitwise_count(rows[at, word] - np.uint64(1)).astype(np.int64)  # its bit
         la, lo_ = lat * special.TO_RAD, lon * special.TO_RAD
         cos1 = np.cos(la)
         xyz = np.stack((cos1 * np.cos(lo_), cos1 * np.sin(lo_), np.sin(la)))
@@ -226,44 +249,78 @@ class GeoMany:
         firsts = np.flatnonzero(np.concatenate(([True], cell[1:] != cell[:-1])))
         cells = cell[firsts]
         lo, hi = self.starts[cells], self.starts[cells + 1]
-        base = np.concatenate(([0], np.cumsum(hi - lo)))
-        own = np.zeros((int(base[-1]), width), dtype=np.uint64)
-        table = self.table
-        doubt_entry: list[np.ndarray] = []
-        doubt_point: list[np.ndarray] = []
-        bounds = [*firsts.tolist(), len(cell)]
-        for g, (a, b, start) in enumerate(
-            zip(lo.tolist(), hi.tolist(), base[:-1].tolist(), strict=True)
+        size = np.diff(np.append(firsts, len(cell)))
+        small = (hi - lo) * size < BLOCK_PAIRS
+        table, atom_at = self.table, self.atom_at
+        held, doubt_entry, doubt_point = self._pairs(
+            lo[small], hi[small], firsts[small], size[small], point, xyz
+        )
+        own = np.zeros((len(self.signed), rows.shape[1]), dtype=np.uint64)
+        big = ~small
+        lo, hi, firsts, size = lo[big], hi[big], firsts[big], size[big]
+        for a, b, f, n in zip(
+            lo.tolist(), hi.tolist(), firsts.tolist(), size.tolist(), strict=True
         ):
-            pts = point[bounds[g] : bounds[g + 1]]
+            pts = point[f : f + n]
             block = table[:, a:b]
-            d = block[:3, :, None] - xyz[:, None, pts]
-            d *= d
-            chord = d[0] + d[1]
-            chord += d[2]
-            yes = chord < block[3][:, None]
-            maybe = chord <= block[4][:, None]
+            chord = block[:3].T @ xyz[:, pts]  # (the squared chord: 2 - 2 x the dot)
+            chord *= -2.0
+            chord += 2.0
+            yes = chord < (block[3] - SLACK)[:, None]
+            maybe = chord <= (block[4] + SLACK)[:, None]
             if np.count_nonzero(maybe) > np.count_nonzero(yes):
                 i, j = np.nonzero(maybe ^ yes)
                 doubt_entry.append(i + a)
                 doubt_point.append(pts[j])
+            # the held bits packed 64 a word over the words the cell's points lie in, ORed
+            # into their atoms' rows (an atom once a cell: one fancy OR)
             w = word[pts]
-            cuts = np.flatnonzero(np.concatenate(([True], w[1:] != w[:-1])))
-            got = np.bitwise_or.reduceat(np.where(yes, bit[pts], np.uint64(0)), cuts, axis=1)
-            own[start : start + b - a, w[cuts]] = got
-        signed = table[5].take(ranges(lo, hi)).astype(np.int64)  # (-1 - id: negated)
-        by_atom = np.argsort(signed, kind="stable")
-        signed = signed[by_atom]
-        starts = np.flatnonzero(np.concatenate(([True], signed[1:] != signed[:-1])))
-        own = np.bitwise_or.reduceat(own[by_atom], starts, axis=0)
-        signed = signed[starts]
+            moved = w[1:] != w[:-1]
+            spread = np.zeros((b - a, 64 * (int(np.count_nonzero(moved)) + 1)), dtype=bool)
+            spread[:, (np.concatenate(([0], np.cumsum(moved))) << 6) + place[pts]] = yes
+            packed = np.packbits(spread, axis=1, bitorder="little").view("<u8")
+            own[atom_at[a:b, None], w[np.concatenate(([True], moved))]] |= packed
+        signed = self.signed
         some = own.any(axis=1)
         planes: list[Words] = []
         for part, on in ((some & (signed >= 0), True), (some & (signed < 0), False)):
             if part.any():
                 aids = signed[part] if on else -1 - signed[part]
                 planes.append((aids, np.ascontiguousarray(own[part].T), on))
-        return self._doubted(doubt_entry, doubt_point, at, events), planes
+        doubted = self._doubted(doubt_entry, doubt_point, at, events)
+        signed = table[5].take(held[0]).astype(np.int64)
+        on = signed >= 0
+        got = (signed[on], at[held[1][on]], -1 - signed[~on], at[held[1][~on]])
+        return (
+            tuple(np.concatenate(pair) for pair in zip(got, doubted, strict=True)),  # type: ignore[return-value]
+            planes,
+        )
+
+    def _pairs(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        first: np.ndarray,
+        size: np.ndarray,
+        point: np.ndarray,
+        xyz: np.ndarray,
+    ) -> tuple[tuple[np.ndarray, np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """:meth:`_blocks`' small cells (entries ``lo`` to ``hi``, their points ``size``
+        of ``point`` from ``first``) tested at once, every (entry, point) pair of theirs as
+        :meth:`one` tests it: the held pairs (entries, points), and those in doubt."""
+        n = (hi - lo) * size
+        k = ranges(np.zeros_like(n), n)  # (a pair's place in its cell's entries x points)
+        across = np.repeat(size, n)
+        entry = np.repeat(lo, n) + k // across
+        at = point.take(np.repeat(first, n) + k % across)
+        table = self.table
+        d = table[:3].take(entry, axis=1) - xyz.take(at, axis=1)
+        d *= d
+        chord = d[0] + d[1]
+        chord += d[2]
+        yes = chord < table[3].take(entry)
+        doubt = (chord <= table[4].take(entry)) & ~yes
+        return (entry[yes], at[yes]), [entry[doubt]], [at[doubt]]
 
     def _doubted(
         self,

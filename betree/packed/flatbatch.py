@@ -537,7 +537,7 @@ def _search(
         sizes = np.array([len(r) for _, r in runs], dtype=np.int64)
         ids = runs_of(np.concatenate([r for _, r in runs]))
         own = bits[[i for i, _ in runs]]  # (each run's value's bits, by word)
-        which, word = np.nonzero(own)
+        which, word = np.nonzero(own != 0)
         size = sizes[which]
         lo = (np.cumsum(sizes) - sizes)[which]
         cells = np.repeat(words[word] * atoms, size) + ids[ranges(lo, lo + size)]
@@ -641,7 +641,8 @@ def by_event(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pairs -= np.repeat(np.arange(0, 64 * n, n), np.diff(bounds))  # each pair's row
         return pairs, bounds
     octets = words.astype("<u8").view(np.uint8)
-    live = np.flatnonzero(octets)  # (numpy's nonzero: fastest over bytes and bools)
+    # (numpy's nonzero over bools: ~4x faster than over the bytes themselves, rich 100K)
+    live = np.flatnonzero(octets != 0)
     set_bits = np.flatnonzero(np.unpackbits(octets[live], bitorder="little").view(bool))
     at = set_bits >> 3  # each pair's live byte
     event = ((live & 7) << 3).astype(np.uint8)[at] | (set_bits & 7).astype(np.uint8)
@@ -700,7 +701,7 @@ def _keys(shard: Shard, reach: np.ndarray, sat: np.ndarray) -> Keyed | None:
         size = np.diff(np.append(starts, len(rows)))
         packed = np.repeat(np.minimum.reduceat(packed, starts), size)
     key, least = packed & 0xFFFFFFFF, packed >> 32
-    some = np.flatnonzero(least)
+    some = np.flatnonzero(least != 0)
     rows = rows[some]
     return Keyed(rows, key[some], np.searchsorted(rows, view.node_row))
 
@@ -724,7 +725,7 @@ def _rows(
     positions in those, in event order, and where each event's pairs start (65 entries)."""
     view = shard.view
     local = reach[shard.nodes : shard.nodes + len(view.node_attr)]
-    nodes = np.flatnonzero(local)
+    nodes = np.flatnonzero(local != 0)
     if not len(nodes):
         return None
     own = truths[shard.atoms : shard.atoms + shard.size]
@@ -739,7 +740,7 @@ def _rows(
         at = ranges(lo, hi)
         mask = np.repeat(local[nodes], hi - lo)
         mask &= own.take(key.key[at])
-        live = np.flatnonzero(mask)  # (rich 100K: ~20% of the word's keyed rows)
+        live = np.flatnonzero(mask != 0)  # (rich 100K: ~70% of the word's keyed rows)
         rows, mask = key.rows[at[live]], mask[live]
         mask &= np.bitwise_and.reduce(own.take(_atoms(shard).take(rows, axis=0).T), axis=0)
     if len(rows) >= DENSE_ROWS * len(view.rows):  # (each subscription once, in order)
@@ -747,7 +748,7 @@ def _rows(
         if not len(clause):
             return None
         return view.exts[clause], *by_event(bits)
-    held = np.flatnonzero(mask)  # (the rows whose atoms all hold for some event)
+    held = np.flatnonzero(mask != 0)  # (the rows whose atoms all hold for some event)
     bits, clause = mask[held], rows[held]
     if view.row_clause is not None and len(held):
         # a clause holds where all its rows hold: the held rows of a clause are adjacent

@@ -32,8 +32,9 @@ from betree.packed.flat import FlatTree
 KEPT = 8
 
 #: (layer 0's members, then per layer k >= 1: its groups' positions, their k-th members)
+#: (a view's subscriptions' layers name their clauses: each subscription's first first)
 Layers = tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]
-_KEPT: dict[int, tuple[np.ndarray, Layers | None, tuple[np.ndarray, Layers] | None]] = {}
+_KEPT: dict[int, tuple[np.ndarray, Layers | None, Layers | None]] = {}
 _KEPT_LOCK = threading.Lock()  # (shards may be matched in threads)
 
 
@@ -61,10 +62,11 @@ def reduce(bits: np.ndarray, by: Layers, ored: bool) -> np.ndarray:
     return out
 
 
-def _layers(view: FlatTree) -> tuple[Layers | None, tuple[np.ndarray, Layers] | None]:
+def _layers(view: FlatTree) -> tuple[Layers | None, Layers | None]:
     """``view``'s rows by clause (None where every clause has one row), and its clauses
-    in subscription order (a stable sort: a subscription's first clause first) by
-    subscription (None where none has several); made once, the last :data:`KEPT` kept."""
+    by subscription (None where none has several), layer 0 each subscription's first
+    clause in subscription order (a stable sort of the clauses by subscription); made
+    once, the last :data:`KEPT` kept."""
     got = _KEPT.get(id(view.row_at))
     if got is not None and got[0] is view.row_at:
         return got[1], got[2]
@@ -76,7 +78,9 @@ def _layers(view: FlatTree) -> tuple[Layers | None, tuple[np.ndarray, Layers] | 
         order = np.argsort(view.sids, kind="stable")
         ordered = view.sids[order]
         starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        subs = (order, layers(starts, len(order)))
+        first, rest = layers(starts, len(order))
+        # (the layers' members as clauses: no gather of the clauses into order a word)
+        subs = (order.take(first), [(g, order.take(m)) for g, m in rest])
     with _KEPT_LOCK:
         while len(_KEPT) >= KEPT:
             del _KEPT[next(iter(_KEPT))]
@@ -100,9 +104,8 @@ def held(
     if gone is not None:
         bits[gone] = 0
     if by_sub is None:
-        clause = np.flatnonzero(bits)
+        clause = np.flatnonzero(bits != 0)
         return clause, bits[clause]
-    order, by = by_sub
-    bits = reduce(bits.take(order), by, True)
-    some = np.flatnonzero(bits)
-    return order.take(by[0].take(some)), bits[some]
+    bits = reduce(bits, by_sub, True)
+    some = np.flatnonzero(bits != 0)  # (over bools: ~6x faster than over uint64)
+    return by_sub[0].take(some), bits[some]

@@ -55,12 +55,13 @@ def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
 
 
 def _rows_path(monkeypatch: pytest.MonkeyPatch, on: bool) -> list[int]:
-    """The list postings, segment and geo atoms answered as rows over words always (``on``)
-    or never; the rows each call returned, recorded (the geo grid's as negative counts:
-    ``-1 - rows``)."""
+    """The list postings, segment and geo atoms answered as rows over words always (``on``:
+    the geo grid's every cell a block) or never; the rows each call returned, recorded
+    (the geo grid's as negative counts: ``-1 - rows``)."""
     for name in ("PAIRS_A_CELL", "SEGMENT_PAIRS_A_CELL", "SEGMENT_PAIRS_LEAST"):
         monkeypatch.setattr(directmany, name, 0.0 if on else float("inf"))
     monkeypatch.setattr(geomany, "GEO_PAIRS_LEAST", 0.0 if on else float("inf"))
+    monkeypatch.setattr(geomany, "BLOCK_PAIRS", 0.0)  # (every cell a block of its own)
     seen: list[int] = []
     for kind in (directmany.ListMany, directmany.SegmentMany, geomany.GeoMany):
 
@@ -110,11 +111,18 @@ def _direct_seen(seen: list[tuple[bool, int]]) -> None:
     assert any(not on and n for on, n in seen)
 
 
-@pytest.mark.parametrize("rows", [True, False], ids=["rows", "pairs"])
+@pytest.mark.parametrize(
+    ("rows", "blocks"),
+    [(True, 0.0), (True, float("inf")), (False, 0.0)],
+    ids=["rows", "rows-small-cells", "pairs"],
+)
 def test_direct_atoms_from_columns_against_the_brute_force(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich, rows: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rich: Rich, rows: bool, blocks: float
 ) -> None:
+    """``blocks``: the geo cells under this many (entry, event) pairs tested together
+    (:data:`geomany.BLOCK_PAIRS`: 0, every cell a block of its own)."""
     planes = _rows_path(monkeypatch, rows)
+    monkeypatch.setattr(geomany, "BLOCK_PAIRS", blocks)
     schema_doc, subs, events = rich
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
@@ -145,7 +153,7 @@ def test_direct_atoms_from_columns_against_the_brute_force(
         assert _sweep(idx.match_many_arrays, subs, schema, batches[:3]) > 100
         _direct_seen(seen)
     assert planes and (max(planes) > 0) == rows
-    _geo_seen(planes, rows)
+    _geo_seen(planes, rows and not blocks)  # (all cells small: the grid's held pairs)
 
 
 def test_sharded_direct_atoms_from_columns(

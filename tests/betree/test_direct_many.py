@@ -25,7 +25,7 @@ from betree.index import Index
 from betree.lang import special
 from betree.lang.atoms import Atom, TestAtom, make_test
 from betree.lang.schema import Schema
-from betree.matching import direct, directmany
+from betree.matching import direct, directmany, geomany
 from betree.matching.direct import DirectAtoms, found_batch, mark
 from betree.packed import flatbatch
 from storage.errors import InvalidInput
@@ -55,14 +55,28 @@ def test_string_lists_with_unicode_and_repeats() -> None:
     assert agree(atoms, events, "sl") > 1_000
 
 
-@pytest.mark.parametrize("one_by_arrays", [False, True])
+@pytest.mark.parametrize(
+    ("one_by_arrays", "blocks"), [(False, 0.0), (True, 0.0), (False, float("inf"))]
+)
 def test_geo_radii_on_the_exact_distance_are_decided_by_the_atom(
-    one_by_arrays: bool, monkeypatch: pytest.MonkeyPatch
+    one_by_arrays: bool, blocks: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In batches; event by event through the grid's loop, or (``one_by_arrays``) through
-    :meth:`GeoMany.one` (a grid of many entries a cell)."""
+    :meth:`GeoMany.one` (a grid of many entries a cell).  As rows over words
+    (:func:`tests.support.direct.held_words`), every cell a block of its own (its chords
+    one matrix product: :data:`geomany.SLACK`), or (``blocks`` infinite) every cell's
+    pairs tested with the others' (:meth:`GeoMany._pairs`), each seen taken."""
     if one_by_arrays:
         monkeypatch.setattr(direct, "GEO_LOOP_MOST", -1)
+    monkeypatch.setattr(geomany, "BLOCK_PAIRS", blocks)
+    small: list[int] = []
+    pairs = geomany.GeoMany._pairs
+
+    def record(self: geomany.GeoMany, lo: Any, *args: Any) -> Any:
+        small.append(len(lo))
+        return pairs(self, lo, *args)
+
+    monkeypatch.setattr(geomany.GeoMany, "_pairs", record)
     rng = random.Random(23)
     # enough points that numpy's haversine and the atom's differ on some (about one radius
     # in 70 at an ulp's distance): with either re-check of the doubtful band left out
@@ -84,6 +98,7 @@ def test_geo_radii_on_the_exact_distance_are_decided_by_the_atom(
     events += [{"latitude": 10.0}, {"latitude": 95.0, "longitude": 0.0}]  # no lon; beyond
     events += [{"latitude": 0.0, "longitude": 400.0}, {"longitude": 1.0}]
     assert agree(atoms, events, "latitude") > 100
+    assert small and (max(small) > 0) == (blocks > 0)
 
 
 @pytest.mark.parametrize("ends", [False, True])
