@@ -300,19 +300,22 @@ class Slots:
                     sat[run] = True
                 for right, keys, pos, first, placed, slots, n in plan[1]:
                     # the items that hold: GT a prefix, LT a suffix, NE all but one key's
+                    # (positions read by ``item``: no numpy scalar an item)
                     if right is None:  # (GT)
-                        lo, hi = 0, int(pos[bisect_left(keys, value)])
+                        lo, hi = 0, pos.item(bisect_left(keys, value))
                     elif right:  # (LT)
-                        lo, hi = int(pos[bisect_right(keys, value)]), n
+                        lo, hi = pos.item(bisect_right(keys, value)), n
                     else:  # (NE: its key's run, if any, left out)
                         j, k = bisect_left(keys, value), bisect_right(keys, value)
                         if j < k:
-                            a, b = int(pos[j]), int(pos[k])
-                            _slices(sat, first, placed, slots, 0, a)
-                            lo, hi = b, n
+                            _slices(sat, first, placed, slots, 0, pos.item(j))
+                            lo, hi = pos.item(k), n
                         else:
                             lo, hi = 0, n
-                    _slices(sat, first, placed, slots, lo, hi)
+                    a, b = placed.item(lo), placed.item(hi)  # (as _slices, inline)
+                    sat[first + a : first + b] = True
+                    if hi - lo > b - a:
+                        sat[slots[lo - a : hi - b]] = True
                 continue
             eq, cuts = search.spans(value)
             if eq is not None and len(eq):  # (its run by slot: the same key, found again)
@@ -345,7 +348,7 @@ def _slices(
 ) -> None:
     """Set items ``lo:hi`` of one list: the atoms it placed as one slice, the others
     (placed before) by their slots."""
-    a, b = int(placed[lo]), int(placed[hi])
+    a, b = placed.item(lo), placed.item(hi)
     sat[first + a : first + b] = True
     if hi - lo > b - a:
         sat[slots[lo - a : hi - b]] = True
@@ -388,6 +391,15 @@ class KeyedRuns(Mapping[Any, np.ndarray]):
     def __getitem__(self, key: Any) -> np.ndarray:
         k = self.index[key]
         return self.ids[self.at[k] : self.at[k + 1]]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """``self[key]``, or ``default``: one dict lookup, not ``Mapping.get``'s
+        ``__getitem__`` under a ``try`` (an event's equal runs, one an attribute)."""
+        k = self.index.get(key)
+        if k is None:
+            return default
+        at = self.at
+        return self.ids[at[k] : at[k + 1]]
 
     def __contains__(self, key: object) -> bool:
         return key in self.index

@@ -307,6 +307,16 @@ def test_equal_runs_by_slot(
         _sweep(idx, subs, Schema.from_json(SCHEMA), events)
 
 
+def test_keyed_runs_get_as_indexing() -> None:
+    """``KeyedRuns.get`` (its own, not ``Mapping.get``'s) answers as indexing does: a
+    key's run (an equal float key too, an empty run as it is), else the default."""
+    runs = KeyedRuns({"a": 0, 2: 1, "": 2}, np.array([0, 2, 2, 5]), np.arange(5, dtype=np.int32))
+    for key in ("a", 2, 2.0, ""):
+        assert np.array_equal(runs.get(key), runs[key])
+    assert runs.get(2).tolist() == [] and runs.get("").tolist() == [2, 3, 4]
+    assert runs.get("b") is None and runs.get("b", 7) == 7 and runs.get(3) is None
+
+
 def _quoted(word: str) -> str:
     return json.dumps(word)
 
