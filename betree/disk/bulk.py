@@ -210,6 +210,9 @@ class Batch:
         self.exprs.append(expr)
         self.per_sub.append(len(clauses))
         refs, atoms, encode_value = self.refs, self.atoms, codec.encode_value
+        # (an atom object in several clauses, as a product repeats its one-clause parts'
+        # atoms in each, is keyed once: its id, while the clauses hold it, -> its atom id)
+        known: dict[int, int] = {}
         for clause in clauses:
             self.lens.append(len(clause) or 1)
             if not clause:
@@ -227,11 +230,14 @@ class Batch:
                         self.col_const.append(c)
                         refs.append(-len(self.col_const))
                         continue
-                key = encode_value(atom.as_tuple())
-                aid = atoms.get(key)
+                aid = known.get(id(atom))
                 if aid is None:
-                    aid = atoms[key] = len(atoms) + 1
-                    self.first.append(len(refs))
+                    key = encode_value(atom.as_tuple())
+                    aid = atoms.get(key)
+                    if aid is None:
+                        aid = atoms[key] = len(atoms) + 1
+                        self.first.append(len(refs))
+                    known[id(atom)] = aid
                 refs.append(aid)
 
     def add_comparisons(

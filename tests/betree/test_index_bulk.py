@@ -11,7 +11,7 @@ from betree.compiler import Compiler
 from betree.disk.atomkeys import attr_of_test_key
 from betree.disk.bulk import Batch, build_index
 from betree.index import Index
-from betree.lang.atoms import TestAtom
+from betree.lang.atoms import OrderAtom, TestAtom, atom_from_tuple
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from storage import codec
@@ -111,3 +111,31 @@ def test_direct_parts_from_keys_as_decoding_gives_them() -> None:
     assert tests > 100
     with pytest.raises(StoreDamaged):
         codec.pack_pair(1, key[:-1] + bytes([key[-1] ^ 1]))
+
+
+def test_batch_refs_of_shared_objects_as_of_copies(tmp_path: Path) -> None:
+    """Rich rules whose clauses share atom objects (a product repeats its one-clause
+    parts' atoms in each clause, keyed once by :meth:`Batch.add`) give the atom ids that
+    the same clauses of copies (every atom another object) give, and every atom not held
+    as a column is keyed by its own store key, ids in order of first use."""
+    p = gen_rich.params(seed=29)
+    with Index.open(tmp_path / "s", schema=gen_rich.SCHEMA) as idx:
+        compiler = idx.engine.compiler()
+        shared, copied = Batch(idx), Batch(idx)
+        want: dict[bytes, int] = {}
+        repeated = 0  # atom objects in more than one clause of their subscription
+        for i in range(300):
+            expr = gen_rich.subscription(p, i, 20)
+            clauses = compiler.compile(i, expr)
+            repeated += sum(map(len, clauses)) - len({id(a) for c in clauses for a in c})
+            shared.add(i, expr, clauses)
+            copies = [tuple(atom_from_tuple(a.as_tuple()) for a in c) for c in clauses]
+            copied.add(i, expr, copies)
+            for a in (a for c in clauses for a in c):
+                if not (isinstance(a, OrderAtom) and len(a.entries) == 1) or (
+                    type(a.entries[0][1]) is not int
+                ):
+                    want.setdefault(codec.encode_value(a.as_tuple()), len(want) + 1)
+        assert repeated > 100
+        assert shared.atoms == want and copied.atoms == want
+        assert shared.refs == copied.refs and shared.lens == copied.lens
