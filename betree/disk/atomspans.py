@@ -267,6 +267,21 @@ _NUMERIC = frozenset(("int", "float"))
 _CONSTANTS = {kind: frozenset((int, float)) for kind in _NUMERIC} | {"string": frozenset((str,))}
 
 
+def held_entries(kinds: Mapping[str, str], t: Any) -> Any:
+    """The entries :class:`AtomSpans` holds for a decoded key ``t`` (``kinds``: the grid
+    kind of each attribute of the schema): an order atom's, None for any other atom (for
+    a check that decodes its atoms' keys again, an attribute at a time)."""
+    if _is_test(t):
+        return None
+    kind = kinds.get(t[1]) if t[0] == "order" else None
+    if kind == "int" and _ints_in(t[2]) is not None:
+        return t[2]
+    if kind in _CONSTANTS and _pairs_in(t[2], _CONSTANTS[kind]):
+        return t[2]
+    atom = atom_from_tuple(t)
+    return atom.entries if isinstance(atom, OrderAtom) else None
+
+
 def _pairs_in(entries: Any, types: frozenset[type]) -> bool:
     """Whether an order atom's decoded entries are ``(operator, constant)`` pairs, each
     constant of one of ``types`` (numbers: not bools), which :func:`grid.entries_span`
