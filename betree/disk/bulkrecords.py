@@ -12,6 +12,7 @@ the columns of one attribute's predicates at a time, beside the keys.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -30,7 +31,7 @@ from betree.disk.atomkeys import (
 from betree.disk.pieces import STEP, Pieces
 from pbtree.bulk import build as build_pbtree
 from pbtree.bulk import build_columns
-from pbtree.keys import int64_array
+from pbtree.keys import int64_array, key_domain
 from pbtree.operators import SLOT
 from storage import codec
 
@@ -109,7 +110,9 @@ def write_atoms(
         rows = rest[is_order & (at == names[attr])] if attr in names else rest[:0]
         consts, ops, ids = _order_predicates(attr, cols, aids, keys, rows, decoded)
         packed = order_columns(consts, ops, ids)
-        if packed is None:  # constants numpy cannot hold exactly: the triples, sorted
+        if packed is None:
+            packed = string_columns(consts, ops, ids)
+        if packed is None:  # constants of mixed types: the triples, sorted (checked so)
             slots = {v: k for k, v in SLOT.items()}
             triples = sorted(zip(consts, map(slots.__getitem__, ops), ids, strict=True), key=_first)
             build_pbtree(pieces.txn, attr, triples)
@@ -152,16 +155,36 @@ def _order_predicates(
     else:
         as_float, ints = cols.floats[sel].tolist(), cols.ints[sel].tolist()
         consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
-    ops: list[int] = cols.code[sel].tolist()
-    ids: list[int] = aids[sel].tolist()
+    ops = array("q", cols.code[sel].tolist())
+    ids = array("q", aids[sel].tolist())
     slot = SLOT
+    strings: dict[str, str] = {}  # (one object a distinct string, not one an entry)
     for aid, key in zip(aids[rows].tolist(), take_keys(keys, rows.tolist()), strict=True):
         t = decoded[aid] if aid in decoded else codec.decode_value(key)
         for op, c in t[2]:
-            consts.append(c)
+            consts.append(strings.setdefault(c, c) if type(c) is str else c)
             ops.append(slot[op])
             ids.append(aid)
     return consts, ops, ids
+
+
+def string_columns(
+    consts: Sequence[Any], ops: Sequence[int], ids: Sequence[int]
+) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """One attribute's predicates as :func:`pbtree.bulk.build_columns` takes them when its
+    constants are all strings (rich rules' in-lists): the distinct ones sorted, each
+    predicate's number among them; else None.  What :func:`pbtree.bulk.build` makes of
+    the sorted ``(constant, operator, id)`` triples (~100 bytes a predicate: rich 20K's
+    ``user.country``, 180K predicates, 12 MB), without them."""
+    if not all(type(c) is str for c in consts):
+        return None
+    keys = sorted(set(consts))
+    for key in keys:  # (as the build checks each constant: a string UTF-8 can encode)
+        key_domain(key)
+    number = {key: k for k, key in enumerate(keys)}
+    kid = np.fromiter(map(number.__getitem__, consts), dtype=np.int64, count=len(consts))
+    slots = np.asarray(ops, dtype=np.int64)
+    return keys, kid, slots, np.asarray(ids, dtype=np.int64), "str"
 
 
 _first = itemgetter(0)
