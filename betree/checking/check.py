@@ -28,7 +28,8 @@ and decodes each c-node once; then the per-clause facts are checked over arrays,
 clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
 spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
 stored copy is compared with the record.  Each PB+tree is read once: its check returns the
-entries, compared with its attribute's atoms' (taken one attribute at a time).  A direct
+entries, compared with its attribute's atoms' (taken one attribute at a time: the atoms
+not read as columns decoded again then, :class:`~betree.checking.atomrecords.OtherAtoms`).  A direct
 record's atom is compared with its catalog key by packing it (equal bytes: the same atom;
 else both are built and compared, as damage or another packing may need).  Python work
 per subscription is one record decode; per c-node and l-node page a few steps; a violation
