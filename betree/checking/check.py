@@ -48,9 +48,10 @@ dense, which stayed under the spans and the atom pass: the check's peak, denselo
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from operator import eq, ne
 from typing import TYPE_CHECKING, Any
 
@@ -678,14 +679,20 @@ def _check_catalog(
                 consts = kept if isinstance(kept, np.ndarray) else list(kept)
             pieces = ([codes[inside]], [consts], [ids[inside]])
         number = others.names.index(attr) if attr in others.names else -1
-        held = list(others.entries(atoms.keys, rows[others.attr[rows] == number]))
-        held += [
-            (a, t.entries) for a, t in stray.items() if isinstance(t, OrderAtom) and t.attr == attr
-        ]
-        for aid, entries in sorted(held):
-            pieces[0].append([SLOT.get(op, -1) for op, _ in entries])
-            pieces[1].append([const for _, const in entries])
-            pieces[2].append([aid] * len(entries))
+        mine = others.entries(atoms.keys, rows[others.attr[rows] == number])
+        theirs = ((a, t.entries) for a, t in stray.items() if isinstance(t, OrderAtom))
+        ops, values, owners = array("b"), [], array("q")  # (flat: no list an atom)
+        strings: dict[str, str] = {}  # (one object a distinct string, not one an entry)
+        for aid, entries in chain(mine, ((a, e) for a, e in theirs if stray[a].attr == attr)):
+            for op, const in entries:
+                ops.append(SLOT.get(op, -1))
+                values.append(strings.setdefault(const, const) if type(const) is str else const)
+                owners.append(aid)
+        txn.store.release_mapped_pages()  # (the reverse records' pages read for them)
+        if owners:
+            pieces[0].append(np.frombuffer(ops, dtype=np.int8))
+            pieces[1].append(values)
+            pieces[2].append(np.frombuffer(owners, dtype=np.int64))
         return pieces if attr in on_cols or attr in rest_attrs else None
 
     for name in sorted(set(trees) | on_cols | rest_attrs):
