@@ -28,7 +28,8 @@ and decodes each c-node once; then the per-clause facts are checked over arrays,
 clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
 spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
 stored copy is compared with the record.  Each PB+tree is read once: its check returns the
-entries, compared with its attribute's atoms' (taken one attribute at a time).  A direct
+entries, compared with its attribute's atoms' (taken one attribute at a time: the atoms
+not read as columns decoded again then, :class:`~betree.checking.atomrecords.OtherAtoms`).  A direct
 record's atom is compared with its catalog key by packing it (equal bytes: the same atom;
 else both are built and compared, as damage or another packing may need).  Python work
 per subscription is one record decode; per c-node and l-node page a few steps; a violation
@@ -47,15 +48,23 @@ dense, which stayed under the spans and the atom pass: the check's peak, denselo
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from operator import eq, ne
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from betree.checking.atomrecords import AidReader, Scanned, aid_records, scan_atoms
+from betree.checking.atomrecords import (
+    AidReader,
+    OtherAtoms,
+    Scanned,
+    aid_records,
+    other_atoms,
+    scan_atoms,
+)
 from betree.disk import catalog, grid, pending
 from betree.disk.adjust import check_adjust
 from betree.disk.atomspans import NO_ATTR, AtomSpans
@@ -105,13 +114,15 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     index.store.release_mapped_pages()  # (the id map's pages, read once)
     aid_keys, cols = aid_records(txn)
     return_freed_memory()  # (the chunks' records and parse: ~85 MB of the C heap at 100K dense)
-    atoms = AtomSpans(index.schema, aid_keys, cols)
+    atoms = AtomSpans(index.schema, aid_keys, cols, keep=False)
     del cols
-    for aid, attr in atoms.attr_of.items():
-        if attr not in index.schema.attributes:
-            errors.append(
-                f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
-            )
+    others = other_atoms(index.schema, aid_keys, atoms.col_ids)  # (their entries: not held)
+    outside = [i for i, name in enumerate(others.names) if name not in index.schema.attributes]
+    for aid in others.ids[np.isin(others.attr, outside)].tolist():
+        attr = others.attr_of(aid)
+        errors.append(
+            f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
+        )
     found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
     scanned = scan_atoms(txn, rec, aid_keys, found)
     atoms.read_keys_from(AidReader(txn))  # (the keys held: let go before the tree walk)
@@ -143,7 +154,7 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         finally:  # (its pages, read once: ~20 MB a tree at 100K dense)
             index.store.release_mapped_pages()
 
-    _check_catalog(txn, rec, cat, stored, scanned, found, atoms, trees, checked, errors)
+    _check_catalog(txn, rec, cat, stored, scanned, found, atoms, others, trees, checked, errors)
     errors.extend(tree_errors)
     errors.extend(check_adjust(txn, rec, set(index.schema.attributes)))
     errors.extend(check_log(txn, rec))
@@ -572,6 +583,7 @@ def _check_catalog(
     scanned: Scanned,
     found: np.ndarray,
     atoms: AtomSpans,
+    others: OtherAtoms,
     trees: list[str],
     checked: Callable[[str], Columns],
     errors: list[str],
@@ -623,28 +635,15 @@ def _check_catalog(
             errors.append(f"atom {aid} beyond the counter")
     for aid in np.setdiff1d(np.flatnonzero(found), live, assume_unique=True).tolist():
         errors.append(f"atom {aid} is used but not in the catalog")
-    # the entries of the atoms not read as columns, per attribute, as lists (the column
-    # atoms' are taken per attribute below: one attribute's held at a time)
-    rest_want: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
-    direct: set[int] = set()
-    held: Any
-    rest = np.setdiff1d(live, atoms.col_ids, assume_unique=True).tolist()
-    for aid in sorted(set(rest) | stray.keys()):
-        if aid in stray:
-            atom = stray[aid]
-            attr = atom.attr
-            held = atom.entries if isinstance(atom, OrderAtom) else None
-        else:
-            attr, held = atoms.attr_of[aid], atoms.entries.get(aid)
-        if held is None:
-            direct.add(aid)
-            continue
-        found_cols = rest_want.get(attr)
-        if found_cols is None:
-            found_cols = rest_want[attr] = ([], [], [])
-        found_cols[0].append([SLOT.get(op, -1) for op, _ in held])
-        found_cols[1].append([const for _, const in held])
-        found_cols[2].append([aid] * len(held))
+    # the atoms not read as columns: direct ones (no entries), and the attributes of the
+    # order ones, whose entries are decoded one attribute at a time (in ``wanted``)
+    rows = others.among(np.setdiff1d(live, atoms.col_ids, assume_unique=True))
+    rows = rows[~np.isin(others.ids[rows], list(stray))]
+    direct = {aid for aid, atom in stray.items() if not isinstance(atom, OrderAtom)}
+    direct.update(others.ids[rows[~others.order[rows]]].tolist())
+    rows = rows[others.order[rows]]
+    rest_attrs = {atom.attr for atom in stray.values() if isinstance(atom, OrderAtom)}
+    rest_attrs.update(others.names[i] for i in np.unique(others.attr[rows]).tolist())
 
     def same(aid: int, t: Any, attr: str) -> bool:
         """Whether a direct record's atom ``t`` (decoded) is atom ``aid`` and on ``attr``:
@@ -679,11 +678,24 @@ def _check_catalog(
                 )
                 consts = kept if isinstance(kept, np.ndarray) else list(kept)
             pieces = ([codes[inside]], [consts], [ids[inside]])
-        for mine, more in zip(pieces, rest_want.get(attr, ([], [], [])), strict=True):
-            mine.extend(more)
-        return pieces if attr in on_cols or attr in rest_want else None
+        number = others.names.index(attr) if attr in others.names else -1
+        mine = others.entries(atoms.keys, rows[others.attr[rows] == number])
+        theirs = ((a, t.entries) for a, t in stray.items() if isinstance(t, OrderAtom))
+        ops, values, owners = array("b"), [], array("q")  # (flat: no list an atom)
+        strings: dict[str, str] = {}  # (one object a distinct string, not one an entry)
+        for aid, entries in chain(mine, ((a, e) for a, e in theirs if stray[a].attr == attr)):
+            for op, const in entries:
+                ops.append(SLOT.get(op, -1))
+                values.append(strings.setdefault(const, const) if type(const) is str else const)
+                owners.append(aid)
+        txn.store.release_mapped_pages()  # (the reverse records' pages read for them)
+        if owners:
+            pieces[0].append(np.frombuffer(ops, dtype=np.int8))
+            pieces[1].append(values)
+            pieces[2].append(np.frombuffer(owners, dtype=np.int64))
+        return pieces if attr in on_cols or attr in rest_attrs else None
 
-    for name in sorted(set(trees) | on_cols | rest_want.keys()):
+    for name in sorted(set(trees) | on_cols | rest_attrs):
         _check_predicates(name, checked(name), wanted(name), errors)
 
 

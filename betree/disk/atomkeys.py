@@ -590,6 +590,7 @@ def _read_int(mat: np.ndarray, at: int, width: int) -> tuple[np.ndarray, np.ndar
 #: a test atom's key (``encode_value(("test", attr, test, arg))``) up to its attribute's
 #: name, and the msgpack string headers that name may have (fixstr, str8, str16)
 _TEST_HEAD = b"\x94\xa4test"
+_ORDER_HEAD = b"\x93\xa5order"
 _STR_HEADS = {0xD9: 1, 0xDA: 2}
 
 
@@ -597,14 +598,26 @@ def attr_of_test_key(key: bytes) -> str | None:
     """The attribute of a test atom's store key, read from its bytes (no decoding: the
     batch build writes the key's bytes into the attribute's direct record); None for
     another key (an order atom's, or a name past str16: the caller decodes it)."""
-    if not key.startswith(_TEST_HEAD):
+    return _name_after(key, _TEST_HEAD)
+
+
+def attr_of_order_key(key: bytes) -> str | None:
+    """The attribute of an order atom's store key (``encode_value(("order", attr,
+    entries))``), read from its bytes; None for another key (or a name past str16)."""
+    return _name_after(key, _ORDER_HEAD)
+
+
+def _name_after(key: bytes, head: bytes) -> str | None:
+    """The msgpack string right after ``head`` in ``key`` (None: not so)."""
+    if not key.startswith(head) or len(key) <= len(head):
         return None
-    tag = key[6]
+    at = len(head)
+    tag = key[at]
     if 0xA0 <= tag <= 0xBF:
-        start, size = 7, tag & 0x1F
+        start, size = at + 1, tag & 0x1F
     elif tag in _STR_HEADS:
         width = _STR_HEADS[tag]
-        start, size = 7 + width, int.from_bytes(key[7 : 7 + width], "big")
+        start, size = at + 1 + width, int.from_bytes(key[at + 1 : at + 1 + width], "big")
     else:
         return None
     return key[start : start + size].decode()

@@ -26,6 +26,7 @@ bytes an atom of a step).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,11 +52,18 @@ class AtomSpans:
     Atoms that constrain nothing (those true on an undefined attribute, the true atom 0,
     ids without an atom) have rank :data:`SKIP`.  Ranks number the attributes by name.
     :meth:`atom` builds an atom object (for messages).  ``cols``: the keys already read
-    as columns (:func:`betree.disk.atomkeys.parse`), in ascending id order.
+    as columns (:func:`betree.disk.atomkeys.parse`), in ascending id order.  ``keep``
+    False (the batch build, which needs only the spans): ``attr_of`` and ``entries`` are
+    left empty, so that the decoded entries are not held (rich 200K: ~560 MB).
     """
 
     def __init__(
-        self, schema: Schema, keys: Mapping[int, bytes], cols: OrderKeys | None = None
+        self,
+        schema: Schema,
+        keys: Mapping[int, bytes],
+        cols: OrderKeys | None = None,
+        *,
+        keep: bool = True,
     ) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
@@ -79,7 +87,10 @@ class AtomSpans:
         self.col_ids, self.col_attr, self.col_code = ids[pick], cols.attr[pick], cols.code[pick]
         self.col_float = cols.is_float[pick]
         self.col_ints, self.col_floats = cols.ints[pick], cols.floats[pick]
-        aids, attrs, los, his = [], [], [], []
+        # (typed arrays, not lists of Python ints: the grid's coordinates are ~2**63)
+        aids, los, his = array("q"), array("Q"), array("Q")
+        attrs: list[str] = []
+        spanned: set[str] = set()  # the attributes of the atoms not read as columns
         seen: dict[Any, Any] = {}
         slow = np.flatnonzero(~fast).tolist()
         for aid, key in zip(ids[slow].tolist(), take_keys(values, slow), strict=True):
@@ -88,42 +99,47 @@ class AtomSpans:
                 t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom
             kind = kinds.get(t[1]) if t[0] == "order" else None
             consts = _ints_in(t[2]) if kind == "int" else None
+            entries: Any = None
+            span: tuple[int, int] | None = None
             if _is_test(t):  # (spanned from its test's name: not built)
-                attr = self.attr_of[aid] = t[1]
-                if attr not in kinds or aid == 0 or t[2] == "undefined":
-                    continue
-                lo, hi = _test_span(kinds[attr], t[2])
-            elif consts is not None:  # (the grid coordinate of an int: clamped, offset)
                 attr = t[1]
-                lo, hi = _SIGN + max(min(consts), -_SIGN), _SIGN + min(max(consts), _SIGN - 1)
-                self.attr_of[aid], self.entries[aid] = attr, t[2]
+                if attr in kinds and aid != 0 and t[2] != "undefined":
+                    span = _test_span(kinds[attr], t[2])
+            elif consts is not None:  # (the grid coordinate of an int: clamped, offset)
+                attr, entries = t[1], t[2]
+                span = _SIGN + max(min(consts), -_SIGN), _SIGN + min(max(consts), _SIGN - 1)
             elif kind in _CONSTANTS and _pairs_in(t[2], _CONSTANTS[kind]):  # from the entries
-                attr = self.attr_of[aid] = t[1]
-                self.entries[aid] = t[2]
-                lo, hi = grid.entries_span(kind, t[2])
+                attr, entries = t[1], t[2]
+                span = grid.entries_span(kind, t[2])
             else:  # (not kept in ``built``: +620 MB at rich 100K; messages build theirs)
                 atom = atom_from_tuple(t)
-                attr = self.attr_of[aid] = atom.attr
+                attr = atom.attr
                 if isinstance(atom, OrderAtom):
-                    self.entries[aid] = atom.entries
-                if attr not in kinds or aid == 0 or not atom.requires_defined:
-                    continue
-                lo, hi = grid.atom_span(kinds[attr], atom)
-            aids.append(aid)
-            attrs.append(attr)
-            los.append(lo)
-            his.append(hi)
+                    entries = atom.entries
+                if attr in kinds and aid != 0 and atom.requires_defined:
+                    span = grid.atom_span(kinds[attr], atom)
+            spanned.add(attr)
+            if keep:  # (the build's are not: ~560 MB at rich 200K, held to the places)
+                self.attr_of[aid] = attr
+                if entries is not None:
+                    self.entries[aid] = entries
+            if span is not None:
+                aids.append(aid)
+                attrs.append(attr)
+                los.append(span[0])
+                his.append(span[1])
         used = np.flatnonzero(np.bincount(self.col_attr, minlength=len(self.col_names))).tolist()
-        fallback = {attr for attr in self.attr_of.values() if attr in kinds}
+        fallback = {attr for attr in spanned if attr in kinds}
         self.names = sorted(fallback.union(self.col_names[i] for i in used))
         self.rank = {name: r for r, name in enumerate(self.names)}
         size = int(ids.max()) + 1 if len(ids) else 1
         self.attr = np.full(size, SKIP, dtype=np.int64)
         self.lo = np.zeros(size, dtype=np.uint64)
         self.hi = np.zeros(size, dtype=np.uint64)
-        self.attr[aids] = list(map(self.rank.__getitem__, attrs))
-        self.lo[aids] = np.array(los, dtype=np.uint64)
-        self.hi[aids] = np.array(his, dtype=np.uint64)
+        at = np.frombuffer(aids, dtype=np.int64) if aids else np.zeros(0, dtype=np.int64)
+        self.attr[at] = list(map(self.rank.__getitem__, attrs))
+        self.lo[at] = np.frombuffer(los, dtype=np.uint64) if los else 0
+        self.hi[at] = np.frombuffer(his, dtype=np.uint64) if his else 0
         ranks = np.array([self.rank.get(name, SKIP) for name in self.col_names] + [SKIP])
         self.attr[self.col_ids] = ranks[self.col_attr]
         for kind in _NUMERIC:
@@ -249,6 +265,21 @@ _NUMERIC = frozenset(("int", "float"))
 #: per attribute kind, the constants of the order atoms spanned from their entries (the
 #: numbers' ranges, and strings': rich rules' ``=``, ``in`` and ranges of strings)
 _CONSTANTS = {kind: frozenset((int, float)) for kind in _NUMERIC} | {"string": frozenset((str,))}
+
+
+def held_entries(kinds: Mapping[str, str], t: Any) -> Any:
+    """The entries :class:`AtomSpans` holds for a decoded key ``t`` (``kinds``: the grid
+    kind of each attribute of the schema): an order atom's, None for any other atom (for
+    a check that decodes its atoms' keys again, an attribute at a time)."""
+    if _is_test(t):
+        return None
+    kind = kinds.get(t[1]) if t[0] == "order" else None
+    if kind == "int" and _ints_in(t[2]) is not None:
+        return t[2]
+    if kind in _CONSTANTS and _pairs_in(t[2], _CONSTANTS[kind]):
+        return t[2]
+    atom = atom_from_tuple(t)
+    return atom.entries if isinstance(atom, OrderAtom) else None
 
 
 def _pairs_in(entries: Any, types: frozenset[type]) -> bool:

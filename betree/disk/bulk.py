@@ -421,7 +421,7 @@ def build_from_parts(
         if cols is None:  # the one-comparison atoms, read as columns (once, for both)
             cols = parse(keys)
         if places is None:
-            spans = AtomSpans(index.schema, atoms, cols)
+            spans = AtomSpans(index.schema, atoms, cols, keep=False)
             places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
             decoded = {}  # (each key decoded again: what keeping them cost in memory)
             del spans

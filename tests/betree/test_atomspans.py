@@ -2,7 +2,8 @@
 against ``Engine.places`` of the clause (what the batch build of a Spark load relied on
 before it computed them itself) on random workloads over every type, the literals at the
 ends of every domain, conjunctions of several pieces on one attribute, and rich rules
-(whose string and test atoms are spanned from their keys, not built)."""
+(whose string and test atoms are spanned from their keys, not built); the build's spans
+(``keep=False``: no entries held) are the same."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ def same_places(idx: Index, texts: list[str]) -> int:
         lens.append(len(ids) or 1)
         atoms.extend(ids or [0])
     spans = AtomSpans(idx.schema, {aid: key for key, aid in keys.items()})
+    bare = AtomSpans(idx.schema, {aid: key for key, aid in keys.items()}, keep=False)
+    assert bare.names == spans.names and not bare.entries and not bare.attr_of  # (the build's)
+    for mine, theirs in ((bare.attr, spans.attr), (bare.lo, spans.lo), (bare.hi, spans.hi)):
+        assert np.array_equal(mine, theirs)
     sizes, attr, lo, hi = spans.places(np.array(lens), np.array(atoms))
     assert len(sizes) == len(clauses)
     ends = np.cumsum(sizes).tolist()

@@ -10,11 +10,14 @@ import pytest
 from betree.compiler import Compiler
 from betree.disk.atomkeys import attr_of_test_key
 from betree.disk.bulk import Batch, build_index
+from betree.disk.bulkrecords import string_columns
 from betree.index import Index
 from betree.lang.atoms import OrderAtom, TestAtom, atom_from_tuple
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
-from storage import codec
+from pbtree.bulk import build, build_columns
+from pbtree.operators import SLOT
+from storage import codec, open_store
 from storage.errors import InvalidInput, StoreDamaged
 from tests.support.workload import SCHEMA, event, expression
 from tools.bench import gen_rich
@@ -139,3 +142,30 @@ def test_batch_refs_of_shared_objects_as_of_copies(tmp_path: Path) -> None:
         assert repeated > 100
         assert shared.atoms == want and copied.atoms == want
         assert shared.refs == copied.refs and shared.lens == copied.lens
+
+def test_string_trees_from_numbered_columns(tmp_path: Path) -> None:
+    """A PB+tree of strings built from the batch build's numbered columns
+    (:func:`string_columns`) is the one its sorted ``(constant, operator, id)`` triples
+    build: the same store, byte for byte.  Constants of mixed types are not taken so; a
+    string UTF-8 cannot encode is refused, as the triples' build refuses it."""
+    rng = random.Random(7)
+    words = ["", "a", "A", "b", "é", "Ünï", "z" * 40, "topic-1", "Topic-1", "中"]
+    consts = [rng.choice(words) for _ in range(3000)]
+    ops = [SLOT[rng.choice(["=", "!=", "<", "<=", ">", ">="])] for _ in consts]
+    ids = [rng.randint(1, 400) for _ in consts]
+    names = {v: k for k, v in SLOT.items()}
+    triples = sorted(zip(consts, map(names.__getitem__, ops), ids, strict=True), key=lambda t: t[0])
+    packed = string_columns(consts, ops, ids)
+    assert packed is not None and packed[0] == sorted(set(words) & set(consts))
+    for name, make in (
+        ("triples", lambda txn: build(txn, "t", triples)),
+        ("columns", lambda txn: build_columns(txn, "t", *packed)),
+    ):
+        with open_store(tmp_path / name) as store, store.write() as txn:
+            make(txn)
+    assert (tmp_path / "triples" / "data.mdb").read_bytes() == (
+        tmp_path / "columns" / "data.mdb"
+    ).read_bytes()
+    assert string_columns(["a", 1], [0, 0], [1, 2]) is None
+    with pytest.raises(InvalidInput):
+        string_columns(["a", "\ud800"], [0, 0], [1, 2])
