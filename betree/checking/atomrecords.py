@@ -138,6 +138,31 @@ class AidReader(Mapping[int, bytes]):
         return sum(1 for _ in self.txn.scan(catalog.AID))
 
 
+class StoredKeys(Sequence[bytes]):
+    """The keys of the reverse records of ascending ids ``ids``, read from the store when
+    asked (``keys[i]``: atom ``ids[i]``'s): for the spans of a store whose every key was
+    read as columns, which read none of them, after the keys held were compared."""
+
+    def __init__(self, txn: ReadTxn, ids: np.ndarray) -> None:
+        self.reader = AidReader(txn)
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.reader[int(self.ids[i])]
+
+
+def stored_keys(txn: ReadTxn, held: AtomKeys) -> AtomKeys:
+    """``held``'s ids, with their keys read from the store (:class:`StoredKeys`) instead
+    of held: the caller lets the held keys go."""
+    ids = held.ids if held.ids is not None else np.arange(1, len(held) + 1, dtype=np.int64)
+    return AtomKeys(StoredKeys(txn, ids), ids)
+
+
 @dataclass
 class Scanned:
     """What the atom records' pass found: its messages, the atoms whose reverse record does

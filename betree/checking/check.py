@@ -55,7 +55,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from betree.checking.atomrecords import AidReader, Scanned, aid_records, scan_atoms
+from betree.checking.atomrecords import (
+    AidReader,
+    Scanned,
+    aid_records,
+    scan_atoms,
+    stored_keys,
+)
 from betree.disk import catalog, grid, pending
 from betree.disk.adjust import check_adjust
 from betree.disk.atomspans import NO_ATTR, AtomSpans
@@ -105,6 +111,12 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     index.store.release_mapped_pages()  # (the id map's pages, read once)
     aid_keys, cols = aid_records(txn)
     return_freed_memory()  # (the chunks' records and parse: ~85 MB of the C heap at 100K dense)
+    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
+    scanned = scan_atoms(txn, rec, aid_keys, found)
+    if cols is not None and bool(cols.ok.all()):  # (every key read as columns: a dense
+        # store's; the keys held end to end let go before the spans, ~0.9 GB at 1M)
+        aid_keys = stored_keys(txn, aid_keys)
+        return_freed_memory()
     atoms = AtomSpans(index.schema, aid_keys, cols)
     del cols
     for aid, attr in atoms.attr_of.items():
@@ -112,8 +124,6 @@ def check_index(index: Index, txn: ReadTxn) -> None:
             errors.append(
                 f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
             )
-    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
-    scanned = scan_atoms(txn, rec, aid_keys, found)
     atoms.read_keys_from(AidReader(txn))  # (the keys held: let go before the tree walk)
     del aid_keys
     return_freed_memory()
