@@ -43,6 +43,9 @@ mapped as they are read, are dropped from the process after each pass and each P
 at 100K dense: docs/bench/dense-load, denseload41).  The C heap's free memory is handed
 back after each record pass (``malloc_trim``: after the reverse records' ~85 MB at 100K
 dense, which stayed under the spans and the atom pass: the check's peak, denseload43).
+The atom records' pass runs before the spans are made; when every reverse key reads as
+columns (a dense store's) the keys held for it (~46 bytes an atom, ~0.9 GB at 1M dense)
+are let go before the spans, which read any key they need from the store (denseload45).
 """
 
 from __future__ import annotations
@@ -720,6 +723,18 @@ def _numbered(have: Any, want: Any) -> tuple[np.ndarray | None, np.ndarray | Non
 _STR = frozenset((str,))
 
 
+def _entry_orders(*sides: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orders of two sides' ``(ids, codes, constants)`` entries under which equal multisets
+    are equal arrays: by id alone when no id repeats on either side (one comparison atom an
+    id: a dense store's every tree, ~3x faster than three keys), else by all three."""
+    ids, codes, consts, tids, tcodes, tconsts = sides
+    h, w = np.argsort(ids, kind="stable"), np.argsort(tids, kind="stable")
+    mine, theirs = ids[h], tids[w]
+    if bool(np.all(mine[1:] != mine[:-1])) and bool(np.all(theirs[1:] != theirs[:-1])):
+        return h, w
+    return np.lexsort((ids, codes, consts)), np.lexsort((tids, tcodes, tconsts))
+
+
 def _check_predicates(
     name: str,
     have: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -747,8 +762,7 @@ def _check_predicates(
         if mine is None or theirs is None:
             mine, theirs = _numbered(consts, wconsts)
         if mine is not None and theirs is not None:
-            h = np.lexsort((ids, codes, mine))
-            w = np.lexsort((tids, tcodes, theirs))
+            h, w = _entry_orders(ids, codes, mine, tids, tcodes, theirs)
             if (
                 np.array_equal(mine[h], theirs[w])
                 and np.array_equal(codes[h], tcodes[w])

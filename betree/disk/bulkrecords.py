@@ -7,7 +7,11 @@ records of the atoms it indexes are two subjects; these functions touch no claus
 
 Cost: O(atoms) C-level work for the records (written a :data:`betree.disk.pieces.STEP` at a
 time), O(atoms log atoms) for the sort of the keys or of the PB+trees' constants; memory
-the columns of one attribute's predicates at a time, beside the keys.
+the columns of one attribute's predicates at a time, beside the keys.  A dense batch's keys
+(:class:`~betree.disk.atomkeys.ColumnKeys`) are encoded twice, once for each order (ids,
+keys), with their namespace before them for the ``atom`` records (the ``aid`` records'
+keys likewise, :func:`aid_keys`): one ``bytes`` a record key, cut from one buffer a step
+(100K dense: ``write_catalog`` 10.1 -> 5.1 CPU s, docs/bench/dense-load, denseload45).
 """
 
 from __future__ import annotations
