@@ -257,3 +257,19 @@ def _wrong_counts(pairs: list[Any], found: np.ndarray, next_atom: int) -> list[i
     uses[known] = found[aid[known]]
     wrong = (aid < 0) | (aid >= next_atom) | (refs != uses)
     return np.flatnonzero(wrong).tolist()
+
+
+def absent(values: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """``np.setdiff1d(values, among, assume_unique=True)`` of unique ``values``, by binary
+    search in ``among`` a chunk of ``values`` at a time when ``among`` is ascending (the
+    check's atom ids): ``setdiff1d`` sorts both together, ~50 bytes of temporaries an
+    element (~1 GB for 1M dense's 20M atoms); here a chunk's."""
+    if len(among) > 1 and not bool(np.all(among[1:] > among[:-1])):
+        return np.setdiff1d(values, among, assume_unique=True)
+    parts = [values[:0]]
+    for start in range(0, len(values), CHUNK):
+        part = values[start : start + CHUNK]
+        at = np.minimum(np.searchsorted(among, part), max(len(among) - 1, 0))
+        inside = among[at] == part if len(among) else np.zeros(len(part), dtype=bool)
+        parts.append(part[~inside])
+    return np.concatenate(parts)

@@ -61,6 +61,7 @@ import numpy as np
 from betree.checking.atomrecords import (
     AidReader,
     Scanned,
+    absent,
     aid_records,
     scan_atoms,
     stored_keys,
@@ -634,14 +635,14 @@ def _check_catalog(
             errors.append(f"atom {aid} ({shown(aid)}) counts {refs} uses, found {uses(aid)}")
         if aid >= rec["next_atom"]:
             errors.append(f"atom {aid} beyond the counter")
-    for aid in np.setdiff1d(np.flatnonzero(found), live, assume_unique=True).tolist():
+    for aid in absent(np.flatnonzero(found), live).tolist():
         errors.append(f"atom {aid} is used but not in the catalog")
     # the entries of the atoms not read as columns, per attribute, as lists (the column
     # atoms' are taken per attribute below: one attribute's held at a time)
     rest_want: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}
     direct: set[int] = set()
     held: Any
-    rest = np.setdiff1d(live, atoms.col_ids, assume_unique=True).tolist()
+    rest = absent(live, atoms.col_ids).tolist()
     for aid in sorted(set(rest) | stray.keys()):
         if aid in stray:
             atom = stray[aid]

@@ -4,6 +4,7 @@ it finds exactly what it finds in one chunk, damage in a later chunk included.""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from betree.checking import atomrecords, check
@@ -104,3 +105,23 @@ def test_keys_read_from_the_store_after_the_atom_pass_find_the_same(
     assert (read == []) == (damage == "none")
     if damage == "schema":
         assert any("(nope != 1) is on 'nope'" in v for v in read)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_absent_is_setdiff1d(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """``atomrecords.absent`` (ids of one sorted array missing from another, by binary
+    search a chunk at a time): ``np.setdiff1d``'s answer, in chunks of a few, for ascending
+    and unordered ``among``, empty sides, and ids at both ends."""
+    monkeypatch.setattr(atomrecords, "CHUNK", 7)
+    rng = np.random.default_rng(seed)
+    values = np.unique(rng.integers(0, 300, 120))
+    among = np.unique(np.concatenate((rng.integers(0, 300, 150), values[[0, -1]])))
+    for a, b in [
+        (values, among),
+        (values, among[::-1].copy()),
+        (values, among[:0]),
+        (values[:0], among),
+        (values, among[:1]),
+        (among, values),
+    ]:
+        assert atomrecords.absent(a, b).tolist() == np.setdiff1d(a, b, assume_unique=True).tolist()
