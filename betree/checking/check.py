@@ -44,6 +44,9 @@ mapped as they are read, are dropped from the process after each pass and each P
 at 100K dense: docs/bench/dense-load, denseload41).  The C heap's free memory is handed
 back after each record pass (``malloc_trim``: after the reverse records' ~85 MB at 100K
 dense, which stayed under the spans and the atom pass: the check's peak, denseload43).
+The atom records' pass runs before the spans are made; when every reverse key reads as
+columns (a dense store's) the keys held for it (~46 bytes an atom, ~0.9 GB at 1M dense)
+are let go before the spans, which read any key they need from the store (denseload45).
 """
 
 from __future__ import annotations
@@ -61,9 +64,11 @@ from betree.checking.atomrecords import (
     AidReader,
     OtherAtoms,
     Scanned,
+    absent,
     aid_records,
     other_atoms,
     scan_atoms,
+    stored_keys,
 )
 from betree.disk import catalog, grid, pending
 from betree.disk.adjust import check_adjust
@@ -114,6 +119,12 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     index.store.release_mapped_pages()  # (the id map's pages, read once)
     aid_keys, cols = aid_records(txn)
     return_freed_memory()  # (the chunks' records and parse: ~85 MB of the C heap at 100K dense)
+    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
+    scanned = scan_atoms(txn, rec, aid_keys, found)
+    if cols is not None and bool(cols.ok.all()):  # (every key read as columns: a dense
+        # store's; the keys held end to end let go before the spans, ~0.9 GB at 1M)
+        aid_keys = stored_keys(txn, aid_keys)
+        return_freed_memory()
     atoms = AtomSpans(index.schema, aid_keys, cols, keep=False)
     del cols
     others = other_atoms(index.schema, aid_keys, atoms.col_ids)  # (their entries: not held)
@@ -123,8 +134,6 @@ def check_index(index: Index, txn: ReadTxn) -> None:
         errors.append(
             f"atom {aid} ({atoms.atom(aid)}) is on {attr!r}, not an attribute of the schema"
         )
-    found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
-    scanned = scan_atoms(txn, rec, aid_keys, found)
     atoms.read_keys_from(AidReader(txn))  # (the keys held: let go before the tree walk)
     del aid_keys
     return_freed_memory()
@@ -633,11 +642,11 @@ def _check_catalog(
             errors.append(f"atom {aid} ({shown(aid)}) counts {refs} uses, found {uses(aid)}")
         if aid >= rec["next_atom"]:
             errors.append(f"atom {aid} beyond the counter")
-    for aid in np.setdiff1d(np.flatnonzero(found), live, assume_unique=True).tolist():
+    for aid in absent(np.flatnonzero(found), live).tolist():
         errors.append(f"atom {aid} is used but not in the catalog")
     # the atoms not read as columns: direct ones (no entries), and the attributes of the
     # order ones, whose entries are decoded one attribute at a time (in ``wanted``)
-    rows = others.among(np.setdiff1d(live, atoms.col_ids, assume_unique=True))
+    rows = others.among(absent(live, atoms.col_ids))
     rows = rows[~np.isin(others.ids[rows], list(stray))]
     direct = {aid for aid, atom in stray.items() if not isinstance(atom, OrderAtom)}
     direct.update(others.ids[rows[~others.order[rows]]].tolist())
@@ -722,6 +731,18 @@ def _numbered(have: Any, want: Any) -> tuple[np.ndarray | None, np.ndarray | Non
 _STR = frozenset((str,))
 
 
+def _entry_orders(*sides: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orders of two sides' ``(ids, codes, constants)`` entries under which equal multisets
+    are equal arrays: by id alone when no id repeats on either side (one comparison atom an
+    id: a dense store's every tree, ~3x faster than three keys), else by all three."""
+    ids, codes, consts, tids, tcodes, tconsts = sides
+    h, w = np.argsort(ids, kind="stable"), np.argsort(tids, kind="stable")
+    mine, theirs = ids[h], tids[w]
+    if bool(np.all(mine[1:] != mine[:-1])) and bool(np.all(theirs[1:] != theirs[:-1])):
+        return h, w
+    return np.lexsort((ids, codes, consts)), np.lexsort((tids, tcodes, tconsts))
+
+
 def _check_predicates(
     name: str,
     have: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -749,8 +770,7 @@ def _check_predicates(
         if mine is None or theirs is None:
             mine, theirs = _numbered(consts, wconsts)
         if mine is not None and theirs is not None:
-            h = np.lexsort((ids, codes, mine))
-            w = np.lexsort((tids, tcodes, theirs))
+            h, w = _entry_orders(ids, codes, mine, tids, tcodes, theirs)
             if (
                 np.array_equal(mine[h], theirs[w])
                 and np.array_equal(codes[h], tcodes[w])

@@ -84,15 +84,18 @@ class Pieces:
             self.commits += 1
             self._begin()
 
-    def put_many(self, ns: bytes, keys: list[bytes], values: Iterable[bytes]) -> None:
+    def put_many(
+        self, ns: bytes, keys: list[bytes], values: Iterable[bytes], prefixed: bool = False
+    ) -> None:
         """:meth:`WriteTxn.put_many` in steps, each counted, so that a large namespace is
         split across pieces; ``values`` may be a generator (encoded as it is consumed)."""
         it, step = iter(values), self._step(keys)
         for start in range(0, len(keys), step):
             part = keys[start : start + step]
             vals = list(islice(it, len(part)))
-            self.txn.put_many(ns, part, vals)
-            self.wrote(sum(map(len, part)) + sum(map(len, vals)) + 16 * len(part))
+            self.txn.put_many(ns, part, vals, prefixed)
+            lead = len(ns) + 1 if prefixed else 0  # (counted as the key alone, either way)
+            self.wrote(sum(map(len, part)) + sum(map(len, vals)) + (16 - lead) * len(part))
 
     def _step(self, keys: list[bytes]) -> int:
         """Records a call: :data:`STEP`, fewer under a small limit (~ a quarter piece)."""

@@ -87,6 +87,10 @@ def test_crc_rows_is_zlibs() -> None:
         assert atomkeys.crc32_rows(mat[:, ::-1]).tolist() == [  # a strided view
             zlib.crc32(row[::-1].tobytes()) for row in mat
         ]
+        prior = zlib.crc32(b"\x93\xa5order")  # (the CRC of bytes before every row)
+        assert atomkeys.crc32_rows(mat, prior).tolist() == [
+            zlib.crc32(b"\x93\xa5order" + row.tobytes()) for row in mat
+        ]
 
 
 def test_parse_of_nothing() -> None:
@@ -157,6 +161,11 @@ def test_key_order_is_the_bytes_order(seed: int) -> None:
     order = atomkeys.key_order(atomkeys.parse(keys))
     assert order is not None
     assert [keys[i] for i in order.tolist()] == sorted(keys)
+    # constants of a narrower range (one int64 sort key, not the two-key sort): the same
+    narrow = [k for k in keys if abs(int(atomkeys.parse([k]).ints[0])) < 2**40]
+    assert len(narrow) > 500
+    order = atomkeys.key_order(atomkeys.parse(narrow))
+    assert order is not None and [narrow[i] for i in order.tolist()] == sorted(narrow)
     for other in (("order", "a0", ((">", 1.5),)), ("order", "a0", ((">", 1), ("<", 3)))):
         assert atomkeys.key_order(atomkeys.parse([*keys, codec.encode_value(other)])) is None
     assert atomkeys.key_order(atomkeys.parse([])) is None

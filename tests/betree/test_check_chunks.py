@@ -4,6 +4,7 @@ it finds exactly what it finds in one chunk, damage in a later chunk included.""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from betree.checking import atomrecords, check
@@ -57,3 +58,70 @@ def test_damage_in_later_chunks_is_found_as_in_one(
     assert f"atom {a3} is used but not in the catalog" in chunked
     assert f"PB+tree 'y' lacks atom {aid}'s entry {op} {const!r}" in chunked
     assert f"subscription 117: id map does not lead to internal id {sid}" in chunked
+
+
+@pytest.mark.parametrize("damage", ["count", "reverse", "missing", "schema", "none"])
+def test_keys_read_from_the_store_after_the_atom_pass_find_the_same(
+    idx: Index, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """When every atom key reads as columns (a dense store's), ``check()`` lets the reverse
+    records' keys go after the atom records' pass and the spans read any key they need
+    from the store (:func:`atomrecords.stored_keys`; ``!=`` atoms are spanned from their
+    decoded keys): it reports exactly what it reports with the keys held."""
+    idx.subscribe_many([(f"n{i}", f"x != {i} and y < {i}") for i in range(30)])
+    with idx.store.read() as txn:
+        records = [(k, codec.decode_value(v)) for k, v in txn.scan(b"atom")]
+    (k1, (a1, r1)), (_, (a2, _)), (k3, _) = records[-1], records[-9], records[-20]
+    with idx.store.write() as txn:
+        if damage == "count":
+            txn.put(b"atom", k1, codec.encode_value([a1, r1 + 2]))
+        elif damage == "reverse":
+            txn.put(b"aid", codec.encode_u64(a2), k3)
+        elif damage == "missing":
+            txn.delete(b"atom", k3)
+        elif damage == "schema":
+            key = codec.encode_value(("order", "nope", (("!=", 1),)))
+            aid = txn.get_obj(b"bexdb", b"index")["next_atom"]
+            txn.put_obj(b"atom", key, [aid, 0])
+            txn.put(b"aid", codec.encode_u64(aid), key)
+    taken: list[int] = []
+    real = check.stored_keys
+
+    def counted(txn: object, held: atomrecords.AtomKeys) -> atomrecords.AtomKeys:
+        taken.append(len(held))
+        return real(txn, held)  # type: ignore[arg-type]
+
+    def run() -> list[str]:
+        if damage == "none":
+            idx.check()
+            return []
+        return violations(idx)
+
+    monkeypatch.setattr(check, "stored_keys", counted)
+    read = run()
+    assert taken  # (the path under test was taken)
+    monkeypatch.setattr(check, "stored_keys", lambda txn, held: held)
+    assert run() == read
+    assert (read == []) == (damage == "none")
+    if damage == "schema":
+        assert any("(nope != 1) is on 'nope'" in v for v in read)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_absent_is_setdiff1d(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """``atomrecords.absent`` (ids of one sorted array missing from another, by binary
+    search a chunk at a time): ``np.setdiff1d``'s answer, in chunks of a few, for ascending
+    and unordered ``among``, empty sides, and ids at both ends."""
+    monkeypatch.setattr(atomrecords, "CHUNK", 7)
+    rng = np.random.default_rng(seed)
+    values = np.unique(rng.integers(0, 300, 120))
+    among = np.unique(np.concatenate((rng.integers(0, 300, 150), values[[0, -1]])))
+    for a, b in [
+        (values, among),
+        (values, among[::-1].copy()),
+        (values, among[:0]),
+        (values[:0], among),
+        (values, among[:1]),
+        (among, values),
+    ]:
+        assert atomrecords.absent(a, b).tolist() == np.setdiff1d(a, b, assume_unique=True).tolist()

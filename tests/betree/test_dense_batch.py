@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from betree.disk import atomkeys, catalog
+from betree.disk import atomkeys, bulkrecords, catalog
 from betree.disk.bulk import Batch, release_freed_heap
 from betree.index import Index
 from betree.lang.expr import evaluate
@@ -44,6 +44,11 @@ def test_encoders_write_codecs_bytes() -> None:
     keys = atomkeys.encode_order(names, attr, code, ints)
     for a, c, v, key in zip(attr.tolist(), code.tolist(), values, keys, strict=True):
         assert key == codec.encode_value(("order", names[a], ((OPERATORS[c], v),)))
+    # with a namespace's lead before each (the LMDB key): the same keys after it
+    assert atomkeys.encode_order(names, attr, code, ints, b"atom\0") == [
+        b"atom\0" + key for key in keys
+    ]
+    assert atomkeys.encode_order(names, attr[:0], code[:0], ints[:0], b"atom\0") == []
     other = np.array([rng.choice(values) for _ in values], dtype=np.int64)
     records = atomkeys.encode_int_pairs(ints, other)
     assert records == [
@@ -316,3 +321,13 @@ def test_batch_writes_records_full_and_matches(tmp_path: Path, limit: int | None
         live = {i: e for i, e in subs if i % 4} | {"new": "a0 between 10 and 200000 and a1 >= 5"}
         for ev in events[30:]:
             assert set(idx.match(ev)) == brute(live, idx.schema, ev)
+
+
+def test_aid_record_keys_are_the_stored_keys() -> None:
+    """``bulkrecords.aid_keys``: the LMDB keys of ``aid`` records (namespace, then the id's
+    u64), cut from one buffer, for ids of every width."""
+    ids = np.array([1, 2, 255, 256, 2**32, 2**63 - 1], dtype=np.int64)
+    assert bulkrecords.aid_keys(ids) == [
+        catalog.AID + b"\0" + codec.encode_u64(i) for i in ids.tolist()
+    ]
+    assert bulkrecords.aid_keys(ids[:0]) == []

@@ -143,6 +143,7 @@ def test_batch_refs_of_shared_objects_as_of_copies(tmp_path: Path) -> None:
         assert shared.atoms == want and copied.atoms == want
         assert shared.refs == copied.refs and shared.lens == copied.lens
 
+
 def test_string_trees_from_numbered_columns(tmp_path: Path) -> None:
     """A PB+tree of strings built from the batch build's numbered columns
     (:func:`string_columns`) is the one its sorted ``(constant, operator, id)`` triples

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from betree.disk.catalog import NS, ROOT, put_home
 from betree.disk.nodes import CNode
 from betree.disk.tree import BETree
@@ -222,3 +225,33 @@ def test_pbtree_entries_of_column_and_other_atoms_together(tmp_path: Path) -> No
                 f"PB+tree 'x' lacks atom {a2}'s entry = 205",
             ]
         )
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_pbtree_entry_moved_to_another_constant_or_operator(tmp_path: Path, shared: bool) -> None:
+    """A tree's entry replaced by one of the same atom id with another constant, then with
+    another operator, is named both ways (entries compared by id alone when no id repeats,
+    a dense store's every tree; by all three columns when an atom has two entries, an
+    in-list of ints: ``shared``); a clean store passes either way."""
+    schema = {"attributes": {"x": {"type": "int"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        idx.subscribe_many([(i, f"x >= {i} and x != {i + 1000}") for i in range(30)])
+        if shared:  # (an in-list of ints: one order atom, one id, an entry a value)
+            idx.subscribe_many([(100 + i, f"x in ({i + 100}, {i + 200})") for i in range(10)])
+        idx.check()
+        with idx.store.read() as txn:
+            codes, consts, ids = PBTree(txn, "x").predicate_columns()
+        assert (len(set(ids.tolist())) < len(ids)) == shared
+        at = int(np.flatnonzero(consts == 7)[0])
+        op, aid = OPERATORS[int(codes[at])], int(ids[at])
+        for new_op, new_const in ((op, 8), ("<=" if op != "<=" else ">=", 7)):
+            with idx.store.write() as txn:
+                tree = PBTree(txn, "x")
+                assert tree.delete(op, 7, aid) and tree.insert(new_op, new_const, aid)
+            found = violations(idx)
+            assert f"PB+tree 'x' lacks atom {aid}'s entry {op} 7" in found
+            assert f"PB+tree 'x' holds {new_op} {new_const} for atom {aid}, no atom has it" in found
+            with idx.store.write() as txn:
+                tree = PBTree(txn, "x")
+                assert tree.delete(new_op, new_const, aid) and tree.insert(op, 7, aid)
+            idx.check()

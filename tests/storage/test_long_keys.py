@@ -424,3 +424,28 @@ def test_serve_put_get_delete_long_ids_and_constants(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_prefixed_put_many_stores_what_put_many_stores(tmp_path: Path, long: bool) -> None:
+    """``put_many(..., prefixed=True)`` (keys given with ``ns + b"\\0"`` before them, as the
+    batch build makes them in numpy) stores the records ``put_many`` stores of the bare
+    keys: byte for byte the same LMDB records, a key too long for LMDB included (then the
+    long layout); and the records read back the same."""
+    rng = random.Random(9)
+    keys = sample_keys(rng) if long else [rng.randbytes(rng.randrange(0, 60)) for _ in range(300)]
+    keys = sorted(set(keys))
+    assert any(len(k) > MAX_KEY - len(NS) - 1 for k in keys) == long
+    values = [rng.randbytes(rng.choice([0, 7, 300])) for _ in keys]
+    raw: list[list[tuple[bytes, bytes]]] = []
+    for prefixed in (False, True):
+        with open_store(tmp_path / f"s{prefixed}") as opened:
+            with opened.write() as txn:
+                given = [NS + b"\0" + k for k in keys] if prefixed else keys
+                txn.put_many(NS, given, values, prefixed=prefixed)
+            with opened.read() as txn:
+                assert txn.scan_all(NS) == (keys, values)
+                assert txn.check_records() == []
+            with opened.env.begin() as t:
+                raw.append(list(t.cursor(db=opened.records_db)))
+    assert raw[0] == raw[1] and len(raw[0]) == len(keys)
