@@ -20,10 +20,7 @@ the work of the general path is bounded by a constant per node of the expression
 (:class:`_Normalizer`): every expression is accepted or rejected in time linear in its
 length.  A conjunction whose product has few clauses (rich ad-targeting rules: a ``not``,
 an ``or``, a geo radius beside one-clause atoms) is multiplied out directly
-(:func:`_small_product`: its clauses compared pairwise once, no index of them).  The
-groups of atoms on one attribute that a clause's simplification merges are remembered by
-the atoms' identities (:func:`_simplify`: a product's clauses repeat them), a bounded
-memo let go with the other compile caches (:func:`forget_simplified`).
+(:func:`_small_product`: its clauses compared pairwise once, no index of them).
 
 >>> from betree.lang.parser import parse
 >>> to_clauses(parse("not (a = 1)"))

@@ -12,8 +12,7 @@ keyword and operator its kind (all case variants of the keywords are in the dict
 identifiers never need lowering). Numbers and strings are decoded
 (:mod:`betree.lang.literals`) only when the parser reaches them, so a malformed literal is
 reported in left-to-right order with the other errors. The most frequent atoms, ``a op 12``,
-``a between 1 and 9``, lists of small naturals and lists of plain strings (one step for the
-whole list: :meth:`_Parser._plain_strings`), are checked and built by short paths that
+``a between 1 and 9`` and lists of small naturals, are checked and built by short paths that
 fall back to the general code on anything else. Token positions are not kept: only when an
 error is raised does the same regex run again with ``finditer`` to find the column of token
 *i* (Python ``str`` indices are code points, so the column is the index plus one).
