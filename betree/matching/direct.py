@@ -35,6 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
+from betree.lang import special
 from betree.lang.atoms import Atom, TestAtom
 from betree.matching import directkinds, directmany, geomany, manybase, sameelement
 
@@ -95,6 +96,7 @@ class DirectAtoms:
         "default",
         "indexes",
         "one",
+        "reads",
         "undefined",
     )
 
@@ -126,6 +128,15 @@ class DirectAtoms:
         #: direct atoms are ``defined`` or ``is null``: 11 of rich rules' 18, a call each an
         #: event skipped)
         self.busy = bool(self.always or self.active)
+        #: the other attributes :meth:`found` may read on the event (``now`` for the segment
+        #: and cap tests, the longitude for the geo ones), so that its answer is a function
+        #: of the value and theirs (memoised so: :class:`betree.packed.slots.Slots`); None
+        #: where not known (``any`` atoms, atoms no index covers)
+        self.reads = (
+            None
+            if self.always
+            else _reads([atom for _, atom in atoms if isinstance(atom, TestAtom)])
+        )
         #: the indexes' batch forms (:mod:`betree.matching.directmany`), made at first use
         self.batched: list[tuple[str, directmany.Batched]] | None = None
         #: the indexes :meth:`found` asks, each by its own or its batch form (made at first use)
@@ -258,6 +269,30 @@ def _one(kind: str, index: _Index) -> _Index | _OneByMany | _OneGeo:
         if ids > LIST_POSTING_MOST * max(1, sum(map(len, postings))):
             return _OneByMany(kind, index)
     return index
+
+
+def _reads(atoms: list[TestAtom]) -> tuple[str, ...] | None:
+    """The attributes beyond their own that the truths of ``atoms`` read: ``now`` for the
+    time functions, the longitude of a geo test (and of its out-of-range test); None where
+    an ``any`` atom's inner tests may read more."""
+    out: dict[str, None] = {}
+    for atom in atoms:
+        base = atom.test.removeprefix("not_")
+        args: tuple[object, ...] = atom.arg if isinstance(atom.arg, tuple) else ()
+        if base == "any":
+            return None
+        if base.startswith("segment_") or base == "within_frequency_cap":
+            out[special.NOW] = None
+        elif base == "geo_within_radius":
+            out[special.longitude_attr(args)] = None
+        elif base == special.OUT_OF_RANGE:
+            out[str(args[0]) if args else special.LONGITUDE] = None
+    return tuple(out)
+
+
+def counting_now() -> bool:
+    """Whether :func:`counting` is open (every index asked, none answered from a memo)."""
+    return _counts is not None
 
 
 def _add(counts: dict[str, list[int]], kind: str, tests: int, held: int) -> None:

@@ -19,6 +19,7 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.matching.pages import phase1
 from betree.packed import flat, flatbatch
+from betree.packed import slots as slots_module
 from betree.packed.flat import LEARN
 from betree.packed.joined import Joined
 from betree.packed.slots import KeyedRuns, Slots
@@ -382,3 +383,66 @@ def test_sharded_events_matched_by_slot(
         settled(store)
         assert _sweep(store, now, schema, events) > 50
         assert taken[0] >= len(events) and not taken[1], taken
+
+
+def _moved(events: list[Any]) -> list[Any]:
+    """Each event, then copies with only ``now`` or only the longitude moved: a direct
+    group's answer for one value on another event's other attributes (the segment and
+    cap tests read ``now``, the geo ones the longitude)."""
+    out = []
+    for ev in events:
+        out.append(ev)
+        if "now" in ev:
+            out += [{**ev, "now": ev["now"] + 86_400 * 40}, {**ev, "now": ev["now"] - 3_600}]
+        if "longitude" in ev:
+            out.append({**ev, "longitude": -ev["longitude"]})
+            out.append({**ev, "longitude": ev["longitude"] + 0.05})
+    return out
+
+
+@pytest.mark.parametrize(("memo_ids", "memo_most"), [(0, 1024), (1 << 18, 1024), (900, 3)])
+def test_direct_memo_against_phase1_and_the_brute_force(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rich: tuple[dict[str, Any], dict[Any, str], list[Any]],
+    memo_ids: int,
+    memo_most: int,
+) -> None:
+    """The direct groups' answers kept by value (:class:`betree.packed.slots.Memo`): off,
+    on, and bounded so tight it empties every few values (some answers too big to keep):
+    every event's truths equal phase 1's, its answers the brute force's, events asked
+    twice, with ``now`` or the longitude alone changed, through deletes and a reopen."""
+    monkeypatch.setattr(slots_module, "MEMO_IDS", memo_ids)
+    monkeypatch.setattr(slots_module, "MEMO_MOST", memo_most)
+    schema_doc, subs, events = rich
+    subs = dict(subs)
+    schema = Schema.from_json(schema_doc)
+    events = _moved(events[:50])
+    python_loaded(tmp_path / "py", subs, schema_doc)
+    with Index.open(tmp_path / "py") as idx:
+        _settle(idx, events)
+        for _ in range(2):  # (the second time, from the memos where on)
+            _same_truths(idx, events)
+            assert _sweep(idx, subs, schema, events) > 100
+        with idx.store.read() as txn:
+            held = idx.engine.flat.held(txn.gen)
+        assert held is not None and held.view.slots is not None
+        memos = [d[6] for d in held.view.slots.direct if d[6] is not None]
+        reads = {d[0]: d[1].reads for d in held.view.slots.direct}
+        assert reads["latitude"] == ("longitude",) and reads["user.interests"] == ()
+        assert reads["segments_with_timestamp"] == reads["frequency_caps"] == ("now",)
+        kept = [len(memo.answers) for memo in memos]
+        assert len(kept) >= 5
+        if memo_ids == 0:
+            assert sum(kept) == 0
+        else:
+            assert max(kept) <= memo_most and sum(kept) > 0
+            assert all(m.ids <= memo_ids for m in memos)
+        for ident in list(subs)[::4]:
+            assert idx.unsubscribe(ident)
+            del subs[ident]
+        assert _sweep(idx, subs, schema, events) > 50
+    with Index.open(tmp_path / "py", readonly=True) as idx:  # reopened: a new view
+        _settle(idx, events)
+        _same_truths(idx, events)
+        _sweep(idx, subs, schema, events)
