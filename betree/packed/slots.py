@@ -59,6 +59,9 @@ ALL = np.uint64(0x0101010101010101)
 #: the most slots a direct group's :class:`Memo` keeps (0: no memo), and the most values
 MEMO_IDS = 1 << 18
 MEMO_MOST = 1024
+#: a memo finding under one in MEMO_POOR asks of a window of MEMO_WINDOW kept sits out
+#: the next MEMO_REST asks (an attribute whose values do not repeat)
+MEMO_WINDOW, MEMO_POOR, MEMO_REST = 256, 8, 2048
 
 
 class Slots:
@@ -284,7 +287,7 @@ class Slots:
                 if not group.busy:
                     continue
                 value = values[attr]
-                if memo is None or not memo_on:
+                if memo is None or not memo_on or memo.idle():
                     group.found(value, values, held, failed)
                     continue
                 got = memo.get(value, values) or memo.put(value, values, group, self.slot)
@@ -367,12 +370,24 @@ class Memo:
     :data:`MEMO_MOST` values.  A race between threads costs a recomputed answer, never a
     wrong one (a key is set with its answer at once)."""
 
-    __slots__ = ("answers", "ids", "reads")
+    __slots__ = ("answers", "asks", "hits", "ids", "reads", "rest")
 
     def __init__(self, reads: tuple[str, ...]) -> None:
         self.reads = reads
         self.answers: dict[object, tuple[np.ndarray, np.ndarray]] = {}
         self.ids = 0
+        #: asks and hits in this window of :data:`MEMO_WINDOW` asks; asks left to sit out
+        self.asks = self.hits = self.rest = 0
+
+    def idle(self) -> bool:
+        """Whether this ask is left to the indexes: for :data:`MEMO_REST` asks after a
+        window of :data:`MEMO_WINDOW` that found under one in :data:`MEMO_POOR` kept (a
+        stream that does not repeat its values then pays the memo's key and copy on a
+        ninth of its asks)."""
+        if self.rest:
+            self.rest -= 1
+            return True
+        return False
 
     def key(self, value: object, values: Mapping[str, object]) -> object:
         """The memo's key of ``value`` on the event ``values``."""
@@ -386,9 +401,19 @@ class Memo:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The answer kept for ``value`` on this event, or None."""
         try:
-            return self.answers.get(self.key(value, values))
+            got = self.answers.get(self.key(value, values))
         except TypeError:  # (unhashable: never kept)
-            return None
+            got = None
+        self.asks += 1
+        if got is not None:
+            self.hits += 1
+        if self.asks >= MEMO_WINDOW:
+            if self.hits * MEMO_POOR < self.asks:
+                self.rest = MEMO_REST
+                self.answers.clear()
+                self.ids = 0
+            self.asks = self.hits = 0
+        return got
 
     def put(
         self, value: object, values: Mapping[str, object], group: DirectAtoms, slot: np.ndarray
@@ -399,6 +424,8 @@ class Memo:
         group.found(value, values, held, failed)
         got = (slot.take(joined(held)), slot.take(joined(failed)))
         size = len(got[0]) + len(got[1])
+        if self.rest:  # (left idle by this ask's window)
+            return got
         try:
             key = self.key(value, values)
             hash(key)

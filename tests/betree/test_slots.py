@@ -446,3 +446,34 @@ def test_direct_memo_against_phase1_and_the_brute_force(
         _settle(idx, events)
         _same_truths(idx, events)
         _sweep(idx, subs, schema, events)
+
+
+def test_direct_memo_sits_out_values_that_do_not_repeat(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rich: tuple[dict[str, Any], dict[Any, str], list[Any]],
+) -> None:
+    """A memo whose keys stop repeating (the same events asked again, ``now`` a new
+    second each time: the segment and cap groups' keys) finds none kept over a window and
+    is left idle, its answers let go; the list groups' (values repeating) stay kept;
+    every event's truths as phase 1's, its answers the brute force's."""
+    schema_doc, subs, events = rich
+    python_loaded(tmp_path / "py", dict(subs), schema_doc)
+    with Index.open(tmp_path / "py") as idx:
+        _settle(idx, events[:16])
+        monkeypatch.setattr(slots_module, "MEMO_WINDOW", 16)
+        monkeypatch.setattr(slots_module, "MEMO_REST", 10**6)
+        asked = [
+            {**ev, "now": ev["now"] + 1_000 * r + k} if "now" in ev else ev
+            for r in range(4)
+            for k, ev in enumerate(events[:16])
+        ]
+        _same_truths(idx, asked)
+        with idx.store.read() as txn:
+            held = idx.engine.flat.held(txn.gen)
+        assert held is not None and held.view.slots is not None
+        memos = {d[0]: d[6] for d in held.view.slots.direct if d[6] is not None}
+        for name in ("segments_with_timestamp", "frequency_caps"):
+            assert memos[name].rest > 0 and not memos[name].answers
+        assert memos["user.interests"].rest == 0 and memos["user.interests"].answers
+        assert _sweep(idx, dict(subs), Schema.from_json(schema_doc), asked + events) > 100
