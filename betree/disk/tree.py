@@ -235,6 +235,8 @@ class BETree:
         copy.  1M BEGen: ~6 nodes a clause (a p-node's directory ~3 buckets deep)."""
         feedback = self._feedback
         out: list[tuple[int, list[int], set[str]]] = []
+        if not places:
+            return out
         nodes: dict[int, CNode] = {}
         work: list[tuple[int, list[int], set[str]]] = [(self.root, list(range(len(places))), set())]
         while work:

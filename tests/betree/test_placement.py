@@ -224,6 +224,7 @@ def _routes(idx: Index, places: list[Any], feedback: dict[str, float], together:
         tree = w.tree
         tree._feedback = feedback
         if together:
+            assert tree._route_together([]) == []  # (a placement of nothing: no group)
             went = {}
             for page, at, used in tree._route_together(places):
                 assert at == sorted(at)
