@@ -210,3 +210,52 @@ def test_pending_groups_in_views_against_brute_force(tmp_path: Path, shards: int
                     grouped += sum(_grouped(part) for part in parts)
             idx.check()
     assert grouped > 500 and placed > 500, (grouped, placed)
+
+
+class _Abort(Exception):
+    pass
+
+
+def _routes(idx: Index, places: list[Any], feedback: dict[str, float], together: bool) -> Any:
+    """In a transaction then aborted: where each clause goes and every c-node's scores
+    after, routed one by one (``BETree._route``) or node by node (``_route_together``)."""
+    seen: dict[str, Any] = {}
+    with pytest.raises(_Abort), idx.store.write() as txn, idx.engine.writer(txn) as w:
+        tree = w.tree
+        tree._feedback = feedback
+        if together:
+            assert tree._route_together([]) == []  # (a placement of nothing: no group)
+            went = {}
+            for page, at, used in tree._route_together(places):
+                assert at == sorted(at)
+                went.update({k: (page, used) for k in at})
+            seen["went"] = [went[k] for k in range(len(places))]
+        else:
+            seen["went"] = [tree._route(tree.root, p, set(), +1) for p in places]
+        seen["scores"] = {node.page: list(node.pdir) for node, _, _ in tree.walk()}
+        raise _Abort
+    return seen
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_routing_node_by_node_is_routing_one_by_one(tmp_path: Path, seed: int) -> None:
+    """Placement routes a batch node by node (``BETree._route_together``): every clause
+    goes where routing it alone after the earlier ones would, and every p-node's score
+    is the same after (with self-adjustment's feedback weighing the scores and without:
+    ties, floats), over a tree of small nodes several levels deep."""
+    rng = random.Random(seed)
+    with Index.open(tmp_path / "s", schema=SCHEMA, settings={"max_cap": 3, "min_size": 2}) as idx:
+        subs = valid(idx, [expression(rng) for _ in range(900)])
+        items = list(subs.items())
+        for start in range(0, 600, 100):
+            idx.subscribe_many(items[start : start + 100])
+            idx.engine.place()
+        idx.check()
+        clauses = [c for k, text in items[600:] for c in idx.engine.compiler().compile(k, text)]
+        places = [idx.engine.places(c) for c in clauses]
+        attrs = sorted({a for p in places for a in p})
+        for feedback in ({}, {a: rng.choice([0.0, 0.25, 0.5, 0.9]) for a in attrs}):
+            one = _routes(idx, places, feedback, together=False)
+            assert _routes(idx, places, feedback, together=True) == one
+            assert len({page for page, _ in one["went"]}) > 5  # (several c-nodes reached)
+            assert any(used for _, used in one["went"])
