@@ -43,11 +43,13 @@ from pbtree.operators import OPS
 _CUT = re.compile(r" +[Aa][Nn][Dd] +(?=[A-Za-z_(])").split
 
 #: A number token as the tokenizer cuts it and :func:`~betree.lang.literals.literal` takes
-#: it: an integer (any digits: its range is checked after), or a float.
-_NUM = r"-?[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)?"
+#: it: an integer of at most 18 digits (in int64's range whatever they are: read by ``int``
+#: alone, the common case), else any number (an integer's range checked after, or a float).
+_SHORT = r"(-?[0-9]{1,18})"
+_NUM = r"(-?[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)?)"
 _PIECE = re.compile(
-    rf"([A-Za-z_][A-Za-z0-9_]*) *(?:(<=|>=|<>|!=|<|>|=) *({_NUM})"
-    rf"| +(?i:between) +({_NUM}) +(?i:and) +({_NUM}))"
+    rf"([A-Za-z_][A-Za-z0-9_]*) *(?:(<=|>=|<>|!=|<|>|=) *(?:{_SHORT}|{_NUM})"
+    rf"| +(?i:between) +(?:{_SHORT}|{_NUM}) +(?i:and) +(?:{_SHORT}|{_NUM}))"
 ).fullmatch
 _NUMERIC = frozenset(("int", "float"))
 
@@ -87,18 +89,19 @@ def comparisons(text: str, schema: Schema) -> list[Triple] | None:
         m = _PIECE(part)
         if m is None:
             return None
-        attr, op, c, lo, hi = m.groups()
+        attr, op, c, cn, lo, lon, hi, hin = m.groups()
         spec = attributes.get(attr)
         if spec is None or spec.type not in _NUMERIC or attr in seen:
             return None
         seen.add(attr)
         if op is not None:
-            v = number(c)
+            v = int(c) if c is not None else number(cn)
             if v is None:
                 return None
             out.append((attr, v, _RANK["!=" if op == "<>" else op]))
             continue
-        low, high = number(lo), number(hi)
+        low = int(lo) if lo is not None else number(lon)
+        high = int(hi) if hi is not None else number(hin)
         if low is None or high is None:
             return None
         if low < high:
