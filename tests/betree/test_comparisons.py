@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
+from betree.disk import catalog
 from betree.disk.bulk import Batch
 from betree.index import Index
 from betree.lang.expr import evaluate
 from betree.lang.parser import compile_expr
 from loaders import python_load
 from loaders.records import read_jsonl
+from storage import codec
 from storage.errors import InvalidInput
 from tests.support.workload import SCHEMA, event, expression
 from tools.bench import gen_dense
@@ -266,3 +268,43 @@ def test_python_load_rejects_with_reasons(tmp_path: Path, domain: str) -> None:
     with Index.open(tmp_path / "store") as idx:
         idx.check()
         assert _brute(idx, subs[1:], events)
+
+
+@pytest.mark.parametrize("via", ["add", "add_text"])
+def test_atom_ids_and_keys_are_one_by_one_interning(tmp_path: Path, via: str) -> None:
+    """Float constants held as bits in the batch's columns (through ``add``'s atom objects
+    or the triples) get the ids interning every atom by its store key one by one gives
+    (order of first use) and that key, ``codec.encode_value(atom.as_tuple())``, in the
+    ``aid`` records: floats beside ints, strings, lists and tests, edges included."""
+    rng = random.Random(3)
+    texts = _edge_texts(rng)[:200] + [expression(rng) for _ in range(300)]
+    texts += [
+        f"f between {rng.uniform(-9, 9)} and {rng.uniform(-9, 9)} and i > 2" for _ in range(100)
+    ]
+    want: dict[bytes, int] = {}
+    with Index.open(tmp_path / "s", schema=SCHEMA) as idx:
+        compiler, batch = idx.engine.compiler(), Batch(idx)
+        for n, text in enumerate(texts):
+            try:
+                clauses = compiler.compile(n, text)
+            except InvalidInput:
+                continue
+            for clause in clauses:
+                for atom in clause:
+                    want.setdefault(codec.encode_value(atom.as_tuple()), len(want) + 1)
+            if via == "add":
+                batch.add(n, text, clauses)
+            else:
+                batch.add_text(n, text)
+        batch.build()
+        idx.check()
+        with idx.store.read() as txn:
+            got = {value: codec.decode_u64(key) for key, value in txn.scan(catalog.AID)}
+    assert got == want
+    assert (
+        sum(
+            codec.decode_value(k)[0] == "order" and type(codec.decode_value(k)[2][0][1]) is float
+            for k in want
+        )
+        > 100
+    )
