@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from betree.lang.atoms import Clause
-from betree.lang.conjuncts import ConjunctMemo, int_comparisons
+from betree.lang.comparisons import Triple, comparisons
+from betree.lang.conjuncts import ConjunctMemo
 from betree.lang.dnf import MAX_CLAUSES, to_clauses
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
@@ -57,15 +58,16 @@ class Compiler:
         parsed = schema if isinstance(schema, Schema) else Schema.from_json(schema)
         return cls(parsed, int((settings or {}).get("max_clauses", MAX_CLAUSES)))
 
-    def int_comparisons(self, ident: Any, expr: object) -> list[tuple[str, str, int]] | None:
+    def comparisons(self, ident: Any, expr: object) -> list[Triple] | None:
         """``expr``'s one clause as ``(attribute, operator, constant)`` triples when it is a
-        plain conjunction of integer comparisons (:func:`betree.lang.conjuncts.int_comparisons`:
-        the atoms :meth:`compile` would give, without an object each), ``[]`` when false,
-        else ``None`` (then :meth:`compile` it).  ``ident`` is validated as in :meth:`compile`."""
+        plain conjunction of comparisons and ``between`` on int and float attributes
+        (:func:`betree.lang.comparisons.comparisons`: the atoms :meth:`compile` would give,
+        without an object each), ``[]`` when false, else ``None`` (then :meth:`compile`
+        it).  ``ident`` is validated as in :meth:`compile`."""
         codec.encode_id(ident)
         if not isinstance(expr, str) or self.max_clauses < 1:
             return None
-        return int_comparisons(expr, self.schema)
+        return comparisons(expr, self.schema)
 
     def compile(self, ident: Any, expr: object) -> list[Clause]:
         """Type-check and normalize one expression; errors name the subscription ``ident``

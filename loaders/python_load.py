@@ -10,7 +10,7 @@ so its store is about its compacted copy's size (100K: dense 420 MB against 398,
 against 35), and the copy cost a pass over the store and the load's peak
 (docs/bench/dense-load, denseload41; ``bexdb compact`` still makes one).
 
-Cost: one parse + normalization per record (a plain conjunction of integer comparisons
+Cost: one parse + normalization per record (a plain conjunction of int or float comparisons
 read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`), then the
 batch build and the check, in one process.  Memory: the records and the
 batch (a few hundred bytes a subscription; rich rules' ~1.2 KB, their atoms' store keys;

@@ -213,11 +213,13 @@ def column_keys(
     attr: np.ndarray,
     code: np.ndarray,
     ints: np.ndarray,
+    floats: tuple[np.ndarray, np.ndarray],
 ) -> OrderKeys:
     """What :func:`parse` reads from ``keys`` as far as the callers use it, when the keys
     at positions ``at`` are one-comparison order atoms the caller holds as columns
-    (attribute ``names[attr]``, operator code, int64 constant: what :func:`encode_order`
-    made their keys of): only the keys at ``rest`` are parsed.  A batch build's column
+    (attribute ``names[attr]``, operator code, int64 constant or, where ``floats[0]``,
+    float64 ``floats[1]``: what :func:`encode_order` made their keys of): only the keys at
+    ``rest`` are parsed.  A batch build's column
     atoms (two a ``between``) are then not read back from the keys just made of them
     (~0.7 µs an atom).  Those rows are ``ok`` whatever their attribute's name (``parse``
     leaves names of 32 bytes or more to be decoded, to the same entries)."""
@@ -241,6 +243,7 @@ def column_keys(
         floats=np.zeros(n, dtype=np.float64),
     )
     out.ok[at], out.attr[at], out.code[at], out.ints[at] = True, attr, code, ints
+    out.is_float[at], out.floats[at] = floats
     if len(rest):
         out.ok[rest], out.code[rest], out.is_float[rest] = sub.ok, sub.code, sub.is_float
         out.attr[rest] = np.array([*remap, -1], dtype=np.int64)[sub.attr]  # (-1: not read)
@@ -389,17 +392,31 @@ def _keyed(n: int, parts: list[tuple[np.ndarray, bytes, np.ndarray, np.ndarray]]
     return [buf[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
+#: msgpack's float64 tag, and the width :func:`encode_order` groups its constants under
+#: (past an int's widest, 8)
+_DOUBLE, _DOUBLE_WIDTH = 0xCB, 9
+
+
 def encode_order(
-    names: Sequence[str], attr: np.ndarray, code: np.ndarray, ints: np.ndarray, lead: bytes = b""
+    names: Sequence[str],
+    attr: np.ndarray,
+    code: np.ndarray,
+    ints: np.ndarray,
+    lead: bytes = b"",
+    floats: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[bytes]:
     """The store keys of one-comparison order atoms with int64 constants (attribute
-    ``names[attr]``, operator code, constant): :func:`storage.codec.encode_value` of
-    ``("order", name, ((op, c),))`` each, byte for byte, each after ``lead`` (a record's
-    namespace, ``ns + b"\\0"``: the LMDB key :meth:`storage.txn.WriteTxn.put_many` takes
-    ``prefixed``; not in the CRC), made per group of one attribute, operator and constant
-    width; a group's CRC-32 runs from its fixed prefix's over the constants' bytes only
-    (~0.2 µs an atom against ~1.5 one by one)."""
+    ``names[attr]``, operator code, constant), or with float64 ones where ``floats``
+    (``(is_float, values)``, as :class:`OrderKeys` holds them) says so:
+    :func:`storage.codec.encode_value` of ``("order", name, ((op, c),))`` each, byte for
+    byte, each after ``lead`` (a record's namespace, ``ns + b"\\0"``: the LMDB key
+    :meth:`storage.txn.WriteTxn.put_many` takes ``prefixed``; not in the CRC), made per
+    group of one attribute, operator and constant width; a group's CRC-32 runs from its
+    fixed prefix's over the constants' bytes only (~0.2 µs an atom against ~1.5 one by one)."""
     tag, width = _int_forms(ints)
+    if floats is not None and floats[0].any():
+        tag = np.where(floats[0], _DOUBLE, tag)
+        width = np.where(floats[0], _DOUBLE_WIDTH, width)
     symbols = {c: s.encode() for s, c in SLOT.items()}
     group = (attr.astype(np.int64) * 8 + code) * 16 + width
     parts: list[tuple[np.ndarray, bytes, np.ndarray, np.ndarray]] = []
@@ -408,8 +425,9 @@ def encode_order(
         rest, w = divmod(kind, 16)
         a, op = divmod(rest, 8)
         name, symbol = names[a].encode(), symbols[op]
+        values = floats[1] if w == _DOUBLE_WIDTH and floats is not None else ints
         if len(name) >= 32:  # (not a fixstr: encoded one by one; a name that long is rare)
-            for i, c in zip(rows.tolist(), ints[rows].tolist(), strict=True):
+            for i, c in zip(rows.tolist(), values[rows].tolist(), strict=True):
                 key = codec.encode_value(("order", names[a], ((symbol.decode(), c),)))
                 slow.append((i, lead + key))
             continue
@@ -421,7 +439,12 @@ def encode_order(
             + bytes([0xA0 | len(symbol)])
             + symbol
         )
-        body = _int_bytes(ints[rows], tag[rows], w)
+        if w == _DOUBLE_WIDTH:
+            body = np.empty((len(rows), 9), dtype=np.uint8)
+            body[:, 0] = _DOUBLE
+            body[:, 1:] = values[rows].astype(">f8").view(np.uint8).reshape(len(rows), 8)
+        else:
+            body = _int_bytes(ints[rows], tag[rows], w)
         parts.append((rows, lead + prefix, body, crc32_rows(body, zlib.crc32(prefix))))
     out = _keyed(len(ints), parts)
     for i, key in slow:
@@ -447,13 +470,14 @@ def encode_int_pairs(first: np.ndarray, second: np.ndarray) -> list[bytes]:
 
 def key_order(cols: OrderKeys) -> np.ndarray | None:
     """The order of the keys ``cols`` was read from, ascending as bytes (LMDB's order),
-    when every one is ``ok`` with an int64 constant (a dense build's every atom key); else
-    None (the caller sorts the keys).  Such a key is its attribute and operator's fixed
-    prefix, then the constant's msgpack tag and big-endian payload, the tag giving the
-    width: so the bytes order is the prefixes' order, then the tag's, then the constant's.
-    ~0.2 µs a key where sorting 2M keys of ~30 bytes as bytes took ~1 µs."""
+    when every one is ``ok`` (a dense build's every atom key); else None (the caller sorts
+    the keys).  Such a key is its attribute and operator's fixed prefix, then the
+    constant's msgpack tag and big-endian payload, the tag giving the width: so the bytes
+    order is the prefixes' order, then the tag's, then the constant's (a float64's bytes
+    in order are its bits' as a uint64).  ~0.2 µs a key where sorting 2M keys of ~30 bytes
+    as bytes took ~1 µs."""
     n = len(cols.ok)
-    if not n or not cols.ok.all() or cols.is_float.any():
+    if not n or not cols.ok.all():
         return None
     symbols = {c: s for s, c in SLOT.items()}
     ops = max(symbols) + 1
@@ -466,6 +490,10 @@ def key_order(cols: OrderKeys) -> np.ndarray | None:
     rank = np.zeros(int(used[-1]) + 1, dtype=np.int64)
     rank[used[sorted(range(len(used)), key=prefixes.__getitem__)]] = np.arange(len(used))
     tag, _ = _int_forms(cols.ints)
+    if cols.is_float.any():
+        head = rank[pair] * 256 + np.where(cols.is_float, _DOUBLE, tag & 0xFF)
+        bits = np.where(cols.is_float, cols.floats.view(np.uint64), np.uint64(0))
+        return np.lexsort((cols.ints, bits, head))
     head = rank[pair] * 256 + (tag & 0xFF)
     low, high = int(cols.ints.min()), int(cols.ints.max())
     if (int(head.max()) + 1) * (high - low + 1) < 1 << 63:  # (one int64 key: ~3x faster)
@@ -506,9 +534,9 @@ class AtomKeys(Mapping[int, bytes]):
 
 
 class ColumnKeys(Sequence[bytes]):
-    """The store keys of one-comparison order atoms with int64 constants, made from their
-    columns when asked for (:func:`encode_order`, a caller's step at a time), not held:
-    ``cols`` every row ``ok`` and an int (a dense batch's atoms, ids 1..n in order).  Held
+    """The store keys of one-comparison order atoms with int64 or float64 constants, made
+    from their columns when asked for (:func:`encode_order`, a caller's step at a time),
+    not held: ``cols`` every row ``ok`` (a dense batch's atoms, ids 1..n in order).  Held
     as Python bytes, 1M dense's 20M keys were ~1.4 GB through the build (docs/bench/
     dense-load, dense1m44); each key asked for is encoded again (~0.3 µs)."""
 
@@ -530,7 +558,9 @@ class ColumnKeys(Sequence[bytes]):
         """``[lead + self[i] for i in rows]``, encoded together."""
         at = np.asarray(rows, dtype=np.int64)
         c = self.cols
-        return encode_order(c.names, c.attr[at], c.code[at].astype(np.int64), c.ints[at], lead)
+        code = c.code[at].astype(np.int64)
+        floats = (c.is_float[at], c.floats[at])
+        return encode_order(c.names, c.attr[at], code, c.ints[at], lead, floats)
 
 
 def take_keys(keys: Sequence[bytes], rows: list[int]) -> list[bytes]:

@@ -55,7 +55,6 @@ from betree.lang.expr import Between, Compare, InList
 from betree.lang.forms import between_atoms, compare_atoms, in_atoms, order_atoms
 from betree.lang.parser import compile_expr
 from betree.lang.schema import Schema
-from pbtree.operators import OPS
 from storage.errors import InvalidInput
 
 #: Cut a text at "and" between spaces and before what can start a predicate.
@@ -73,10 +72,6 @@ _SIMPLE = re.compile(
 ).fullmatch
 _INTS = re.compile(_INT).findall
 _NUMERIC = frozenset(("int", "float"))
-
-#: An operator's rank (an order atom's entries, and atoms of one attribute, sort by it).
-_RANK = {op: i for i, op in enumerate(OPS)}
-_GE, _LE, _EQ = _RANK[">="], _RANK["<="], _RANK["="]
 
 #: Pieces longer than this are not remembered: such texts rarely recur, and parsing one
 #: here and again on the general path (which it takes when it is not one predicate, as
@@ -167,46 +162,3 @@ def read_simple(part: str, schema: Schema) -> tuple[str, tuple[Atom, ...]] | Non
     if lo is not None:
         return attr, between_atoms(attr, int(lo), int(hi))
     return attr, in_atoms(attr, set(map(int, _INTS(values))))
-
-
-def int_comparisons(text: str, schema: Schema) -> list[tuple[str, str, int]] | None:
-    """The one clause of ``text`` as ``(attribute, operator, constant)`` triples, one an
-    atom, in the clause's order (:data:`~betree.lang.atoms.atom_key`), when ``text`` is a
-    plain conjunction of comparisons and ``between`` with integers (:data:`_SIMPLE`, no
-    ``in``) on distinct numeric attributes; ``[]`` when it is false (an empty range);
-    ``None`` otherwise (the caller compiles the general way, which reports any error).
-
-    Why: the dense range workloads (every ``between`` new, none shared) make two atom
-    objects and a remembered piece a range through :class:`ConjunctMemo`, to be taken
-    apart again into columns by the batch build (:class:`betree.disk.bulk.Batch`); this
-    gives the columns' triples directly (~2 µs a piece, against ~10).  The result is the
-    memo's (same cut, same regular expression, same refusals, same order), no memo kept.
-    """
-    attributes = schema.attributes
-    seen: set[str] = set()
-    out: list[tuple[str, int, int]] = []
-    false = False
-    for part in _CUT(text):
-        m = _SIMPLE(part)
-        if m is None:
-            return None
-        attr, op, c, lo, hi, values = m.groups()
-        spec = attributes.get(attr)
-        if values is not None or spec is None or spec.type not in _NUMERIC or attr in seen:
-            return None
-        seen.add(attr)
-        if op is not None:
-            out.append((attr, int(c), _RANK["!=" if op == "<>" else op]))
-            continue
-        low, high = int(lo), int(hi)
-        if low < high:
-            out.append((attr, low, _GE))
-            out.append((attr, high, _LE))
-        elif low == high:
-            out.append((attr, low, _EQ))
-        else:
-            false = True  # (the memo answers [] only once every piece has been read)
-    if false:
-        return []
-    out.sort()
-    return [(attr, OPS[rank], c) for attr, c, rank in out]

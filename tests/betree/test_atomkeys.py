@@ -140,8 +140,9 @@ def test_flat_keys_compare_byte_for_byte() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_key_order_is_the_bytes_order(seed: int) -> None:
-    """``key_order`` sorts one-comparison int keys as bytes (LMDB's order): constants of
-    every msgpack form (fixints of both signs, each width, int64's ends), attribute names
+    """``key_order`` sorts one-comparison int and float keys as bytes (LMDB's order):
+    constants of every msgpack form (fixints of both signs, each width, int64's ends,
+    float64s of both signs, subnormal and huge), attribute names
     of different lengths and scripts, every operator; any other key leaves it to the
     caller (None)."""
     rng = random.Random(seed)
@@ -166,6 +167,19 @@ def test_key_order_is_the_bytes_order(seed: int) -> None:
     assert len(narrow) > 500
     order = atomkeys.key_order(atomkeys.parse(narrow))
     assert order is not None and [narrow[i] for i in order.tolist()] == sorted(narrow)
-    for other in (("order", "a0", ((">", 1.5),)), ("order", "a0", ((">", 1), ("<", 3)))):
-        assert atomkeys.key_order(atomkeys.parse([*keys, codec.encode_value(other)])) is None
+    # float64 constants beside the ints (one attribute's both kinds: by tag, then bits)
+    reals = [0.5, -0.5, 5e-324, -5e-324, 1.8e308, -1.8e308, 2.0**63, -(2.0**63)]
+    reals += [rng.uniform(-1e9, 1e9) for _ in range(300)]
+    mixed = list(
+        made
+        | {
+            codec.encode_value(("order", rng.choice(names), ((rng.choice(list(SLOT)), c),)))
+            for c in reals
+        }
+    )
+    rng.shuffle(mixed)
+    order = atomkeys.key_order(atomkeys.parse(mixed))
+    assert order is not None and [mixed[i] for i in order.tolist()] == sorted(mixed)
+    other = ("order", "a0", ((">", 1), ("<", 3)))
+    assert atomkeys.key_order(atomkeys.parse([*keys, codec.encode_value(other)])) is None
     assert atomkeys.key_order(atomkeys.parse([])) is None

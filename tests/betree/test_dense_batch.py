@@ -58,6 +58,39 @@ def test_encoders_write_codecs_bytes() -> None:
     assert ok.all() and table[:, 0].tolist() == values and table[:, 1].tolist() == other.tolist()
 
 
+def test_float_keys_are_codecs_bytes() -> None:
+    """Float64 constants beside int ones (``encode_order``'s ``floats``): every key is
+    ``codec.encode_value``'s, whatever the mix; the columns read back (``parse``) are the
+    ones given; ``ColumnKeys`` of such columns makes the same keys."""
+    rng = random.Random(5)
+    reals = [0.5, -0.5, 1.8e308, -1.8e308, 5e-324, -5e-324, 2.0**63, -(2.0**64), 1e19, 1.5e-300]
+    reals += [rng.uniform(-1e6, 1e6) for _ in range(1500)]
+    reals += [rng.uniform(-1e300, 1e300) for _ in range(500)]
+    values: list[Any] = INTS + reals + [rng.randint(-(10**6), 10**6) for _ in range(1500)]
+    rng.shuffle(values)
+    names = ["a0", "a13", "ü", "", "x" * 31, "y" * 32]
+    attr = np.array([rng.randrange(len(names)) for _ in values])
+    code = np.array([rng.randrange(len(OPERATORS)) for _ in values])
+    is_float = np.array([type(v) is float for v in values])
+    ints = np.array([0 if type(v) is float else v for v in values], dtype=np.int64)
+    floats = np.array([v if type(v) is float else 0.0 for v in values])
+    keys = atomkeys.encode_order(names, attr, code, ints, b"", (is_float, floats))
+    for a, c, v, key in zip(attr.tolist(), code.tolist(), values, keys, strict=True):
+        assert key == codec.encode_value(("order", names[a], ((OPERATORS[c], v),)))
+    got = atomkeys.parse(keys)
+    short = np.array([len(names[a].encode()) < 32 for a in attr.tolist()])
+    assert got.ok[short].all()
+    assert np.array_equal(got.is_float[short], is_float[short])
+    assert np.array_equal(got.floats[short], floats[short])
+    assert np.array_equal(got.ints[short], ints[short])
+    cols = atomkeys.OrderKeys(
+        ok=np.ones(len(values), dtype=bool), attr=attr, names=names, code=code.astype(np.int8),
+        is_float=is_float, ints=ints, floats=floats,
+    )  # fmt: skip
+    rows = rng.sample(range(len(values)), 300)
+    assert atomkeys.ColumnKeys(cols).take(rows, b"atom\0") == [b"atom\0" + keys[i] for i in rows]
+
+
 def test_int_pairs_other_shapes_left_to_the_caller() -> None:
     good = codec.encode_value([3, 4])
     records = [
@@ -225,17 +258,21 @@ def test_column_keys_read_as_parse_reads() -> None:
     long = "x" * 40  # (parse leaves names of 32 bytes or more to be decoded)
     held_names = ["a", "b", long]
     keys: list[bytes] = []
-    rest, at, attr, code, ints = [], [], [], [], []
+    rest, at, attr, code, ints, reals, flags = [], [], [], [], [], [], []
     for k in range(600):
         if rng.random() < 0.6:
-            a, c = rng.randrange(3), rng.choice(INTS)
+            a, c = rng.randrange(3), rng.choice([*INTS, 0.5, -1.8e308, rng.uniform(-9, 9)])
             op = rng.choice(["<", "<=", "=", ">=", ">"])
-            one = (np.array([a]), np.array([SLOT[op]]), np.array([c], dtype=np.int64))
-            keys.append(atomkeys.encode_order(held_names, *one)[0])
+            real = type(c) is float
+            one = (np.array([a]), np.array([SLOT[op]]), np.array([0 if real else c]))
+            flag = (np.array([real]), np.array([c if real else 0.0]))
+            keys.append(atomkeys.encode_order(held_names, *one, b"", flag)[0])
             at.append(k)
             attr.append(a)
             code.append(SLOT[op])
-            ints.append(c)
+            ints.append(0 if real else c)
+            reals.append(c if real else 0.0)
+            flags.append(real)
         else:
             name = rng.choice(["a", "c", "d", long])
             shape = rng.randrange(3)
@@ -255,18 +292,17 @@ def test_column_keys_read_as_parse_reads() -> None:
         np.array(attr, dtype=np.int64),
         np.array(code, dtype=np.int64),
         np.array(ints, dtype=np.int64),
+        (np.array(flags, dtype=bool), np.array(reals)),
     )
     assert got.names[:3] == held_names
     want = atomkeys.parse(keys)
     for k in range(len(keys)):
         if k in set(at):
-            assert got.ok[k] and not got.is_float[k]
             t = codec.decode_value(keys[k])
-            assert (got.names[got.attr[k]], got.code[k], got.ints[k]) == (
-                t[1],
-                SLOT[t[2][0][0]],
-                t[2][0][1],
-            )
+            real = type(t[2][0][1]) is float
+            assert got.ok[k] and got.is_float[k] == real
+            assert (got.names[got.attr[k]], got.code[k]) == (t[1], SLOT[t[2][0][0]])
+            assert (got.floats[k] if real else got.ints[k]) == t[2][0][1]
         else:
             assert bool(got.ok[k]) == bool(want.ok[k])
             if want.ok[k]:
