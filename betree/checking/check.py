@@ -682,6 +682,7 @@ def _check_catalog(
         for aid, t in codec.decode_value(value)
         if is_live(aid) and same(aid, t, attr)
     }
+    txn.store.release_mapped_pages()  # (the direct records' pages, read once)
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
     keep = atoms.kept(set(stray))  # (those in live: below)
