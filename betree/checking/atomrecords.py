@@ -157,7 +157,11 @@ def _joined(parts: list[OrderKeys]) -> OrderKeys:
         code=column("code", np.int8),
         is_float=column("is_float", bool),
         ints=column("ints", np.int64),
-        floats=column("floats", np.float64),
+        floats=(  # (no float constant: zeros left untouched, not resident: 160 MB at 1M dense)
+            column("floats", np.float64)
+            if any(bool(p.is_float.any()) for p in parts)
+            else np.zeros(sum(len(p.ok) for p in parts), dtype=np.float64)
+        ),
     )
 
 
