@@ -3,9 +3,11 @@ time, and every atom record compared with its reverse record and its reference c
 
 Why its own pass: at 100K dense subscriptions the catalog holds ~2M atoms; read whole, its
 keys as Python bytes and their parse's temporaries were ~400 MB of the check's heap.  Here
-the reverse records' keys are held end to end (:class:`FlatKeys`, ~50 bytes an atom) only
-until every atom record has been compared with them; each chunk's keys are parsed into
-columns (:func:`parse`) as they are read, so the parse's temporaries are a chunk's.  After
+each chunk of reverse records is parsed into columns (:func:`parse`) and hashed as it is
+read, so the parse's temporaries are a chunk's; every atom record is compared with its
+reverse record by those hashes (8 bytes an atom).  The keys themselves are held end to end
+(:class:`FlatKeys`, ~50 bytes an atom) only when some do not read as columns, for the
+spans (a dense store's: none held, boundload46; 1M dense, ~0.9 GB).  After
 the pass an atom's key is read from the store when a message needs it (:class:`AidReader`).
 The atoms not read as columns (rich rules' strings, lists, tests) are held as an attribute
 number and an order flag each (:class:`OtherAtoms`, from their keys' bytes); the check
@@ -46,25 +48,51 @@ CHUNK = 1 << 16
 _I64 = 1 << 63
 
 
-def aid_records(txn: ReadTxn) -> tuple[AtomKeys, OrderKeys | None]:
-    """The reverse records: atom ids ascending with their keys end to end, and the keys read
-    as columns (None when the ids were not ascending, which LMDB's order rules out unless
-    keys are damaged: the caller parses them whole, in id order)."""
+def aid_records(
+    txn: ReadTxn, *, hold: bool = False
+) -> tuple[AtomKeys, OrderKeys | None, np.ndarray]:
+    """The reverse records: atom ids ascending with their keys, the keys read as columns
+    (None when the ids were not ascending, which LMDB's order rules out unless keys are
+    damaged: the caller parses them whole, in id order) and a hash of each key (what the
+    atom records' pass compares, :func:`scan_atoms`).
+
+    The keys are held end to end (~46 bytes an atom) only when some key does not read as
+    columns (rich rules' atoms, whose spans decode them) or ``hold``; a store's whose every
+    key does (a dense store's) are read from the store when asked (:class:`StoredKeys`:
+    ~0.9 GB not held at 1M dense).  A chunk all of whose keys read as columns is let go
+    as read; if a later one does not, the keys are read again, once."""
     ids: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     flats: list[FlatKeys] = []
     cols: list[OrderKeys] = []
+    hashes: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    dropped = False
     for keys, values in txn.scan_chunks(catalog.AID, CHUNK):
         ids.append(codec.decode_u64s(keys).astype(np.int64))
-        flats.append(FlatKeys(values))
-        cols.append(parse(flats[-1]))
-        del keys, values
+        hashes.append(key_hashes(values))
+        flat = FlatKeys(values)
+        cols.append(parse(flat))
+        if hold or flats or not bool(cols[-1].ok.all()):
+            flats.append(flat)
+        else:
+            dropped = True
+        del keys, values, flat
         txn.store.release_mapped_pages()  # (the chunk's pages, read once)
     aids = np.concatenate(ids)
-    held = ChunkedKeys(flats)
+    if flats and dropped:  # (a mixed store: its keys read again, every one held)
+        flats = [FlatKeys(values) for _, values in txn.scan_chunks(catalog.AID, CHUNK)]
+    held: Sequence[bytes] = ChunkedKeys(flats) if flats else StoredKeys(txn, aids)
+    hashed = np.concatenate(hashes)
     if len(aids) and not bool(np.all(aids[1:] > aids[:-1])):
         order = np.argsort(aids, kind="stable")
-        return AtomKeys(FlatKeys([held[i] for i in order.tolist()]), aids[order]), None
-    return AtomKeys(held, aids), _joined(cols)
+        ordered = FlatKeys([held[i] for i in order.tolist()])
+        return AtomKeys(ordered, aids[order]), None, hashed[order]
+    return AtomKeys(held, aids), _joined(cols), hashed
+
+
+def key_hashes(keys: Sequence[bytes]) -> np.ndarray:
+    """Python's hash of each key, as int64 (equal keys, equal hashes; two keys that differ
+    share one with odds of ~2**-64: the atom records' pass compares these, not the keys)."""
+    return np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))
 
 
 class ChunkedKeys(Sequence[bytes]):
@@ -129,7 +157,11 @@ def _joined(parts: list[OrderKeys]) -> OrderKeys:
         code=column("code", np.int8),
         is_float=column("is_float", bool),
         ints=column("ints", np.int64),
-        floats=column("floats", np.float64),
+        floats=(  # (no float constant: zeros left untouched, not resident: 160 MB at 1M dense)
+            column("floats", np.float64)
+            if any(bool(p.is_float.any()) for p in parts)
+            else np.zeros(sum(len(p.ok) for p in parts), dtype=np.float64)
+        ),
     )
 
 
@@ -171,13 +203,6 @@ class StoredKeys(Sequence[bytes]):
         return self.reader[int(self.ids[i])]
 
 
-def stored_keys(txn: ReadTxn, held: AtomKeys) -> AtomKeys:
-    """``held``'s ids, with their keys read from the store (:class:`StoredKeys`) instead
-    of held: the caller lets the held keys go."""
-    ids = held.ids if held.ids is not None else np.arange(1, len(held) + 1, dtype=np.int64)
-    return AtomKeys(StoredKeys(txn, ids), ids)
-
-
 @dataclass
 class Scanned:
     """What the atom records' pass found: its messages, the atoms whose reverse record does
@@ -190,13 +215,14 @@ class Scanned:
     live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
-def scan_atoms(txn: ReadTxn, rec: dict[str, Any], aids: AtomKeys, found: np.ndarray) -> Scanned:
-    """Every atom record, a chunk at a time: its reverse record leads back to it (keys
-    compared in numpy), its count is its uses ``found`` per atom id, its id below the
-    counter."""
+def scan_atoms(
+    txn: ReadTxn, rec: dict[str, Any], aids: AtomKeys, found: np.ndarray, hashes: np.ndarray
+) -> Scanned:
+    """Every atom record, a chunk at a time: its reverse record leads back to it (its key's
+    hash is the reverse record's key's, ``hashes`` by position in ``aids``), its count is
+    its uses ``found`` per atom id, its id below the counter."""
     out = Scanned()
-    held = aids.held if isinstance(aids.held, FlatKeys | ChunkedKeys) else FlatKeys(aids.held)
-    known = aids.ids if aids.ids is not None else np.arange(1, len(held) + 1, dtype=np.int64)
+    known = aids.ids if aids.ids is not None else np.arange(1, len(aids) + 1, dtype=np.int64)
     locate = _locator(known)
     parts: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     for atom_keys, atom_values in txn.scan_chunks(catalog.ATOM, CHUNK):
@@ -214,7 +240,7 @@ def scan_atoms(txn: ReadTxn, rec: dict[str, Any], aids: AtomKeys, found: np.ndar
         # the aid record leads back to this one: the common case, found in one pass
         at, back = locate(ids)
         if back.any():
-            back &= held.equal(at, FlatKeys(atom_keys))
+            back &= hashes[at] == key_hashes(atom_keys)
         for j in np.flatnonzero(~back).tolist():
             aid = named[j]
             out.stray[aid] = atom_from_tuple(codec.decode_value(atom_keys[j]))

@@ -44,9 +44,11 @@ mapped as they are read, are dropped from the process after each pass and each P
 at 100K dense: docs/bench/dense-load, denseload41).  The C heap's free memory is handed
 back after each record pass (``malloc_trim``: after the reverse records' ~85 MB at 100K
 dense, which stayed under the spans and the atom pass: the check's peak, denseload43).
-The atom records' pass runs before the spans are made; when every reverse key reads as
-columns (a dense store's) the keys held for it (~46 bytes an atom, ~0.9 GB at 1M dense)
-are let go before the spans, which read any key they need from the store (denseload45).
+The atom records' pass runs before the spans are made and compares hashes of the keys;
+when every reverse key reads as columns (a dense store's) no key is held (~46 bytes an
+atom, ~0.9 GB at 1M dense): the spans read any key they need from the store (denseload45,
+boundload46).  The clauses' atom ids and the spans are let go after the clauses' checks,
+before the catalog's and the PB+trees' (boundload46: ~1 GB at 1M dense).
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ from betree.checking.atomrecords import (
     aid_records,
     other_atoms,
     scan_atoms,
-    stored_keys,
 )
+from betree.checking.predicates import check_predicates, joined
 from betree.disk import catalog, grid, pending
 from betree.disk.adjust import check_adjust
 from betree.disk.atomspans import NO_ATTR, AtomSpans
@@ -82,8 +84,7 @@ from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.packed.heap import return_freed_memory
 from pbtree import PBTree
 from pbtree.check import Columns
-from pbtree.keys import int64_array
-from pbtree.operators import OPERATORS, SLOT
+from pbtree.operators import SLOT
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
 from storage.errors import BexdbError, CheckFailed
@@ -117,14 +118,11 @@ def check_index(index: Index, txn: ReadTxn) -> None:
     cat = _read_catalog(txn, rec, catalog_errors)
     return_freed_memory()  # (the records decoded: ~170 MB of the C heap at 100K dense)
     index.store.release_mapped_pages()  # (the id map's pages, read once)
-    aid_keys, cols = aid_records(txn)
+    aid_keys, cols, hashes = aid_records(txn)
     return_freed_memory()  # (the chunks' records and parse: ~85 MB of the C heap at 100K dense)
     found = np.bincount(cat.atoms[cat.atoms > 0])  # uses per atom id
-    scanned = scan_atoms(txn, rec, aid_keys, found)
-    if cols is not None and bool(cols.ok.all()):  # (every key read as columns: a dense
-        # store's; the keys held end to end let go before the spans, ~0.9 GB at 1M)
-        aid_keys = stored_keys(txn, aid_keys)
-        return_freed_memory()
+    scanned = scan_atoms(txn, rec, aid_keys, found, hashes)
+    del hashes
     atoms = AtomSpans(index.schema, aid_keys, cols, keep=False)
     del cols
     others = other_atoms(index.schema, aid_keys, atoms.col_ids)  # (their entries: not held)
@@ -147,6 +145,11 @@ def check_index(index: Index, txn: ReadTxn) -> None:
             page = stored.nodes[int(stored.node[j])].page
             errors.append(f"page {page}: pending clause {int(stored.cids[j])} is not in the root")
     _check_clauses(cat, stored, atoms, errors, catalog_errors)
+    # (not read by the passes below: ~16 bytes a clause atom, 24 an atom id, ~1 GB at 1M)
+    cat.spend()
+    stored.spend()
+    atoms.drop_spans()
+    return_freed_memory()
     errors.extend(catalog_errors)
     tree_errors: list[str] = []
 
@@ -206,6 +209,10 @@ class _Catalog:
     def __post_init__(self) -> None:
         self.sorted_cids = self.cids if self.order is None else self.cids[self.order]
 
+    def spend(self) -> None:
+        """Let the clauses' atom ids go (the clauses' checks are done)."""
+        self.starts = self.lens = self.atoms = np.zeros(0, dtype=np.int64)
+
     def locate(self, cids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per clause id: its clause index here (where known) and whether it is known."""
         keys = self.sorted_cids
@@ -241,8 +248,8 @@ def _read_catalog(txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Cata
     n_ext = len(ext_keys)
     del keys, ext_keys, ext_values
     firsts = np.cumsum(counts).tolist()  # each chunk's first subscription's position
-    sub = _joined([p[0] + first for p, first in zip(packed, firsts, strict=False)], np.int64)
-    k, lens, atoms = (_joined([p[i] for p in packed], np.int64) for i in (1, 2, 3))
+    sub = joined([p[0] + first for p, first in zip(packed, firsts, strict=False)], np.int64)
+    k, lens, atoms = (joined([p[i] for p in packed], np.int64) for i in (1, 2, 3))
     del packed
     cids = catalog.clause_ids(sids[sub], k)
     ascending = bool(np.all(cids[1:] > cids[:-1]))
@@ -317,6 +324,11 @@ class _Stored:
             self.lens = np.concatenate([p[3] for p in self.parts]).astype(np.int64)
             self.atoms = np.concatenate([p[4] for p in self.parts]).astype(np.int64)
         self.parts = []
+
+    def spend(self) -> None:
+        """Keep what the catalog's checks read (``cids``, ``where``, ``known``) only."""
+        self.nodes, self.used, self.children, self.exts = [], [], [], []
+        self.node = self.lpage = self.lens = self.atoms = np.zeros(0, dtype=np.int64)
 
 
 def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Stored:
@@ -670,6 +682,7 @@ def _check_catalog(
         for aid, t in codec.decode_value(value)
         if is_live(aid) and same(aid, t, attr)
     }
+    txn.store.release_mapped_pages()  # (the direct records' pages, read once)
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
     keep = atoms.kept(set(stray))  # (those in live: below)
@@ -705,93 +718,4 @@ def _check_catalog(
         return pieces if attr in on_cols or attr in rest_attrs else None
 
     for name in sorted(set(trees) | on_cols | rest_attrs):
-        _check_predicates(name, checked(name), wanted(name), errors)
-
-
-def _joined(pieces: list[Any], dtype: Any) -> np.ndarray:
-    none = np.zeros(0, dtype=dtype)
-    return np.concatenate([none, *(np.asarray(p, dtype=dtype) for p in pieces)])
-
-
-def _numbered(have: Any, want: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Two sides' constants (arrays or lists) as int64 numbers, a number a distinct string,
-    when every one is a str (rich rules' PB+trees: their in-lists of strings), so that they
-    compare as int64 constants do; else ``(None, None)``."""
-    have = have.tolist() if isinstance(have, np.ndarray) else have
-    want = want.tolist() if isinstance(want, np.ndarray) else want
-    if not (_STR.issuperset(map(type, have)) and _STR.issuperset(map(type, want))):
-        return None, None
-    number: dict[str, int] = {}
-    at = number.setdefault
-    mine = np.fromiter((at(c, len(number)) for c in have), dtype=np.int64, count=len(have))
-    theirs = np.fromiter((at(c, len(number)) for c in want), dtype=np.int64, count=len(want))
-    return mine, theirs
-
-
-_STR = frozenset((str,))
-
-
-def _entry_orders(*sides: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Orders of two sides' ``(ids, codes, constants)`` entries under which equal multisets
-    are equal arrays: by id alone when no id repeats on either side (one comparison atom an
-    id: a dense store's every tree, ~3x faster than three keys), else by all three."""
-    ids, codes, consts, tids, tcodes, tconsts = sides
-    h, w = np.argsort(ids, kind="stable"), np.argsort(tids, kind="stable")
-    mine, theirs = ids[h], tids[w]
-    if bool(np.all(mine[1:] != mine[:-1])) and bool(np.all(theirs[1:] != theirs[:-1])):
-        return h, w
-    return np.lexsort((ids, codes, consts)), np.lexsort((tids, tcodes, tconsts))
-
-
-def _check_predicates(
-    name: str,
-    have: tuple[np.ndarray, np.ndarray, np.ndarray],
-    want: tuple[list[Any], list[Any], list[Any]] | None,
-    errors: list[str],
-) -> None:
-    """The ``(operator, constant, id)`` entries of PB+tree ``name`` (columns, as
-    :meth:`PBTree.predicate_columns`) are those of its attribute's order atoms (``want``:
-    per column a list of pieces, arrays or lists), each once.  Compared sorted with numpy
-    when every constant is an int64 (~0.1 µs an entry, a set of tuples ~1 µs) or every one
-    a string (numbered first: :func:`_numbered`), else as sets; the difference is listed
-    as sets."""
-    codes, consts, ids = have
-    pieces = want if want is not None else ([], [], [])
-    tcodes, tids = _joined(pieces[0], np.int8), _joined(pieces[2], np.int64)
-    if len(ids) == len(tids) == 0:
-        return
-    if all(isinstance(p, np.ndarray) and p.dtype == np.int64 for p in pieces[1]):
-        wconsts: Any = _joined(pieces[1], np.int64)
-    else:
-        wconsts = [c for p in pieces[1] for c in (p.tolist() if isinstance(p, np.ndarray) else p)]
-    if len(ids) == len(tids):
-        mine = consts if consts.dtype == np.int64 else int64_array(consts.tolist())
-        theirs = wconsts if isinstance(wconsts, np.ndarray) else int64_array(wconsts)
-        if mine is None or theirs is None:
-            mine, theirs = _numbered(consts, wconsts)
-        if mine is not None and theirs is not None:
-            h, w = _entry_orders(ids, codes, mine, tids, tcodes, theirs)
-            if (
-                np.array_equal(mine[h], theirs[w])
-                and np.array_equal(codes[h], tcodes[w])
-                and np.array_equal(ids[h], tids[w])
-            ):
-                return
-    held = list(
-        zip(map(OPERATORS.__getitem__, codes.tolist()), consts.tolist(), ids.tolist(), strict=True)
-    )
-    if isinstance(wconsts, np.ndarray):
-        wconsts = wconsts.tolist()
-    needed = [
-        (OPERATORS[c] if c >= 0 else "?", k, a)
-        for c, k, a in zip(tcodes.tolist(), wconsts, tids.tolist(), strict=True)
-    ]
-    have_set, want_set = set(held), set(needed)
-    if have_set == want_set:
-        if len(held) != len(have_set):
-            errors.append(f"PB+tree {name!r} holds {len(held) - len(have_set)} entries twice")
-        return
-    for op, const, aid in sorted(want_set - have_set, key=repr)[:20]:
-        errors.append(f"PB+tree {name!r} lacks atom {aid}'s entry {op} {const!r}")
-    for op, const, aid in sorted(have_set - want_set, key=repr)[:20]:
-        errors.append(f"PB+tree {name!r} holds {op} {const!r} for atom {aid}, no atom has it")
+        check_predicates(name, checked(name), wanted(name), errors)

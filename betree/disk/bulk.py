@@ -103,12 +103,23 @@ class PlaceTable:
     ) -> PlaceTable:
         """The table of rows packed elsewhere: rows per clause, and per row the attribute's
         number in ``names``, lo and hi (for loaders that compute places in bulk)."""
+        return cls.from_steps(names, [(sizes, attr, lo, hi)])
+
+    @classmethod
+    def from_steps(
+        cls,
+        names: Sequence[str],
+        steps: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    ) -> PlaceTable:
+        """:meth:`from_arrays` of consecutive runs of clauses, each appended as it comes
+        (:meth:`AtomSpans.places_in_steps`: no run's temporaries held beside another's)."""
         table = cls()
         table.names = {name: i for i, name in enumerate(names)}
-        table.sizes.frombytes(np.ascontiguousarray(sizes, dtype=np.int64).tobytes())
-        table.attr.frombytes(np.ascontiguousarray(attr, dtype=np.int64).tobytes())
-        table.lo.frombytes(np.ascontiguousarray(lo, dtype=np.uint64).tobytes())
-        table.hi.frombytes(np.ascontiguousarray(hi, dtype=np.uint64).tobytes())
+        columns = (table.sizes, table.attr, table.lo, table.hi)
+        for step in steps:
+            for column, part in zip(columns, step, strict=True):
+                dtype = np.uint64 if column.typecode == "Q" else np.int64
+                column.frombytes(np.ascontiguousarray(part, dtype=dtype).data.cast("B"))
         return table
 
     def add(self, places: Mapping[str, Sequence[int]]) -> None:
@@ -379,6 +390,10 @@ _FLOAT = 8
 #: ``frombytes``: 0.12 against 0.40 µs for the bits unpacked to an int first)
 _double = Struct("=d").pack
 
+#: an l-node page's bytes as its build counts them for :class:`Pieces` (roughly): its
+#: header and envelope, and per clause its id, atom count and external id, and its atoms
+_PAGE_COST, _CLAUSE_COST, _ATOM_COST = 64, 21, 4
+
 
 def build_from_parts(
     index: Index,
@@ -444,7 +459,8 @@ def build_from_parts(
             cols = parse(keys)
         if places is None:
             spans = AtomSpans(index.schema, atoms, cols, keep=False)
-            places = PlaceTable.from_arrays(spans.names, *spans.places(clauses.lens, clauses.atoms))
+            steps = spans.places_in_steps(clauses.lens, clauses.atoms)
+            places = PlaceTable.from_steps(spans.names, steps)
             decoded = {}  # (each key decoded again: what keeping them cost in memory)
             del spans
         if len(places) != len(clauses):
@@ -469,9 +485,11 @@ def build_from_parts(
         txn = pieces.txn
         builder = _Builder(txn, rec, index, places, clauses)
         builder.fill(rec["root"], np.arange(len(clauses), dtype=np.int64), frozenset())
-        builder.write_lnodes()
+        del places
+        builder.placed()  # (the places, ~32 bytes a clause attribute: 1M dense, ~330 MB)
+        builder.write_lnodes(pieces)
         cids, homes = clauses.cids.tolist(), builder.home.tolist()
-        txn.put_many(catalog.HOME, codec.encode_u64s(cids), codec.encode_u64s(homes))
+        pieces.put_many(catalog.HOME, codec.encode_u64s(cids), codec.encode_u64s(homes))
         del builder, cids, homes
         if isinstance(subs, PackedSubs):
             records = zip(idents, subs.exprs, subs.clause_ids(), strict=True)
@@ -629,9 +647,16 @@ class _Builder:
         self.home[idx] = page
         node.cap = -(-size // self.max_cap) * self.max_cap if size else self.max_cap
 
-    def write_lnodes(self) -> None:
+    def placed(self) -> None:
+        """Let the places go: every clause is placed (:meth:`fill` done)."""
+        self.attr = self.sizes = self.starts = np.zeros(0, dtype=np.int64)
+        self.lo = self.hi = np.zeros(0, dtype=np.uint64)
+
+    def write_lnodes(self, pieces: Pieces) -> None:
         """Write every l-node page: the clauses are gathered once, in l-node order, and
-        each page is a slice of the gathered arrays (~15 µs a page, gathers included)."""
+        each page is a slice of the gathered arrays (~15 µs a page, gathers included).
+        The pages go in ``pieces``' transactions, counted as written (the c-nodes, made
+        by :meth:`fill` in the one before, are committed with the first piece)."""
         if not self.lnodes:
             return
         c = self.clauses
@@ -654,7 +679,8 @@ class _Builder:
                     lens32[lo:hi].tobytes(),
                     atoms[at[lo] : at[hi]].tobytes(),
                 ]
-                self.txn.put_new(self.space, lpage, LNodePage.from_fields(lpage, fields))
+                pieces.txn.put_new(self.space, lpage, LNodePage.from_fields(lpage, fields))
+                pieces.wrote(_PAGE_COST + _CLAUSE_COST * (hi - lo) + _ATOM_COST * (at[hi] - at[lo]))
             first += len(idx)
 
     def fill(self, page: int, idx: np.ndarray, used: frozenset[int]) -> None:

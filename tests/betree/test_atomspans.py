@@ -52,6 +52,12 @@ def same_places(idx: Index, texts: list[str]) -> int:
         rows = range(end - size, end)
         got = [(spans.names[attr[r]], (int(lo[r]), int(hi[r]))) for r in rows]
         assert got == list(idx.engine.places(clause).items()), clause
+    for step in (1, 3, 17):  # (runs of whole clauses: the same rows, joined)
+        parts = list(spans.places_in_steps(np.array(lens), np.array(atoms), step))
+        assert len(parts) > 1 or len(clauses) < 2
+        assert sum(len(p[0]) for p in parts) == len(clauses)
+        for mine, theirs in zip((sizes, attr, lo, hi), zip(*parts, strict=True), strict=True):
+            assert np.array_equal(mine, np.concatenate(theirs))
     return len(clauses)
 
 

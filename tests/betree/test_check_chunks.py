@@ -4,6 +4,8 @@ it finds exactly what it finds in one chunk, damage in a later chunk included.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -64,10 +66,10 @@ def test_damage_in_later_chunks_is_found_as_in_one(
 def test_keys_read_from_the_store_after_the_atom_pass_find_the_same(
     idx: Index, monkeypatch: pytest.MonkeyPatch, damage: str
 ) -> None:
-    """When every atom key reads as columns (a dense store's), ``check()`` lets the reverse
-    records' keys go after the atom records' pass and the spans read any key they need
-    from the store (:func:`atomrecords.stored_keys`; ``!=`` atoms are spanned from their
-    decoded keys): it reports exactly what it reports with the keys held."""
+    """When every atom key reads as columns (a dense store's), ``check()`` holds none of the
+    reverse records' keys (the atom records' pass compares their hashes) and the spans
+    read any key they need from the store (:class:`atomrecords.StoredKeys`; ``!=`` atoms
+    are spanned from their decoded keys): it reports exactly what it reports with the keys held."""
     idx.subscribe_many([(f"n{i}", f"x != {i} and y < {i}") for i in range(30)])
     with idx.store.read() as txn:
         records = [(k, codec.decode_value(v)) for k, v in txn.scan(b"atom")]
@@ -84,12 +86,13 @@ def test_keys_read_from_the_store_after_the_atom_pass_find_the_same(
             aid = txn.get_obj(b"bexdb", b"index")["next_atom"]
             txn.put_obj(b"atom", key, [aid, 0])
             txn.put(b"aid", codec.encode_u64(aid), key)
-    taken: list[int] = []
-    real = check.stored_keys
+    taken: list[bool] = []
+    real = check.aid_records
 
-    def counted(txn: object, held: atomrecords.AtomKeys) -> atomrecords.AtomKeys:
-        taken.append(len(held))
-        return real(txn, held)  # type: ignore[arg-type]
+    def counted(txn: Any, hold: bool = False) -> Any:
+        out = real(txn, hold=hold)
+        taken.append(isinstance(out[0].held, atomrecords.StoredKeys))
+        return out
 
     def run() -> list[str]:
         if damage == "none":
@@ -97,11 +100,12 @@ def test_keys_read_from_the_store_after_the_atom_pass_find_the_same(
             return []
         return violations(idx)
 
-    monkeypatch.setattr(check, "stored_keys", counted)
+    monkeypatch.setattr(check, "aid_records", counted)
     read = run()
-    assert taken  # (the path under test was taken)
-    monkeypatch.setattr(check, "stored_keys", lambda txn, held: held)
+    assert taken == [True]  # (the path under test was taken: no key held)
+    monkeypatch.setattr(check, "aid_records", lambda txn: counted(txn, hold=True))
     assert run() == read
+    assert taken == [True, False]
     assert (read == []) == (damage == "none")
     if damage == "schema":
         assert any("(nope != 1) is on 'nope'" in v for v in read)

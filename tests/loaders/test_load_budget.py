@@ -2,7 +2,8 @@
 (:mod:`betree.disk.pieces`) and the compiler's caches let go in chunks.  The smaller the
 budget, the more pieces and chunks; the store answers as an unbudgeted load's does and as
 the brute-force evaluator does (``match`` and ``match_many``, reopened, after deletes),
-``check()`` is clean; a load failing between two pieces publishes nothing.  Dense int and
+``check()`` is clean; a load failing between two pieces publishes nothing; no piece holds
+much more than its limit.  Dense int and
 float workloads with extreme constants and other atom forms (``!=``, ``=``, a list
 membership, ``or``), so that every part of the build (catalog, PB+trees, direct lists,
 BE-Tree) is cut.  No timing or memory figure is asserted.
@@ -23,6 +24,7 @@ from betree.checking import check as check_module
 from betree.disk import pieces
 from betree.disk.bulk import Batch
 from betree.disk.catalog import root_record
+from betree.disk.nodes import LNodePage
 from betree.index import Index
 from betree.lang.schema import Schema
 from loaders import python_load
@@ -30,6 +32,7 @@ from loaders.records import read_jsonl
 from storage import codec
 from storage.errors import CheckFailed, InvalidInput
 from storage.store import open_store
+from storage.txn import WriteTxn
 from tests.support import workload
 from tests.support.brute import brute_answers
 from tools.bench import gen_dense
@@ -278,3 +281,47 @@ def test_cli_memory_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         main([*base, "--memory-budget", "0", str(tmp_path / "c"), path])
     assert exited.value.code == 2
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("limit", [1 << 10, 1 << 12])
+def test_no_piece_holds_more_than_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    """Every write transaction of a build under a byte ``limit`` holds about that much at
+    its commit, whatever the part: the records it wrote (catalog, PB+tree records, id map,
+    homes, subscriptions) are at most twice the limit, its l-node pages at most what the
+    limit pays for (the BE-Tree's l-nodes span several pieces).  Not bounded by the
+    limit: a PB+tree's pages (a tree a piece) and the c-nodes (one pass that revisits
+    them, one piece).  (Counted, not timed: the
+    records' bytes given to LMDB and the pages the transaction holds.)"""
+    doc, subs, events = _workload("int", 9)
+    held: list[tuple[int, int]] = []
+    tally: dict[int, int] = {}
+    real_put_many, real_commit = WriteTxn.put_many, WriteTxn.commit
+
+    def put_many(self: WriteTxn, ns: bytes, keys: Any, values: Any, prefixed: bool = False) -> None:
+        values = list(values)
+        tally[id(self)] = tally.get(id(self), 0) + sum(map(len, keys)) + sum(map(len, values))
+        real_put_many(self, ns, keys, values, prefixed)
+
+    def commit(self: WriteTxn) -> None:
+        lnodes = sum(isinstance(node, LNodePage) for _, node in self._dirty.values())
+        held.append((tally.pop(id(self), 0), lnodes))
+        real_commit(self)
+
+    monkeypatch.setattr(WriteTxn, "put_many", put_many)
+    monkeypatch.setattr(WriteTxn, "commit", commit)
+    with Index.open(tmp_path / "s", schema=Schema.from_json(doc), settings=SETTINGS) as idx:
+        batch = Batch(idx)
+        for ident, expr in subs:
+            batch.add(ident, expr, idx.engine.compiler().compile(ident, expr))
+        held.clear()
+        counts = batch.build(limit)
+    monkeypatch.undo()
+    assert len(held) == counts["commits"] > 3
+    assert max(records for records, _ in held) <= 2 * limit
+    lnodes = [n for _, n in held]
+    assert max(lnodes) <= limit // 64 + 1 and sum(lnodes) > 2 * max(lnodes)
+    with Index.open(tmp_path / "s") as idx:
+        idx.check()
+        assert _answers(idx, events) == brute_answers(doc, subs, events)

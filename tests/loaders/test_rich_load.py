@@ -208,7 +208,7 @@ def test_atoms_held_one_attribute_at_a_time(
             yield aid, held
 
     monkeypatch.setattr(atomrecords.OtherAtoms, "entries", entries)
-    wrap("_check_predicates", "compared", check_module, 0)
+    wrap("check_predicates", "compared", check_module, 0)
     with Index.open(tmp_path / "s") as idx:
         idx.check()
     for k, (what, attr) in enumerate(events):
