@@ -596,11 +596,16 @@ def _locator(keys: list[Any], have: np.ndarray | None) -> tuple[Any, Any] | None
     workloads' every tree): one array and ``searchsorted``; else a dict."""
     if have is not None and len(have) > 1 and not bool((have[1:] > have[:-1]).all()):
         return None
-    where = None if have is not None else {k: i for i, k in enumerate(keys)}
-    if where is not None and len(where) != len(keys):
-        return None
     known = numbers(keys) if have is None else None
     by_number = _number_locator(known) if known is not None else None
+    if known is not None:  # (numbers: strictly ascending, so distinct, with no dict built)
+        if not all(map(lt, keys, islice(keys, 1, None))):
+            return None
+        where = None
+    else:
+        where = None if have is not None else {k: i for i, k in enumerate(keys)}
+        if where is not None and len(where) != len(keys):
+            return None
 
     def locate(lkeys: list[Any]) -> np.ndarray | None:
         want = int64_array(lkeys) if have is not None else None

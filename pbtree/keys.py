@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 from typing import Any
 
 import numpy as np
@@ -119,10 +121,10 @@ def numbers(values: Sequence[Any]) -> Numbers | None:
     if float not in types:
         ints = int64_array(values)
         return Numbers.of_ints(ints) if ints is not None else None
-    kinds = map(_FLOAT.__contains__, map(type, values))
-    is_float = np.fromiter(kinds, dtype=bool, count=len(values))
-    floats = np.array([v for v, x in zip(values, is_float.tolist(), strict=True) if x], np.float64)
-    ints = int64_array([v for v, x in zip(values, is_float.tolist(), strict=True) if not x])
+    flags = list(map(_FLOAT.__contains__, map(type, values)))
+    is_float = np.array(flags, dtype=bool)
+    floats = np.fromiter(compress(values, flags), dtype=np.float64, count=int(is_float.sum()))
+    ints = int64_array(list(compress(values, map(not_, flags))))
     if ints is None:
         return None
     bits = np.zeros(len(values), dtype=np.int64)
