@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pbtree.keys import int64_array
+from pbtree.keys import Numbers, int64_array, numbers
 from pbtree.nodes import (
     HEAD,
     LIST_NAMES,
@@ -596,9 +596,16 @@ def _locator(keys: list[Any], have: np.ndarray | None) -> tuple[Any, Any] | None
     workloads' every tree): one array and ``searchsorted``; else a dict."""
     if have is not None and len(have) > 1 and not bool((have[1:] > have[:-1]).all()):
         return None
-    where = None if have is not None else {k: i for i, k in enumerate(keys)}
-    if where is not None and len(where) != len(keys):
-        return None
+    known = numbers(keys) if have is None else None
+    by_number = _number_locator(known) if known is not None else None
+    if known is not None:  # (numbers: strictly ascending, so distinct, with no dict built)
+        if not all(map(lt, keys, islice(keys, 1, None))):
+            return None
+        where = None
+    else:
+        where = None if have is not None else {k: i for i, k in enumerate(keys)}
+        if where is not None and len(where) != len(keys):
+            return None
 
     def locate(lkeys: list[Any]) -> np.ndarray | None:
         want = int64_array(lkeys) if have is not None else None
@@ -607,6 +614,9 @@ def _locator(keys: list[Any], have: np.ndarray | None) -> tuple[Any, Any] | None
             if len(want) and (int(at.max()) >= len(have) or bool((have[at] != want).any())):
                 return None
             return at.astype(np.int64)
+        placed = by_number(lkeys) if by_number is not None else None
+        if placed is not None:
+            return placed
         table = where if where is not None else {k: i for i, k in enumerate(keys)}
         try:
             return np.fromiter((table[k] for k in lkeys), dtype=np.int64, count=len(lkeys))
@@ -614,6 +624,38 @@ def _locator(keys: list[Any], have: np.ndarray | None) -> tuple[Any, Any] | None
             return None
 
     return locate, (keys if have is None else have)
+
+
+def _number_locator(have: Numbers) -> Any:
+    """A function of list keys to their places among a float domain's leaf keys ``have``
+    (ints and floats) by type and bits, in numpy (a dict of 100K Python floats, ~1 s a
+    tree at 100K dense float); None when a key is not one of them so (the caller's dict
+    decides, by Python's equality)."""
+    places = np.arange(len(have), dtype=np.int64)
+    sides = []
+    for flag in (False, True):
+        mine = have.is_float == flag
+        order = np.argsort(have.bits[mine], kind="stable")
+        sides.append((have.bits[mine][order], places[mine][order]))
+
+    def locate(lkeys: list[Any]) -> np.ndarray | None:
+        want = numbers(lkeys)
+        if want is None:
+            return None
+        at = np.zeros(len(want), dtype=np.int64)
+        for flag, (bits, where) in zip((False, True), sides, strict=True):
+            rows = want.is_float == flag
+            if not rows.any():
+                continue
+            if not len(bits):
+                return None
+            k = np.minimum(np.searchsorted(bits, want.bits[rows]), len(bits) - 1)
+            if bool((bits[k] != want.bits[rows]).any()):
+                return None
+            at[rows] = where[k]
+        return at
+
+    return locate
 
 
 def _column(leaves: list[LeafNode], name: str) -> np.ndarray:

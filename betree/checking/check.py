@@ -56,7 +56,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import chain
 from operator import eq, ne
 from typing import TYPE_CHECKING, Any
 
@@ -694,12 +694,7 @@ def _check_catalog(
         if attr in on_cols:
             codes, consts, ids = atoms.order_column(attr, keep)
             inside = np.isin(ids, live)
-            if not inside.all():
-                kept = (
-                    consts[inside] if isinstance(consts, np.ndarray) else compress(consts, inside)
-                )
-                consts = kept if isinstance(kept, np.ndarray) else list(kept)
-            pieces = ([codes[inside]], [consts], [ids[inside]])
+            pieces = ([codes[inside]], [consts[inside]], [ids[inside]])
         number = others.names.index(attr) if attr in others.names else -1
         mine = others.entries(atoms.keys, rows[others.attr[rows] == number])
         theirs = ((a, t.entries) for a, t in stray.items() if isinstance(t, OrderAtom))

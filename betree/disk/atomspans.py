@@ -37,6 +37,7 @@ from betree.disk.atomkeys import OrderKeys, key_columns, parse, take_keys
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
 from betree.lang.testkinds import KINDS
+from pbtree.keys import Numbers
 from pbtree.operators import BY_CODE, BY_SYMBOL
 from storage import codec
 
@@ -166,19 +167,20 @@ class AtomSpans:
         used = np.flatnonzero(np.bincount(self.col_attr[keep], minlength=len(self.col_names)))
         return [self.col_names[i] for i in used.tolist()]
 
-    def order_column(self, name: str, keep: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
+    def order_column(
+        self, name: str, keep: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | Numbers, np.ndarray]:
         """The atoms on ``name`` read as columns, where ``keep``, as PB+tree entries:
-        operator codes, constants (an int64 array when all are ints, else a list of ints
-        and floats as decoded), atom ids.  One attribute at a time, so that a caller
-        holds one attribute's entries, not every attribute's (~24 bytes an atom)."""
+        operator codes, constants (an int64 array when all are ints, else
+        :class:`~pbtree.keys.Numbers`: no Python float an atom), atom ids.  One attribute
+        at a time, so that a caller holds one attribute's entries, not every attribute's
+        (~24 bytes an atom)."""
         i = self.col_names.index(name) if name in self.col_names else -1
         sel = keep & (self.col_attr == i)
         floats = self.col_float[sel]
-        consts: Any = self.col_ints[sel]
+        consts: np.ndarray | Numbers = self.col_ints[sel]
         if floats.any():
-            as_float = self.col_floats[sel].tolist()
-            ints = consts.tolist()
-            consts = [f if x else c for f, x, c in zip(as_float, floats, ints, strict=True)]
+            consts = Numbers.of_columns(floats, self.col_ints[sel], self.col_floats[sel])
         return self.col_code[sel].astype(np.int64), consts, self.col_ids[sel]
 
     def drop_spans(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -227,31 +229,62 @@ def test_pbtree_entries_of_column_and_other_atoms_together(tmp_path: Path) -> No
         )
 
 
+@pytest.mark.parametrize("domain", ["int", "float"])
 @pytest.mark.parametrize("shared", [False, True])
-def test_pbtree_entry_moved_to_another_constant_or_operator(tmp_path: Path, shared: bool) -> None:
+def test_pbtree_entry_moved_to_another_constant_or_operator(
+    tmp_path: Path, shared: bool, domain: str
+) -> None:
     """A tree's entry replaced by one of the same atom id with another constant, then with
     another operator, is named both ways (entries compared by id alone when no id repeats,
     a dense store's every tree; by all three columns when an atom has two entries, an
-    in-list of ints: ``shared``); a clean store passes either way."""
-    schema = {"attributes": {"x": {"type": "int"}}}
+    in-list: ``shared``); a clean store passes either way.  On a float domain too (its
+    constants compared as float bits, :class:`pbtree.keys.Numbers`): a constant moved to
+    the next double is found as well."""
+    schema = {"attributes": {"x": {"type": domain}}}
+    half = "" if domain == "int" else ".5"
+    k: int | float = 7 if domain == "int" else 7.5
     with Index.open(tmp_path / "s", schema=schema) as idx:
-        idx.subscribe_many([(i, f"x >= {i} and x != {i + 1000}") for i in range(30)])
-        if shared:  # (an in-list of ints: one order atom, one id, an entry a value)
-            idx.subscribe_many([(100 + i, f"x in ({i + 100}, {i + 200})") for i in range(10)])
+        idx.subscribe_many([(i, f"x >= {i}{half} and x != {i + 1000}") for i in range(30)])
+        if shared:  # (an in-list: one order atom, one id, an entry a value)
+            idx.subscribe_many(
+                [(100 + i, f"x in ({i + 100}{half}, {i + 200}{half})") for i in range(10)]
+            )
         idx.check()
         with idx.store.read() as txn:
             codes, consts, ids = PBTree(txn, "x").predicate_columns()
         assert (len(set(ids.tolist())) < len(ids)) == shared
-        at = int(np.flatnonzero(consts == 7)[0])
+        at = int(np.flatnonzero(consts == k)[0])
         op, aid = OPERATORS[int(codes[at])], int(ids[at])
-        for new_op, new_const in ((op, 8), ("<=" if op != "<=" else ">=", 7)):
+        moves: list[tuple[str, int | float]] = [(op, k + 1), ("<=" if op != "<=" else ">=", k)]
+        if domain == "float":
+            moves.append((op, math.nextafter(k, 8)))
+        for new_op, new_const in moves:
             with idx.store.write() as txn:
                 tree = PBTree(txn, "x")
-                assert tree.delete(op, 7, aid) and tree.insert(new_op, new_const, aid)
+                assert tree.delete(op, k, aid) and tree.insert(new_op, new_const, aid)
             found = violations(idx)
-            assert f"PB+tree 'x' lacks atom {aid}'s entry {op} 7" in found
+            assert f"PB+tree 'x' lacks atom {aid}'s entry {op} {k}" in found
             assert f"PB+tree 'x' holds {new_op} {new_const} for atom {aid}, no atom has it" in found
             with idx.store.write() as txn:
                 tree = PBTree(txn, "x")
-                assert tree.delete(new_op, new_const, aid) and tree.insert(op, 7, aid)
+                assert tree.delete(new_op, new_const, aid) and tree.insert(op, k, aid)
             idx.check()
+
+
+def test_float_domain_edges_compare_as_columns(tmp_path: Path, monkeypatch: Any) -> None:
+    """A float domain's clean store, its constants at the doubles' edges (signed zero,
+    subnormals, the largest doubles, ints), checks clean with every tree's entries compared
+    as number columns (no fall back to sets of tuples: ``_same`` true for each)."""
+    from betree.checking import predicates
+
+    results: list[bool] = []
+    same = predicates._same
+    monkeypatch.setattr(predicates, "_same", lambda *a: results.append(same(*a)) or results[-1])
+    edges = ["-0.0", "0", "5e-324", "-5e-324", "2.2250738585072014e-308", "1.7976931348623157e308"]
+    edges += ["-1.7976931348623157e308", "-9223372036854775808", "9.3e18", "1.5", "-2.25"]
+    schema = {"attributes": {"x": {"type": "float"}, "y": {"type": "float"}}}
+    with Index.open(tmp_path / "s", schema=schema) as idx:
+        subs = [(i, f"x > {c} and y <= {c}") for i, c in enumerate(edges)]
+        idx.subscribe_many(subs)
+        idx.check()
+    assert results == [True, True]

@@ -18,17 +18,36 @@ from pbtree.nodes import InternalNode, LeafNode, ListNode
 from pbtree.operators import GT, LT, NE
 from storage import CheckFailed, CorruptPage, Store, VersionMismatch, WriteTxn, codec, open_store
 
+#: a float domain's 40 keys (ints and floats, as its canonical atoms hold them): the edges
+#: of the doubles, signed zero, subnormals, halves (floatcheck47)
+FLOAT_KEYS = sorted(
+    [
+        -float("inf"),
+        -1.7976931348623157e308,
+        -3.5,
+        -5e-324,
+        -0.0,
+        5e-324,
+        2.2250738585072014e-308,
+        0.25,
+    ]
+    + [k + 0.5 if k % 2 else k for k in range(1, 31)]
+    + [1.7976931348623157e308, float("inf")]
+)
 
-@pytest.fixture
-def store() -> Iterator[Store]:
-    """A tree of 40 keys with every operator, small nodes so lists span several pages."""
+
+@pytest.fixture(params=["int", "float"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A tree of 40 keys with every operator, small nodes so lists span several pages:
+    ints, or a float domain's (:data:`FLOAT_KEYS`)."""
+    keys = list(range(40)) if request.param == "int" else FLOAT_KEYS
     with tempfile.TemporaryDirectory() as path, open_store(path) as store:
         with store.write() as txn:
             tree = PBTree(txn, "a", leaf_cap=4, internal_cap=4, list_cap=4)
-            for k in range(40):
+            for k, key in enumerate(keys):
                 for j, op in enumerate(("<", "<=", "=", "!=", ">=", ">")):
                     if (k + j) % 3 == 0:
-                        tree.insert(op, k, k * 10 + j)
+                        tree.insert(op, key, k * 10 + j)
             tree.check()
         yield store
 
