@@ -251,10 +251,17 @@ class BETree:
             weight = [1.0 - feedback.get(entry[0], 0.0) for entry in pdir] if feedback else None
             staying: list[int] = []
             onward: dict[tuple[int, tuple[int, int]], list[int]] = {}
+            few = list(allowed.items())  # (in slot order: the p-directory's)
             for k in at:
                 clause = places[k]
                 best, top_score = -1, 0.0
-                for slot in sorted(allowed[attr] for attr in clause if attr in allowed):
+                # the candidates in slot order, the first best kept: from the node's few
+                # attributes where it has fewer than the clause (below the root: no sort)
+                if len(few) < len(clause):
+                    slots = [slot for attr, slot in few if attr in clause]
+                else:
+                    slots = sorted(allowed[attr] for attr in clause if attr in allowed)
+                for slot in slots:
                     score = raw[slot] if weight is None else raw[slot] * weight[slot]
                     if best < 0 or score > top_score:
                         best, top_score = slot, score

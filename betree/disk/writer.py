@@ -148,24 +148,42 @@ class Writer:
         atom's requirement kept by id: no atom object built or hashed once it is known)."""
         cid, _, ids = entry
         places = self.placed.get(cid)
-        if places is None:
-            places = self.memo.placed.get(cid)
-        if places is None:
-            spans, memo_spans = self.spans, self.memo.spans
-            pairs = []
-            for aid in ids:
-                if aid:
-                    pair = memo_spans.get(aid) or spans.get(aid) or self._requirement(aid)
-                    pairs.append(pair)
-            places = self.placed[cid] = grid.combined(pairs)
-            if catalog.clause_parts(cid)[0] < self.first_sid:
-                remember(self.memo.placed, cid, places)
+        if places is not None:
+            return places
+        kept = self.memo.placed.get(cid)
+        if kept is not None:
+            places = self.placed[cid] = {attr: (v >> 64, v & _U64) for attr, v in kept.items()}
+            return places
+        spans, memo_spans = self.spans, self.memo.spans
+        pairs = []
+        for aid in ids:
+            if aid:
+                pair = memo_spans.get(aid) or spans.get(aid) or self._requirement(aid)
+                pairs.append(pair)
+        places = self.placed[cid] = grid.combined(pairs)
+        if catalog.clause_parts(cid)[0] < self.first_sid:
+            packed = {attr: lo << 64 | hi for attr, (lo, hi) in places.items()}
+            remember(self.memo.placed, cid, packed)
         return places
 
     def _requirement(self, aid: int) -> tuple[str, tuple[int, int] | tuple[()]]:
-        """Atom ``aid``'s attribute and :func:`betree.disk.grid.requirement` (kept)."""
-        atom = self.atom(aid)
-        pair = (atom.attr, grid.requirement(self.types[atom.attr], atom))
+        """Atom ``aid``'s attribute and :func:`betree.disk.grid.requirement` (kept); an
+        order atom not held as an object is not made one: its span from the entries its
+        store key holds (:func:`betree.disk.grid.entries_span`, the atom's own), what the
+        splits' re-read clauses need of ~14,000 atoms a placement of 24,000 into 1M BEGen."""
+        atom = self.atoms.get(aid)
+        if atom is None:
+            atom = self.memo.atoms.get(aid)
+        if atom is None:
+            stored = codec.decode_value(catalog.atom_key(self.txn, aid))
+            if stored[0] == "order":
+                attr = str(stored[1])
+                pair: tuple[str, tuple[int, int] | tuple[()]]
+                pair = (attr, grid.entries_span(self.types[attr], stored[2]))
+            else:
+                atom = self.atom(aid)
+        if atom is not None:
+            pair = (atom.attr, grid.requirement(self.types[atom.attr], atom))
         if aid < self.first_atom:
             remember(self.memo.spans, aid, pair)
         else:
@@ -183,25 +201,24 @@ class Writer:
         return None if home is None else codec.decode_u64(home)
 
     def _prefetch(self, entries: list[Entry]) -> None:
-        """Read the atoms of the stored clauses among ``entries`` whose places are not
-        known yet, in atom id order (the ``aid`` records one after another, not scattered
-        over the clustering of an l-node)."""
-        placed, memo_placed, atoms, memo_atoms = (
+        """Read the requirements of the atoms of the stored clauses among ``entries``
+        whose places are not known yet, in atom id order (the ``aid`` and ``atom``
+        records one after another, not scattered over the clustering of an l-node)."""
+        placed, memo_placed, spans, memo_spans = (
             self.placed,
             self.memo.placed,
-            self.atoms,
-            self.memo.atoms,
+            self.spans,
+            self.memo.spans,
         )
-        spans = self.memo.spans
         wanted = {
             aid
             for cid, _, ids in entries
             if cid not in placed and cid not in memo_placed
             for aid in ids
-            if aid and aid not in spans and aid not in atoms and aid not in memo_atoms
+            if aid and aid not in memo_spans and aid not in spans
         }
         for aid in sorted(wanted):
-            self.atom(aid)
+            self._requirement(aid)
 
     def atom(self, aid: int) -> Atom:
         """The atom with id ``aid`` (cached for the transaction)."""
@@ -550,6 +567,10 @@ class Writer:
         ``gc.collect`` (docs/bench/live/README.md, "leak42").  Now reference counting frees
         them when the caller drops the writer."""
         self.tree.detach()
+        # the places this transaction took (~7 objects a clause: ~300K in a placement of
+        # 24,000 into 1M BEGen) go now, not through the collector's pass after it (the
+        # memo's copies are packed: no object for the collector)
+        self.placed = {}
 
     def finish(self) -> None:
         """Write the ``home`` and atom records changed, the direct-atom lists touched, the
@@ -592,6 +613,9 @@ class Writer:
         catalog.put_root(self.txn, self.rec)
 
 
+#: the low 64 bits of an int (a stored clause's span packed in the :class:`Memo`)
+_U64 = (1 << 64) - 1
+
 #: entries a :class:`Memo` keeps of each kind (when full, the older half is forgotten)
 MEMO_LIMIT = 1 << 18
 
@@ -599,7 +623,9 @@ MEMO_LIMIT = 1 << 18
 class Memo:
     """What writes of one store read or made before, by id (:class:`Writer`): atoms (~300
     bytes each), their requirements on places (~150: a stored clause's places from its
-    atom ids, no atom object hashed) and stored clauses' places (~200), at most
+    atom ids, no atom object hashed; an order atom's from its stored entries, no atom
+    object made) and stored clauses' places (~200, each span packed in one int: a dict
+    of ints is no work for the garbage collector), at most
     :data:`MEMO_LIMIT` of each, and atoms' store keys (~100: a batch of 1,000 at 1M BEGen
     looks up ~9,000 atoms, mostly known).  It saves clustering (which takes every clause of an
     overflowing l-node again), and the catch-up of this process's views
@@ -621,7 +647,9 @@ class Memo:
         self.keys: dict[Atom, bytes] = {}
         self.counts: dict[bytes, tuple[int, int] | None] = {}
         self.counted: tuple[int, ...] | None = None
-        self.placed: dict[int, Places] = {}
+        #: (each span ``(lo, hi)`` as ``lo << 64 | hi``: a dict of ints is not tracked by
+        #: the garbage collector, whose pass after a placement walked ~7 objects a place)
+        self.placed: dict[int, dict[str, int]] = {}
         self.spans: dict[int, tuple[str, tuple[int, int] | tuple[()]]] = {}
         self.direct: dict[str, tuple[bytes, dict[int, bytes]]] = {}
 
