@@ -67,7 +67,8 @@ def same_stored_places(idx: Index, subs: dict[Any, str]) -> int:
 @pytest.mark.parametrize("workload", ["random", "edges"])
 def test_stored_places_equal_the_compiled_clauses(tmp_path: Path, workload: str) -> None:
     """Places from atom ids equal the compiler's: the atoms' requirements first read (a
-    fresh process's memo), then kept (a second transaction), and for atoms new to the
+    fresh process's memo: an order atom's from its stored entries), then kept (a second
+    transaction: the memo's packed places), and for atoms new to the
     transaction (subscribed inside it, not yet committed)."""
     rng = random.Random(21)
     if workload == "random":
