@@ -284,7 +284,9 @@ class GeoMany:
             packed = np.packbits(spread, axis=1, bitorder="little").view("<u8")
             own[atom_at[a:b, None], w[np.concatenate(([True], moved))]] |= packed
         k = int(np.searchsorted(self.signed, 0))  # (the negations lead: :attr:`runs`)
-        planes: list[Words] = [(aids, own[k:].T if on else own[:k].T, on) for aids, on in self.runs]
+        planes: list[Words] = [
+            (aids, own[k:].T if on else own[:k].T, on) for aids, on in self.runs if big.any()
+        ]
         doubted = self._doubted(doubt_entry, doubt_point, at, events)
         signed = table[5].take(held[0]).astype(np.int64)
         on = signed >= 0
