@@ -11,11 +11,19 @@ permutation of the view's atom ids held beside the view, nothing on disk changes
 lists' atoms first in list order, then each direct group's defaults as one run, then the
 rest (atom 0, always true, keeps slot 0).  A list whose atoms an earlier list placed, or
 that holds an atom twice, is read through its items' slots (a fancy OR, as by atom id).
-The rows are kept by slot too (the rows step gathers by slot).
+The rows are kept by slot too (the rows step gathers by slot).  After the keys come the
+direct *runs*: each list attribute's ``any`` atoms and each geo grid's, held ones and
+failing negations apart (:meth:`betree.matching.direct.DirectAtoms.runs`), so that the
+rows over words their batch forms give (every atom of the run, held or not) are one slice
+ORed into all the words at once (:func:`word_planes`; rich 100K, 1,024 events: ~1.2M of
+~1.9M (word, atom) cells no longer ORed by fancy index a word at a time); the failing
+negations' runs lead their attribute's run of defaults, and a run's atoms the keys placed
+before it go by slot.
 
 (:mod:`betree.packed.slots` numbers a keyed view the same way for one event at a time;
 this one needs no keys, and numbers the rows.)  Cost: built once a view, one pass over
-its lists; 8 bytes a list item, 4 an atom and 32 a row (rich 100K: ~12 MB).
+its lists and direct runs; 8 bytes a list item, 4 an atom and 32 a row (rich 100K:
+~12 MB), 8 bytes a run's atom where the keys split the run (rich 100K: ~0.7 MB).
 """
 
 from __future__ import annotations
