@@ -96,6 +96,7 @@ class DirectAtoms:
         "default",
         "indexes",
         "one",
+        "ran",
         "reads",
         "undefined",
     )
@@ -141,6 +142,23 @@ class DirectAtoms:
         self.batched: list[tuple[str, directmany.Batched]] | None = None
         #: the indexes :meth:`found` asks, each by its own or its batch form (made at first use)
         self.one: list[tuple[str, _Index | _OneByMany | _OneGeo]] | None = None
+        #: :meth:`runs`' answer (made at first use)
+        self.ran: list[tuple[np.ndarray, bool]] | None = None
+
+    def runs(self) -> list[tuple[np.ndarray, bool]]:
+        """The atoms whose bits :meth:`found_words` may give as rows over words, each kind's
+        held atoms (True) and failing defaults (False) in the order its rows come
+        (:func:`betree.matching.directmany.list_runs`, :func:`betree.matching.geomany.geo_runs`;
+        not the segments', whose atoms differ by batch): a batch's numbering
+        (:mod:`betree.packed.numbering`) makes each a run of slots, its rows one slice."""
+        if self.ran is None:
+            self.ran = []
+            for _, index in self.active:
+                if isinstance(index, directkinds.ListPostings):
+                    self.ran += directmany.list_runs(index)
+                elif isinstance(index, directkinds.GeoGrid):
+                    self.ran += geomany.geo_runs(index)
+        return self.ran
 
     def prepare(self) -> None:
         """Make now what :meth:`found` makes at its first use (a fold's thread does: rich
@@ -194,7 +212,8 @@ class DirectAtoms:
     ) -> tuple[Many, list[manybase.Words]]:
         """:meth:`found_many`, with (given ``rows``: each event's own bit as a row over the
         batch's words) the long list postings' atoms, segment atoms held by many events and
-        a geo grid's over many (entry, event) pairs, as rows of bits over those words
+        a geo grid's over many (entry, event) pairs, as rows of bits over those words (a
+        list's and a grid's of every atom of one of :meth:`runs`, held or not)
         (:meth:`betree.matching.directmany.ListMany.words`,
         :meth:`betree.matching.directmany.SegmentMany.words`,
         :meth:`betree.matching.geomany.GeoMany.words`) rather than (atom, event) pairs."""

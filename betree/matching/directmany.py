@@ -128,7 +128,8 @@ class ListMany:
         event's own bit as a row over the batch's words): a word's bits of an atom are the
         OR of its values' (each value present in the batch a row, its events' bits; each
         atom the OR of its values' rows, read through the postings inverted, atom by atom):
-        the held atoms (``True``) and the failing defaults (``False``), ``words x atoms``.
+        the held atoms (``True``) and the failing defaults (``False``), ``words x atoms``,
+        every atom of the postings (:func:`list_runs`), held for some event or not.
         Rich 100K (seed 7), 1,024 events: one list attribute's ~2.1M (atom, event) pairs
         as ~0.9M (word, atom) cells; ``_set_bits`` ~235 -> ~79 µs an event, the batch
         ~0.87x (docs/bench/match-rich-batchkeys/README.md, richmany41)."""
@@ -151,11 +152,11 @@ class ListMany:
         bits[by_value[firsts]] = np.bitwise_or.reduceat(
             rows.take(ev[order], axis=0), firsts, axis=0
         )
-        planes: list[Words] = []
-        for part, on in zip(self.inverse, (True, False), strict=True):
-            if part.size:
-                atoms, own = part.ored(bits)
-                planes.append((atoms, np.ascontiguousarray(own.T), on))
+        planes: list[Words] = [  # (each part's atoms all, as :func:`list_runs` gives them)
+            (part.atoms, part.ored(bits).T, on)
+            for part, on in zip(self.inverse, (True, False), strict=True)
+            if part.size
+        ]
         found: Many = (NONE, NONE, NONE, NONE, pairs)
         return join_parts(
             [found, *self._counted(ev, code), *self._odd(odd, values, events)]
@@ -196,6 +197,17 @@ class ListMany:
         return [each(self.index, odd, values, events)] if odd else []
 
 
+def list_runs(index: directkinds.ListPostings) -> list[tuple[np.ndarray, bool]]:
+    """The atoms :meth:`ListMany.words` gives rows of, in their order: the ``any``
+    postings' held atoms, then their negations' (failing defaults), each ascending."""
+    out = []
+    for postings, on in ((index.pos_any, True), (index.neg_any, False)):
+        ids = [aid for atoms in postings.values() for aid in atoms]
+        if ids:
+            out.append((np.unique(np.array(ids, dtype=np.int64)), on))
+    return out
+
+
 class _Inverted:
     """Postings (starts by value slot, atom ids) inverted, atom by atom, in layers: layer
     k holds each atom's k-th value (an atom's values ORed by one fancy OR a layer, over
@@ -223,14 +235,13 @@ class _Inverted:
             for k in range(layers)
         ]
 
-    def ored(self, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The atoms some event holds (``bits``: each value slot's row of words) and their
-        rows, the OR of their values'."""
+    def ored(self, bits: np.ndarray) -> np.ndarray:
+        """Each of :attr:`atoms`' rows (``bits``: each value slot's row of words), the OR
+        of its values'."""
         own = bits.take(self.layers[0][1], axis=0)
         for at, value in self.layers[1:]:
             own[at] |= bits.take(value, axis=0)
-        some = np.flatnonzero(own.any(axis=1))
-        return self.atoms.take(some), own.take(some, axis=0)
+        return own
 
 
 class ByValue:

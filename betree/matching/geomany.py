@@ -83,6 +83,7 @@ class GeoMany:
         "neg",
         "negated",
         "parts",
+        "runs",
         "signed",
         "starts",
         "table",
@@ -121,6 +122,8 @@ class GeoMany:
         #: entry's among them (:meth:`_blocks`: an atom's entries lie in distinct cells of
         #: one level, each event in one of them)
         self.signed, self.atom_at = np.unique(self.table[5].astype(np.int64), return_inverse=True)
+        #: the atoms :meth:`words` gives rows of, in their order (:func:`geo_runs`)
+        self.runs = _runs(self.signed)
         #: per level, :meth:`one`'s cell lookup: the key of its cell (0, 0) (a cell's key
         #: is that plus ``i << 12`` plus ``j``: :func:`_cell_key` within its bounds), its
         #: width, and its cells' keys -> their entries' range
@@ -280,13 +283,10 @@ class GeoMany:
             spread[:, (np.concatenate(([0], np.cumsum(moved))) << 6) + place[pts]] = yes
             packed = np.packbits(spread, axis=1, bitorder="little").view("<u8")
             own[atom_at[a:b, None], w[np.concatenate(([True], moved))]] |= packed
-        signed = self.signed
-        some = own.any(axis=1)
-        planes: list[Words] = []
-        for part, on in ((some & (signed >= 0), True), (some & (signed < 0), False)):
-            if part.any():
-                aids = signed[part] if on else -1 - signed[part]
-                planes.append((aids, np.ascontiguousarray(own[part].T), on))
+        k = int(np.searchsorted(self.signed, 0))  # (the negations lead: :attr:`runs`)
+        planes: list[Words] = [
+            (aids, own[k:].T if on else own[:k].T, on) for aids, on in self.runs if big.any()
+        ]
         doubted = self._doubted(doubt_entry, doubt_point, at, events)
         signed = table[5].take(held[0]).astype(np.int64)
         on = signed >= 0
@@ -447,6 +447,24 @@ class GeoMany:
         entry, point = entry[yes], point[yes]
         aid, neg, ev = self.aid[entry], self.neg[entry], at[point]
         return aid[~neg], ev[~neg], aid[neg], ev[neg], int(inside.sum())
+
+
+def geo_runs(index: directkinds.GeoGrid) -> list[tuple[np.ndarray, bool]]:
+    """The atoms :meth:`GeoMany.words` gives rows of, in their order (:attr:`GeoMany.runs`),
+    none where it gives none (several longitude attributes, boxes off the grid)."""
+    if index.parts or index.loose or not index.cells:
+        return []
+    entries = [(aid, neg) for listed in index.cells.values() for aid, neg, *_ in listed]
+    signed = np.array([-1 - aid if neg else aid for aid, neg in entries], dtype=np.int64)
+    return _runs(np.unique(signed))
+
+
+def _runs(signed: np.ndarray) -> list[tuple[np.ndarray, bool]]:
+    """The held atoms (ascending) and the negations (``signed`` ``-1 - id``, ascending:
+    their ids descending) of an ascending signed run, those present."""
+    k = int(np.searchsorted(signed, 0))
+    out = [(signed[k:], True)] if k < len(signed) else []
+    return [*out, (-1 - signed[:k], False)] if k else out
 
 
 def _one_table(index: directkinds.GeoGrid, aid: np.ndarray, neg: np.ndarray) -> np.ndarray:

@@ -57,7 +57,7 @@ from betree.packed import scratch, subbits
 from betree.packed.batchints import Found, search_ints
 from betree.packed.delta import Delta
 from betree.packed.flat import FlatTree
-from betree.packed.numbering import Numbered
+from betree.packed.numbering import Numbered, Plane, word_planes
 from betree.packed.reach import Nodes
 from pbtree.keys import int64_array, key_domain
 from pbtree.view import SearchView, ranges, uniq
@@ -322,7 +322,7 @@ def _results(
 
 #: atoms' bits in some words found by :func:`_search`, no atom twice: (the words, the atom
 #: ids or a slice of them, their bits: ``words x atoms``, or one a word for all the atoms)
-_Plane = tuple[np.ndarray, np.ndarray | slice, np.ndarray]
+_Plane = Plane
 
 
 def satisfied(
@@ -412,8 +412,8 @@ def _direct(
                     col.values, [batch[e] for e in col.at], col.rows
                 )
                 for aids, bits, hit in words_of:
-                    aids = aids + base if numbered is None else numbered.slot.take(aids) + base
-                    (planes if hit else clears).append((col.words, aids, bits))
+                    got = word_planes(numbered, attr, col.words, aids, bits, hit, base)
+                    (planes if hit else clears).extend(got)
                 if numbered is not None:
                     on, off = numbered.slot.take(on), numbered.slot.take(off)
                 held.append(on + base)
@@ -434,6 +434,9 @@ def _direct(
                 planes.append((words, undefined, rest[words]))
     _or_planes(sat, planes)
     for words, cleared, rows in clears:  # (after the defaults' planes)
+        if isinstance(cleared, slice):  # (one run: every word at once)
+            sat[words, cleared] &= ~rows
+            continue
         for word, row in zip(words.tolist(), rows, strict=True):
             sat[word, cleared] &= ~row
     if held:

@@ -106,7 +106,8 @@ def held_words(
         for ids, bits, on_ in planes:
             if on_ != hit:
                 continue
-            octets = bits.astype("<u8").view(np.uint8).reshape(len(words), len(ids), 8)
+            octets = np.ascontiguousarray(bits, dtype="<u8").view(np.uint8)
+            octets = octets.reshape(len(words), len(ids), 8)
             each = np.unpackbits(octets, axis=2, bitorder="little").astype(bool)
             slot = (words[:, None] * 64 + np.arange(64)[None, :]).ravel()  # (word, bit)
             each = each.transpose(0, 2, 1).reshape(-1, len(ids))
