@@ -147,13 +147,27 @@ def _dnf_clauses(node: Node, max_clauses: int, always_defined: Collection[str]) 
         parts = [normalizer.dnf(c, True) for c in node.children]
         small = _small_product(parts, normalizer)
         if small is not None:
-            return [()] if _TRUE in small else sorted(tuple(sorted(c)) for c in small)
+            return [()] if _TRUE in small else _sorted_clauses(small)
         dnf = normalizer._product(parts)
     else:
         dnf = normalizer.dnf(node, True)
     if _TRUE in dnf:
         return [()]
-    return sorted(tuple(sorted(c)) for c in normalizer.minimal(dnf, bounded=False))
+    return _sorted_clauses(normalizer.minimal(dnf, bounded=False))
+
+
+def _sorted_clauses(dnf: _DNF) -> list[Clause]:
+    """``sorted(tuple(sorted(c)) for c in dnf)``, ordered by the atoms' keys instead: the
+    same order (atoms compare by their keys, and a clause's atoms are distinct, as its
+    clauses are), without a Python ``__lt__`` and ``__eq__`` call per comparison."""
+    clauses = [tuple(sorted(c, key=atom_key)) for c in dnf]
+    if len(clauses) > 1:
+        clauses.sort(key=_clause_key)
+    return clauses
+
+
+def _clause_key(clause: Clause) -> tuple[tuple[object, ...], ...]:
+    return tuple(map(atom_key, clause))
 
 
 #: (:func:`_small_product`) the most clauses a product of parts may give to be formed directly
@@ -195,9 +209,16 @@ def _small_product(parts: list[_DNF], normalizer: _Normalizer) -> _DNF | None:
         if not acc:
             break
         new: _DNF = set()
+        right = [(c2, {a.attr for a in c2}) for c2 in p]
         for c1 in acc:
-            for c2 in p:
-                c = _simplify(c1 | c2) if c1 and c2 else c1 or c2
+            left = {a.attr for a in c1}
+            for c2, attrs in right:
+                if not (c1 and c2):
+                    c: frozenset[Atom] | None = c1 or c2
+                elif left.isdisjoint(attrs):
+                    c = c1 | c2  # (_simplify's fixed points on other attributes: one too)
+                else:
+                    c = _simplify(c1 | c2)
                 if c is not None:
                     new.add(c)
         acc = _minimal_of(new)
@@ -622,6 +643,10 @@ def _simplify_attr(atoms: list[Atom]) -> list[Atom] | None:
 
 def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
     """Intersect the one-interval atoms, drop implied ``!=`` and bounds; ``None`` if empty."""
+    if len(orders) == 2:
+        kept = _two_bounds(orders[0], orders[1])
+        if kept is not None:
+            return kept
     attr = orders[0].attr
     lo: Value | None = None
     hi: Value | None = None
@@ -681,6 +706,29 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
             return None
         out.append(u)
     return out
+
+
+#: (:func:`_two_bounds`) the one-entry operators that bound a value from below, from above
+_LOWER = frozenset((">", ">="))
+_UPPER = frozenset(("<", "<="))
+
+
+def _two_bounds(a: OrderAtom, b: OrderAtom) -> list[Atom] | None:
+    """:func:`_merge_orders` of ``[a, b]`` when one is a lower bound and the other an
+    upper bound (one entry each: ``>``/``>=`` and ``<``/``<=``) of a non-empty, non-point
+    interval: both kept, the lower first, as the general loop keeps them; else ``None``
+    (then the general loop answers).  The pair a ``between``, a ``starts_with`` and a
+    pattern's prefix give: most of the groups the rich rules' clauses simplify, again in
+    every clause of a product.  A number against a string raises ``TypeError`` as there."""
+    ea, eb = a.entries, b.entries
+    if len(ea) != 1 or len(eb) != 1:
+        return None
+    (op_a, ca), (op_b, cb) = ea[0], eb[0]
+    if op_a in _LOWER and op_b in _UPPER:
+        return [a, b] if ca < cb else None  # type: ignore[operator]
+    if op_b in _LOWER and op_a in _UPPER:
+        return [b, a] if cb < ca else None  # type: ignore[operator]
+    return None
 
 
 def _entry_meets(
