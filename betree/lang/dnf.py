@@ -411,6 +411,17 @@ class _Normalizer:
             return self.dnf(node.child, not pos)
         if isinstance(node, Const):
             return {_TRUE} if node.value == pos else set()
+        if pos and type(node) in _ORDER_NODES:
+            # a positive comparison, "between" or "in": its interned atoms (what
+            # atom_clauses builds, simplified below; not "between" of one point, whose
+            # two atoms atom_clauses gives and the budget counts)
+            found = order_atoms(node)
+            if found is not None and (len(found) != 1 or type(node) is not Between):
+                if not found:
+                    return set()
+                self.spend(len(found))
+                c = _simplify(frozenset(found))
+                return set() if c is None else {c}
         if isinstance(node, AnyOf):  # one test atom over the inner expression's clauses
             inner = to_clauses(node.child, self.max_clauses)
             self.spend(sum(map(len, inner)))
@@ -483,6 +494,10 @@ class _Normalizer:
         for c in sorted(dnf, key=len):
             out.add(c)
         return out.clauses
+
+
+#: (:meth:`_Normalizer.dnf`) the nodes :func:`~betree.lang.forms.order_atoms` may answer
+_ORDER_NODES = frozenset((Compare, Between, InList))
 
 
 def _union_rank(node: Node) -> int:
