@@ -20,7 +20,12 @@ the work of the general path is bounded by a constant per node of the expression
 (:class:`_Normalizer`): every expression is accepted or rejected in time linear in its
 length.  A conjunction whose product has few clauses (rich ad-targeting rules: a ``not``,
 an ``or``, a geo radius beside one-clause atoms) is multiplied out directly
-(:func:`_small_product`: its clauses compared pairwise once, no index of them).
+(:func:`_small_product`: its clauses compared pairwise once, no index of them); there a
+clause of the product whose two halves share no attribute is their union as it is, not
+simplified again (:func:`_simplify` is idempotent, and its outputs on disjoint attributes
+are simplified group by group: ``tests/betree/lang/test_lang_compile_shortcuts.py``), and
+the commonest group simplified, a lower and an upper bound (``between``, ``starts_with``,
+a pattern's prefix), is kept in one step (:func:`_two_bounds`).
 
 >>> from betree.lang.parser import parse
 >>> to_clauses(parse("not (a = 1)"))
