@@ -66,7 +66,7 @@ from betree.lang.expr import (
     StrFunc,
 )
 from betree.lang.forms import atom_clauses, order_atoms
-from pbtree.operators import BY_SYMBOL
+from pbtree.operators import BY_SYMBOL, ORDER_OPS
 from storage.errors import InvalidInput
 
 #: Default bound on the number of clauses of one subscription.
@@ -728,9 +728,9 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
     return out
 
 
-#: (:func:`_two_bounds`) the one-entry operators that bound a value from below, from above
-_LOWER = frozenset((">", ">="))
-_UPPER = frozenset(("<", "<="))
+#: (:func:`_two_bounds`) the operators that bound a value from below only, from above only
+_LOWER = frozenset(op.symbol for op in ORDER_OPS if op.lower and not op.upper)
+_UPPER = frozenset(op.symbol for op in ORDER_OPS if op.upper and not op.lower)
 
 
 def _two_bounds(a: OrderAtom, b: OrderAtom) -> list[Atom] | None:
