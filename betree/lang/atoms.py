@@ -480,7 +480,11 @@ def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
     row = KINDS.get(test)
     kind = row.arg if row is not None else None
     if kind == "list":
-        values = tuple(sorted(set(arg), key=_ckey))  # type: ignore[call-overload]
+        distinct = set(arg)  # type: ignore[call-overload]
+        types = set(map(type, distinct))
+        plain = types in (_STR_TYPE_SET, _INT_TYPE_SET)
+        # (all strings, or all ints: sorted as _ckey sorts them, each keyed as it keys it)
+        values = tuple(sorted(distinct) if plain else sorted(distinct, key=_ckey))
         if not values:
             if test in ("one_of", "not_all_of"):
                 return None
@@ -488,12 +492,28 @@ def make_test(attr: str, test: str, arg: object = None) -> TestAtom | None:
         if len(values) == 1:
             single = "has" if test in ("one_of", "all_of") else "lacks"
             return TestAtom(attr, single, values[0])
+        if plain:
+            return _list_test(attr, test, values, 1 if types == _STR_TYPE_SET else 0)
         return TestAtom(attr, test, values)
     if kind == "string" and arg == "":
         if test.startswith("not_"):
             return None
         return TestAtom(attr, "defined")
     return TestAtom(attr, test, arg)
+
+
+_INT_TYPE_SET = frozenset((int,))
+
+
+def _list_test(attr: str, test: str, values: tuple[Value, ...], tag: int) -> TestAtom:
+    """``TestAtom(attr, test, values)`` of a list test (:func:`make_test`) for two or more
+    sorted distinct values, all strings (``tag`` 1) or all ints (0), without the
+    constructor's checks and its second sort: rich rules' ``one of`` lists of a dozen
+    names (~1 µs a value there)."""
+    atom: TestAtom = _new_atom(TestAtom)
+    atom.attr, atom.test, atom.arg = attr, test, values
+    atom._set_key((attr, 1, RANK[test], tuple([(tag, v) for v in values])))
+    return atom
 
 
 def atom_from_tuple(t: Sequence[object]) -> Atom:

@@ -20,7 +20,12 @@ the work of the general path is bounded by a constant per node of the expression
 (:class:`_Normalizer`): every expression is accepted or rejected in time linear in its
 length.  A conjunction whose product has few clauses (rich ad-targeting rules: a ``not``,
 an ``or``, a geo radius beside one-clause atoms) is multiplied out directly
-(:func:`_small_product`: its clauses compared pairwise once, no index of them).
+(:func:`_small_product`: its clauses compared pairwise once, no index of them); there a
+clause of the product whose two halves share no attribute is their union as it is, not
+simplified again (:func:`_simplify` is idempotent, and its outputs on disjoint attributes
+are simplified group by group: ``tests/betree/lang/test_lang_compile_shortcuts.py``), and
+the commonest group simplified, a lower and an upper bound (``between``, ``starts_with``,
+a pattern's prefix), is kept in one step (:func:`_two_bounds`).
 
 >>> from betree.lang.parser import parse
 >>> to_clauses(parse("not (a = 1)"))
@@ -61,7 +66,7 @@ from betree.lang.expr import (
     StrFunc,
 )
 from betree.lang.forms import atom_clauses, order_atoms
-from pbtree.operators import BY_SYMBOL
+from pbtree.operators import BY_SYMBOL, ORDER_OPS
 from storage.errors import InvalidInput
 
 #: Default bound on the number of clauses of one subscription.
@@ -147,13 +152,27 @@ def _dnf_clauses(node: Node, max_clauses: int, always_defined: Collection[str]) 
         parts = [normalizer.dnf(c, True) for c in node.children]
         small = _small_product(parts, normalizer)
         if small is not None:
-            return [()] if _TRUE in small else sorted(tuple(sorted(c)) for c in small)
+            return [()] if _TRUE in small else _sorted_clauses(small)
         dnf = normalizer._product(parts)
     else:
         dnf = normalizer.dnf(node, True)
     if _TRUE in dnf:
         return [()]
-    return sorted(tuple(sorted(c)) for c in normalizer.minimal(dnf, bounded=False))
+    return _sorted_clauses(normalizer.minimal(dnf, bounded=False))
+
+
+def _sorted_clauses(dnf: _DNF) -> list[Clause]:
+    """``sorted(tuple(sorted(c)) for c in dnf)``, ordered by the atoms' keys instead: the
+    same order (atoms compare by their keys, and a clause's atoms are distinct, as its
+    clauses are), without a Python ``__lt__`` and ``__eq__`` call per comparison."""
+    clauses = [tuple(sorted(c, key=atom_key)) for c in dnf]
+    if len(clauses) > 1:
+        clauses.sort(key=_clause_key)
+    return clauses
+
+
+def _clause_key(clause: Clause) -> tuple[tuple[object, ...], ...]:
+    return tuple(map(atom_key, clause))
 
 
 #: (:func:`_small_product`) the most clauses a product of parts may give to be formed directly
@@ -195,9 +214,16 @@ def _small_product(parts: list[_DNF], normalizer: _Normalizer) -> _DNF | None:
         if not acc:
             break
         new: _DNF = set()
+        right = [(c2, {a.attr for a in c2}) for c2 in p]
         for c1 in acc:
-            for c2 in p:
-                c = _simplify(c1 | c2) if c1 and c2 else c1 or c2
+            left = {a.attr for a in c1}
+            for c2, attrs in right:
+                if not (c1 and c2):
+                    c: frozenset[Atom] | None = c1 or c2
+                elif left.isdisjoint(attrs):
+                    c = c1 | c2  # (_simplify's fixed points on other attributes: one too)
+                else:
+                    c = _simplify(c1 | c2)
                 if c is not None:
                     new.add(c)
         acc = _minimal_of(new)
@@ -390,6 +416,17 @@ class _Normalizer:
             return self.dnf(node.child, not pos)
         if isinstance(node, Const):
             return {_TRUE} if node.value == pos else set()
+        if pos and type(node) in _ORDER_NODES:
+            # a positive comparison, "between" or "in": its interned atoms (what
+            # atom_clauses builds, simplified below; not "between" of one point, whose
+            # two atoms atom_clauses gives and the budget counts)
+            found = order_atoms(node)
+            if found is not None and (len(found) != 1 or type(node) is not Between):
+                if not found:
+                    return set()
+                self.spend(len(found))
+                c = _simplify(frozenset(found))
+                return set() if c is None else {c}
         if isinstance(node, AnyOf):  # one test atom over the inner expression's clauses
             inner = to_clauses(node.child, self.max_clauses)
             self.spend(sum(map(len, inner)))
@@ -462,6 +499,10 @@ class _Normalizer:
         for c in sorted(dnf, key=len):
             out.add(c)
         return out.clauses
+
+
+#: (:meth:`_Normalizer.dnf`) the nodes :func:`~betree.lang.forms.order_atoms` may answer
+_ORDER_NODES = frozenset((Compare, Between, InList))
 
 
 def _union_rank(node: Node) -> int:
@@ -622,6 +663,10 @@ def _simplify_attr(atoms: list[Atom]) -> list[Atom] | None:
 
 def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
     """Intersect the one-interval atoms, drop implied ``!=`` and bounds; ``None`` if empty."""
+    if len(orders) == 2:
+        kept = _two_bounds(orders[0], orders[1])
+        if kept is not None:
+            return kept
     attr = orders[0].attr
     lo: Value | None = None
     hi: Value | None = None
@@ -681,6 +726,29 @@ def _merge_orders(orders: list[OrderAtom]) -> list[Atom] | None:
             return None
         out.append(u)
     return out
+
+
+#: (:func:`_two_bounds`) the operators that bound a value from below only, from above only
+_LOWER = frozenset(op.symbol for op in ORDER_OPS if op.lower and not op.upper)
+_UPPER = frozenset(op.symbol for op in ORDER_OPS if op.upper and not op.lower)
+
+
+def _two_bounds(a: OrderAtom, b: OrderAtom) -> list[Atom] | None:
+    """:func:`_merge_orders` of ``[a, b]`` when one is a lower bound and the other an
+    upper bound (one entry each: ``>``/``>=`` and ``<``/``<=``) of a non-empty, non-point
+    interval: both kept, the lower first, as the general loop keeps them; else ``None``
+    (then the general loop answers).  The pair a ``between``, a ``starts_with`` and a
+    pattern's prefix give: most of the groups the rich rules' clauses simplify, again in
+    every clause of a product.  A number against a string raises ``TypeError`` as there."""
+    ea, eb = a.entries, b.entries
+    if len(ea) != 1 or len(eb) != 1:
+        return None
+    (op_a, ca), (op_b, cb) = ea[0], eb[0]
+    if op_a in _LOWER and op_b in _UPPER:
+        return [a, b] if ca < cb else None  # type: ignore[operator]
+    if op_b in _LOWER and op_a in _UPPER:
+        return [b, a] if cb < ca else None  # type: ignore[operator]
+    return None
 
 
 def _entry_meets(

@@ -17,6 +17,7 @@ element) of a folded attribute per event; nothing for attributes that do not fol
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection
 from dataclasses import replace
 from typing import TypeVar
@@ -55,9 +56,13 @@ def _fold(x: T) -> T:
 def fold_constants(node: Node, folded: Collection[str]) -> Node:
     """``node`` with every string constant on an attribute of ``folded`` case-folded."""
     if isinstance(node, (And, Or)):
-        return type(node)(tuple(fold_constants(c, folded) for c in node.children))
+        children = tuple([fold_constants(c, folded) for c in node.children])
+        if all(map(operator.is_, children, node.children)):
+            return node  # (nothing folded below: the tree kept, not rebuilt)
+        return type(node)(children)
     if isinstance(node, Not):
-        return Not(fold_constants(node.child, folded))
+        child = fold_constants(node.child, folded)
+        return node if child is node.child else Not(child)
     if isinstance(node, AnyOf):  # inside, attributes are paths in an element
         prefix = node.attr + "."
         inner = {a[len(prefix) :] for a in folded if a.startswith(prefix)}
@@ -69,7 +74,10 @@ def fold_constants(node: Node, folded: Collection[str]) -> Node:
     if isinstance(node, Between):
         return replace(node, lo=_fold(node.lo), hi=_fold(node.hi))
     if isinstance(node, (InList, ListOp)):
-        return replace(node, values=tuple(map(_fold, node.values)))
+        values = node.values
+        if all(type(v) is str for v in values):  # (a list is all strings or all numbers)
+            return replace(node, values=tuple(map(str.casefold, values)))  # type: ignore[arg-type]
+        return replace(node, values=tuple(map(_fold, values)))
     if isinstance(node, StrFunc):
         return replace(node, arg=node.arg.casefold())
     if isinstance(node, Pattern):  # a regex keeps its escapes: RE2's case-insensitive mode

@@ -155,14 +155,13 @@ def _between(node: Between, pos: bool) -> list[Clause]:
         if inside:
             return [] if pos else [()]
         return [(TestAtom(a, "defined"),)] if pos else [(TestAtom(a, "undefined"),)]
-    in_clause: Clause = (OrderAtom(a, ((">=", lo),)), OrderAtom(a, (("<=", hi),)))
+    if inside == pos:  # (only the atoms a form needs are built)
+        in_clause: Clause = (OrderAtom(a, ((">=", lo),)), OrderAtom(a, (("<=", hi),)))
+        return [in_clause] if pos else [(TestAtom(a, "undefined"),), in_clause]
     # outside [lo, hi]: "a < lo or a > hi", which is "a <> lo" for a single point
     out_entries = (("!=", lo),) if lo == hi else (("<", lo), (">", hi))
     out_atom = OrderAtom(a, out_entries)
-    undefined = (TestAtom(a, "undefined"),)
-    if inside:
-        return [in_clause] if pos else [undefined, (out_atom,)]
-    return [(out_atom,)] if pos else [undefined, in_clause]
+    return [(out_atom,)] if pos else [(TestAtom(a, "undefined"),), (out_atom,)]
 
 
 def _in_list(node: InList, pos: bool) -> list[Clause]:

@@ -12,7 +12,8 @@ keyword and operator its kind (all case variants of the keywords are in the dict
 identifiers never need lowering). Numbers and strings are decoded
 (:mod:`betree.lang.literals`) only when the parser reaches them, so a malformed literal is
 reported in left-to-right order with the other errors. The most frequent atoms, ``a op 12``,
-``a between 1 and 9`` and lists of small naturals, are checked and built by short paths that
+``a between 1 and 9``, lists of small naturals and lists of plain strings (one step for the
+whole list: :meth:`_Parser._plain_strings`), are checked and built by short paths that
 fall back to the general code on anything else. Token positions are not kept: only when an
 error is raised does the same regex run again with ``finditer`` to find the column of token
 *i* (Python ``str`` indices are code points, so the column is the index plus one).
@@ -647,6 +648,12 @@ class _Parser:
         if kinds[i] == ")":
             self.i = i + 1
             return ()
+        strings = self._plain_strings(i) if spec is None or spec.type != "ip" else None
+        if strings is not None:
+            if spec is not None:
+                self._check_kind(spec, "str", i)  # (the loop's check of the first element)
+            self.i = i + 2 * len(strings)
+            return strings
         values: list[ListItem] = []
         first = ""
         # The type checks depend on the spec and the literal's kind only: each kind is
@@ -669,10 +676,7 @@ class _Parser:
                 value, kind = self._scalar(i, s)
             if kind not in checked:
                 assert spec is not None  # (with no spec, every kind counts as checked)
-                if spec.type in _LIST_TYPES:
-                    self._check_element(spec, kind, i)
-                else:
-                    self._check_scalar_literal(spec, kind, i)
+                self._check_kind(spec, kind, i)
                 checked.add(kind)
             if not first:
                 first = kind
@@ -686,6 +690,42 @@ class _Parser:
                 return tuple(values)
             if sep != ",":
                 self._unexpected(i - 1, '"," or ")"')
+
+    def _plain_strings(self, i: int) -> tuple[str, ...] | None:
+        """The values of a list whose elements, from token ``i`` to its ``)``, are all plain
+        string literals (quoted, no backslash, no lone surrogate: what :func:`literal` gives
+        as the text between the quotes), else ``None``.  Rich rules' in-lists of a dozen
+        names or more are read here in a few calls, not a dozen steps of :meth:`_list`'s
+        loop each."""
+        kinds = self.kinds
+        try:
+            end = kinds.index(")", i)
+        except ValueError:
+            return None
+        if not (end - i) % 2 or kinds[i + 1 : end : 2].count(",") != (end - i) // 2:
+            return None  # (not "v , v , … v )")
+        values = self.toks[i:end:2]
+        if kinds[i:end:2].count(None) != len(values):
+            return None
+        text = "".join(values)
+        if "\\" in text:
+            return None
+        if not text.isascii():
+            try:
+                text.encode("utf-8")  # (what literal() checks of a non-ASCII string)
+            except UnicodeEncodeError:
+                return None  # (a lone surrogate: the loop reports it where it stands)
+        for v in values:
+            if v[0] not in _QUOTES or len(v) < 2:
+                return None
+        return tuple([v[1:-1] for v in values])
+
+    def _check_kind(self, spec: AttrSpec, kind: str, i: int) -> None:
+        """:meth:`_list`'s type check of a literal of ``kind`` at token ``i``."""
+        if spec.type in _LIST_TYPES:
+            self._check_element(spec, kind, i)
+        else:
+            self._check_scalar_literal(spec, kind, i)
 
     # -- type checks (compile_expr only) -------------------------------------------------------
 
