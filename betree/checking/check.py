@@ -315,20 +315,36 @@ class _Stored:
     pending: int | None = None
 
     def pack(self) -> None:
-        """Concatenate the pages' arrays (and drop them)."""
-        if self.parts:
-            sizes = [len(p[2]) for p in self.parts]
-            self.cids = np.concatenate([p[2] for p in self.parts]).astype(np.uint64)
-            self.node = np.repeat(np.array([p[0] for p in self.parts], dtype=np.int64), sizes)
-            self.lpage = np.repeat(np.array([p[1] for p in self.parts], dtype=np.int64), sizes)
-            self.lens = np.concatenate([p[3] for p in self.parts]).astype(np.int64)
-            self.atoms = np.concatenate([p[4] for p in self.parts]).astype(np.int64)
-        self.parts = []
+        """Gather the pages' arrays into one each, each page let go once copied (so the
+        pages and the arrays are not held twice over), the atom ids as the pages hold
+        them (``uint32``: half of int64's bytes, compared as numbers)."""
+        parts, self.parts = self.parts, []
+        if not parts:
+            return
+        sizes = [len(p[2]) for p in parts]
+        self.node = np.repeat(np.array([p[0] for p in parts], dtype=np.int64), sizes)
+        self.lpage = np.repeat(np.array([p[1] for p in parts], dtype=np.int64), sizes)
+        self.cids = np.empty(sum(sizes), dtype=np.uint64)
+        self.lens = np.empty(sum(sizes), dtype=np.int64)
+        self.atoms = np.empty(sum(len(p[4]) for p in parts), dtype=np.uint32)
+        at = row = 0
+        for i, size in enumerate(sizes):
+            _, _, cids, lens, atoms = parts[i]
+            parts[i] = _GONE
+            self.cids[at : at + size] = cids
+            self.lens[at : at + size] = lens
+            self.atoms[row : row + len(atoms)] = atoms
+            at, row = at + size, row + len(atoms)
 
     def spend(self) -> None:
         """Keep what the catalog's checks read (``cids``, ``where``, ``known``) only."""
         self.nodes, self.used, self.children, self.exts = [], [], [], []
         self.node = self.lpage = self.lens = self.atoms = np.zeros(0, dtype=np.int64)
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+#: what :meth:`_Stored.pack` leaves in a page's place once copied
+_GONE = (0, 0, _EMPTY, _EMPTY, _EMPTY)
 
 
 def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Stored:

@@ -48,6 +48,7 @@ from betree.disk.atomkeys import (
     parse,
 )
 from betree.disk.atomspans import AtomSpans
+from betree.disk.batchtexts import Texts
 from betree.disk.bulkrecords import write_atoms, write_catalog
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
@@ -145,7 +146,7 @@ class PackedSubs:
     concatenated (a loader that interned in bulk has them so; no list per clause)."""
 
     idents: list[Any]
-    exprs: list[str]
+    exprs: Iterable[str]  # read once, in order (a list, or a batch's :class:`Texts`)
     per_sub: np.ndarray
     lens: np.ndarray
     atoms: np.ndarray
@@ -195,12 +196,13 @@ class Batch:
     first use, as interning one by one gives them.
     """
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, texts: Texts | None = None) -> None:
         self.index = index
         self.atoms: dict[bytes, int] = {}  # store key -> atom id
         self.first: array[int] = array("q")  # per atom of ``atoms``: where it is first used
         self.idents: list[Any] = []
-        self.exprs: list[str] = []
+        # the texts, to their records: held up to a limit, then spilled (:class:`Texts`)
+        self.exprs = Texts() if texts is None else texts
         self.per_sub: array[int] = array("q")  # clauses a subscription
         self.lens: array[int] = array("q")  # atoms a clause
         # per clause atom: an id of ``atoms`` (> 0), 0 (the true atom), or -(k + 1) for
