@@ -24,10 +24,12 @@ one scan each (keys decoded with numpy; int ids found with numpy among the id ma
 the atom catalog in chunks (:mod:`betree.checking.atomrecords`: every atom record compared
 with its reverse record, whose keys are then let go); one walk of the BE-Tree collects every
 stored clause from the l-node pages' packed arrays (zero-copy), with the c-node holding it,
-and decodes each c-node once; then the per-clause facts are checked over arrays, 32K
-clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
-spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
-stored copy is compared with the record.  Each PB+tree is read once: its check returns the
+and decodes each c-node once (the pages' arrays then gathered into one each, a page let go
+as it is copied, the atom ids kept ``uint32`` as stored: richmem48); then the per-clause
+facts are checked over arrays, 32K clauses at a time: a clause's place on an attribute is
+the intersection of its atoms' grid spans on it (the rule of
+:meth:`betree.engine.Engine.places`, from a per-atom table), the stored copy is compared
+with the record.  Each PB+tree is read once: its check returns the
 entries, compared with its attribute's atoms' (taken one attribute at a time: the atoms
 not read as columns decoded again then, :class:`~betree.checking.atomrecords.OtherAtoms`).  A direct
 record's atom is compared with its catalog key by packing it (equal bytes: the same atom;
