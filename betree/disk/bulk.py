@@ -181,9 +181,10 @@ CLAUSE_STEP = 1 << 14
 class Batch:
     """Compiled subscriptions gathered for one batch build, interned at the build.
 
-    Keeps per subscription its id and text, and its clauses packed (atom references in one
-    array): a loader holding a million subscriptions needs a few hundred bytes each, not
-    the several KB of their atom objects.  An order atom of one comparison with an int64
+    Keeps per subscription its id and text (as bytes, up to a limit, then spilled:
+    :class:`Texts`), and its clauses packed (atom references in one array): a loader
+    holding a million subscriptions needs a few hundred bytes each, not the several KB of
+    their atom objects.  An order atom of one comparison with an int64
     or float constant (two a ``between``: the dense workloads' every atom, none shared) is
     held as columns (attribute, operator code with :data:`_FLOAT` set for a float, the
     constant or its float64 bits: 11 bytes an occurrence, against ~200 for a dict entry)
