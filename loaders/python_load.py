@@ -15,8 +15,9 @@ read straight into the batch's columns: :meth:`betree.disk.bulk.Batch.add_text`)
 batch build and the check, in one process.  Memory: the records and the
 batch (a few hundred bytes a subscription; rich rules' ~1.2 KB, their atoms' store keys;
 the records themselves are let go once compiled and their rejects written: the caller hands
-them over, ``tools/cli.py`` as an iterator),
-plus what ``memory_budget`` bounds: the
+them over, ``tools/cli.py`` as an iterator; a record's text as soon as it is compiled),
+plus what ``memory_budget`` bounds: the batch's texts (held up to a sixteenth of the
+budget, then spilled to the staging directory: :class:`betree.disk.batchtexts.Texts`), the
 compiler's caches (let go every :func:`compile_chunk` records) and the build's write
 transactions (committed in pieces of :func:`betree.disk.pieces.piece_limit` bytes); the
 batch is dropped before the check reads the store back.  ``check()`` is not bounded by the
@@ -33,6 +34,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
+from betree.disk.batchtexts import Texts
 from betree.disk.bulk import Batch, release_freed_heap
 from betree.disk.pieces import piece_limit
 from betree.disk.writer import gc_paused
@@ -45,6 +47,8 @@ from storage.errors import InvalidInput
 
 #: ``bexdb load --memory-budget``'s default, MB
 DEFAULT_BUDGET_MB = 1024
+#: the batch's texts are held up to this fraction of the budget, then spilled
+TEXT_SHARE = 16
 #: the compiler's caches a record compiled, at most about (see :func:`compile_chunk`)
 _CACHE_BYTES = 8192
 
@@ -100,7 +104,12 @@ def load(
             opened.enter_context(Index.open(dest, schema=resolved, settings=settings, sync=False))
             for dest in dests
         ]
-        batches = [Batch(idx) for idx in indexes]
+        # (each batch's texts held up to a share of the budget, then spilled to the staging
+        # directory, which goes with the load: :class:`Texts`)
+        limit = None if budget is None else max(budget // TEXT_SHARE, 1)
+        batches = [
+            Batch(idx, Texts(limit, staging / f"texts-{i}")) for i, idx in enumerate(indexes)
+        ]
         done, total, chunks = 0, sum(map(len, parts)), 1
         for idx, batch, part in zip(indexes, batches, parts, strict=True):
             for record in part:
@@ -111,6 +120,7 @@ def load(
                     batch.add_text(record.id, record.expr, record.meta)
                 except InvalidInput as exc:
                     record.error = exc.message.split(": ", 1)[-1]
+                record.expr = None  # (the batch has it now; the rejects need no text)
                 done += 1
                 if progress is not None and (done % 20000 == 0 or done == total):
                     rate = done / max(time.monotonic() - started, 1e-9)

@@ -24,10 +24,12 @@ one scan each (keys decoded with numpy; int ids found with numpy among the id ma
 the atom catalog in chunks (:mod:`betree.checking.atomrecords`: every atom record compared
 with its reverse record, whose keys are then let go); one walk of the BE-Tree collects every
 stored clause from the l-node pages' packed arrays (zero-copy), with the c-node holding it,
-and decodes each c-node once; then the per-clause facts are checked over arrays, 32K
-clauses at a time: a clause's place on an attribute is the intersection of its atoms' grid
-spans on it (the rule of :meth:`betree.engine.Engine.places`, from a per-atom table), the
-stored copy is compared with the record.  Each PB+tree is read once: its check returns the
+and decodes each c-node once (the pages' arrays then gathered into one each, a page let go
+as it is copied, the atom ids kept ``uint32`` as stored: richmem48); then the per-clause
+facts are checked over arrays, 32K clauses at a time: a clause's place on an attribute is
+the intersection of its atoms' grid spans on it (the rule of
+:meth:`betree.engine.Engine.places`, from a per-atom table), the stored copy is compared
+with the record.  Each PB+tree is read once: its check returns the
 entries, compared with its attribute's atoms' (taken one attribute at a time: the atoms
 not read as columns decoded again then, :class:`~betree.checking.atomrecords.OtherAtoms`).  A direct
 record's atom is compared with its catalog key by packing it (equal bytes: the same atom;
@@ -315,20 +317,36 @@ class _Stored:
     pending: int | None = None
 
     def pack(self) -> None:
-        """Concatenate the pages' arrays (and drop them)."""
-        if self.parts:
-            sizes = [len(p[2]) for p in self.parts]
-            self.cids = np.concatenate([p[2] for p in self.parts]).astype(np.uint64)
-            self.node = np.repeat(np.array([p[0] for p in self.parts], dtype=np.int64), sizes)
-            self.lpage = np.repeat(np.array([p[1] for p in self.parts], dtype=np.int64), sizes)
-            self.lens = np.concatenate([p[3] for p in self.parts]).astype(np.int64)
-            self.atoms = np.concatenate([p[4] for p in self.parts]).astype(np.int64)
-        self.parts = []
+        """Gather the pages' arrays into one each, each page let go once copied (so the
+        pages and the arrays are not held twice over), the atom ids as the pages hold
+        them (``uint32``: half of int64's bytes, compared as numbers)."""
+        parts, self.parts = self.parts, []
+        if not parts:
+            return
+        sizes = [len(p[2]) for p in parts]
+        self.node = np.repeat(np.array([p[0] for p in parts], dtype=np.int64), sizes)
+        self.lpage = np.repeat(np.array([p[1] for p in parts], dtype=np.int64), sizes)
+        self.cids = np.empty(sum(sizes), dtype=np.uint64)
+        self.lens = np.empty(sum(sizes), dtype=np.int64)
+        self.atoms = np.empty(sum(len(p[4]) for p in parts), dtype=np.uint32)
+        at = row = 0
+        for i, size in enumerate(sizes):
+            _, _, cids, lens, atoms = parts[i]
+            parts[i] = _GONE
+            self.cids[at : at + size] = cids
+            self.lens[at : at + size] = lens
+            self.atoms[row : row + len(atoms)] = atoms
+            at, row = at + size, row + len(atoms)
 
     def spend(self) -> None:
         """Keep what the catalog's checks read (``cids``, ``where``, ``known``) only."""
         self.nodes, self.used, self.children, self.exts = [], [], [], []
         self.node = self.lpage = self.lens = self.atoms = np.zeros(0, dtype=np.int64)
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+#: what :meth:`_Stored.pack` leaves in a page's place once copied
+_GONE = (0, 0, _EMPTY, _EMPTY, _EMPTY)
 
 
 def _check_tree(index: Index, txn: ReadTxn, rec: dict[str, Any], errors: list[str]) -> _Stored:

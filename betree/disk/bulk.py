@@ -48,6 +48,7 @@ from betree.disk.atomkeys import (
     parse,
 )
 from betree.disk.atomspans import AtomSpans
+from betree.disk.batchtexts import Texts
 from betree.disk.bulkrecords import write_atoms, write_catalog
 from betree.disk.catalog import record_attributes, root_record
 from betree.disk.grid import halves
@@ -145,7 +146,7 @@ class PackedSubs:
     concatenated (a loader that interned in bulk has them so; no list per clause)."""
 
     idents: list[Any]
-    exprs: list[str]
+    exprs: Iterable[str]  # read once, in order (a list, or a batch's :class:`Texts`)
     per_sub: np.ndarray
     lens: np.ndarray
     atoms: np.ndarray
@@ -180,9 +181,10 @@ CLAUSE_STEP = 1 << 14
 class Batch:
     """Compiled subscriptions gathered for one batch build, interned at the build.
 
-    Keeps per subscription its id and text, and its clauses packed (atom references in one
-    array): a loader holding a million subscriptions needs a few hundred bytes each, not
-    the several KB of their atom objects.  An order atom of one comparison with an int64
+    Keeps per subscription its id and text (as bytes, up to a limit, then spilled:
+    :class:`Texts`), and its clauses packed (atom references in one array): a loader
+    holding a million subscriptions needs a few hundred bytes each, not the several KB of
+    their atom objects.  An order atom of one comparison with an int64
     or float constant (two a ``between``: the dense workloads' every atom, none shared) is
     held as columns (attribute, operator code with :data:`_FLOAT` set for a float, the
     constant or its float64 bits: 11 bytes an occurrence, against ~200 for a dict entry)
@@ -195,12 +197,13 @@ class Batch:
     first use, as interning one by one gives them.
     """
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, texts: Texts | None = None) -> None:
         self.index = index
         self.atoms: dict[bytes, int] = {}  # store key -> atom id
         self.first: array[int] = array("q")  # per atom of ``atoms``: where it is first used
         self.idents: list[Any] = []
-        self.exprs: list[str] = []
+        # the texts, to their records: held up to a limit, then spilled (:class:`Texts`)
+        self.exprs = Texts() if texts is None else texts
         self.per_sub: array[int] = array("q")  # clauses a subscription
         self.lens: array[int] = array("q")  # atoms a clause
         # per clause atom: an id of ``atoms`` (> 0), 0 (the true atom), or -(k + 1) for

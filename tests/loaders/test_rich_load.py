@@ -19,6 +19,7 @@ from betree import compiler as compiler_module
 from betree.checking import atomrecords
 from betree.checking import check as check_module
 from betree.disk import bulk, bulkrecords, catalog
+from betree.disk.batchtexts import Texts
 from betree.disk.bulk import Batch
 from betree.index import Index
 from betree.lang.schema import Schema
@@ -215,3 +216,45 @@ def test_atoms_held_one_attribute_at_a_time(
         if what == "entries":
             assert next(e for e in events[k:] if e[0] == "compared") == ("compared", attr)
     assert len({attr for w, attr in events if w == "entries"}) > 1
+
+
+def test_texts_held_within_a_small_budget(
+    tmp_path: Path, rich: Rich, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a 1 MB budget a rich load's batch holds at most a sixteenth of it of texts
+    (plus the text that reached it) and spills the rest to the staging directory; the
+    store's records are those of a load holding every text."""
+    doc, subs, _ = rich
+    path = tmp_path / "subs.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "expr": e}) + "\n" for i, e in subs))
+    made: list[Texts] = []
+
+    def texts(limit: int | None, scratch: Path) -> Texts:
+        made.append(Texts(limit, scratch))
+        return made[-1]
+
+    monkeypatch.setattr(python_load, "Texts", texts)
+    stores = {}
+    for budget in (1, None):
+        made.clear()
+        stores[budget] = tmp_path / f"s{budget}"
+        python_load.load(
+            stores[budget], read_jsonl(path), doc, settings=SETTINGS, memory_budget=budget
+        )
+        (held,) = made
+        longest = max(len(e.encode()) for _, e in subs)
+        if budget is None:
+            assert held.spilled == 0 and held.most > sum(len(e.encode()) for _, e in subs) // 2
+        else:
+            limit = (budget << 20) // python_load.TEXT_SHARE
+            assert sum(len(e.encode()) for _, e in subs) > 2 * limit
+            assert 0 < held.spilled < len(subs) and held.most < limit + longest
+        assert held.scratch is not None and not held.scratch.exists()
+    dumps = []
+    for store in stores.values():
+        with Index.open(store) as idx, idx.store.read() as txn:
+            idx.check()
+            dumps.append([txn.scan_all(ns) for ns in (catalog.SUB, catalog.EXT, catalog.AID)])
+    assert dumps[0] == dumps[1]
+    records = list(map(codec.decode_value, dumps[0][0][1]))
+    assert [(i, e) for i, e, _ in records] == subs
