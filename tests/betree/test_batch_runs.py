@@ -24,7 +24,7 @@ from betree.lang.schema import Schema
 from betree.packed import flatbatch, numbering, views
 from betree.stores.sharded import open_index
 from tests.support.brute import brute
-from tests.support.direct import forced_rows
+from tests.support.direct import batch_cases, both_ways, forced_rows
 from tests.support.loads import python_loaded
 from tests.support.workload import build_hashed
 from tools.bench import gen_rich
@@ -73,38 +73,9 @@ def _numberings(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
 made_for: list[tuple[Any, int, Any]] = []
 
 
-def _batches(rng: random.Random, events: list[Any]) -> list[list[Any]]:
-    """The events; 150 of them twice, shuffled; each attribute left out of about half;
-    one event 140 times; one among empty events (every ``undefined`` atom holds)."""
-    twice = events[:150] * 2
-    rng.shuffle(twice)
-    halves = [{k: v for k, v in ev.items() if rng.random() < 0.5} for ev in events]
-    return [events, twice, halves, [events[5]] * 140, [events[9]] + [{}] * flatbatch.LEAST]
-
-
-def _both(
-    monkeypatch: pytest.MonkeyPatch,
-    match_many: Any,
-    subs: dict[Any, str],
-    schema: Schema,
-    batches: list[Any],
-    ordered: bool = True,
-) -> int:
-    """Each batch matched with the runs off and on: the same ids (in the same order where
-    ``ordered``: a sharded store's order may change as its views are built), and the brute
-    force's; the matches."""
-    total = 0
-    for batch in batches:
-        monkeypatch.setattr(numbering, "RUNS", False)
-        off = match_many(batch)
-        monkeypatch.setattr(numbering, "RUNS", True)
-        on = match_many(batch)
-        for ev, a, b in zip(batch, off, on, strict=True):
-            assert list(a) == list(b) if ordered else sorted(a) == sorted(b), ev
-            want = brute(subs, schema, ev)
-            assert len(b) == len(set(b)) and set(b) == want, ev
-            total += len(want)
-    return total
+def _forcing(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The runs turned off or on."""
+    return lambda on: monkeypatch.setattr(numbering, "RUNS", on)
 
 
 def _runs_placed(made: list[tuple[Any, Any]]) -> int:
@@ -138,14 +109,14 @@ def test_direct_runs_plain(
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
     python_loaded(tmp_path / "py", subs, schema_doc)
-    batches = _batches(random.Random(172), events)
+    batches = batch_cases(random.Random(172), events)
     seen = _slices(monkeypatch)
     made = _numberings(monkeypatch)
     with forced_rows(True) if forced else contextlib.nullcontext():
         with Index.open(tmp_path / "py") as idx:
             idx.engine.flat.after = 0  # (the view at once, matched on the tree)
             idx.engine.ranging.margin = 0
-            assert _both(monkeypatch, idx.match_many, subs, schema, batches) > 300
+            assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 300
             assert _runs_placed(made) >= (4 if forced else 1)
             if forced:  # held runs and failing defaults' runs both sliced
                 assert (True, True) in seen and (True, False) in seen
@@ -158,7 +129,7 @@ def test_direct_runs_plain(
             idx.subscribe_many(added.items())
             subs.update(added)
             idx.check()
-            assert _both(monkeypatch, idx.match_many, subs, schema, batches) > 200
+            assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 200
             seen.clear()
             monkeypatch.setattr(numbering, "RUNS", False)
             idx.match_many(events)
@@ -171,7 +142,10 @@ def test_direct_runs_plain(
                 assert set(idx.match(ev)) == brute(subs, schema, ev)
             made.clear()
             seen.clear()
-            assert _both(monkeypatch, idx.match_many_arrays, subs, schema, batches[:3]) > 200
+            assert (
+                both_ways(_forcing(monkeypatch), idx.match_many_arrays, subs, schema, batches[:3])
+                > 200
+            )
             assert made and _runs_placed(made)
             assert any(sliced for sliced, _ in seen) or not forced
 
@@ -184,16 +158,21 @@ def test_direct_runs_sharded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ri
     schema = Schema.from_json(schema_doc)
     root = Path(build_hashed(tmp_path / "s", subs, 3, schema_doc))
     seen = _slices(monkeypatch)
-    batches = _batches(random.Random(174), events)
+    batches = batch_cases(random.Random(174), events)
     with forced_rows(True), open_index(str(root), readonly=False) as store:
         store.match_many(events)  # (the views built)
-        assert _both(monkeypatch, store.match_many, subs, schema, batches, False) > 300
+        assert (
+            both_ways(_forcing(monkeypatch), store.match_many, subs, schema, batches, False) > 300
+        )
         assert seen
         gone = list(subs)[3:300:3]
         store.unsubscribe_many(gone)
         for ident in gone:
             del subs[ident]
-        assert _both(monkeypatch, store.match_many, subs, schema, batches[:3], False) > 200
+        assert (
+            both_ways(_forcing(monkeypatch), store.match_many, subs, schema, batches[:3], False)
+            > 200
+        )
 
 
 def test_runs_with_keys_placed_before(

@@ -20,7 +20,7 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import flatbatch, subbits
 from betree.stores.sharded import open_index
-from tests.support.brute import brute
+from tests.support.direct import batch_cases, both_ways
 from tests.support.loads import python_loaded
 from tests.support.workload import build_hashed
 from tools.bench import gen_rich
@@ -53,38 +53,9 @@ def _taken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def _batches(rng: random.Random, events: list[Any]) -> list[list[Any]]:
-    """The events; 150 of them twice, shuffled; some with ~half their attributes left out;
-    one event 140 times; one among empty events."""
-    twice = events[:150] * 2
-    rng.shuffle(twice)
-    halves = [{k: v for k, v in ev.items() if rng.random() < 0.5} for ev in events]
-    return [events, twice, halves, [events[5]] * 140, [events[9]] + [{}] * flatbatch.LEAST]
-
-
-def _both(
-    monkeypatch: pytest.MonkeyPatch,
-    match_many: Any,
-    subs: dict[Any, str],
-    schema: Schema,
-    batches: list[Any],
-    ordered: bool = True,
-) -> int:
-    """Each batch matched with the path forced off and on: the same ids (in the same order
-    where ``ordered``: a sharded store's order may change as its views are built), and the
-    brute force's; the matches."""
-    total = 0
-    for batch in batches:
-        monkeypatch.setattr(flatbatch, "DENSE_ROWS", OFF)
-        off = match_many(batch)
-        monkeypatch.setattr(flatbatch, "DENSE_ROWS", ON)
-        on = match_many(batch)
-        for ev, a, b in zip(batch, off, on, strict=True):
-            assert list(a) == list(b) if ordered else sorted(a) == sorted(b), ev
-            want = brute(subs, schema, ev)
-            assert len(b) == len(set(b)) and set(b) == want, ev
-            total += len(want)
-    return total
+def _forcing(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The dense rows' path forced off or on."""
+    return lambda on: monkeypatch.setattr(flatbatch, "DENSE_ROWS", ON if on else OFF)
 
 
 def test_subscriptions_from_every_clause_plain(
@@ -94,12 +65,12 @@ def test_subscriptions_from_every_clause_plain(
     subs = dict(subs)
     schema = Schema.from_json(schema_doc)
     python_loaded(tmp_path / "py", subs, schema_doc)
-    batches = _batches(random.Random(132), events)
+    batches = batch_cases(random.Random(132), events)
     seen = _taken(monkeypatch)
     with Index.open(tmp_path / "py") as idx:
         idx.engine.flat.after = 0  # (the view at once, matched on the tree)
         idx.engine.ranging.margin = 0
-        assert _both(monkeypatch, idx.match_many, subs, schema, batches) > 300
+        assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 300
         assert seen and max(seen) > 0
         items = list(subs.items())
         for ident, _ in items[::4]:  # deletes, then additions: the view's delta
@@ -111,7 +82,7 @@ def test_subscriptions_from_every_clause_plain(
         subs.update(added)
         idx.check()
         seen.clear()
-        assert _both(monkeypatch, idx.match_many, subs, schema, batches) > 200
+        assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 200
         assert seen
         seen.clear()
         monkeypatch.setattr(flatbatch, "DENSE_ROWS", OFF)
@@ -121,7 +92,9 @@ def test_subscriptions_from_every_clause_plain(
         idx.engine.flat.after = 0
         idx.engine.ranging.margin = 0
         seen.clear()
-        assert _both(monkeypatch, idx.match_many_arrays, subs, schema, batches[:3]) > 200
+        assert (
+            both_ways(_forcing(monkeypatch), idx.match_many_arrays, subs, schema, batches[:3]) > 200
+        )
         assert seen
 
 
@@ -133,16 +106,21 @@ def test_subscriptions_from_every_clause_sharded(
     schema = Schema.from_json(schema_doc)
     root = Path(build_hashed(tmp_path / "s", subs, 3, schema_doc))
     seen = _taken(monkeypatch)
-    batches = _batches(random.Random(134), events)
+    batches = batch_cases(random.Random(134), events)
     with open_index(str(root), readonly=False) as store:
         store.match_many(events)  # (the views built)
-        assert _both(monkeypatch, store.match_many, subs, schema, batches, False) > 300
+        assert (
+            both_ways(_forcing(monkeypatch), store.match_many, subs, schema, batches, False) > 300
+        )
         assert seen and max(seen) > 0
         gone = list(subs)[3:300:3]
         store.unsubscribe_many(gone)
         for ident in gone:
             del subs[ident]
-        assert _both(monkeypatch, store.match_many, subs, schema, batches[:3], False) > 200
+        assert (
+            both_ways(_forcing(monkeypatch), store.match_many, subs, schema, batches[:3], False)
+            > 200
+        )
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from betree.lang.atoms import Atom, make_test
+from betree.lang.schema import Schema
 from betree.matching import directmany, geomany
 from betree.matching.direct import DirectAtoms, found_batch, mark
+from betree.packed import flatbatch
+from tests.support.brute import brute
 
 #: The list tests: ``has``/``lacks`` take one value, the others a tuple.
 LIST_TESTS = ("has", "lacks", "one_of", "none_of", "all_of", "not_all_of")
@@ -144,3 +147,38 @@ def agree(atoms: list[tuple[int, Atom]], events: Sequence[Mapping[str, Any]], at
         for k, got in zip(part, held_words(group, attr, batch, size), strict=True):
             assert got == wants[k], (events[k], set(got) ^ set(wants[k]))
     return seen
+
+
+def batch_cases(rng: random.Random, events: list[Any]) -> list[list[Any]]:
+    """Batches of ``events`` for a batch path's tests: the events; 150 of them twice,
+    shuffled; each attribute left out of about half; one event 140 times; one among empty
+    events (every ``undefined`` atom holds)."""
+    twice = events[:150] * 2
+    rng.shuffle(twice)
+    halves = [{k: v for k, v in ev.items() if rng.random() < 0.5} for ev in events]
+    return [events, twice, halves, [events[5]] * 140, [events[9]] + [{}] * flatbatch.LEAST]
+
+
+def both_ways(
+    force: Callable[[bool], None],
+    match_many: Any,
+    subs: dict[Any, str],
+    schema: Schema,
+    batches: list[Any],
+    ordered: bool = True,
+) -> int:
+    """Each batch matched with a path forced off then on (``force(False)``, ``force(True)``):
+    the same ids (in the same order where ``ordered``: a sharded store's order may change
+    as its views are built), and the brute force's; the matches."""
+    total = 0
+    for batch in batches:
+        force(False)
+        off = match_many(batch)
+        force(True)
+        on = match_many(batch)
+        for ev, a, b in zip(batch, off, on, strict=True):
+            assert list(a) == list(b) if ordered else sorted(a) == sorted(b), ev
+            want = brute(subs, schema, ev)
+            assert len(b) == len(set(b)) and set(b) == want, ev
+            total += len(want)
+    return total
