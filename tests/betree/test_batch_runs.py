@@ -24,7 +24,7 @@ from betree.lang.schema import Schema
 from betree.packed import flatbatch, numbering, views
 from betree.stores.sharded import open_index
 from tests.support.brute import brute
-from tests.support.direct import batch_cases, both_ways, forced_rows
+from tests.support.direct import batch_cases, both_ways, churn, forced_rows
 from tests.support.loads import python_loaded
 from tests.support.workload import build_hashed
 from tools.bench import gen_rich
@@ -120,15 +120,7 @@ def test_direct_runs_plain(
             assert _runs_placed(made) >= (4 if forced else 1)
             if forced:  # held runs and failing defaults' runs both sliced
                 assert (True, True) in seen and (True, False) in seen
-            items = list(subs.items())
-            for ident, _ in items[::4]:  # deletes, then additions: the view's delta
-                assert idx.unsubscribe(ident)
-                del subs[ident]
-            added = {f"a{k}": e for k, e in items[2::4][:40]}
-            added.update({f"n{k}": e for k, e in gen_rich.make(25, 1, check=False, seed=173)[1]})
-            idx.subscribe_many(added.items())
-            subs.update(added)
-            idx.check()
+            churn(idx, subs, 173)  # deletes, then additions: the view's delta
             assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 200
             seen.clear()
             monkeypatch.setattr(numbering, "RUNS", False)

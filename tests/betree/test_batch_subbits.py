@@ -20,7 +20,7 @@ from betree.index import Index
 from betree.lang.schema import Schema
 from betree.packed import flatbatch, subbits
 from betree.stores.sharded import open_index
-from tests.support.direct import batch_cases, both_ways
+from tests.support.direct import batch_cases, both_ways, churn
 from tests.support.loads import python_loaded
 from tests.support.workload import build_hashed
 from tools.bench import gen_rich
@@ -72,15 +72,7 @@ def test_subscriptions_from_every_clause_plain(
         idx.engine.ranging.margin = 0
         assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 300
         assert seen and max(seen) > 0
-        items = list(subs.items())
-        for ident, _ in items[::4]:  # deletes, then additions: the view's delta
-            assert idx.unsubscribe(ident)
-            del subs[ident]
-        added = {f"a{k}": e for k, e in items[2::4][:40]}
-        added.update({f"n{k}": e for k, e in gen_rich.make(25, 1, check=False, seed=133)[1]})
-        idx.subscribe_many(added.items())
-        subs.update(added)
-        idx.check()
+        churn(idx, subs, 133)  # deletes, then additions: the view's delta
         seen.clear()
         assert both_ways(_forcing(monkeypatch), idx.match_many, subs, schema, batches) > 200
         assert seen

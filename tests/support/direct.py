@@ -19,6 +19,7 @@ from betree.matching import directmany, geomany
 from betree.matching.direct import DirectAtoms, found_batch, mark
 from betree.packed import flatbatch
 from tests.support.brute import brute
+from tools.bench import gen_rich
 
 #: The list tests: ``has``/``lacks`` take one value, the others a tuple.
 LIST_TESTS = ("has", "lacks", "one_of", "none_of", "all_of", "not_all_of")
@@ -182,3 +183,17 @@ def both_ways(
             assert len(b) == len(set(b)) and set(b) == want, ev
             total += len(want)
     return total
+
+
+def churn(idx: Any, subs: dict[Any, str], seed: int) -> None:
+    """Every fourth subscription of ``idx`` (and ``subs``) deleted, then 40 of the others
+    again under new ids and 25 new rich ones added (the view's delta), and ``idx`` checked."""
+    items = list(subs.items())
+    for ident, _ in items[::4]:
+        assert idx.unsubscribe(ident)
+        del subs[ident]
+    added = {f"a{k}": e for k, e in items[2::4][:40]}
+    added.update({f"n{k}": e for k, e in gen_rich.make(25, 1, check=False, seed=seed)[1]})
+    idx.subscribe_many(added.items())
+    subs.update(added)
+    idx.check()
