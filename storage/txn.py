@@ -252,6 +252,19 @@ class ReadTxn:
         value = self._txn.get(where, db=self._records)
         return None if value is None else self._long_record(ns, where, value)[1]
 
+    def get_many(self, ns: bytes, keys: Sequence[bytes]) -> list[bytes | None]:
+        """:meth:`get` of each of ``keys`` (best sorted): one LMDB cursor positioned on each
+        in turn (~0.35 µs a key against ~0.45 for a get, and one Python call for all)."""
+        prefix = ns + b"\0"
+        cursor = self._txn.cursor(db=self._records)
+        fits = MAX_KEY - len(prefix)
+        return [
+            (bytes(cursor.value()) if cursor.set_key(prefix + key) else None)
+            if len(key) <= fits
+            else self.get(ns, key)
+            for key in keys
+        ]
+
     def _long_record(
         self, ns: bytes, where: bytes, value: bytes | memoryview
     ) -> tuple[bytes, bytes]:

@@ -30,8 +30,13 @@ large batches into a large store) is written column-wise (:meth:`Writer._insert_
 its atoms' keys listed per clause, their uses counted in one pass (C), then each distinct
 atom's record counted, or a new atom made, once for the batch (1M BEGen: ~2,700 atoms a
 shard's part of 1,000, against ~15,500 uses one at a time), the new atoms' ``aid``
-records in one ``putmulti``; the records, atom ids and pending clauses are those one
-insert at a time writes (``tests/betree/test_write_columns.py`` compares every record).
+records in one ``putmulti``; the atoms' keys listed per clause in the one pass that keys
+them, the ``atom`` records not yet known and the ids' ``ext`` records read in key order
+through one LMDB cursor each (:meth:`storage.txn.ReadTxn.get_many`), and the ``sub``
+records, the change log's entries and the pending clauses built as columns (one
+comprehension each, not a loop an item).  The records, atom ids and pending clauses are
+those one insert at a time writes (``tests/betree/test_write_columns.py`` compares every
+record).
 
 :meth:`betree.engine.Engine.writer` makes one; self-adjustment (:func:`betree.disk.adjust.flush`)
 re-inserts clauses through its tree.
@@ -297,13 +302,15 @@ class Writer:
             found = None if kept is None else [kept[0], kept[1]]
             self.counts[key] = found
             return found
-        found = self.txn.get_obj(catalog.ATOM, key)
-        if found is not None:
-            if not isinstance(found, list) or len(found) < 2:
-                raise StoreDamaged("the record of an atom is missing or malformed")
-            found = [int(found[0]), int(found[1])]
-        self.counts[key] = found
+        found = self.counts[key] = _atom_count(self.txn.get(catalog.ATOM, key))
         return found
+
+    def _read_counts(self, keys: list[bytes]) -> None:
+        """:meth:`_count` of each of ``keys`` (sorted; none read yet), from one LMDB cursor
+        walking them in order."""
+        counts = self.counts
+        for key, raw in zip(keys, self.txn.get_many(catalog.ATOM, keys), strict=True):
+            counts[key] = _atom_count(raw)
 
     def insert_many(
         self, items: Sequence[tuple[SubId, str, list[Clause], str | None]]
@@ -319,14 +326,18 @@ class Writer:
         keyed = self.keyed
         try:
             objects: dict[bytes, Atom] = {}  # (the batch's atom object of each key)
+            per_clause: list[list[bytes]] = []  # (each clause's atoms' keys, in order)
             for _, _, clauses, _ in items:
                 for clause in clauses:
+                    keys = []
                     for atom in clause:
-                        if id(atom) not in keyed:
+                        key = keyed.get(id(atom))
+                        if key is None:
                             key = keyed[id(atom)] = self._key(atom)
                             objects[key] = atom
-            for key in sorted(objects.keys() - self.counts.keys() - self.known.keys()):
-                self._count(key)
+                        keys.append(key)
+                    per_clause.append(keys)
+            self._read_counts(sorted(objects.keys() - self.counts.keys() - self.known.keys()))
             self.pending = []
             self.deferring = self.defers and pending.defers(self.rec, len(items))
             # distinct ids: no insert of the batch reads another's records, so they are
@@ -335,7 +346,7 @@ class Writer:
             distinct = len(set(exts)) == len(items)
             self.records = [] if distinct else None
             if distinct and self._all_new(exts):
-                created = self._insert_new(items, exts, objects)
+                created = self._insert_new(items, exts, objects, per_clause)
             else:
                 created = [self.insert(i, expr, clauses, meta) for i, expr, clauses, meta in items]
             self._place_pending()
@@ -356,24 +367,21 @@ class Writer:
         replaces none (:meth:`_insert_new` writes it)."""
         if not self.deferring and self.rec.get("pending_from") is None:
             return False
-        get = self.txn.get
-        return all(get(catalog.EXT, ext) is None for ext in exts)
+        return all(found is None for found in self.txn.get_many(catalog.EXT, sorted(exts)))
 
     def _insert_new(
         self,
         items: Sequence[tuple[SubId, str, list[Clause], str | None]],
         exts: list[bytes],
         objects: dict[bytes, Atom],
+        per_clause: list[list[bytes]],
     ) -> list[bool]:
         """:meth:`insert` of each of ``items`` (distinct ids, none stored, deferred: the
         same records, atom ids and pending clauses), written column-wise: each distinct
         atom's record counted and a new one made once for the batch (in order of first
         use, the ids one at a time gives), not once a use; the clause's atom ids by one
-        lookup an atom.  ``exts``: the items' id keys; ``objects``: each atom key's atom."""
-        keyed = self.keyed
-        per_clause = [
-            [keyed[id(atom)] for atom in clause] for _, _, clauses, _ in items for clause in clauses
-        ]
+        lookup an atom.  ``exts``: the items' id keys; ``objects``: each atom key's atom;
+        ``per_clause``: each clause's atoms' keys, the items' clauses in order."""
         uses = Counter(chain.from_iterable(per_clause))  # (by first use: the ids' order)
         ids: dict[bytes, int] = {}
         made: list[tuple[int, bytes]] = []
@@ -391,22 +399,43 @@ class Writer:
         if made:  # (ascending ids: the key order)
             aids, keys = zip(*made, strict=True)
             self.txn.put_many(catalog.AID, codec.encode_u64s(aids), keys)
-        first = sid = int(self.rec["next_sid"])
-        records, added, deferred = self.records, self.added, self.deferred
+        # the records as columns: every clause's atom ids, then per item its sid, key and
+        # clauses' ids (clause ``k`` of sid ``s`` is ``s << CLAUSE_BITS | k``)
+        first = int(self.rec["next_sid"])
+        end = first + len(items)
+        clause_atoms = [
+            [ids[key] for key in keys] if keys else [0] for keys in per_clause
+        ]  # (``[0]``: the true atom of an empty clause)
+        sids = range(first, end)
+        sid_keys = codec.encode_u64s(sids)
+        idents = [item[0] for item in items]
+        if all(len(item[2]) == 1 for item in items):  # one clause an item (the common case)
+            per_item = [[aids] for aids in clause_atoms]
+            self.deferred.extend(
+                zip([clause_id(sid, 0) for sid in sids], idents, clause_atoms, strict=True)
+            )
+        else:
+            per_item, at = [], 0
+            for sid, ident, (_, _, clauses, _) in zip(sids, idents, items, strict=True):
+                atom_ids = clause_atoms[at : at + len(clauses)]
+                at += len(clauses)
+                per_item.append(atom_ids)
+                self.deferred.extend(
+                    (clause_id(sid, k), ident, aids) for k, aids in enumerate(atom_ids)
+                )
+        self.added.extend(map(list, zip(sids, idents, per_item, strict=True)))
+        records = self.records
         assert records is not None
-        at = 0
-        for (ident, expr, clauses, meta), ext_key in zip(items, exts, strict=True):
-            end = at + len(clauses)
-            atom_ids = [[ids[key] for key in keys] or [0] for keys in per_clause[at:end]]
-            at = end
-            sid_key = codec.encode_u64(sid)
-            added.append([sid, ident, atom_ids])
-            records.append((sid_key, ext_key, [ident, expr, atom_ids]))
-            if meta is not None:
-                catalog.put_meta(self.txn, ext_key, meta)
-            deferred.extend((clause_id(sid, k), ident, aids) for k, aids in enumerate(atom_ids))
-            sid += 1
-        self.rec["next_sid"] = sid
+        records.extend(
+            (sid_key, ext_key, [item[0], item[1], atom_ids])
+            for sid_key, ext_key, item, atom_ids in zip(
+                sid_keys, exts, items, per_item, strict=True
+            )
+        )
+        for item, ext_key in zip(items, exts, strict=True):
+            if item[3] is not None:
+                catalog.put_meta(self.txn, ext_key, item[3])
+        self.rec["next_sid"] = end
         self.rec["subs"] += len(items)
         self.rec.setdefault("pending_from", first)
         return [True] * len(items)
@@ -658,6 +687,16 @@ def remember(memo: dict[int, Any], key: int, value: Any) -> None:
     if len(memo) >= MEMO_LIMIT:
         forget_older_half(memo)
     memo[key] = value
+
+
+def _atom_count(raw: bytes | None) -> list[int] | None:
+    """An ``atom`` record (``[aid, refcount, ...]``) as ``[aid, refcount]``; None for none."""
+    if raw is None:
+        return None
+    found = codec.decode_value(raw)
+    if not isinstance(found, list) or len(found) < 2:
+        raise StoreDamaged("the record of an atom is missing or malformed")
+    return [int(found[0]), int(found[1])]
 
 
 @contextmanager

@@ -323,17 +323,19 @@ class ShardedIndex:
         # not one a shard written as well (each pass counts towards a full one: ~30 ms of
         # a 1,000-subscription batch into 1M, docs/bench/live/README.md)
         with self._write_locked(), gc_paused():
-            clauses = [  # step 2: every expression compiled, in its shard
-                self._shard(self._route(item[0]), False).engine.compiler().compile(item[0], item[1])
-                for item in items
-            ]
+            routes: list[int] = []  # (each item's shard, its id's key made once)
+            clauses = []
+            for item in items:  # step 2: every expression compiled, in its shard
+                routes.append(self._route(item[0]))
+                compiler = self._shard(routes[-1], False).engine.compiler()
+                clauses.append(compiler.compile(item[0], item[1]))
             if not items:
                 return []
             ops = [
                 ["put", item[0], item[1]] + ([] if meta is None else [meta])
                 for item, meta in zip(items, metas, strict=True)
             ]
-            return shardwrite.write_batch(self.root, self._shard, self._route, ops, clauses)
+            return shardwrite.write_batch(self.root, self._shard, self._route, ops, clauses, routes)
 
     def unsubscribe(self, ident: SubId) -> bool:
         """Delete one subscription; False if there was none with that id."""

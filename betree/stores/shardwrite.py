@@ -261,10 +261,12 @@ def write_batch(
     route: Callable[[SubId], int],
     ops: list[Op],
     clauses: Sequence[Any] | None = None,
+    routes: Sequence[int] | None = None,
 ) -> list[bool]:
     """Steps 3-5 for ``ops`` (in order), the caller holding the writer lock and having
     validated them (step 2; ``clauses``: what it compiled, per operation, None for a
-    delete); per operation, whether the id was new (put) or found (delete).
+    delete; ``routes``: each operation's shard, if it has them); per operation, whether
+    the id was new (put) or found (delete).
 
     ``shards(i, reopen)``: shard ``i`` open for writing; with ``reopen``, opened afresh (it
     was compacted since: :class:`StoreReplaced`, nothing written, so it is redone there).
@@ -273,7 +275,7 @@ def write_batch(
     compiled: dict[int, list[Any]] = {}
     where: list[tuple[int, int]] = []
     for n, op in enumerate(ops):
-        i = route(op[1])
+        i = route(op[1]) if routes is None else routes[n]
         part = parts.setdefault(i, [])
         where.append((i, len(part)))
         part.append(op)

@@ -62,6 +62,8 @@ def test_records_round_trip_with_long_and_short_keys_in_key_order(store: Any) ->
         txn.put(b"demn", b"x" * 2000, b"neighbour")  # namespaces around NS stay apart
         txn.put(b"demp", b"y" * 2000, b"neighbour")
         assert dict(txn.scan(NS)) == model  # a write transaction sees its own records
+        probe = sorted(keys + [k + b"?" for k in keys])  # (found and absent, short and long)
+        assert txn.get_many(NS, probe) == [model.get(k) for k in probe]
     with store.read() as txn:
         assert [k for k, _ in txn.scan(NS)] == sorted(model)
         assert txn.scan_all(NS) == (sorted(model), [model[k] for k in sorted(model)])
@@ -69,6 +71,8 @@ def test_records_round_trip_with_long_and_short_keys_in_key_order(store: Any) ->
         for k, v in model.items():
             assert txn.get(NS, k) == v
             assert txn.get(NS, k + b"?") is None or k + b"?" in model
+        assert txn.get_many(NS, probe) == [model.get(k) for k in probe]
+        assert txn.get_many(b"demn", [b"x" * 2000, b"x"]) == [b"neighbour", None]
         for start in [*rng.sample(keys, 15), b"\x00" * 600, b"\xff" * 600]:
             assert [k for k, _ in txn.scan(NS, start)] == sorted(k for k in model if k >= start)
         assert txn.check_records() == []
