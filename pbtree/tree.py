@@ -182,16 +182,6 @@ class PBTree:
             return leaf, i
         return None
 
-    def _item(self, key: Any) -> tuple[LeafNode, int]:
-        """The leaf and position of ``key``, which the tree's own records say is stored."""
-        found = self._find(key)
-        if found is None:
-            raise StoreError(
-                f"PB+tree {self.name!r}: no leaf item for {key!r}, which its lists name",
-                "the store is damaged: run `bexdb verify`, then restore it or rebuild it",
-            )
-        return found
-
     def _check_key(self, key: Any) -> None:
         domain = key_domain(key)
         rec = self.record
@@ -518,34 +508,38 @@ class PBTree:
         check_id(ident)
         if self._rec is None or self.record["domain"] != key_domain(key):
             return False
-        if self._find(key) is None:
+        found = self._find(key)
+        if found is None:
             return False
+        # (one descent: the list changes below re-point leaf items of ``kind`` and merge
+        # list nodes, but move no leaf item, so the item stays at ``page``, ``i``; its leaf
+        # is loaded again by page, the dirty copy once there is one)
+        page, i = found[0].page, found[1]
         if kind is None:
-            removed = self._leaf_run_remove(key, 0, ident)
+            removed = self._leaf_run_remove(page, i, 0, ident)
         else:
-            removed = self._list_remove(kind, part, key, ident)
+            removed = self._list_remove(kind, part, key, ident, page, i)
             if removed and part == 0 and kind != NE:
                 other = LT if kind == GT else GT
-                if ident not in self._list_run(other, key, 0):
-                    self._leaf_run_remove(key, 1, ident)
+                item = self._list_item(other, key, self._load(page, LeafNode), i)
+                if item is None or ident not in item[0].run(item[1], 0):
+                    self._leaf_run_remove(page, i, 1, ident)
         if removed:
             self._set("count", self.record["count"] - 1)
-            self._drop_item_if_unused(key)
+            self._drop_item_if_unused(key, page, i)
         self._save()
         return removed
 
-    def _leaf_run_remove(self, key: Any, part: int, ident: int) -> bool:
-        leaf, i = self._item(key)
-        if ident not in leaf.run(i, part):
+    def _leaf_run_remove(self, page: int, i: int, part: int, ident: int) -> bool:
+        if ident not in self._load(page, LeafNode).run(i, part):
             return False
-        return self._mut(leaf.page, LeafNode).remove_id(i, part, ident)
+        return self._mut(page, LeafNode).remove_id(i, part, ident)
 
-    def _list_item(self, kind: int, key: Any) -> tuple[ListNode, int] | None:
-        """The node and position of ``key`` in list ``kind``, via the leaf item's pointer."""
-        found = self._find(key)
-        if found is None:
-            return None
-        leaf, i = found
+    def _list_item(
+        self, kind: int, key: Any, leaf: LeafNode, i: int
+    ) -> tuple[ListNode, int] | None:
+        """The node and position of ``key`` (item ``i`` of ``leaf``) in list ``kind``, via
+        the leaf item's pointer."""
         node = self._load(getattr(leaf, _PTR[kind])[i], ListNode)
         if node.sentinel != REAL:
             return None
@@ -554,12 +548,8 @@ class PBTree:
             return node, j
         return None
 
-    def _list_run(self, kind: int, key: Any, part: int) -> list[int]:
-        item = self._list_item(kind, key)
-        return [] if item is None else item[0].run(item[1], part)
-
-    def _list_remove(self, kind: int, part: int, key: Any, ident: int) -> bool:
-        item = self._list_item(kind, key)
+    def _list_remove(self, kind: int, part: int, key: Any, ident: int, page: int, i: int) -> bool:
+        item = self._list_item(kind, key, self._load(page, LeafNode), i)
         if item is None or ident not in item[0].run(item[1], part):
             return False
         node, j = self._mut(item[0].page, ListNode), item[1]
@@ -607,12 +597,13 @@ class PBTree:
         self._mut(node.next, ListNode).prev = node.prev
         self._writer().free(self.record["space"], node.page)
 
-    def _drop_item_if_unused(self, key: Any) -> None:
-        """Remove the leaf item of ``key`` once no predicate and no list item uses it."""
-        leaf, i = self._item(key)
+    def _drop_item_if_unused(self, key: Any, page: int, i: int) -> None:
+        """Remove the leaf item of ``key`` (item ``i`` of leaf ``page``) once no predicate
+        and no list item uses it."""
+        leaf = self._load(page, LeafNode)
         if not leaf.item_empty(i):
             return
-        if any(self._list_item(kind, key) is not None for kind in (GT, LT, NE)):
+        if any(self._list_item(kind, key, leaf, i) is not None for kind in (GT, LT, NE)):
             return
         path, leaf = self._descend(key)
         leaf = self._mut(leaf.page, LeafNode)
