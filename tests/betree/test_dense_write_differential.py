@@ -67,7 +67,9 @@ def test_online_writes_into_a_built_dense_store(tmp_path: Path, seed: int) -> No
             for step in range(8):
                 r = rng.random()
                 if r < 0.35 and spare:  # new ids, many atoms: leaves split, list nodes fill
-                    new = [spare.pop() for _ in range(min(len(spare), rng.randint(20, 120)))]
+                    new: list[tuple[Any, str]] = [
+                        spare.pop() for _ in range(min(len(spare), rng.randint(20, 120)))
+                    ]
                     new += [(f"o{phase}-{step}-{k}", other_form(rng)) for k in range(10)]
                     idx.subscribe_many(new)
                     subs.update(new)
@@ -82,9 +84,9 @@ def test_online_writes_into_a_built_dense_store(tmp_path: Path, seed: int) -> No
                     for ident in gone:
                         del subs[ident]
                 else:  # one at a time
-                    ident, expr = f"one{phase}-{step}", other_form(rng)
-                    idx.subscribe(ident, expr)
-                    subs[ident] = expr
+                    one, expr = f"one{phase}-{step}", other_form(rng)
+                    idx.subscribe(one, expr)
+                    subs[one] = expr
                     victim = rng.choice(sorted(subs, key=repr))
                     assert idx.unsubscribe(victim)
                     del subs[victim]
