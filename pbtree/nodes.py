@@ -111,8 +111,8 @@ class LeafNode:
     per-item lists :attr:`eq` and :attr:`bound` are made only when asked for (checks, the
     delete path's rebalancing); from then on the node holds them, and is packed from them.
     Why: an online insert into a dense store changes ~2.5 leaves an entry; decoding each
-    to 64 lists and packing it back cost ~0.1 ms a leaf (docs/bench/live/README.md,
-    "dwrite49").
+    to 64 lists and packing it back took ~3.8 s of 11.6 in a profile of 500 dense
+    subscriptions (docs/bench/live/README.md, "dwrite49").
     """
 
     KIND: ClassVar[int] = 2
@@ -430,8 +430,8 @@ class ListNode:
     Readers use the packed arrays (:meth:`flat`): collecting a run of items is one numpy
     slice.  Writers change the arrays too (:meth:`insert_item`, :meth:`add_id`,
     :meth:`remove_id`, :meth:`delete_item`, :meth:`cut`, :meth:`extend`: a few numpy calls
-    over the node's ~4,000 offsets, no list a run; unpacking a 2,048-item node to lists and
-    packing it back cost ~1.5 ms a change).  :meth:`runs` (per-item lists, for tests that
+    over the node's ~4,000 offsets, no list a run; unpacking nodes to lists and packing them
+    back took 2.8 s of 11.6 in a profile of 500 dense subscriptions, docs/bench/live).  :meth:`runs` (per-item lists, for tests that
     damage a node) invalidates the arrays, which are packed again when next needed.
     """
 
