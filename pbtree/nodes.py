@@ -111,7 +111,7 @@ class LeafNode:
     per-item lists :attr:`eq` and :attr:`bound` are made only when asked for (checks, the
     delete path's rebalancing); from then on the node holds them, and is packed from them.
     Why: an online insert into a dense store changes ~2.5 leaves an entry; decoding each
-    to 64 lists and packing it back took ~3.8 s of 11.6 in a profile of 500 dense
+    to 64 lists and packing it back took ~2.8 s of 11.6 in a profile of 500 dense
     subscriptions (docs/bench/live/README.md, "dwrite49").
     """
 
