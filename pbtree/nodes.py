@@ -431,8 +431,9 @@ class ListNode:
     slice.  Writers change the arrays too (:meth:`insert_item`, :meth:`add_id`,
     :meth:`remove_id`, :meth:`delete_item`, :meth:`cut`, :meth:`extend`: a few numpy calls
     over the node's ~4,000 offsets, no list a run; unpacking nodes to lists and packing them
-    back took 2.8 s of 11.6 in a profile of 500 dense subscriptions, docs/bench/live).  :meth:`runs` (per-item lists, for tests that
-    damage a node) invalidates the arrays, which are packed again when next needed.
+    back took 2.8 s of 11.6 in a profile of 500 dense subscriptions, docs/bench/live).
+    :meth:`runs` (per-item lists, for tests that damage a node) invalidates the arrays,
+    which are packed again when next needed.
     """
 
     KIND: ClassVar[int] = 3
