@@ -70,6 +70,17 @@ def _unpack_parts(offs: np.ndarray, ids: np.ndarray) -> list[list[int]]:
     return [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
+def _put(values: np.ndarray, at: int, new: np.ndarray) -> np.ndarray:
+    """``values`` with ``new`` put before position ``at`` (a new array; ``np.insert`` costs
+    ~10x more in its argument handling)."""
+    return np.concatenate((values[:at], new, values[at:]))
+
+
+def _cut(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``values`` without ``values[lo:hi]`` (a new array)."""
+    return np.concatenate((values[:lo], values[hi:]))
+
+
 class InternalNode:
     """An internal B+tree node: separator keys and child page ids."""
 
@@ -91,10 +102,33 @@ class InternalNode:
 
 
 class LeafNode:
-    """An extended leaf: per item the key, ``eq`` and ``bound`` id runs, three pointers."""
+    """An extended leaf: per item the key, ``eq`` and ``bound`` id runs, three pointers.
+
+    A leaf read from its page keeps its runs as the page's two arrays (``offs``, ``ids``:
+    the layout above) and a writer changes them there (:meth:`insert_item`,
+    :meth:`add_id`, :meth:`remove_id`, :meth:`delete_item`, :meth:`split`): a few numpy
+    calls a change and none an item, and the page is written back from the arrays.  The
+    per-item lists :attr:`eq` and :attr:`bound` are made only when asked for (checks, the
+    delete path's rebalancing); from then on the node holds them, and is packed from them.
+    Why: an online insert into a dense store changes ~2.5 leaves an entry; decoding each
+    to 64 lists and packing it back took ~2.8 s of 11.6 in a profile of 500 dense
+    subscriptions (docs/bench/live/README.md, "dwrite49").
+    """
 
     KIND: ClassVar[int] = 2
-    __slots__ = ("bound", "eq", "gtp", "keys", "ltp", "nep", "next", "page", "prev")
+    __slots__ = (
+        "_bound",
+        "_eq",
+        "_ids",
+        "_offs",
+        "gtp",
+        "keys",
+        "ltp",
+        "nep",
+        "next",
+        "page",
+        "prev",
+    )
 
     def __init__(
         self,
@@ -112,8 +146,10 @@ class LeafNode:
         self.prev = prev
         self.next = next
         self.keys: list[Any] = keys if keys is not None else []
-        self.eq: list[list[int]] = eq if eq is not None else []
-        self.bound: list[list[int]] = bound if bound is not None else []
+        self._eq: list[list[int]] | None = eq if eq is not None else []
+        self._bound: list[list[int]] | None = bound if bound is not None else []
+        self._offs: np.ndarray | None = None  # (int64, 2n + 1) while the lists are None
+        self._ids: np.ndarray = _EMPTY
         self.gtp: list[int] = gtp if gtp is not None else []
         self.ltp: list[int] = ltp if ltp is not None else []
         self.nep: list[int] = nep if nep is not None else []
@@ -121,25 +157,103 @@ class LeafNode:
     @classmethod
     def from_fields(cls, page: int, fields: Sequence[Any]) -> LeafNode:
         prev, nxt, keys, offs, ids, gtp, ltp, nep = fields
-        parts = _unpack_parts(unpack_u32(offs), unpack_u32(ids))
-        return cls(
+        bounds, flat = unpack_u32(offs), unpack_u32(ids)
+        node = cls(
             page,
             prev,
             nxt,
             list(keys),
-            parts[0::2],
-            parts[1::2],
+            None,
+            None,
             unpack_u64(gtp).tolist(),
             unpack_u64(ltp).tolist(),
             unpack_u64(nep).tolist(),
         )
+        node._eq = node._bound = None
+        node._offs, node._ids = bounds.astype(np.int64), flat
+        return node
+
+    @classmethod
+    def from_runs(
+        cls,
+        page: int,
+        prev: int,
+        nxt: int,
+        columns: tuple[list[Any], ...],
+        offs: np.ndarray,
+        ids: np.ndarray,
+    ) -> LeafNode:
+        """A leaf of ``columns`` (keys, gtp, ltp, nep) and runs ``offs`` (int64), ``ids``."""
+        keys, gtp, ltp, nep = columns
+        node = cls(page, prev, nxt, keys, None, None, gtp, ltp, nep)
+        node._eq = node._bound = None
+        node._offs, node._ids = offs, ids
+        return node
+
+    def copy(self) -> LeafNode:
+        """A writable copy (:meth:`storage.txn.WriteTxn.load_mut` takes the cached node so,
+        not decoded again): the columns copied, the ids array shared (changes replace it)."""
+        node = LeafNode(
+            self.page,
+            self.prev,
+            self.next,
+            self.keys.copy(),
+            None,
+            None,
+            self.gtp.copy(),
+            self.ltp.copy(),
+            self.nep.copy(),
+        )
+        if self._offs is None:
+            eq, bound = self._lists()
+            node._eq, node._bound = [r.copy() for r in eq], [r.copy() for r in bound]
+        else:
+            node._eq = node._bound = None
+            node._offs, node._ids = self._offs.copy(), self._ids
+        return node
+
+    @property
+    def eq(self) -> list[list[int]]:
+        """Per item its ``=`` run (the node keeps the lists from now on)."""
+        return self._lists()[0]
+
+    @property
+    def bound(self) -> list[list[int]]:
+        """Per item its ``>=``/``<=`` run (the node keeps the lists from now on)."""
+        return self._lists()[1]
+
+    def _lists(self) -> tuple[list[list[int]], list[list[int]]]:
+        if self._eq is None or self._bound is None:
+            assert self._offs is not None
+            parts = _unpack_parts(self._offs, self._ids)
+            self._eq, self._bound = parts[0::2], parts[1::2]
+            self._offs, self._ids = None, _EMPTY
+        return self._eq, self._bound
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(offs, ids)`` of the runs; lists made before are packed and let go."""
+        if self._offs is None:
+            eq, bound = self._eq or [], self._bound or []
+            parts: list[list[int]] = []
+            for pair in zip(eq, bound, strict=True):
+                parts.extend(pair)
+            offs = np.zeros(len(parts) + 1, dtype=np.int64)
+            np.cumsum([len(run) for run in parts], out=offs[1:])
+            flat = [i for run in parts for i in run]
+            self._offs = offs
+            self._ids = np.array(flat, dtype=np.uint32) if flat else _EMPTY
+            self._eq = self._bound = None
+        return self._offs, self._ids
 
     def to_fields(self) -> list[Any]:
-        parts: list[list[int]] = []
-        for eq, bound in zip(self.eq, self.bound, strict=True):
-            parts.append(eq)
-            parts.append(bound)
-        offs, ids = _pack_parts(parts)
+        if self._offs is None:
+            parts: list[list[int]] = []
+            for eq, bound in zip(self.eq, self.bound, strict=True):
+                parts.append(eq)
+                parts.append(bound)
+            offs, ids = _pack_parts(parts)
+        else:
+            offs, ids = pack_u32(self._offs), self._ids.tobytes()
         return [
             self.prev,
             self.next,
@@ -151,18 +265,83 @@ class LeafNode:
             pack_u64(self.nep),
         ]
 
+    def run(self, i: int, part: int) -> np.ndarray | list[int]:
+        """Item ``i``'s ``=`` (part 0) or bound (part 1) run, read-only."""
+        if self._offs is None:
+            return self._lists()[part][i]
+        k = 2 * i + part
+        return self._ids[self._offs[k] : self._offs[k + 1]]
+
+    def item_empty(self, i: int) -> bool:
+        if self._offs is None:
+            return not (self.eq[i] or self.bound[i])
+        return bool(self._offs[2 * i] == self._offs[2 * i + 2])
+
+    def add_id(self, i: int, part: int, ident: int) -> bool:
+        """Put ``ident`` into item ``i``'s run ``part`` (0 ``=``, 1 bound); False if there."""
+        offs, ids = self._arrays()
+        k = 2 * i + part
+        lo, hi = int(offs[k]), int(offs[k + 1])
+        j = lo + int(np.searchsorted(ids[lo:hi], ident))
+        if j < hi and int(ids[j]) == ident:
+            return False
+        self._ids = _put(ids, j, np.array((ident,), dtype=np.uint32))
+        offs[k + 1 :] += 1
+        return True
+
+    def remove_id(self, i: int, part: int, ident: int) -> bool:
+        """Take ``ident`` out of item ``i``'s run ``part``; False if it was not there."""
+        offs, ids = self._arrays()
+        k = 2 * i + part
+        lo, hi = int(offs[k]), int(offs[k + 1])
+        j = lo + int(np.searchsorted(ids[lo:hi], ident))
+        if j == hi or int(ids[j]) != ident:
+            return False
+        self._ids = _cut(ids, j, j + 1)
+        offs[k + 1 :] -= 1
+        return True
+
     def insert_item(self, i: int, key: Any, gtp: int, ltp: int, nep: int) -> None:
         """A new item with empty id runs at position ``i``."""
         self.keys.insert(i, key)
-        self.eq.insert(i, [])
-        self.bound.insert(i, [])
+        if self._offs is None:
+            self.eq.insert(i, [])
+            self.bound.insert(i, [])
+        else:
+            at = self._offs[2 * i]
+            self._offs = _put(self._offs, 2 * i, np.array((at, at), dtype=np.int64))
         self.gtp.insert(i, gtp)
         self.ltp.insert(i, ltp)
         self.nep.insert(i, nep)
 
     def delete_item(self, i: int) -> None:
-        for column in self._columns():
+        if self._offs is None:
+            for column in self._columns():
+                del column[i]
+            return
+        for column in (self.keys, self.gtp, self.ltp, self.nep):
             del column[i]
+        offs = self._offs
+        lo, hi = int(offs[2 * i]), int(offs[2 * i + 2])
+        self._ids = _cut(self._ids, lo, hi)
+        self._offs = np.concatenate([offs[: 2 * i + 1], offs[2 * i + 3 :] - (hi - lo)])
+
+    def split(self, i: int, page: int) -> LeafNode:
+        """Move items ``i:`` to a new leaf ``page`` linked after this one (its ``next``
+        pointer the caller sets); runs moved as array slices when held so."""
+        if self._offs is None:
+            right = LeafNode(page, self.page, self.next)
+            right.extend(self.cut(i))
+            return right
+        columns = (self.keys, self.gtp, self.ltp, self.nep)
+        moved = tuple(column[i:] for column in columns)
+        for column in columns:
+            del column[i:]
+        offs, ids = self._offs, self._ids
+        at = int(offs[2 * i])
+        right = LeafNode.from_runs(page, self.page, self.next, moved, offs[2 * i :] - at, ids[at:])
+        self._offs, self._ids = offs[: 2 * i + 1].copy(), ids[:at]
+        return right
 
     def cut(self, i: int) -> tuple[list[Any], ...]:
         """Remove and return items ``i:`` column by column (for splits and merges)."""
@@ -173,7 +352,8 @@ class LeafNode:
         return out
 
     def _columns(self) -> tuple[list[Any], ...]:
-        return (self.keys, self.eq, self.bound, self.gtp, self.ltp, self.nep)
+        eq, bound = self._lists()
+        return (self.keys, eq, bound, self.gtp, self.ltp, self.nep)
 
     def extend(self, columns: tuple[list[Any], ...]) -> None:
         for mine, theirs in zip(self._columns(), columns, strict=True):
@@ -185,7 +365,9 @@ class LeafNode:
 
     def sidset(self, i: int) -> np.ndarray:
         """Ids that hold when the event value equals key ``i`` (eq and bound runs)."""
-        return np.array(self.eq[i] + self.bound[i], dtype=np.uint32)
+        if self._offs is None:
+            return np.array(self.eq[i] + self.bound[i], dtype=np.uint32)
+        return self._ids[self._offs[2 * i] : self._offs[2 * i + 2]]
 
 
 class LeafArrays:
@@ -246,7 +428,12 @@ class ListNode:
     """A GreaterThan, LessThan or Inequality list node (or a head/tail sentinel).
 
     Readers use the packed arrays (:meth:`flat`): collecting a run of items is one numpy
-    slice.  Writers mutate per-item runs (:meth:`runs`); the arrays are rebuilt lazily.
+    slice.  Writers change the arrays too (:meth:`insert_item`, :meth:`add_id`,
+    :meth:`remove_id`, :meth:`delete_item`, :meth:`cut`, :meth:`extend`: a few numpy calls
+    over the node's ~4,000 offsets, no list a run; unpacking nodes to lists and packing them
+    back took 2.8 s of 11.6 in a profile of 500 dense subscriptions, docs/bench/live).
+    :meth:`runs` (per-item lists, for tests that damage a node) invalidates the arrays,
+    which are packed again when next needed.
     """
 
     KIND: ClassVar[int] = 3
@@ -270,6 +457,19 @@ class ListNode:
         self.keys: list[Any] = keys if keys is not None else []
         self._runs: list[list[int]] | None = runs if runs is not None else []
         self._flat: tuple[np.ndarray, np.ndarray] | None = None
+
+    def copy(self) -> ListNode:
+        """A writable copy (as :meth:`LeafNode.copy`): keys and offsets copied, ids shared."""
+        node = ListNode(
+            self.page, self.list_kind, self.sentinel, self.prev, self.next, self.keys.copy()
+        )
+        if self._runs is not None:
+            node._runs = [run.copy() for run in self._runs]
+        else:
+            node._runs = None
+            offs, ids = self.flat()
+            node._flat = (offs.copy(), ids)
+        return node
 
     @property
     def nparts(self) -> int:
@@ -324,29 +524,72 @@ class ListNode:
 
     def item_empty(self, i: int) -> bool:
         p = self.nparts
-        return all(not self.run(i, part) for part in range(p))
+        if self._runs is not None:
+            return all(not self._runs[i * p + part] for part in range(p))
+        offs = self.flat()[0]
+        return bool(offs[i * p] == offs[(i + 1) * p])
+
+    def _owned(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(offs, ids)`` for a change in place: per-item lists made before are packed."""
+        flat = self.flat()
+        self._runs = None
+        return flat
+
+    def add_id(self, i: int, part: int, ident: int) -> bool:
+        """Put ``ident`` into item ``i``'s run ``part``; False if it was there."""
+        offs, ids = self._owned()
+        k = i * self.nparts + part
+        lo, hi = int(offs[k]), int(offs[k + 1])
+        j = lo + int(np.searchsorted(ids[lo:hi], ident))
+        if j < hi and int(ids[j]) == ident:
+            return False
+        offs[k + 1 :] += 1
+        self._flat = (offs, _put(ids, j, np.array((ident,), dtype=np.uint32)))
+        return True
+
+    def remove_id(self, i: int, part: int, ident: int) -> bool:
+        """Take ``ident`` out of item ``i``'s run ``part``; False if it was not there."""
+        offs, ids = self._owned()
+        k = i * self.nparts + part
+        lo, hi = int(offs[k]), int(offs[k + 1])
+        j = lo + int(np.searchsorted(ids[lo:hi], ident))
+        if j == hi or int(ids[j]) != ident:
+            return False
+        offs[k + 1 :] -= 1
+        self._flat = (offs, _cut(ids, j, j + 1))
+        return True
 
     def insert_item(self, i: int, key: Any) -> None:
-        runs = self.runs()
+        """A new item with empty runs at position ``i``."""
+        offs, ids = self._owned()
         self.keys.insert(i, key)
         p = self.nparts
-        runs[i * p : i * p] = [[] for _ in range(p)]
+        self._flat = (_put(offs, i * p, np.full(p, offs[i * p], dtype=np.int64)), ids)
 
     def delete_item(self, i: int) -> None:
-        runs = self.runs()
+        offs, ids = self._owned()
         p = self.nparts
         del self.keys[i]
-        del runs[i * p : (i + 1) * p]
+        lo, hi = int(offs[i * p]), int(offs[(i + 1) * p])
+        rest = offs[(i + 1) * p + 1 :] - (hi - lo)
+        self._flat = (np.concatenate([offs[: i * p + 1], rest]), _cut(ids, lo, hi))
 
-    def cut(self, i: int) -> tuple[list[Any], list[list[int]]]:
-        """Remove and return items ``i:`` (keys, runs)."""
-        runs = self.runs()
+    def cut(self, i: int) -> tuple[list[Any], tuple[np.ndarray, np.ndarray]]:
+        """Remove and return items ``i:`` (keys, and their runs as ``(offs, ids)`` from 0)."""
+        offs, ids = self._owned()
         p = self.nparts
-        out = (self.keys[i:], runs[i * p :])
+        at = int(offs[i * p])
+        out = (self.keys[i:], (offs[i * p :] - at, ids[at:]))
         del self.keys[i:]
-        del runs[i * p :]
+        self._flat = (offs[: i * p + 1].copy(), ids[:at])
         return out
 
-    def extend(self, keys: list[Any], runs: list[list[int]]) -> None:
-        self.runs().extend(runs)
+    def extend(self, keys: list[Any], runs: tuple[np.ndarray, np.ndarray]) -> None:
+        """Append items ``keys`` with their runs (``(offs, ids)`` from 0, as :meth:`cut`)."""
+        offs, ids = self._owned()
+        more, more_ids = runs
+        self._flat = (
+            np.concatenate([offs, more[1:] + offs[-1]]),
+            np.concatenate([ids, more_ids]).astype(np.uint32, copy=False),
+        )
         self.keys.extend(keys)

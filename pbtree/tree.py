@@ -20,7 +20,7 @@ node capacities, the key domain (``num`` or ``str``) and the number of stored pr
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -182,16 +182,6 @@ class PBTree:
             return leaf, i
         return None
 
-    def _item(self, key: Any) -> tuple[LeafNode, int]:
-        """The leaf and position of ``key``, which the tree's own records say is stored."""
-        found = self._find(key)
-        if found is None:
-            raise StoreError(
-                f"PB+tree {self.name!r}: no leaf item for {key!r}, which its lists name",
-                "the store is damaged: run `bexdb verify`, then restore it or rebuild it",
-            )
-        return found
-
     def _check_key(self, key: Any) -> None:
         domain = key_domain(key)
         rec = self.record
@@ -303,25 +293,26 @@ class PBTree:
         place = check_op(op)
         check_id(ident)
         self._check_key(key)
-        self._ensure_item(key)
+        leaf, i = self._ensure_item(key)
         kind, part = place
         if kind is None:
-            added = self._leaf_run_add(key, "eq", ident)
+            added = self._leaf_run_add(leaf, i, 0, ident)
         else:
-            added = self._list_add(kind, part, key, ident)
+            added = self._list_add(kind, part, key, ident, leaf, i)
             if added and part == 0 and kind != NE:
-                self._leaf_run_add(key, "bound", ident)
+                self._leaf_run_add(leaf, i, 1, ident)
         if added:
             self._set("count", self.record["count"] + 1)
         self._save()
         return added
 
-    def _ensure_item(self, key: Any) -> None:
-        """Insert ``key`` into the leaf list if new, its pointers copied from neighbours."""
+    def _ensure_item(self, key: Any) -> tuple[LeafNode, int]:
+        """Insert ``key`` into the leaf list if new, its pointers copied from neighbours;
+        the leaf and position of its item (the leaf as read: :meth:`_mut` it to change)."""
         path, leaf = self._descend(key)
         i = bisect_left(leaf.keys, key)
         if i < len(leaf.keys) and leaf.keys[i] == key:
-            return
+            return leaf, i
         if i:
             gtp, nep = leaf.gtp[i - 1], leaf.nep[i - 1]
         elif leaf.prev:
@@ -338,13 +329,15 @@ class PBTree:
         leaf = self._mut(leaf.page, LeafNode)
         leaf.insert_item(i, key, gtp, ltp, nep)
         if len(leaf.keys) > self.record["leaf_cap"]:
-            self._split_leaf(path, leaf)
+            right = self._split_leaf(path, leaf)
+            if i >= len(leaf.keys):
+                return right, i - len(leaf.keys)
+        return leaf, i
 
-    def _split_leaf(self, path: list[tuple[int, int]], leaf: LeafNode) -> None:
+    def _split_leaf(self, path: list[tuple[int, int]], leaf: LeafNode) -> LeafNode:
         txn = self._writer()
         page = txn.alloc()
-        right = LeafNode(page, leaf.page, leaf.next)
-        right.extend(leaf.cut(len(leaf.keys) // 2))
+        right = leaf.split(len(leaf.keys) // 2, page)
         txn.put_new(self.record["space"], page, right)
         if leaf.next:
             self._mut(leaf.next, LeafNode).prev = page
@@ -352,6 +345,7 @@ class PBTree:
             self._set("last", page)
         leaf.next = page
         self._insert_in_parent(path, leaf.page, right.keys[0], page)
+        return right
 
     def _insert_in_parent(
         self, path: list[tuple[int, int]], left: int, sep: Any, right: int
@@ -380,18 +374,15 @@ class PBTree:
             del parent.children[mid + 1 :]
             self._insert_in_parent(path[:-1], page, up, new)
 
-    def _leaf_run_add(self, key: Any, column: str, ident: int) -> bool:
-        leaf, i = self._item(key)  # _ensure_item ran first
-        run = getattr(leaf, column)[i]
-        j = bisect_left(run, ident)
-        if j < len(run) and run[j] == ident:
+    def _leaf_run_add(self, leaf: LeafNode, i: int, part: int, ident: int) -> bool:
+        """Add ``ident`` to the ``=`` (part 0) or bound (1) run of item ``i`` of ``leaf``."""
+        if ident in leaf.run(i, part):
             return False
-        getattr(self._mut(leaf.page, LeafNode), column)[i].insert(j, ident)
-        return True
+        return self._mut(leaf.page, LeafNode).add_id(i, part, ident)
 
-    def _list_add(self, kind: int, part: int, key: Any, ident: int) -> bool:
-        """InsertToList (Fig. 7): add ``ident`` to the item ``key`` of list ``kind``."""
-        leaf, i = self._item(key)
+    def _list_add(self, kind: int, part: int, key: Any, ident: int, leaf: LeafNode, i: int) -> bool:
+        """InsertToList (Fig. 7): add ``ident`` to the item ``key`` (item ``i`` of ``leaf``)
+        of list ``kind``."""
         pointed = getattr(leaf, _PTR[kind])[i]
         node = self._load(pointed, ListNode)
         if node.sentinel == REAL:
@@ -399,9 +390,7 @@ class PBTree:
             if j < len(node.keys) and node.keys[j] == key:
                 if ident in node.run(j, part):
                     return False
-                node = self._mut(node.page, ListNode)
-                insort(node.runs()[j * node.nparts + part], ident)
-                return True
+                return self._mut(node.page, ListNode).add_id(j, part, ident)
         # a new item: the pointed node is where the order puts it
         if kind == LT:
             if node.sentinel == TAIL:
@@ -417,7 +406,7 @@ class PBTree:
         if pos is None:
             pos = len(target.keys)
         target.insert_item(pos, key)
-        target.runs()[pos * target.nparts + part].append(ident)
+        target.add_id(pos, part, ident)
         # The leaf items the new list item now covers (from ``key`` to the next list key;
         # for LT, from the previous one) all pointed where ``key``'s item points: to the
         # node of their common floor (ceiling).  When that is ``target``, none changes and
@@ -519,37 +508,38 @@ class PBTree:
         check_id(ident)
         if self._rec is None or self.record["domain"] != key_domain(key):
             return False
-        if self._find(key) is None:
+        found = self._find(key)
+        if found is None:
             return False
+        # (one descent: the list changes below re-point leaf items of ``kind`` and merge
+        # list nodes, but move no leaf item, so the item stays at ``page``, ``i``; its leaf
+        # is loaded again by page, the dirty copy once there is one)
+        page, i = found[0].page, found[1]
         if kind is None:
-            removed = self._leaf_run_remove(key, "eq", ident)
+            removed = self._leaf_run_remove(page, i, 0, ident)
         else:
-            removed = self._list_remove(kind, part, key, ident)
+            removed = self._list_remove(kind, part, key, ident, page, i)
             if removed and part == 0 and kind != NE:
                 other = LT if kind == GT else GT
-                if ident not in self._list_run(other, key, 0):
-                    self._leaf_run_remove(key, "bound", ident)
+                item = self._list_item(other, key, self._load(page, LeafNode), i)
+                if item is None or ident not in item[0].run(item[1], 0):
+                    self._leaf_run_remove(page, i, 1, ident)
         if removed:
             self._set("count", self.record["count"] - 1)
-            self._drop_item_if_unused(key)
+            self._drop_item_if_unused(key, page, i)
         self._save()
         return removed
 
-    def _leaf_run_remove(self, key: Any, column: str, ident: int) -> bool:
-        leaf, i = self._item(key)
-        run = getattr(leaf, column)[i]
-        j = bisect_left(run, ident)
-        if j == len(run) or run[j] != ident:
+    def _leaf_run_remove(self, page: int, i: int, part: int, ident: int) -> bool:
+        if ident not in self._load(page, LeafNode).run(i, part):
             return False
-        del getattr(self._mut(leaf.page, LeafNode), column)[i][j]
-        return True
+        return self._mut(page, LeafNode).remove_id(i, part, ident)
 
-    def _list_item(self, kind: int, key: Any) -> tuple[ListNode, int] | None:
-        """The node and position of ``key`` in list ``kind``, via the leaf item's pointer."""
-        found = self._find(key)
-        if found is None:
-            return None
-        leaf, i = found
+    def _list_item(
+        self, kind: int, key: Any, leaf: LeafNode, i: int
+    ) -> tuple[ListNode, int] | None:
+        """The node and position of ``key`` (item ``i`` of ``leaf``) in list ``kind``, via
+        the leaf item's pointer."""
         node = self._load(getattr(leaf, _PTR[kind])[i], ListNode)
         if node.sentinel != REAL:
             return None
@@ -558,16 +548,12 @@ class PBTree:
             return node, j
         return None
 
-    def _list_run(self, kind: int, key: Any, part: int) -> list[int]:
-        item = self._list_item(kind, key)
-        return [] if item is None else item[0].run(item[1], part)
-
-    def _list_remove(self, kind: int, part: int, key: Any, ident: int) -> bool:
-        item = self._list_item(kind, key)
+    def _list_remove(self, kind: int, part: int, key: Any, ident: int, page: int, i: int) -> bool:
+        item = self._list_item(kind, key, self._load(page, LeafNode), i)
         if item is None or ident not in item[0].run(item[1], part):
             return False
         node, j = self._mut(item[0].page, ListNode), item[1]
-        node.runs()[j * node.nparts + part].remove(ident)
+        node.remove_id(j, part, ident)
         if node.item_empty(j):
             self._remove_list_item(kind, node, j)
         return True
@@ -611,12 +597,13 @@ class PBTree:
         self._mut(node.next, ListNode).prev = node.prev
         self._writer().free(self.record["space"], node.page)
 
-    def _drop_item_if_unused(self, key: Any) -> None:
-        """Remove the leaf item of ``key`` once no predicate and no list item uses it."""
-        leaf, i = self._item(key)
-        if leaf.eq[i] or leaf.bound[i]:
+    def _drop_item_if_unused(self, key: Any, page: int, i: int) -> None:
+        """Remove the leaf item of ``key`` (item ``i`` of leaf ``page``) once no predicate
+        and no list item uses it."""
+        leaf = self._load(page, LeafNode)
+        if not leaf.item_empty(i):
             return
-        if any(self._list_item(kind, key) is not None for kind in (GT, LT, NE)):
+        if any(self._list_item(kind, key, leaf, i) is not None for kind in (GT, LT, NE)):
             return
         path, leaf = self._descend(key)
         leaf = self._mut(leaf.page, LeafNode)
