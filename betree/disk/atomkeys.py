@@ -657,11 +657,31 @@ def attr_of_order_key(key: bytes) -> str | None:
     return _name_after(key, _ORDER_HEAD)
 
 
+def test_of_key(key: bytes) -> tuple[str, str] | None:
+    """A test atom's attribute and test name, read from its store key's bytes (no
+    decoding: its argument, a list of values, is not built); None for another key (or a
+    name past str16).  For keys this process encoded: the checksum is not looked at."""
+    if not key.startswith(_TEST_HEAD):
+        return None
+    attr = _string_at(key, len(_TEST_HEAD))
+    if attr is None:
+        return None
+    test = _string_at(key, attr[1])
+    return None if test is None else (attr[0], test[0])
+
+
 def _name_after(key: bytes, head: bytes) -> str | None:
     """The msgpack string right after ``head`` in ``key`` (None: not so)."""
     if not key.startswith(head) or len(key) <= len(head):
         return None
-    at = len(head)
+    name = _string_at(key, len(head))
+    return None if name is None else name[0]
+
+
+def _string_at(key: bytes, at: int) -> tuple[str, int] | None:
+    """The msgpack string at ``at`` in ``key`` and where it ends (None: not a string)."""
+    if at >= len(key):
+        return None
     tag = key[at]
     if 0xA0 <= tag <= 0xBF:
         start, size = at + 1, tag & 0x1F
@@ -670,4 +690,4 @@ def _name_after(key: bytes, head: bytes) -> str | None:
         start, size = at + 1 + width, int.from_bytes(key[at + 1 : at + 1 + width], "big")
     else:
         return None
-    return key[start : start + size].decode()
+    return key[start : start + size].decode(), start + size

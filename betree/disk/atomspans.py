@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from betree.disk import grid
-from betree.disk.atomkeys import OrderKeys, key_columns, parse, take_keys
+from betree.disk.atomkeys import OrderKeys, key_columns, parse, take_keys, test_of_key
 from betree.lang.atoms import Atom, OrderAtom, atom_from_tuple
 from betree.lang.schema import Schema
 from betree.lang.testkinds import KINDS
@@ -59,7 +59,11 @@ class AtomSpans:
     :meth:`atom` builds an atom object (for messages).  ``cols``: the keys already read
     as columns (:func:`betree.disk.atomkeys.parse`), in ascending id order.  ``keep``
     False (the batch build, which needs only the spans): ``attr_of`` and ``entries`` are
-    left empty, so that the decoded entries are not held (rich 200K: ~560 MB).
+    left empty, so that the decoded entries are not held (rich 200K: ~560 MB).  ``own``
+    (keys the load encoded: the batch build's): a test atom's attribute and test
+    read from its key's bytes (:func:`~betree.disk.atomkeys.test_of_key`), not decoded
+    (rich rules: a third of their atoms, one-of lists and geo arguments built for nothing;
+    the check, reading a store's keys, decodes each, its checksum checked).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class AtomSpans:
         cols: OrderKeys | None = None,
         *,
         keep: bool = True,
+        own: bool = False,
     ) -> None:
         kinds = {name: grid.kind_of(spec.type) for name, spec in schema.attributes.items()}
         self.keys = keys  # (read again for an atom's tuple: not kept decoded, ~300 B each)
@@ -99,6 +104,17 @@ class AtomSpans:
         seen: dict[Any, Any] = {}
         slow = np.flatnonzero(~fast).tolist()
         for aid, key in zip(ids[slow].tolist(), take_keys(values, slow), strict=True):
+            head = test_of_key(key) if own else None
+            if head is not None and head[1] in KINDS:  # (the build's own keys: not decoded)
+                attr = seen.setdefault(head[0], head[0])
+                spanned.add(attr)
+                if attr in kinds and aid != 0 and head[1] != "undefined":
+                    aids.append(aid)
+                    attrs.append(attr)
+                    lo, hi = _test_span(kinds[attr], head[1])
+                    los.append(lo)
+                    his.append(hi)
+                continue
             t = codec.decode_value(key)
             if type(t) is list and len(t) > 1 and type(t[1]) is str:  # (else damage: below)
                 t[1] = seen.setdefault(t[1], t[1])  # one string per attribute, not per atom

@@ -461,7 +461,7 @@ def build_from_parts(
         if cols is None:  # the one-comparison atoms, read as columns (once, for both)
             cols = parse(keys)
         if places is None:
-            spans = AtomSpans(index.schema, atoms, cols, keep=False)
+            spans = AtomSpans(index.schema, atoms, cols, keep=False, own=True)
             steps = spans.places_in_steps(clauses.lens, clauses.atoms)
             places = PlaceTable.from_steps(spans.names, steps)
             decoded = {}  # (each key decoded again: what keeping them cost in memory)

@@ -183,3 +183,32 @@ def test_key_order_is_the_bytes_order(seed: int) -> None:
     other = ("order", "a0", ((">", 1), ("<", 3)))
     assert atomkeys.key_order(atomkeys.parse([*keys, codec.encode_value(other)])) is None
     assert atomkeys.key_order(atomkeys.parse([])) is None
+
+
+def test_test_of_key_agrees_with_decoding() -> None:
+    """A test atom's attribute and test name read from its key's bytes are the decoded
+    key's, for names of the msgpack string headers it reads (fixstr, str8, str16, non-ASCII)
+    and arguments of every shape; a name past str16 and any other key (order atoms, other
+    arrays) give None (the caller decodes them)."""
+    rng = random.Random(5)
+    names = [*NAMES, "z" * 255, "w" * 256, "v" * 70000]
+    args: list[Any] = [None, "abc", ["a", "b"], [1.5, -2.0, 30.0], 7, {"k": 1}, ""]
+    tests = ["one_of", "geo_within_radius", "segment_within", "bool_true", "x" * 40, "日"]
+    seen = 0
+    for attr in names:
+        for test in tests:
+            key = codec.encode_value(["test", attr, test, rng.choice(args)])
+            long = len(attr.encode()) >= 1 << 16
+            assert atomkeys.test_of_key(key) == (None if long else (attr, test))
+            seen += not long
+    for key in (
+        codec.encode_value(["order", "a", [["=", "x"]]]),
+        codec.encode_value(["test", "a", "one_of"]),  # (three elements: not a test's)
+        codec.encode_value(["test", 3, "one_of", None]),
+        codec.encode_value(["test", "a", 4, None]),
+        codec.encode_value(["tests", "a", "one_of", None]),
+        b"",
+        b"\x94\xa4test",
+    ):
+        assert atomkeys.test_of_key(key) is None, key
+    assert seen == (len(names) - 1) * len(tests)
