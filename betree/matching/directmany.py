@@ -199,20 +199,31 @@ class ListMany:
 
 def list_runs(index: directkinds.ListPostings) -> list[tuple[np.ndarray, bool]]:
     """The atoms :meth:`ListMany.words` gives rows of, in their order: the ``any``
-    postings' held atoms, then their negations' (failing defaults), each ascending."""
+    postings' held atoms, then their negations' (failing defaults), each in
+    :class:`_Inverted`'s order (by their values, most first)."""
     out = []
     for postings, on in ((index.pos_any, True), (index.neg_any, False)):
         ids = [aid for atoms in postings.values() for aid in atoms]
         if ids:
-            out.append((np.unique(np.array(ids, dtype=np.int64)), on))
+            atoms, counts = np.unique(np.array(ids, dtype=np.int64), return_counts=True)
+            out.append((atoms.take(_most_first(counts)), on))
     return out
 
 
+def _most_first(counts: np.ndarray) -> np.ndarray:
+    """The order of atoms (ascending, each with ``counts`` values) by their values, most
+    first, ascending among equals."""
+    return np.argsort(-counts, kind="stable")
+
+
 class _Inverted:
-    """Postings (starts by value slot, atom ids) inverted, atom by atom, in layers: layer
-    k holds each atom's k-th value (an atom's values ORed by one fancy OR a layer, over
-    whole rows of words: numpy's ``reduceat`` over rows costs ~20 ns a (segment, word),
-    ~1.3x the layers at rich 20K)."""
+    """Postings (starts by value slot, atom ids) inverted, atom by atom, in layers: the
+    atoms ordered by their values, most first (:func:`_most_first`), layer k holds the
+    k-th value of each atom with more than k, which are a prefix of them: an atom's
+    values are ORed by one OR a layer into a slice of whole rows of words (no gather and
+    scatter of the rows a layer ORs into: rich 100K, 1,024 events, the two list
+    attributes' 51 and 31 layers ~53 -> ~20 µs an event; numpy's ``reduceat`` over rows
+    costs ~20 ns a (segment, word), ~1.3x the gathered layers at rich 20K)."""
 
     __slots__ = ("atoms", "layers", "size")
 
@@ -222,25 +233,23 @@ class _Inverted:
         value, ids = value[order], ids[order]
         firsts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))[: len(ids)]
         sizes = np.diff(np.append(firsts, len(ids)))
-        #: the atoms, ascending; the (atom position, value slot) pairs by layer
-        self.atoms = ids[firsts]
+        most = _most_first(sizes)
+        #: the atoms, by their values, most first (as :func:`list_runs` gives them)
+        self.atoms = ids[firsts].take(most)
         self.size = len(ids)
-        rank = np.arange(len(ids), dtype=np.int64) - np.repeat(firsts, sizes)
-        at = np.repeat(np.arange(len(firsts), dtype=np.int64), sizes)
-        by_rank = np.argsort(rank, kind="stable")
-        layers = int(sizes.max(initial=0))
-        cuts = np.searchsorted(rank[by_rank], np.arange(layers + 1)).tolist()
+        #: per layer k, the value slots of the k-th value of the first atoms (those with
+        #: more than k values)
         self.layers = [
-            (at[by_rank[cuts[k] : cuts[k + 1]]], value[by_rank[cuts[k] : cuts[k + 1]]])
-            for k in range(layers)
+            value[firsts.take(most[: int((sizes > k).sum())]) + k]
+            for k in range(int(sizes.max(initial=0)))
         ]
 
     def ored(self, bits: np.ndarray) -> np.ndarray:
         """Each of :attr:`atoms`' rows (``bits``: each value slot's row of words), the OR
         of its values'."""
-        own = bits.take(self.layers[0][1], axis=0)
-        for at, value in self.layers[1:]:
-            own[at] |= bits.take(value, axis=0)
+        own = bits.take(self.layers[0], axis=0)
+        for value in self.layers[1:]:
+            own[: len(value)] |= bits.take(value, axis=0)
         return own
 
 

@@ -123,7 +123,57 @@ def test_layers_reduce_as_a_loop(seed: int) -> None:
     bits = rng.integers(0, 2**64, size=int(sizes.sum()), dtype=np.uint64)
     bits[rng.random(len(bits)) < 0.3] = 0
     by = subbits.layers(starts, len(bits))
+    order = by[0]  # (the groups by their members, most first, ascending among equals)
+    assert sorted(order.tolist()) == list(range(len(sizes)))
+    assert sorted(order.tolist(), key=lambda g: (-int(sizes[g]), g)) == order.tolist()
     ored, anded = subbits.reduce(bits, by, True), subbits.reduce(bits, by, False)
-    for g, (a, n) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
-        assert ored[g] == np.bitwise_or.reduce(bits[a : a + n])
-        assert anded[g] == np.bitwise_and.reduce(bits[a : a + n])
+    for j, g in enumerate(order.tolist()):
+        a, n = int(starts[g]), int(sizes[g])
+        assert ored[j] == np.bitwise_or.reduce(bits[a : a + n])
+        assert anded[j] == np.bitwise_and.reduce(bits[a : a + n])
+
+
+@pytest.mark.parametrize("rows_of", [1, 3], ids=["one-row", "rows"])
+@pytest.mark.parametrize("subs_of", [1, 4], ids=["one-clause", "clauses"])
+@pytest.mark.parametrize("removed", [False, True], ids=["kept", "gone"])
+def test_held_as_a_loop(rows_of: int, subs_of: int, removed: bool) -> None:
+    """:func:`subbits.held` on views of clauses of one row or several and subscriptions
+    of one clause or several (their layers then absent: None), with removed clauses or
+    none, against a loop: each subscription once, its first clause, in subscription
+    order (every clause in clause order where no subscription has several)."""
+    rng = np.random.default_rng(rows_of * 10 + subs_of + removed)
+    n = 400
+    sizes = rng.integers(1, rows_of + 1, size=n)
+    row_at = np.concatenate(([0], np.cumsum(sizes)))
+    row_clause = np.repeat(np.arange(n), sizes)
+    sids = rng.integers(0, n // subs_of, size=n).astype(np.uint64) if subs_of > 1 else None
+    view: Any = type("View", (), {})()
+    view.rows = np.zeros((int(row_at[-1]), 8), dtype=np.int32)
+    view.row_at, view.row_clause, view.sids = row_at, row_clause if rows_of > 1 else None, sids
+    gone = rng.random(n) < 0.2 if removed else None
+    for _ in range(3):
+        rows = np.flatnonzero(rng.random(len(view.rows)) < 0.7)
+        mask = rng.integers(0, 2**64, size=len(rows), dtype=np.uint64)
+        mask[rng.random(len(rows)) < 0.3] = 0
+        bits = np.zeros(len(view.rows), dtype=np.uint64)
+        bits[rows] = mask
+        clause_bits = [
+            0 if gone is not None and gone[c] else int(np.bitwise_and.reduce(bits[a:b]))
+            for c, (a, b) in enumerate(zip(row_at[:-1].tolist(), row_at[1:].tolist(), strict=True))
+        ]
+        if sids is None:
+            want = [(c, x) for c, x in enumerate(clause_bits) if x]
+        else:
+            by_sub: dict[int, list[int]] = {}
+            for c in range(n):
+                by_sub.setdefault(int(sids[c]), []).append(c)
+            want = []
+            for _, cs in sorted(by_sub.items()):
+                x = 0
+                for c in cs:
+                    x |= clause_bits[c]
+                if x:
+                    want.append((cs[0], x))
+        clause, got = subbits.held(view, rows, mask, gone)
+        assert list(zip(clause.tolist(), got.tolist(), strict=True)) == want
+        assert len(want) > 20

@@ -30,7 +30,7 @@ from betree.matching.direct import DirectAtoms, found_batch, mark
 from betree.packed import flatbatch
 from storage.errors import InvalidInput
 from tests.support.brute import brute
-from tests.support.direct import agree, list_atoms
+from tests.support.direct import agree, forced_rows, list_atoms
 from tests.support.loads import python_loaded
 from tools.bench import gen_rich
 
@@ -53,6 +53,56 @@ def test_string_lists_with_unicode_and_repeats() -> None:
     atoms = list_atoms(rng, "sl", pool, 400, 5)
     events = [{"sl": tuple(rng.choices(pool, k=rng.randint(0, 12)))} for _ in range(300)]
     assert agree(atoms, events, "sl") > 1_000
+
+
+def test_list_rows_come_by_their_values_most_first_as_the_runs_say() -> None:
+    """A list index's rows over words (its ``any`` postings inverted in layers, each
+    layer a prefix of the atoms) come in :func:`directmany.list_runs`' order: the atoms
+    with the most values first, ascending among equals (the numbering makes that order
+    one run of slots); each row the OR of its values' events (``agree`` above)."""
+    rng = random.Random(23)
+    pool: list[object] = list(range(40))
+    atoms = list_atoms(rng, "il", pool, 300, 12)
+    group = DirectAtoms(atoms)
+    [(_, index)] = group.active
+    runs = directmany.list_runs(index)
+    assert [on for _, on in runs] == [True, False]
+    for (aids, _), postings in zip(runs, (index.pos_any, index.neg_any), strict=True):
+        counts = {a: 0 for a in aids.tolist()}
+        for ids in postings.values():
+            for a in ids:
+                counts[a] += 1
+        want = sorted(counts, key=lambda a: (-counts[a], a))
+        assert aids.tolist() == want
+        assert len(set(counts.values())) > 3  # (several counts, ties among them)
+    events = [{"il": tuple(rng.sample(pool, rng.randint(0, 9)))} for _ in range(130)]
+    words = np.array([0, 1, 2], dtype=np.int64)
+    rows = np.zeros((len(events), 3), dtype=np.uint64)
+    rows[np.arange(len(events)), np.arange(len(events)) >> 6] = np.left_shift(
+        np.uint64(1), (np.arange(len(events)) & 63).astype(np.uint64)
+    )
+    with forced_rows(True):
+        _, planes = directmany.ListMany(index).words([ev["il"] for ev in events], events, rows)
+    assert [(aids.tolist(), on) for aids, _, on in planes] == [
+        (aids.tolist(), on) for aids, on in runs
+    ]
+    for aids, bits, _ in planes:  # (each row: the events whose list holds one of its values)
+        for k, aid in enumerate(aids.tolist()):
+            want = [
+                e
+                for e, ev in enumerate(events)
+                if any(
+                    aid in index.pos_any.get(v, ()) or aid in index.neg_any.get(v, ())
+                    for v in ev["il"]
+                )
+            ]
+            got = [
+                int(w) * 64 + b
+                for w in words.tolist()
+                for b in range(64)
+                if int(bits[w, k]) >> b & 1
+            ]
+            assert got == want
 
 
 @pytest.mark.parametrize(
