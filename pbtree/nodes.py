@@ -81,6 +81,36 @@ def _cut(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return np.concatenate((values[:lo], values[hi:]))
 
 
+def _flatten(parts: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(offs, ids)`` arrays (int64, uint32) of a sequence of sorted id runs."""
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(run) for run in parts], out=offs[1:])
+    flat = [i for run in parts for i in run]
+    return offs, (np.array(flat, dtype=np.uint32) if flat else _EMPTY)
+
+
+def _with_id(offs: np.ndarray, ids: np.ndarray, k: int, ident: int) -> np.ndarray | None:
+    """``ids`` with ``ident`` put into its sorted run ``k`` (``offs`` moved in place); None,
+    and nothing changed, if the run holds it."""
+    lo, hi = int(offs[k]), int(offs[k + 1])
+    j = lo + int(np.searchsorted(ids[lo:hi], ident))
+    if j < hi and int(ids[j]) == ident:
+        return None
+    offs[k + 1 :] += 1
+    return _put(ids, j, np.array((ident,), dtype=np.uint32))
+
+
+def _without_id(offs: np.ndarray, ids: np.ndarray, k: int, ident: int) -> np.ndarray | None:
+    """``ids`` without ``ident`` in run ``k`` (``offs`` moved in place); None, and nothing
+    changed, if the run lacks it."""
+    lo, hi = int(offs[k]), int(offs[k + 1])
+    j = lo + int(np.searchsorted(ids[lo:hi], ident))
+    if j == hi or int(ids[j]) != ident:
+        return None
+    offs[k + 1 :] -= 1
+    return _cut(ids, j, j + 1)
+
+
 class InternalNode:
     """An internal B+tree node: separator keys and child page ids."""
 
@@ -237,11 +267,7 @@ class LeafNode:
             parts: list[list[int]] = []
             for pair in zip(eq, bound, strict=True):
                 parts.extend(pair)
-            offs = np.zeros(len(parts) + 1, dtype=np.int64)
-            np.cumsum([len(run) for run in parts], out=offs[1:])
-            flat = [i for run in parts for i in run]
-            self._offs = offs
-            self._ids = np.array(flat, dtype=np.uint32) if flat else _EMPTY
+            self._offs, self._ids = _flatten(parts)
             self._eq = self._bound = None
         return self._offs, self._ids
 
@@ -280,25 +306,19 @@ class LeafNode:
     def add_id(self, i: int, part: int, ident: int) -> bool:
         """Put ``ident`` into item ``i``'s run ``part`` (0 ``=``, 1 bound); False if there."""
         offs, ids = self._arrays()
-        k = 2 * i + part
-        lo, hi = int(offs[k]), int(offs[k + 1])
-        j = lo + int(np.searchsorted(ids[lo:hi], ident))
-        if j < hi and int(ids[j]) == ident:
+        changed = _with_id(offs, ids, 2 * i + part, ident)
+        if changed is None:
             return False
-        self._ids = _put(ids, j, np.array((ident,), dtype=np.uint32))
-        offs[k + 1 :] += 1
+        self._ids = changed
         return True
 
     def remove_id(self, i: int, part: int, ident: int) -> bool:
         """Take ``ident`` out of item ``i``'s run ``part``; False if it was not there."""
         offs, ids = self._arrays()
-        k = 2 * i + part
-        lo, hi = int(offs[k]), int(offs[k + 1])
-        j = lo + int(np.searchsorted(ids[lo:hi], ident))
-        if j == hi or int(ids[j]) != ident:
+        changed = _without_id(offs, ids, 2 * i + part, ident)
+        if changed is None:
             return False
-        self._ids = _cut(ids, j, j + 1)
-        offs[k + 1 :] -= 1
+        self._ids = changed
         return True
 
     def insert_item(self, i: int, key: Any, gtp: int, ltp: int, nep: int) -> None:
@@ -498,12 +518,7 @@ class ListNode:
     def flat(self) -> tuple[np.ndarray, np.ndarray]:
         """``(offs, ids)``: item i's runs are ``ids[offs[i*p] : offs[(i+1)*p]]``."""
         if self._flat is None:
-            runs = self._runs or []
-            offs = np.zeros(len(runs) + 1, dtype=np.int64)
-            np.cumsum([len(run) for run in runs], out=offs[1:])
-            flat = [i for run in runs for i in run]
-            ids = np.array(flat, dtype=np.uint32) if flat else _EMPTY
-            self._flat = (offs, ids)
+            self._flat = _flatten(self._runs or [])
         return self._flat
 
     def runs(self) -> list[list[int]]:
@@ -538,25 +553,19 @@ class ListNode:
     def add_id(self, i: int, part: int, ident: int) -> bool:
         """Put ``ident`` into item ``i``'s run ``part``; False if it was there."""
         offs, ids = self._owned()
-        k = i * self.nparts + part
-        lo, hi = int(offs[k]), int(offs[k + 1])
-        j = lo + int(np.searchsorted(ids[lo:hi], ident))
-        if j < hi and int(ids[j]) == ident:
+        changed = _with_id(offs, ids, i * self.nparts + part, ident)
+        if changed is None:
             return False
-        offs[k + 1 :] += 1
-        self._flat = (offs, _put(ids, j, np.array((ident,), dtype=np.uint32)))
+        self._flat = (offs, changed)
         return True
 
     def remove_id(self, i: int, part: int, ident: int) -> bool:
         """Take ``ident`` out of item ``i``'s run ``part``; False if it was not there."""
         offs, ids = self._owned()
-        k = i * self.nparts + part
-        lo, hi = int(offs[k]), int(offs[k + 1])
-        j = lo + int(np.searchsorted(ids[lo:hi], ident))
-        if j == hi or int(ids[j]) != ident:
+        changed = _without_id(offs, ids, i * self.nparts + part, ident)
+        if changed is None:
             return False
-        offs[k + 1 :] -= 1
-        self._flat = (offs, _cut(ids, j, j + 1))
+        self._flat = (offs, changed)
         return True
 
     def insert_item(self, i: int, key: Any) -> None:
