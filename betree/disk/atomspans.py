@@ -108,6 +108,8 @@ class AtomSpans:
             if head is not None and head[1] in KINDS:  # (the build's own keys: not decoded)
                 attr = seen.setdefault(head[0], head[0])
                 spanned.add(attr)
+                if keep:  # (as the decoded path below keeps it)
+                    self.attr_of[aid] = attr
                 if attr in kinds and aid != 0 and head[1] != "undefined":
                     aids.append(aid)
                     attrs.append(attr)

@@ -45,6 +45,8 @@ def same_places(idx: Index, texts: list[str]) -> int:
     bare = AtomSpans(idx.schema, {aid: key for key, aid in keys.items()}, keep=False)
     # (the build's: its own keys' tests read from their bytes)
     own = AtomSpans(idx.schema, {aid: key for key, aid in keys.items()}, keep=False, own=True)
+    kept = AtomSpans(idx.schema, {aid: key for key, aid in keys.items()}, own=True)
+    assert kept.attr_of == spans.attr_of  # (the tests read from bytes kept as decoded ones are)
     for built in (bare, own):
         assert built.names == spans.names and not built.entries and not built.attr_of
         for mine, theirs in ((built.attr, spans.attr), (built.lo, spans.lo), (built.hi, spans.hi)):
